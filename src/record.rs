@@ -1,0 +1,181 @@
+//! Plain data passed between stages: one finished request, as measured.
+//!
+//! Times are milliseconds on the client's monotonic clock, as offsets from the
+//! moment the request was handed to the HTTP client (`t_send`), except
+//! `send_offset_ms`, which is the offset of `t_send` from the start of the run.
+
+use serde::{Deserialize, Serialize};
+
+/// How a request ended, first failing check wins (transport → HTTP → stream → canary → output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// Transport failure or a timeout: connect, first byte, idle gap, total.
+    RequestError,
+    /// A non-2xx HTTP status.
+    HttpError,
+    /// HTTP 200 but the stream was malformed, carried an error object, or ended early.
+    StreamValidationFailed,
+    /// The answer did not begin with its own canary, or carried another request's canary.
+    RequestCanaryFailed,
+    /// The answer was not the exact output the contract asks for.
+    ControlledOutputFailed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::RequestError => "request_error",
+            Outcome::HttpError => "http_error",
+            Outcome::StreamValidationFailed => "stream_validation_failed",
+            Outcome::RequestCanaryFailed => "request_canary_failed",
+            Outcome::ControlledOutputFailed => "controlled_output_failed",
+        }
+    }
+}
+
+/// What the streaming client captured of one request. Produced by `client`,
+/// consumed by aggregation, turnover checks and the journal.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamCapture {
+    /// HTTP status, when a response head arrived.
+    pub http_status: Option<u16>,
+    /// First non-empty reasoning *or* content delta, ms after t_send.
+    pub ttfo_ms: Option<f64>,
+    /// First non-empty visible content delta, ms after t_send.
+    pub ttft_ms: Option<f64>,
+    /// End of stream (`[DONE]`, or close after the final chunk), ms after t_send.
+    pub e2e_ms: Option<f64>,
+    /// Arrival of every content- or reasoning-bearing chunk, ms after t_send.
+    pub chunk_ms: Vec<f64>,
+    /// Visible text, capped (see `truncated`).
+    pub content: String,
+    /// Reasoning text (`reasoning_content` or `reasoning`), kept apart, capped.
+    pub reasoning: String,
+    /// True when content or reasoning hit the capture cap.
+    pub truncated: bool,
+    /// `usage.prompt_tokens` as the server reported it.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens` as the server reported it, or an estimate (see below).
+    pub completion_tokens: Option<u64>,
+    /// True when completion_tokens was counted client-side because the server sent no usage.
+    pub completion_tokens_estimated: bool,
+    /// Every finish_reason the stream carried, in order.
+    pub finish_reasons: Vec<String>,
+    /// Did the stream end with `data: [DONE]`?
+    pub saw_done: bool,
+    /// Model id the server put in the chunks.
+    pub model: Option<String>,
+    /// `system_fingerprint` from the chunks, when present.
+    pub system_fingerprint: Option<String>,
+    /// Failure, if any, detected by the client (transport, HTTP, stream validity).
+    pub failure: Option<Failure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub class: Outcome,
+    /// Human-readable and bounded; never contains secrets.
+    pub message: String,
+}
+
+/// One finished request as written to the journal (one JSON line each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Cell (or turnover run) this request belongs to.
+    pub cell: String,
+    /// Index within the cell, in issue order (warmups are not recorded).
+    pub index: usize,
+    /// Offset of t_send from the start of the run, ms.
+    pub send_offset_ms: f64,
+    /// Open loop: how long the request waited in the client after its scheduled time, ms.
+    pub queue_ms: f64,
+    /// Prompt tokens the workload aimed for.
+    pub target_prompt_tokens: Option<u64>,
+    pub capture: StreamCapture,
+    /// Final classification after all checks.
+    pub outcome: Outcome,
+    /// Why, when outcome is not Ok (bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Derived per-request metrics, DESIGN.md definitions.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DerivedMetrics {
+    pub ttft_ms: Option<f64>,
+    pub ttfo_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    /// (completion_tokens − 1) / (e2e − TTFO)
+    pub decode_tok_s: Option<f64>,
+    /// (e2e − TTFO) / (completion_tokens − 1)
+    pub tpot_ms: Option<f64>,
+    /// prompt_tokens / TTFO
+    pub prefill_tok_s: Option<f64>,
+}
+
+impl StreamCapture {
+    /// Metrics that follow from this capture; None where a definition does not apply
+    /// (e.g. decode speed of a one-token answer).
+    pub fn derived(&self) -> DerivedMetrics {
+        let mut d = DerivedMetrics {
+            ttft_ms: self.ttft_ms,
+            ttfo_ms: self.ttfo_ms,
+            e2e_ms: self.e2e_ms,
+            ..Default::default()
+        };
+        if let (Some(ttfo), Some(e2e), Some(ct)) =
+            (self.ttfo_ms, self.e2e_ms, self.completion_tokens)
+        {
+            let span = e2e - ttfo;
+            if ct > 1 && span > 0.0 {
+                d.decode_tok_s = Some((ct - 1) as f64 / (span / 1000.0));
+                d.tpot_ms = Some(span / (ct - 1) as f64);
+            }
+        }
+        if let (Some(ttfo), Some(pt)) = (self.ttfo_ms, self.prompt_tokens) {
+            if ttfo > 0.0 {
+                d.prefill_tok_s = Some(pt as f64 / (ttfo / 1000.0));
+            }
+        }
+        d
+    }
+
+    /// Gaps between consecutive content-bearing chunks (ITL), ms.
+    pub fn itl_ms(&self) -> impl Iterator<Item = f64> + '_ {
+        self.chunk_ms.windows(2).map(|w| w[1] - w[0])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_speed_excludes_the_first_token() {
+        let c = StreamCapture {
+            ttfo_ms: Some(100.0),
+            e2e_ms: Some(1100.0),
+            completion_tokens: Some(101),
+            prompt_tokens: Some(500),
+            ..Default::default()
+        };
+        let d = c.derived();
+        assert_eq!(d.decode_tok_s, Some(100.0));
+        assert_eq!(d.tpot_ms, Some(10.0));
+        assert_eq!(d.prefill_tok_s, Some(5000.0));
+    }
+
+    #[test]
+    fn one_token_answer_has_no_decode_speed() {
+        let c = StreamCapture {
+            ttfo_ms: Some(100.0),
+            e2e_ms: Some(120.0),
+            completion_tokens: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(c.derived().decode_tok_s, None);
+    }
+}
