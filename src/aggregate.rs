@@ -1,1 +1,110 @@
-//! (in progress)
+//! Per-cell aggregation: records in, a `CellResult` out. Pure.
+
+use std::collections::BTreeMap;
+
+use crate::artifact::{CellResult, metric};
+use crate::record::{Outcome, RequestRecord};
+use crate::stats;
+use crate::suite::CellSpec;
+
+/// Aggregate one cell's records (any order; sorted by index here).
+pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
+    let mut recs: Vec<&RequestRecord> = records.iter().filter(|r| r.cell == spec.name).collect();
+    recs.sort_by_key(|r| r.index);
+
+    let ok: Vec<&RequestRecord> = recs.iter().copied().filter(|r| r.outcome == Outcome::Ok).collect();
+    let mut failures_by_class = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.outcome != Outcome::Ok) {
+        *failures_by_class.entry(r.outcome.as_str().to_string()).or_insert(0) += 1;
+    }
+
+    let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut push = |k: &str, v: Option<f64>| {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            samples.entry(k.to_string()).or_default().push(v);
+        }
+    };
+    let mut itl = Vec::new();
+    for r in &ok {
+        let d = r.capture.derived();
+        push(metric::TTFT_MS, d.ttft_ms);
+        push(metric::TTFO_MS, d.ttfo_ms);
+        push(metric::E2E_MS, d.e2e_ms);
+        push(metric::DECODE_TOK_S, d.decode_tok_s);
+        push(metric::TPOT_MS, d.tpot_ms);
+        push(metric::PREFILL_TOK_S, d.prefill_tok_s);
+        push(metric::QUEUE_MS, Some(r.queue_ms));
+        push(metric::PROMPT_TOKENS, r.capture.prompt_tokens.map(|v| v as f64));
+        push(metric::COMPLETION_TOKENS, r.capture.completion_tokens.map(|v| v as f64));
+        itl.extend(r.capture.itl_ms());
+    }
+    let mut metrics: BTreeMap<String, _> = samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
+        .collect();
+    // ITL pools every gap of every request: it describes chunks, not requests.
+    if let Some(s) = stats::summarize(&itl) {
+        metrics.insert(metric::ITL_MS.to_string(), s);
+    }
+
+    let mut reasons = Vec::new();
+    if recs.len() < spec.requests {
+        reasons.push(format!("only {} of {} requests recorded", recs.len(), spec.requests));
+    }
+    if !failures_by_class.is_empty() {
+        let parts: Vec<String> = failures_by_class.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        reasons.push(format!("failed requests: {}", parts.join(", ")));
+    }
+    let missing_prompt = ok.iter().filter(|r| r.capture.prompt_tokens.is_none()).count();
+    if missing_prompt > 0 {
+        reasons.push(format!("{missing_prompt} requests without server-reported prompt tokens"));
+    }
+    let off: Vec<u64> = ok
+        .iter()
+        .filter_map(|r| r.capture.prompt_tokens)
+        .filter(|&p| !spec.prompt_within_tolerance(p))
+        .collect();
+    if !off.is_empty() {
+        reasons.push(format!(
+            "{} requests outside prompt tolerance ({} ± {}%), e.g. {} tokens",
+            off.len(),
+            spec.prompt_tokens,
+            spec.tolerance_percent,
+            off[0]
+        ));
+    }
+    let missing_decode = ok.len() - samples.get(metric::DECODE_TOK_S).map_or(0, Vec::len);
+    if missing_decode > 0 {
+        reasons.push(format!("{missing_decode} requests too short to measure decode speed (< 2 tokens)"));
+    }
+
+    CellResult {
+        name: spec.name.clone(),
+        shape: spec.shape(),
+        requests: recs.len(),
+        succeeded: ok.len(),
+        failed: recs.len() - ok.len(),
+        failures_by_class,
+        performance_eligible: reasons.is_empty(),
+        ineligible_reasons: reasons,
+        median_prompt_tokens: samples.get(metric::PROMPT_TOKENS).and_then(|v| stats::median(v)),
+        metrics,
+        samples: samples
+            .into_iter()
+            .filter(|(k, _)| GATING_SAMPLES.contains(&k.as_str()))
+            .collect(),
+        tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
+    }
+}
+
+/// Per-request metrics kept in full in the artifact, for resampling and plots.
+const GATING_SAMPLES: &[&str] = &[
+    metric::TTFT_MS,
+    metric::TTFO_MS,
+    metric::E2E_MS,
+    metric::DECODE_TOK_S,
+    metric::TPOT_MS,
+    metric::PREFILL_TOK_S,
+    metric::PROMPT_TOKENS,
+    metric::COMPLETION_TOKENS,
+];

@@ -5,15 +5,18 @@
 
 pub mod aggregate;
 pub mod artifact;
+pub mod atomic;
 pub mod client;
 pub mod discover;
 pub mod driver;
 pub mod engine;
 pub mod fastsource;
+pub mod faultproxy;
 pub mod journal;
 pub mod loadgen;
 pub mod record;
 pub mod report;
+pub mod runner;
 pub mod sse;
 pub mod stats;
 pub mod suite;

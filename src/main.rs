@@ -1,3 +1,132 @@
-fn main() {
-    println!("infergate");
+//! The `infergate` command line: parses arguments and calls the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use infergate::client::Timeouts;
+use infergate::runner::{self, RunOptions};
+
+#[derive(Parser)]
+#[command(name = "infergate", version, about = "Qualify an LLM serving runtime against the one in service")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Measure one OpenAI-compatible target with a suite; writes run.json and journal.jsonl.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Base URL of the target, e.g. http://127.0.0.1:8080
+    #[arg(long)]
+    target: String,
+    /// Workload suite (TOML).
+    #[arg(long)]
+    suite: PathBuf,
+    /// Output directory for run.json and journal.jsonl.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Name of the environment variable holding the API key (the key itself is never printed).
+    #[arg(long)]
+    api_key_env: Option<String>,
+    /// Label of the runtime profile being measured (e.g. baseline).
+    #[arg(long)]
+    runtime: Option<String>,
+    /// Image reference pinned by digest, recorded in provenance.
+    #[arg(long)]
+    image: Option<String>,
+    /// Run only this cell (repeatable).
+    #[arg(long = "cell")]
+    cells: Vec<String>,
+    /// Continue a run from its journal, running only the requests it lacks.
+    #[arg(long)]
+    resume: bool,
+    /// Skip the suite's turnover runs.
+    #[arg(long)]
+    skip_turnover: bool,
+    #[command(flatten)]
+    timeouts: TimeoutArgs,
+    /// No progress output.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::Args, Clone)]
+struct TimeoutArgs {
+    /// Connect timeout, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Time to the first response byte, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    first_byte_timeout: f64,
+    /// Longest gap between stream reads, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
+    /// Whole request, seconds.
+    #[arg(long, default_value_t = 900.0)]
+    total_timeout: f64,
+}
+
+impl TimeoutArgs {
+    fn to_timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs_f64(self.connect_timeout),
+            first_byte: Duration::from_secs_f64(self.first_byte_timeout),
+            idle: Duration::from_secs_f64(self.idle_timeout),
+            total: Duration::from_secs_f64(self.total_timeout),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(dispatch(cli.cmd)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
+    match cmd {
+        Cmd::Run(a) => {
+            let opts = RunOptions {
+                target: a.target,
+                api_key_env: a.api_key_env,
+                suite: a.suite,
+                out_dir: a.out.clone(),
+                runtime_label: a.runtime,
+                image: a.image,
+                only_cells: a.cells,
+                resume: a.resume,
+                timeouts: a.timeouts.to_timeouts(),
+                skip_turnover: a.skip_turnover,
+                quiet: a.quiet,
+            };
+            let art = runner::run(&opts).await?;
+            for c in &art.cells {
+                let eligible = if c.performance_eligible { "eligible".to_string() } else { format!("NOT eligible: {}", c.ineligible_reasons.join("; ")) };
+                println!("{}: {}/{} ok, {}", c.name, c.succeeded, c.requests, eligible);
+            }
+            println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }

@@ -179,3 +179,11 @@ mod tests {
         assert_eq!(c.derived().decode_tok_s, None);
     }
 }
+
+/// Truncate text for error messages and captures kept in artifacts.
+pub fn bounded(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
+        None => s.to_string(),
+    }
+}

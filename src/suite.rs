@@ -1,1 +1,243 @@
-//! (in progress)
+//! Workload suites: named cells read from a TOML file.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::artifact::CellShape;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, rename = "cell")]
+    pub cells: Vec<CellSpec>,
+    /// Turnover runs, parsed by `crate::turnover`.
+    #[serde(default)]
+    pub turnover: Vec<toml::Table>,
+}
+
+/// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachePolicy {
+    Unique,
+    Shared,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellSpec {
+    pub name: String,
+    pub prompt_tokens: u64,
+    #[serde(default = "default_tolerance")]
+    pub tolerance_percent: f64,
+    pub max_tokens: u64,
+    #[serde(default = "one")]
+    pub concurrency: usize,
+    pub requests: usize,
+    #[serde(default)]
+    pub warmup: usize,
+    #[serde(default = "unique")]
+    pub cache: CachePolicy,
+    /// "closed" (default), "constant:<req/s>" or "poisson:<req/s>".
+    #[serde(default = "closed")]
+    pub arrival: String,
+    #[serde(default)]
+    pub temperature: f64,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Extra body fields sent with every request (e.g. `ignore_eos = true`).
+    #[serde(default)]
+    pub extra: toml::Table,
+}
+
+fn default_tolerance() -> f64 {
+    10.0
+}
+fn one() -> usize {
+    1
+}
+fn unique() -> CachePolicy {
+    CachePolicy::Unique
+}
+fn closed() -> String {
+    "closed".into()
+}
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// A finished request is replaced at once, `concurrency` in flight.
+    Closed,
+    /// Open loop, fixed interval between sends.
+    Constant { rate: f64 },
+    /// Open loop, exponential gaps between sends.
+    Poisson { rate: f64 },
+}
+
+impl Arrival {
+    pub fn parse(s: &str) -> Result<Arrival> {
+        if s == "closed" {
+            return Ok(Arrival::Closed);
+        }
+        let (kind, rate) = s
+            .split_once(':')
+            .with_context(|| format!("arrival '{s}': expected closed, constant:<req/s> or poisson:<req/s>"))?;
+        let rate: f64 = rate
+            .parse()
+            .with_context(|| format!("arrival '{s}': rate '{rate}' is not a number"))?;
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("arrival '{s}': rate must be a positive number of requests per second");
+        }
+        match kind {
+            "constant" => Ok(Arrival::Constant { rate }),
+            "poisson" => Ok(Arrival::Poisson { rate }),
+            _ => bail!("arrival '{s}': unknown kind '{kind}' (closed, constant, poisson)"),
+        }
+    }
+}
+
+impl CellSpec {
+    pub fn arrival(&self) -> Result<Arrival> {
+        Arrival::parse(&self.arrival).with_context(|| format!("cell '{}'", self.name))
+    }
+
+    pub fn shape(&self) -> CellShape {
+        CellShape {
+            prompt_tokens: self.prompt_tokens,
+            tolerance_percent: self.tolerance_percent,
+            max_tokens: self.max_tokens,
+            concurrency: self.concurrency,
+            requests: self.requests,
+            warmup: self.warmup,
+            cache: match self.cache {
+                CachePolicy::Unique => "unique".into(),
+                CachePolicy::Shared => "shared".into(),
+            },
+            arrival: self.arrival.clone(),
+            temperature: self.temperature,
+            seed: self.seed,
+        }
+    }
+
+    /// Is `actual` prompt tokens within this cell's tolerance of its target?
+    pub fn prompt_within_tolerance(&self, actual: u64) -> bool {
+        let target = self.prompt_tokens as f64;
+        ((actual as f64 - target).abs() / target) * 100.0 <= self.tolerance_percent
+    }
+
+    /// Refuse a cell that cannot fit the server's context window; never clamp.
+    pub fn check_fits(&self, context_window: u64) -> Result<()> {
+        let worst_prompt = (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
+        let need = worst_prompt + self.max_tokens;
+        if need > context_window {
+            bail!(
+                "cell '{}' cannot fit: up to {} prompt tokens ({} + {}% tolerance) plus {} output tokens = {} > the server's context window of {} tokens per request",
+                self.name,
+                worst_prompt,
+                self.prompt_tokens,
+                self.tolerance_percent,
+                self.max_tokens,
+                need,
+                context_window
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Suite {
+    pub fn parse(text: &str, origin: &str) -> Result<Suite> {
+        let suite: Suite = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        suite.validate().with_context(|| origin.to_string())?;
+        Ok(suite)
+    }
+
+    pub fn load(path: &Path) -> Result<(Suite, String)> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading suite {}", path.display()))?;
+        let suite = Suite::parse(&text, &path.display().to_string())?;
+        Ok((suite, text))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &self.cells {
+            if !seen.insert(&c.name) {
+                bail!("cell '{}' is defined twice", c.name);
+            }
+            if c.prompt_tokens == 0 {
+                bail!("cell '{}': prompt_tokens must be > 0", c.name);
+            }
+            if c.max_tokens == 0 {
+                bail!("cell '{}': max_tokens must be > 0", c.name);
+            }
+            if c.requests == 0 {
+                bail!("cell '{}': requests must be > 0", c.name);
+            }
+            if c.concurrency == 0 {
+                bail!("cell '{}': concurrency must be > 0", c.name);
+            }
+            if !(c.tolerance_percent.is_finite() && c.tolerance_percent >= 0.0) {
+                bail!("cell '{}': tolerance_percent must be >= 0", c.name);
+            }
+            c.arrival()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUITE: &str = r#"
+name = "t"
+[[cell]]
+name = "a"
+prompt_tokens = 1000
+max_tokens = 64
+requests = 4
+concurrency = 2
+arrival = "poisson:2.5"
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let s = Suite::parse(SUITE, "t.toml").unwrap();
+        let c = &s.cells[0];
+        assert_eq!(c.tolerance_percent, 10.0);
+        assert_eq!(c.cache, CachePolicy::Unique);
+        assert_eq!(c.arrival().unwrap(), Arrival::Poisson { rate: 2.5 });
+        assert!(c.prompt_within_tolerance(1100));
+        assert!(!c.prompt_within_tolerance(1101));
+    }
+
+    #[test]
+    fn parse_error_names_file_line_and_field() {
+        let bad = SUITE.replace("max_tokens = 64", "max_tokens = \"lots\"");
+        let err = Suite::parse(&bad, "suites/x.toml").unwrap_err().to_string();
+        assert!(err.contains("suites/x.toml"), "{err}");
+        assert!(err.contains("line 6"), "{err}");
+        assert!(err.contains("max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_cell_that_cannot_fit() {
+        let s = Suite::parse(SUITE, "t").unwrap();
+        let err = s.cells[0].check_fits(1100).unwrap_err().to_string();
+        assert!(err.contains("cell 'a'") && err.contains("1164 > "), "{err}");
+        s.cells[0].check_fits(1164).unwrap();
+    }
+
+    #[test]
+    fn unknown_field_is_an_error() {
+        let bad = SUITE.replace("requests = 4", "requests = 4\nrequets = 5");
+        let err = Suite::parse(&bad, "t").unwrap_err().to_string();
+        assert!(err.contains("requets"), "{err}");
+    }
+}

@@ -1,0 +1,368 @@
+//! `infergate run`: measure one target with one suite. Orchestrates the stages
+//! (discover → size prompts → load → journal → aggregate → artifact); holds no math.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tokio::time::Instant;
+
+use crate::artifact::{Provenance, RUN_SCHEMA, RunArtifact};
+use crate::client::{Client, ClientConfig, Endpoint, Timeouts};
+use crate::journal::{self, Journal};
+use crate::record::{Outcome, RequestRecord};
+use crate::suite::{CellSpec, Suite};
+use crate::workload::{self, PromptSizer};
+use crate::{aggregate, atomic, discover, stats};
+
+/// Everything `run` needs; plain data so the CLI and `qualify` share it.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub target: String,
+    /// Name of the environment variable holding the API key (never the key).
+    pub api_key_env: Option<String>,
+    pub suite: PathBuf,
+    pub out_dir: PathBuf,
+    pub runtime_label: Option<String>,
+    pub image: Option<String>,
+    /// Run only these cells (all when empty).
+    pub only_cells: Vec<String>,
+    /// Keep the journal's finished requests and run only the missing ones.
+    pub resume: bool,
+    pub timeouts: Timeouts,
+    pub skip_turnover: bool,
+    pub quiet: bool,
+}
+
+pub const ARTIFACT_FILE: &str = "run.json";
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// Read the API key named by `env`, failing clearly (without echoing any value).
+pub fn api_key(env: Option<&str>) -> Result<Option<String>> {
+    match env {
+        None => Ok(None),
+        Some(name) => match std::env::var(name) {
+            Ok(v) if !v.is_empty() => Ok(Some(v)),
+            _ => bail!("environment variable {name} (named by --api-key-env) is not set or empty"),
+        },
+    }
+}
+
+pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
+    let started_at = now_rfc3339();
+    let (suite, suite_text) = Suite::load(&opts.suite)?;
+    let key = api_key(opts.api_key_env.as_deref())?;
+    let base = opts.target.trim_end_matches('/').to_string();
+    let http = reqwest::Client::builder()
+        .connect_timeout(opts.timeouts.connect)
+        .timeout(Duration::from_secs(600))
+        .build()
+        .context("building HTTP client")?;
+
+    let info = discover::discover(&http, &base, key.as_deref())
+        .await
+        .with_context(|| format!("discovering the server at {base}"))?;
+    let cells: Vec<CellSpec> = suite
+        .cells
+        .iter()
+        .filter(|c| opts.only_cells.is_empty() || opts.only_cells.contains(&c.name))
+        .cloned()
+        .collect();
+    for name in &opts.only_cells {
+        if !suite.cells.iter().any(|c| &c.name == name) {
+            bail!("--cell {name}: no such cell in suite '{}' ({})", suite.name, opts.suite.display());
+        }
+    }
+    // Refuse before any request is sent: never clamp a cell to fit.
+    if let Some(ctx) = info.context_window {
+        for c in &cells {
+            c.check_fits(ctx)?;
+        }
+    }
+
+    std::fs::create_dir_all(&opts.out_dir).with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let journal_path = opts.out_dir.join(JOURNAL_FILE);
+    let mut previous = Vec::new();
+    if opts.resume && journal_path.exists() {
+        previous = journal::read(&journal_path)?;
+    } else if journal_path.exists() {
+        bail!(
+            "{} already exists; pass --resume to continue that run, or choose another --out",
+            journal_path.display()
+        );
+    }
+    let mut journal = Journal::open(&journal_path)?;
+
+    let client = Arc::new(Client::new(ClientConfig {
+        base_url: base.clone(),
+        api_key: key.clone(),
+        timeouts: opts.timeouts.clone(),
+        capture_cap_bytes: 256 * 1024,
+    })?);
+    let sizer = PromptSizer::new(http.clone(), &base, key.clone(), &info.model_id, info.has_tokenize);
+    let nonce = run_nonce();
+    let run_t0 = Instant::now();
+    let mut all: Vec<RequestRecord> = previous.clone();
+
+    for cell in &cells {
+        let done: BTreeSet<usize> = previous.iter().filter(|r| r.cell == cell.name).map(|r| r.index).collect();
+        let todo: Vec<usize> = (0..cell.requests).filter(|i| !done.contains(i)).collect();
+        if todo.is_empty() {
+            say(opts, &format!("cell {}: all {} requests already in the journal", cell.name, cell.requests));
+            continue;
+        }
+        let sized = sizer.size(cell, &nonce).await.with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        say(
+            opts,
+            &format!(
+                "cell {}: {} requests, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
+                cell.name, cell.requests, cell.concurrency, sized.measured_prompt_tokens, cell.prompt_tokens, sized.method, cell.max_tokens
+            ),
+        );
+        let body = Arc::new(sized.body);
+        // Warmup: same shape, never recorded.
+        if cell.warmup > 0 {
+            let job = request_job(client.clone(), cell.clone(), info.model_id.clone(), body.clone(), format!("{nonce}-warm"), run_t0);
+            loadgen_drive(cell, cell.warmup, move |i, s| job(i, s), |_| {}).await?;
+        }
+        let progress = Progress::new(opts, &cell.name, todo.len());
+        let todo = Arc::new(todo);
+        let job = request_job(client.clone(), cell.clone(), info.model_id.clone(), body.clone(), nonce.clone(), run_t0);
+        let mut write_err: Option<anyhow::Error> = None;
+        let todo2 = todo.clone();
+        loadgen_drive(
+            cell,
+            todo.len(),
+            move |k, s| job(todo2[k], s),
+            |rec: RequestRecord| {
+                progress.done(rec.outcome != Outcome::Ok);
+                if write_err.is_none()
+                    && let Err(e) = journal.append(&rec)
+                {
+                    write_err = Some(e);
+                }
+                all.push(rec);
+            },
+        )
+        .await?;
+        progress.finish();
+        if let Some(e) = write_err {
+            return Err(e);
+        }
+    }
+
+    let mut results = Vec::new();
+    for c in &cells {
+        results.push(aggregate::cell(c, &all));
+    }
+
+    let turnover = if opts.skip_turnover || suite.turnover.is_empty() {
+        Vec::new()
+    } else {
+        crate::turnover::run_suite_turnover(&client, &suite, &info.model_id, &mut journal, opts.quiet).await?
+    };
+
+    let artifact = RunArtifact {
+        schema: RUN_SCHEMA.to_string(),
+        provenance: Provenance {
+            target: redact_url(&base),
+            model: info.model_id.clone(),
+            runtime: opts.runtime_label.clone(),
+            image: opts.image.clone(),
+            server_build: info.build.clone(),
+            context_window: info.context_window,
+            api_key_env: opts.api_key_env.clone(),
+            suite: suite.name.clone(),
+            suite_sha256: Some(sha256_hex(suite_text.as_bytes())),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: hostname(),
+            started_at,
+            ended_at: now_rfc3339(),
+        },
+        method: method_notes(),
+        cells: results,
+        turnover,
+    };
+    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
+    Ok(artifact)
+}
+
+async fn loadgen_drive<F, Fut>(cell: &CellSpec, count: usize, job: F, on_done: impl FnMut(RequestRecord)) -> Result<()>
+where
+    F: Fn(usize, Instant) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = RequestRecord> + Send + 'static,
+{
+    crate::loadgen::drive(cell.arrival()?, cell.concurrency, count, cell.seed.unwrap_or(0), job, on_done).await;
+    Ok(())
+}
+
+/// One request of a cell: build its body, stream it, classify it.
+fn request_job(
+    client: Arc<Client>,
+    cell: CellSpec,
+    model: String,
+    body: Arc<String>,
+    nonce: String,
+    run_t0: Instant,
+) -> impl Fn(usize, Instant) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestRecord> + Send>> + Send + Sync + 'static
+{
+    move |index, scheduled| {
+        let (client, cell, model, body, nonce) = (client.clone(), cell.clone(), model.clone(), body.clone(), nonce.clone());
+        Box::pin(async move {
+            let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
+            let req = workload::request_body(&cell, &model, workload::user_content(&pre, &body));
+            let sent = Instant::now();
+            let capture = client.stream(Endpoint::Chat, &req).await;
+            let (outcome, detail) = match &capture.failure {
+                Some(f) => (f.class, Some(f.message.clone())),
+                None => (Outcome::Ok, None),
+            };
+            RequestRecord {
+                cell: cell.name.clone(),
+                index,
+                send_offset_ms: ms(sent - run_t0),
+                queue_ms: ms(sent.saturating_duration_since(scheduled)),
+                target_prompt_tokens: Some(cell.prompt_tokens),
+                capture,
+                outcome,
+                detail,
+            }
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Definitions written into every artifact, so no reader has to guess.
+pub fn method_notes() -> BTreeMap<String, String> {
+    [
+        ("percentile", stats::PERCENTILE_METHOD),
+        ("clock", "monotonic; t_send taken immediately before the request is handed to the HTTP client (connection setup counts)"),
+        ("ttfo_ms", "first non-empty reasoning or content delta after t_send"),
+        ("ttft_ms", "first non-empty visible content delta after t_send (a role-only chunk is not a token)"),
+        ("e2e_ms", "end of stream: [DONE], or connection close after the final chunk"),
+        ("decode_tok_s", "(completion_tokens - 1) / (e2e - TTFO); reasoning tokens count in completion_tokens"),
+        ("tpot_ms", "(e2e - TTFO) / (completion_tokens - 1)"),
+        ("itl_ms", "gaps between consecutive content-bearing chunks, pooled over all requests of the cell (a chunk may carry several tokens, so ITL != TPOT)"),
+        ("prefill_tok_s", "prompt_tokens / TTFO"),
+        ("queue_ms", "open loop: time between a request's scheduled send and its actual send (coordinated-omission guard); 0 in closed loop"),
+        ("tokens", "prompt and completion tokens from the server's usage (stream_options.include_usage); client-side counts are flagged tokens_estimated"),
+        ("summaries", "over successful requests only; warmup requests are never recorded"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Drop any userinfo (user:password@) from a URL before it is written anywhere.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn run_nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}", (t as u64) ^ ((std::process::id() as u64) << 32))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn say(opts: &RunOptions, line: &str) {
+    if !opts.quiet {
+        eprintln!("{line}");
+    }
+}
+
+/// A progress bar on a tty (done, in flight, errors); plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    name: String,
+    total: usize,
+    done: std::cell::Cell<usize>,
+    errors: std::cell::Cell<usize>,
+    quiet: bool,
+}
+
+impl Progress {
+    fn new(opts: &RunOptions, name: &str, total: usize) -> Progress {
+        let bar = (!opts.quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.set_prefix(name.to_string());
+            b
+        });
+        Progress { bar, name: name.to_string(), total, done: 0.into(), errors: 0.into(), quiet: opts.quiet }
+    }
+
+    fn done(&self, failed: bool) {
+        self.done.set(self.done.get() + 1);
+        if failed {
+            self.errors.set(self.errors.get() + 1);
+        }
+        let (d, e) = (self.done.get(), self.errors.get());
+        match &self.bar {
+            Some(b) => {
+                b.set_position(d as u64);
+                b.set_message(format!("errors {e}"));
+            }
+            None if !self.quiet && (d == self.total || d % 10 == 0) => {
+                eprintln!("  {}: {d}/{} done, {e} errors", self.name, self.total)
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_credentials_in_urls() {
+        assert_eq!(redact_url("http://u:secret@127.0.0.1:8080/v1"), "http://127.0.0.1:8080/v1");
+        assert_eq!(redact_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn missing_key_env_is_a_clear_error() {
+        let err = api_key(Some("INFERGATE_TEST_SURELY_UNSET_VAR")).unwrap_err().to_string();
+        assert!(err.contains("INFERGATE_TEST_SURELY_UNSET_VAR"), "{err}");
+    }
+}
