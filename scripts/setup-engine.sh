@@ -113,6 +113,8 @@ main() {
     # One setup at a time per cache: a concurrent run waits, then finds the work done.
     exec 9>"$CACHE/.setup.lock"
     flock 9
+    # Left by a run that was killed; with the lock held no run is using them.
+    rm -rf "$CACHE"/.tmp.*
 
     if ! engine_ok || ! model_ok; then
         check_platform

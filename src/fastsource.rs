@@ -1,1 +1,794 @@
-//! (in progress)
+//! A loopback OpenAI-style SSE source with a known schedule, for tests and benchmarks.
+//!
+//! Plain HTTP/1.1 written by hand on a `TcpListener` bound to 127.0.0.1:0,
+//! keep-alive supported, run on its own thread and tokio runtime so that the
+//! client under test and the source do not share a scheduler. It answers
+//! `POST /v1/chat/completions` and `POST /v1/completions` by streaming N
+//! chunks: a role-only chunk at once (chat), content chunk `i` at
+//! `t0 + ttft + i·itl` (`t0` = request fully read), a finish chunk and a usage
+//! chunk with the last content chunk, then `data: [DONE]`. The schedule is the
+//! ground truth; the source records nothing about the client.
+//!
+//! With `ttft` and `itl` both zero the whole answer is written as fast as
+//! possible in large writes. On Linux, scheduled chunks are timed with a
+//! `timerfd` per connection (µs precision) rather than tokio's 1 ms timer wheel.
+//!
+//! Per-request overrides ride in the JSON body: `max_tokens` (or
+//! `max_completion_tokens`) sets N, and an optional `"fastsource"` object
+//! (see [`Overrides`]) changes the schedule or injects faults. A body with
+//! `"stream": false` (or no `stream`) gets a plain JSON completion.
+//! `GET /v1/models` and `GET /health` answer too.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+/// Requests larger than this are refused: a 120k-token prompt is well below it.
+const MAX_BODY: usize = 64 << 20;
+const MAX_HEAD: usize = 64 << 10;
+/// Fast mode flushes its buffer at this size.
+const WRITE_BUF: usize = 64 << 10;
+
+#[derive(Debug, Clone)]
+pub struct FastSourceConfig {
+    /// Content chunks per answer when the request names no `max_tokens`.
+    pub chunks: usize,
+    /// From request received to the first content chunk.
+    pub ttft: Duration,
+    /// Between content chunks.
+    pub itl: Duration,
+    /// Text of every content chunk (JSON-escaped once per request, not per chunk).
+    pub token: String,
+    pub model: String,
+    /// Send a role-only chunk (empty content) first, at once, as real servers do.
+    pub role_chunk: bool,
+    /// Send a usage chunk (`choices: []`) before `[DONE]`.
+    pub usage: bool,
+    /// Send `data: [DONE]`.
+    pub done: bool,
+    /// Runtime worker threads; 1 means a current-thread runtime.
+    pub threads: usize,
+}
+
+impl Default for FastSourceConfig {
+    fn default() -> Self {
+        FastSourceConfig {
+            chunks: 16,
+            ttft: Duration::ZERO,
+            itl: Duration::ZERO,
+            token: "tok".into(),
+            model: "fastsource".into(),
+            role_chunk: true,
+            usage: true,
+            done: true,
+            threads: 1,
+        }
+    }
+}
+
+/// The `"fastsource"` object a request body may carry; every field optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Overrides {
+    pub ttft_ms: Option<f64>,
+    pub itl_ms: Option<f64>,
+    /// Answer with this HTTP status and a JSON error body instead of a stream.
+    pub status: Option<u16>,
+    /// Send this many content chunks, then keep the connection open and silent.
+    pub stall_after: Option<usize>,
+    /// Send this many content chunks, then an `{"error": ...}` event with status 200.
+    pub error_after: Option<usize>,
+    pub role_chunk: Option<bool>,
+    pub usage: Option<bool>,
+    pub done: Option<bool>,
+    /// Skip the finish chunk (a stream that never says why it ended).
+    pub no_finish: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestBody {
+    #[serde(default)]
+    stream: bool,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    fastsource: Overrides,
+}
+
+/// A running source. Dropping it stops the server and closes its connections.
+#[derive(Debug)]
+pub struct FastSource {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FastSource {
+    /// Bind 127.0.0.1:0 and serve on a thread of its own.
+    pub fn start(cfg: FastSourceConfig) -> io::Result<(SocketAddr, FastSource)> {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let rt = if cfg.threads <= 1 {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(cfg.threads)
+                .thread_name("fastsource-worker")
+                .enable_all()
+                .build()?
+        };
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let thread = std::thread::Builder::new()
+            .name("fastsource".into())
+            .spawn(move || {
+                rt.block_on(serve(listener, Arc::new(cfg), stop_rx));
+                // Dropping the runtime here cancels every connection task.
+            })?;
+        Ok((
+            addr,
+            FastSource {
+                addr,
+                stop: Some(stop_tx),
+                thread: Some(thread),
+            },
+        ))
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, ready for a client's `base_url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for FastSource {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            // Joining makes "dropped" mean "port closed"; shutdown takes microseconds.
+            let _ = t.join();
+        }
+    }
+}
+
+async fn serve(
+    listener: std::net::TcpListener,
+    cfg: Arc<FastSourceConfig>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let Ok(listener) = TcpListener::from_std(listener) else {
+        return;
+    };
+    let counter = Arc::new(AtomicU64::new(0));
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            r = listener.accept() => {
+                let Ok((sock, _)) = r else { continue };
+                // Without NODELAY, Nagle would hold back small scheduled chunks.
+                let _ = sock.set_nodelay(true);
+                let cfg = cfg.clone();
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let _ = Conn::new(sock, cfg, counter).run().await;
+                });
+            }
+        }
+    }
+}
+
+struct Conn {
+    sock: TcpStream,
+    cfg: Arc<FastSourceConfig>,
+    counter: Arc<AtomicU64>,
+    /// Unparsed input; may hold the start of the next request.
+    inbuf: Vec<u8>,
+    out: Vec<u8>,
+    timer: Option<Timer>,
+}
+
+/// One parsed request head.
+struct Head {
+    method_post: bool,
+    path: String,
+    content_length: usize,
+    close: bool,
+    head_len: usize,
+}
+
+impl Conn {
+    fn new(sock: TcpStream, cfg: Arc<FastSourceConfig>, counter: Arc<AtomicU64>) -> Self {
+        Conn {
+            sock,
+            cfg,
+            counter,
+            inbuf: Vec::with_capacity(8192),
+            out: Vec::with_capacity(WRITE_BUF + 4096),
+            timer: None,
+        }
+    }
+
+    async fn run(mut self) -> io::Result<()> {
+        loop {
+            let Some(head) = self.read_head().await? else {
+                return Ok(());
+            };
+            if head.content_length > MAX_BODY {
+                self.simple(
+                    413,
+                    "application/json",
+                    b"{\"error\":{\"message\":\"body too large\"}}",
+                    true,
+                )
+                .await?;
+                return Ok(());
+            }
+            let body_end = head.head_len + head.content_length;
+            while self.inbuf.len() < body_end {
+                if self.read_more().await? == 0 {
+                    return Ok(());
+                }
+            }
+            // The schedule starts once the whole request is in.
+            let t0 = Instant::now();
+            let body = self.inbuf[head.head_len..body_end].to_vec();
+            self.inbuf.drain(..body_end);
+            let keep = self.respond(&head, &body, t0).await?;
+            if !keep || head.close {
+                let _ = self.sock.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+
+    async fn read_more(&mut self) -> io::Result<usize> {
+        if self.inbuf.capacity() - self.inbuf.len() < 4096 {
+            self.inbuf.reserve(8192);
+        }
+        self.sock.read_buf(&mut self.inbuf).await
+    }
+
+    /// Read until a complete request head is buffered; None on a clean close.
+    async fn read_head(&mut self) -> io::Result<Option<Head>> {
+        let mut scanned = 0;
+        loop {
+            if let Some(p) = find(&self.inbuf[scanned..], b"\r\n\r\n") {
+                let head_len = scanned + p + 4;
+                return Ok(parse_head(&self.inbuf[..head_len]).or_else(|| {
+                    Some(Head {
+                        method_post: false,
+                        path: String::new(),
+                        content_length: 0,
+                        close: true,
+                        head_len,
+                    })
+                }));
+            }
+            scanned = self.inbuf.len().saturating_sub(3);
+            if self.inbuf.len() > MAX_HEAD {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "request head too large",
+                ));
+            }
+            if self.read_more().await? == 0 {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Answer one request. Returns whether the connection may be reused.
+    async fn respond(&mut self, head: &Head, body: &[u8], t0: Instant) -> io::Result<bool> {
+        let chat = match (head.method_post, head.path.as_str()) {
+            (true, "/v1/chat/completions") => true,
+            (true, "/v1/completions") => false,
+            (false, "/v1/models") => {
+                let m = serde_json::json!({
+                    "object": "list",
+                    "data": [{"id": self.cfg.model, "object": "model", "owned_by": "fastsource"}],
+                });
+                self.simple(200, "application/json", m.to_string().as_bytes(), false)
+                    .await?;
+                return Ok(true);
+            }
+            (false, "/health") => {
+                self.simple(200, "application/json", b"{\"status\":\"ok\"}", false)
+                    .await?;
+                return Ok(true);
+            }
+            (_, "") => {
+                self.simple(400, "text/plain", b"bad request", true).await?;
+                return Ok(false);
+            }
+            _ => {
+                self.simple(
+                    404,
+                    "application/json",
+                    b"{\"error\":{\"message\":\"not found\"}}",
+                    false,
+                )
+                .await?;
+                return Ok(true);
+            }
+        };
+        let req: RequestBody = match serde_json::from_slice(body) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = serde_json::json!({"error": {"message": format!("bad JSON: {e}"), "code": 400}});
+                self.simple(400, "application/json", msg.to_string().as_bytes(), false)
+                    .await?;
+                return Ok(true);
+            }
+        };
+        let o = &req.fastsource;
+        if let Some(status) = o.status.filter(|s| *s != 200) {
+            let msg = serde_json::json!({"error": {
+                "message": "fastsource: injected failure", "type": "server_error", "code": status}});
+            self.simple(
+                status,
+                "application/json",
+                msg.to_string().as_bytes(),
+                false,
+            )
+            .await?;
+            return Ok(true);
+        }
+        let cfg = self.cfg.clone();
+        let requested = req.max_completion_tokens.or(req.max_tokens);
+        let n = requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX));
+        let finish = if requested.is_some() {
+            "length"
+        } else {
+            "stop"
+        };
+        let prompt_tokens = body.len() / 4;
+        let seq = self.counter.fetch_add(1, Ordering::Relaxed);
+        let token_json = serde_json::to_string(&cfg.token).unwrap_or_else(|_| "\"\"".into());
+
+        if !req.stream {
+            let text = cfg.token.repeat(n.min(1 << 20));
+            let v = if chat {
+                serde_json::json!({"id": format!("chatcmpl-fs-{seq}"), "object": "chat.completion",
+                    "created": 0, "model": cfg.model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}})
+            } else {
+                serde_json::json!({"id": format!("cmpl-fs-{seq}"), "object": "text_completion",
+                    "created": 0, "model": cfg.model,
+                    "choices": [{"index": 0, "text": text, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}})
+            };
+            self.simple(200, "application/json", v.to_string().as_bytes(), false)
+                .await?;
+            return Ok(true);
+        }
+
+        let ms = |v: Option<f64>, d: Duration| {
+            v.filter(|x| x.is_finite() && *x >= 0.0)
+                .map_or(d, |x| Duration::from_secs_f64(x / 1000.0))
+        };
+        let ttft = ms(o.ttft_ms, cfg.ttft);
+        let itl = ms(o.itl_ms, cfg.itl);
+        let role_chunk = o.role_chunk.unwrap_or(cfg.role_chunk) && chat;
+        let usage = o.usage.unwrap_or(cfg.usage);
+        let done = o.done.unwrap_or(cfg.done);
+        let model_json = serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"\"".into());
+
+        // Every frame is built once per request; per chunk the source only copies bytes.
+        let (id, object) = if chat {
+            (format!("chatcmpl-fs-{seq}"), "chat.completion.chunk")
+        } else {
+            (format!("cmpl-fs-{seq}"), "text_completion")
+        };
+        let prefix = format!(
+            "{{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":0,\"model\":{model_json},\"system_fingerprint\":\"fastsource\",\"choices\":"
+        );
+        let choice = |payload: &str, fin: &str| {
+            if chat {
+                format!("[{{\"index\":0,\"delta\":{payload},\"finish_reason\":{fin}}}]}}")
+            } else {
+                format!(
+                    "[{{\"index\":0,\"text\":{payload},\"logprobs\":null,\"finish_reason\":{fin}}}]}}"
+                )
+            }
+        };
+        let role = frame(&format!(
+            "{prefix}{}",
+            choice("{\"role\":\"assistant\",\"content\":null}", "null")
+        ));
+        let content = if chat {
+            frame(&format!(
+                "{prefix}{}",
+                choice(&format!("{{\"content\":{token_json}}}"), "null")
+            ))
+        } else {
+            frame(&format!("{prefix}{}", choice(&token_json, "null")))
+        };
+        let fin_payload = if chat { "{}" } else { "\"\"" };
+        let fin = frame(&format!(
+            "{prefix}{}",
+            choice(fin_payload, &format!("\"{finish}\""))
+        ));
+
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out.extend_from_slice(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        if role_chunk {
+            out.extend_from_slice(&role);
+        }
+        let stall = o.stall_after.map(|k| k.min(n));
+        let error_at = o.error_after.map(|k| k.min(n));
+        let sent = stall.or(error_at).unwrap_or(n);
+        let r = self
+            .send_chunks(&mut out, &content, sent, t0, ttft, itl)
+            .await;
+        if let Err(e) = r {
+            self.out = out;
+            return Err(e);
+        }
+        if stall.is_some() {
+            self.sock.write_all(&out).await?;
+            self.out = out;
+            // Silent until the client gives up; then the connection is done.
+            let mut scratch = [0u8; 1024];
+            while self.sock.read(&mut scratch).await? != 0 {}
+            return Ok(false);
+        }
+        if error_at.is_some() {
+            out.extend_from_slice(&frame(
+                "{\"error\":{\"message\":\"fastsource: injected error\",\"type\":\"server_error\",\"code\":500}}",
+            ));
+        } else {
+            if !o.no_finish.unwrap_or(false) {
+                out.extend_from_slice(&fin);
+            }
+            if usage {
+                out.extend_from_slice(&frame(&format!(
+                    "{prefix}[],\"usage\":{{\"prompt_tokens\":{prompt_tokens},\"completion_tokens\":{n},\"total_tokens\":{}}}}}",
+                    prompt_tokens + n
+                )));
+            }
+            if done {
+                out.extend_from_slice(&frame("[DONE]"));
+            }
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        let r = self.sock.write_all(&out).await;
+        self.out = out;
+        r?;
+        Ok(true)
+    }
+
+    /// Append `count` copies of `content`, each no earlier than its scheduled
+    /// time, writing whenever the next chunk is not due yet (or the buffer is big).
+    async fn send_chunks(
+        &mut self,
+        out: &mut Vec<u8>,
+        content: &[u8],
+        count: usize,
+        t0: Instant,
+        ttft: Duration,
+        itl: Duration,
+    ) -> io::Result<()> {
+        let paced = !(ttft.is_zero() && itl.is_zero());
+        let first = t0 + ttft;
+        for i in 0..count {
+            if paced {
+                let due = first + itl * u32::try_from(i).unwrap_or(u32::MAX);
+                if due > Instant::now() {
+                    if !out.is_empty() {
+                        self.sock.write_all(out).await?;
+                        out.clear();
+                    }
+                    self.sleep_until(due).await?;
+                }
+            }
+            out.extend_from_slice(content);
+            // The last chunk goes out with the tail (finish, usage, [DONE]).
+            if out.len() >= WRITE_BUF && i + 1 < count {
+                self.sock.write_all(out).await?;
+                out.clear();
+            }
+        }
+        Ok(())
+    }
+
+    async fn sleep_until(&mut self, due: Instant) -> io::Result<()> {
+        if self.timer.is_none() {
+            self.timer = Some(Timer::new()?);
+        }
+        match &mut self.timer {
+            Some(t) => t.sleep_until(due).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn simple(
+        &mut self,
+        status: u16,
+        ctype: &str,
+        body: &[u8],
+        close: bool,
+    ) -> io::Result<()> {
+        let reason = match status {
+            200 => "OK",
+            400 => "Bad Request",
+            404 => "Not Found",
+            413 => "Payload Too Large",
+            429 => "Too Many Requests",
+            500 => "Internal Server Error",
+            503 => "Service Unavailable",
+            _ => "Status",
+        };
+        let conn = if close { "close" } else { "keep-alive" };
+        let mut out = format!(
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: {conn}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body);
+        self.sock.write_all(&out).await
+    }
+}
+
+/// `data: {payload}\n\n` as one HTTP chunk.
+fn frame(payload: &str) -> Vec<u8> {
+    let len = payload.len() + 8;
+    let mut v = format!("{len:x}\r\ndata: ").into_bytes();
+    v.extend_from_slice(payload.as_bytes());
+    v.extend_from_slice(b"\n\n\r\n");
+    v
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn parse_head(head: &[u8]) -> Option<Head> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?;
+    let target = first.next()?;
+    let version = first.next()?;
+    let mut content_length = 0;
+    // HTTP/1.0 closes by default.
+    let mut close = version == "HTTP/1.0";
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            content_length = value.parse().ok()?;
+        } else if name.eq_ignore_ascii_case("connection") {
+            close = value.eq_ignore_ascii_case("close");
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked request bodies are not needed by any client here.
+            return None;
+        }
+    }
+    let path = target.split('?').next().unwrap_or(target).to_string();
+    Some(Head {
+        method_post: method == "POST",
+        path,
+        content_length,
+        close,
+        head_len: head.len(),
+    })
+}
+
+#[cfg(target_os = "linux")]
+use linux_timer::Timer;
+
+#[cfg(target_os = "linux")]
+mod linux_timer {
+    use std::io;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::time::Instant;
+
+    use tokio::io::Interest;
+    use tokio::io::unix::AsyncFd;
+
+    /// A one-shot timerfd: wakes within microseconds of its deadline, where
+    /// tokio's timer wheel rounds up to the next millisecond.
+    pub struct Timer {
+        fd: AsyncFd<OwnedFd>,
+    }
+
+    impl Timer {
+        pub fn new() -> io::Result<Timer> {
+            // SAFETY: plain syscall; the returned descriptor is checked and then owned.
+            let fd = unsafe {
+                libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            // SAFETY: the OwnedFd stays open, unchanged, for as long as the AsyncFd owns it.
+            let fd = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) }
+                .map_err(|e| e.into_parts().1)?;
+            Ok(Timer { fd })
+        }
+
+        pub async fn sleep_until(&mut self, due: Instant) -> io::Result<()> {
+            let now = Instant::now();
+            if due <= now {
+                return Ok(());
+            }
+            // Relative arming: the gap between `now` and the syscall is well under a µs.
+            let d = due - now;
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: d.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                    tv_nsec: d.subsec_nanos().into(),
+                },
+            };
+            // SAFETY: valid descriptor and a pointer to a live itimerspec; old value not wanted.
+            let rc = unsafe {
+                libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut())
+            };
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            loop {
+                let mut guard = self.fd.readable().await?;
+                let r = guard.try_io(|fd| {
+                    let mut expirations = 0u64;
+                    // SAFETY: reads 8 bytes into a live u64, as timerfd requires.
+                    let n = unsafe {
+                        libc::read(
+                            fd.as_raw_fd(),
+                            (&mut expirations as *mut u64).cast(),
+                            std::mem::size_of::<u64>(),
+                        )
+                    };
+                    if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                });
+                match r {
+                    Ok(result) => return result,
+                    Err(_would_block) => continue,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+struct Timer;
+
+#[cfg(not(target_os = "linux"))]
+impl Timer {
+    fn new() -> io::Result<Timer> {
+        Ok(Timer)
+    }
+    async fn sleep_until(&mut self, due: Instant) -> io::Result<()> {
+        tokio::time::sleep_until(due.into()).await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn raw(addr: SocketAddr, req: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(req.as_bytes()).expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        out
+    }
+
+    fn post(path: &str, body: &str) -> String {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[test]
+    fn streams_chunks_usage_and_done() {
+        let (addr, _src) = FastSource::start(FastSourceConfig::default()).expect("start");
+        let out = raw(
+            addr,
+            &post("/v1/chat/completions", r#"{"stream":true,"max_tokens":3}"#),
+        );
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.contains("text/event-stream"));
+        assert_eq!(out.matches(r#""delta":{"content":"tok"}"#).count(), 3);
+        assert_eq!(out.matches(r#""role":"assistant""#).count(), 1);
+        assert!(out.contains(r#""finish_reason":"length""#));
+        assert!(out.contains(r#""completion_tokens":3"#));
+        assert!(out.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{out}");
+    }
+
+    #[test]
+    fn injected_status_and_unknown_paths() {
+        let (addr, _src) = FastSource::start(FastSourceConfig::default()).expect("start");
+        let out = raw(
+            addr,
+            &post(
+                "/v1/chat/completions",
+                r#"{"stream":true,"fastsource":{"status":503}}"#,
+            ),
+        );
+        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
+        let out = raw(addr, &post("/nope", "{}"));
+        assert!(out.starts_with("HTTP/1.1 404 "), "{out}");
+    }
+
+    #[test]
+    fn keep_alive_serves_several_requests_on_one_connection() {
+        let (addr, _src) = FastSource::start(FastSourceConfig::default()).expect("start");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        let body = r#"{"stream":true,"max_tokens":2}"#;
+        let req = format!(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut buf = Vec::new();
+        for _ in 0..3 {
+            s.write_all(req.as_bytes()).expect("write");
+            // Read up to the end of this response's chunked body.
+            buf.clear();
+            let mut b = [0u8; 4096];
+            while !buf.ends_with(b"0\r\n\r\n") {
+                let n = s.read(&mut b).expect("read");
+                assert!(n > 0, "closed early");
+                buf.extend_from_slice(&b[..n]);
+            }
+            let text = String::from_utf8_lossy(&buf);
+            assert_eq!(text.matches(r#""text":"tok""#).count(), 2, "{text}");
+        }
+    }
+
+    #[test]
+    fn paced_chunks_are_not_early() {
+        let cfg = FastSourceConfig {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(5),
+            ..Default::default()
+        };
+        let (addr, _src) = FastSource::start(cfg).expect("start");
+        let t = Instant::now();
+        let out = raw(
+            addr,
+            &post("/v1/chat/completions", r#"{"stream":true,"max_tokens":5}"#),
+        );
+        assert!(t.elapsed() >= Duration::from_millis(40));
+        assert_eq!(out.matches(r#""content":"tok""#).count(), 5);
+    }
+}

@@ -8,7 +8,9 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use infergate::client::Timeouts;
+use infergate::report;
 use infergate::runner::{self, RunOptions};
+use std::io::IsTerminal;
 
 #[derive(Parser)]
 #[command(name = "infergate", version, about = "Qualify an LLM serving runtime against the one in service")]
@@ -21,6 +23,50 @@ struct Cli {
 enum Cmd {
     /// Measure one OpenAI-compatible target with a suite; writes run.json and journal.jsonl.
     Run(RunArgs),
+    /// Compare two run artifacts into a runtime-profile-comparison/v1 report.
+    Compare(CompareArgs),
+    /// Recompute every delta, flag and gate of a v1 report; exit 0 only when all agree.
+    Verify {
+        /// Report file (JSON).
+        file: PathBuf,
+    },
+    /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Baseline run artifact (run.json).
+    baseline: PathBuf,
+    /// Candidate run artifact (run.json).
+    candidate: PathBuf,
+    /// Gate policy (TOML); defaults: the seed's three p50 metrics at 5%, strict turnover.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Where to write the report.
+    #[arg(long, short)]
+    out: PathBuf,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Terminal,
+    Markdown,
+    Html,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Report file (JSON).
+    file: PathBuf,
+    #[arg(long, value_enum, default_value = "terminal")]
+    format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+    /// Colour: auto (on a tty), always, never.
+    #[arg(long, default_value = "auto")]
+    color: String,
 }
 
 #[derive(clap::Args)]
@@ -126,6 +172,45 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 println!("{}: {}/{} ok, {}", c.name, c.succeeded, c.requests, eligible);
             }
             println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Compare(a) => {
+            let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
+            report::write_report_atomic(&a.out, &report)?;
+            println!("wrote {}", a.out.display());
+            print!("{}", report::terminal(&report, std::io::stdout().is_terminal()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Verify { file } => {
+            let value = report::read_report_value(&file)?;
+            let problems = report::verify(&value);
+            if problems.is_empty() {
+                println!("{}: every delta, flag and gate agrees with its parts", file.display());
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("{}: {} disagreement(s)", file.display(), problems.len());
+                for p in &problems {
+                    println!("  {p}");
+                }
+                Ok(ExitCode::from(1))
+            }
+        }
+        Cmd::Report(a) => {
+            let value = report::read_report_value(&a.file)?;
+            let color = match a.color.as_str() {
+                "always" => true,
+                "never" => false,
+                _ => a.out.is_none() && std::io::stdout().is_terminal(),
+            };
+            let text = match a.format {
+                Format::Terminal => report::terminal(&value, color),
+                Format::Markdown => report::markdown(&value),
+                Format::Html => report::html(&value),
+            };
+            match a.out {
+                Some(path) => infergate::atomic::write_atomic(&path, text.as_bytes())?,
+                None => print!("{text}"),
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -147,14 +147,14 @@ impl PromptSizer {
             );
         }
         let need = cell.prompt_tokens - overhead;
-        let count = |words: usize| {
-            let body = filler(words, cell_seed(cell));
-            async move {
-                if self.tokenize {
-                    self.text_tokens(&body).await
-                } else {
-                    Ok(self.prompt_tokens(&user_content(&pre, &body)).await?.saturating_sub(overhead))
-                }
+        let seed = cell_seed(cell);
+        let pre_ref = &pre;
+        let count = move |words: usize| async move {
+            let body = filler(words, seed);
+            if self.tokenize {
+                self.text_tokens(&body).await
+            } else {
+                Ok(self.prompt_tokens(&user_content(pre_ref, &body)).await?.saturating_sub(overhead))
             }
         };
         // Secant-style refinement on the words→tokens ratio; a few rounds suffice

@@ -1,1 +1,650 @@
-//! (in progress)
+//! A local command run as a managed process group.
+//!
+//! The command gets its own session (so its process group can be signalled as
+//! a whole and a terminal's Ctrl-C does not reach it), stdout and stderr
+//! appended to one log file, and `PR_SET_PDEATHSIG` = SIGTERM so it dies with
+//! us even if we crash. [`ManagedProcess::stop`] sends SIGTERM to the group,
+//! waits a bounded grace, then sends SIGKILL; dropping a `ManagedProcess`
+//! stops it. Nothing here knows about any particular server.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, Once, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// Grace between SIGTERM and SIGKILL when none is given.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How often the ready helpers look at the process and its log.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Lines of log quoted in errors.
+const TAIL_LINES: usize = 30;
+
+/// What to run and where its output goes.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    /// Added to (or overriding) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    pub current_dir: Option<PathBuf>,
+    /// stdout and stderr are appended here (created if missing).
+    pub log_path: PathBuf,
+}
+
+impl ProcessSpec {
+    pub fn new(program: impl Into<OsString>, log_path: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            current_dir: None,
+            log_path: log_path.into(),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The command line as a shell would show it, for logs and errors.
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.program.as_os_str())
+            .chain(self.args.iter().map(OsString::as_os_str))
+            .map(shell_quote)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn shell_quote(s: &OsStr) -> String {
+    let s = s.to_string_lossy();
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// A running (or exited, not yet stopped) process group.
+#[derive(Debug)]
+pub struct ManagedProcess {
+    child: Child,
+    /// Also the process group id: the child leads its own session.
+    pid: i32,
+    command_line: String,
+    log_path: PathBuf,
+    /// Where this run's output starts in the (appended) log.
+    log_start: u64,
+    /// Log bytes already searched by `wait_for_line`.
+    scanned: u64,
+    exit: Option<ExitStatus>,
+    /// The group was empty once its leader was reaped: its id may now belong
+    /// to another process, so it is never signalled again.
+    group_gone: bool,
+    stopped: bool,
+}
+
+impl ManagedProcess {
+    /// Start `spec` in a new session with stdout and stderr appended to its log.
+    pub fn spawn(spec: &ProcessSpec) -> Result<Self> {
+        let log_path = &spec.log_path;
+        if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating log directory {}", dir.display()))?;
+        }
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path)
+            .with_context(|| format!("opening log {}", log_path.display()))?;
+        let command_line = spec.command_line();
+        writeln!(
+            log,
+            "=== infergate: starting at {}: {command_line}",
+            chrono::Utc::now().to_rfc3339()
+        )
+        .with_context(|| format!("writing log {}", log_path.display()))?;
+        let log_start = log
+            .metadata()
+            .with_context(|| format!("reading log {}", log_path.display()))?
+            .len();
+
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                log.try_clone().context("duplicating log handle")?,
+            ))
+            .stderr(Stdio::from(log));
+        if let Some(dir) = &spec.current_dir {
+            cmd.current_dir(dir);
+        }
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs between fork and exec and only makes
+        // async-signal-safe system calls; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGTERM as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == -1
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // We may have died before prctl took effect: then no signal comes.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        let child = spawn_from_keeper(cmd).with_context(|| format!("starting {command_line}"))?;
+        let pid = child.id() as i32;
+        register_group(pid);
+        Ok(ManagedProcess {
+            child,
+            pid,
+            command_line,
+            log_path: log_path.clone(),
+            log_start,
+            scanned: log_start,
+            exit: None,
+            group_gone: false,
+            stopped: false,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    pub fn command_line(&self) -> &str {
+        &self.command_line
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The exit status, if the process has exited (it is reaped then).
+    pub fn try_exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.exit = Some(status);
+            if !group_alive(self.pid) {
+                self.group_gone = true;
+                unregister_group(self.pid);
+            }
+        }
+        self.exit
+    }
+
+    /// This run's output so far (lossy UTF-8).
+    pub fn log_text(&self) -> io::Result<String> {
+        self.read_log_from(self.log_start)
+    }
+
+    fn read_log_from(&self, offset: u64) -> io::Result<String> {
+        let mut f = File::open(&self.log_path)?;
+        f.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The last `lines` lines of this run's output, for error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        // A long-running server's log can be large; the tail is near the end.
+        const WINDOW: u64 = 64 * 1024;
+        let len = std::fs::metadata(&self.log_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let from = self.log_start.max(len.saturating_sub(WINDOW));
+        match self.read_log_from(from) {
+            Ok(text) => {
+                let all: Vec<&str> = text.lines().collect();
+                all[all.len().saturating_sub(lines)..].join("\n")
+            }
+            Err(e) => format!("(log {} unreadable: {e})", self.log_path.display()),
+        }
+    }
+
+    /// Wait until a line of this run's output contains `needle`; return that line.
+    ///
+    /// Fails early, quoting the log, if the process exits first.
+    pub async fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            // Look at the log before the exit status so a line printed just
+            // before exiting is still found.
+            let exited = self.try_exit_status();
+            if let Some(line) = self.scan_log_for(needle)? {
+                return Ok(line);
+            }
+            if let Some(status) = exited {
+                bail!("{} before printing {needle:?}", self.exit_report(status));
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{needle:?} not printed within {timeout:?} by `{}`; last lines of {}:\n{}",
+                    self.command_line,
+                    self.log_path.display(),
+                    self.log_tail(TAIL_LINES)
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Read complete new lines of the log; return the first containing `needle`.
+    fn scan_log_for(&mut self, needle: &str) -> Result<Option<String>> {
+        let mut f = File::open(&self.log_path)
+            .with_context(|| format!("opening log {}", self.log_path.display()))?;
+        f.seek(SeekFrom::Start(self.scanned))?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)
+            .with_context(|| format!("reading log {}", self.log_path.display()))?;
+        // Only whole lines: a partial one is read again once it is complete.
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+            return Ok(None);
+        };
+        self.scanned += end as u64 + 1;
+        let found = String::from_utf8_lossy(&bytes[..end])
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(str::to_string);
+        Ok(found)
+    }
+
+    /// Poll `url` with GET until it answers 200, the process exits, or `timeout` passes.
+    pub async fn wait_for_http_ok(
+        &mut self,
+        http: &reqwest::Client,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("no attempt finished");
+        loop {
+            if let Some(status) = self.try_exit_status() {
+                bail!(
+                    "{} while waiting for GET {url} to answer 200",
+                    self.exit_report(status)
+                );
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!(
+                    "GET {url} did not answer 200 within {timeout:?} (last: {last}); `{}` is still running; last lines of {}:\n{}",
+                    self.command_line,
+                    self.log_path.display(),
+                    self.log_tail(TAIL_LINES)
+                );
+            }
+            let attempt = http
+                .get(url)
+                .timeout(left.min(Duration::from_secs(2)))
+                .send()
+                .await;
+            match attempt {
+                Ok(resp) if resp.status() == reqwest::StatusCode::OK => return Ok(()),
+                Ok(resp) => last = format!("HTTP {}", resp.status()),
+                Err(e) => last = format!("{e}"),
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn exit_report(&self, status: ExitStatus) -> String {
+        format!(
+            "`{}` exited ({}); last lines of {}:\n{}",
+            self.command_line,
+            describe_status(status),
+            self.log_path.display(),
+            self.log_tail(TAIL_LINES)
+        )
+    }
+
+    /// SIGTERM the group, wait up to `grace` for the leader, then SIGKILL the
+    /// group. Blocks for at most about `grace`. Returns the leader's exit status.
+    pub fn stop(&mut self, grace: Duration) -> Result<ExitStatus> {
+        if self.stopped {
+            return self
+                .exit
+                .with_context(|| format!("`{}` has no exit status", self.command_line));
+        }
+        if self.exit.is_none() {
+            signal_group(self.pid, libc::SIGTERM);
+            let deadline = Instant::now() + grace;
+            while self.try_exit_status().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if self.exit.is_none() {
+                signal_group(self.pid, libc::SIGKILL);
+                let status = self.child.wait().with_context(|| {
+                    format!("waiting for `{}` after SIGKILL", self.command_line)
+                })?;
+                self.exit = Some(status);
+            }
+        }
+        // Members that outlived the leader keep the group id in use (the kernel
+        // does not reuse it while they live), so signalling it is still safe.
+        if !self.group_gone && group_alive(self.pid) {
+            signal_group(self.pid, libc::SIGKILL);
+        }
+        self.group_gone = true;
+        unregister_group(self.pid);
+        self.stopped = true;
+        self.exit
+            .with_context(|| format!("`{}` has no exit status", self.command_line))
+    }
+}
+
+impl Drop for ManagedProcess {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.stop(DEFAULT_STOP_GRACE);
+        }
+    }
+}
+
+/// "exit code 3" or "killed by signal 9 (SIGKILL)".
+pub fn describe_status(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exit code {code}");
+    }
+    match status.signal() {
+        Some(sig) => format!("killed by signal {sig} ({})", signal_name(sig)),
+        None => format!("{status}"),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "other",
+    }
+}
+
+fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: kill(2) with a negative pid signals exactly that process group.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+}
+
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the group exists.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// Spawn from one thread that lives as long as the process.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not
+/// the process: a child spawned from a tokio blocking thread or a test's
+/// thread would be killed as soon as that thread ends.
+fn spawn_from_keeper(cmd: Command) -> io::Result<Child> {
+    type Job = (Command, mpsc::SyncSender<io::Result<Child>>);
+    static KEEPER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+    let keeper = KEEPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let started = std::thread::Builder::new()
+            .name("infergate-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            });
+        started.ok().map(|_| tx)
+    });
+    let Some(keeper) = keeper else {
+        return Err(io::Error::other(
+            "the process spawner thread could not be started",
+        ));
+    };
+    let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+    keeper
+        .send((cmd, reply_tx))
+        .map_err(|_| io::Error::other("the process spawner thread is gone"))?;
+    reply_rx
+        .recv()
+        .map_err(|_| io::Error::other("the process spawner thread did not answer"))?
+}
+
+/// Process groups started here and not yet stopped, for the exit hook.
+static LIVE_GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn register_group(pgid: i32) {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        // SAFETY: registers a plain extern "C" function that cannot unwind.
+        unsafe {
+            libc::atexit(terminate_all_at_exit);
+        }
+    });
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.push(pgid);
+    }
+}
+
+fn unregister_group(pgid: i32) {
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.retain(|&g| g != pgid);
+    }
+}
+
+/// SIGTERM every group started here and not yet stopped. Does not wait.
+///
+/// Runs at normal process exit (`exit`, end of `main`, a test harness
+/// finishing), where values in statics are never dropped. A crash skips it;
+/// `PR_SET_PDEATHSIG` covers that case for the direct child.
+pub fn terminate_all() {
+    // try_lock: never block process exit on a lock held by a dying thread.
+    if let Ok(groups) = LIVE_GROUPS.try_lock() {
+        for &pgid in groups.iter() {
+            signal_group(pgid, libc::SIGTERM);
+        }
+    }
+}
+
+extern "C" fn terminate_all_at_exit() {
+    terminate_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, log: &Path) -> ManagedProcess {
+        let spec = ProcessSpec::new("/bin/sh", log).arg("-c").arg(script);
+        ManagedProcess::spawn(&spec).expect("spawn /bin/sh")
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers kill(0); /proc tells the state.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z'),
+            Err(_) => false,
+        }
+    }
+
+    #[tokio::test]
+    async fn finds_ready_line_and_stops_with_sigterm() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("p.log");
+        let mut p = sh(
+            "echo starting; echo 'ready at http://x'; exec sleep 30",
+            &log,
+        );
+        let line = p
+            .wait_for_line("ready at", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(line, "ready at http://x");
+        let t = Instant::now();
+        let status = p.stop(Duration::from_secs(5)).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGTERM));
+        assert!(t.elapsed() < Duration::from_secs(3));
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("=== infergate: starting"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn escalates_to_sigkill_after_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh(
+            "trap '' TERM; echo up; while :; do sleep 0.05; done",
+            &dir.path().join("p.log"),
+        );
+        p.wait_for_line("up", Duration::from_secs(10))
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let status = p.stop(Duration::from_millis(300)).unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(t.elapsed() >= Duration::from_millis(300));
+    }
+
+    #[tokio::test]
+    async fn early_exit_fails_fast_with_log_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh(
+            "echo 'model file missing' >&2; exit 3",
+            &dir.path().join("p.log"),
+        );
+        let t = Instant::now();
+        let err = p
+            .wait_for_line("ready", Duration::from_secs(30))
+            .await
+            .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t.elapsed()
+        );
+        assert!(msg.contains("exit code 3"), "{msg}");
+        assert!(msg.contains("model file missing"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn stop_takes_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        // The grandchild ignores SIGTERM and would outlive its parent.
+        let mut p = sh(
+            "(trap '' TERM; exec sleep 30) & echo \"grandchild $!\"; wait",
+            &dir.path().join("p.log"),
+        );
+        let line = p
+            .wait_for_line("grandchild", Duration::from_secs(10))
+            .await
+            .unwrap();
+        let grandchild: i32 = line
+            .trim_start_matches("grandchild ")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(grandchild));
+        p.stop(Duration::from_secs(5)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !alive(grandchild),
+            "grandchild {grandchild} survived stop()"
+        );
+    }
+
+    #[tokio::test]
+    async fn drop_stops_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh("echo up; exec sleep 30", &dir.path().join("p.log"));
+        p.wait_for_line("up", Duration::from_secs(10))
+            .await
+            .unwrap();
+        let pid = p.pid() as i32;
+        drop(p);
+        assert!(!alive(pid));
+    }
+
+    #[tokio::test]
+    async fn health_wait_is_bounded_and_names_the_url() {
+        let dir = tempfile::tempdir().unwrap();
+        // A port nobody listens on: bind, note it, release it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}/health");
+        let mut p = sh("exec sleep 30", &dir.path().join("p.log"));
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let t = Instant::now();
+        let err = p
+            .wait_for_http_ok(&http, &url, Duration::from_millis(500))
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(4));
+        assert!(format!("{err:#}").contains(&url), "{err:#}");
+    }
+
+    #[test]
+    fn command_line_quotes_what_needs_it() {
+        let spec = ProcessSpec::new("/bin/echo", "x.log").args(["plain", "two words", "it's"]);
+        assert_eq!(
+            spec.command_line(),
+            r"/bin/echo plain 'two words' 'it'\''s'"
+        );
+    }
+}

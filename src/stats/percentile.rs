@@ -46,7 +46,11 @@ pub(super) fn lerp(a: f64, b: f64, t: f64) -> f64 {
         return a;
     }
     let diff = b - a;
-    if t >= 0.5 { b - diff * (1.0 - t) } else { a + diff * t }
+    if t >= 0.5 {
+        b - diff * (1.0 - t)
+    } else {
+        a + diff * t
+    }
 }
 
 /// Type-7 percentile of unsorted values (copies and sorts; non-finite values excluded).
@@ -102,7 +106,10 @@ mod tests {
         let sorted = sorted_finite(values);
         for (q, want) in QS.iter().zip(expected) {
             let got = percentile_sorted(&sorted, *q).unwrap();
-            assert!((got - want).abs() <= 1e-12, "q={q}: got {got}, numpy {want}");
+            assert!(
+                (got - want).abs() <= 1e-12,
+                "q={q}: got {got}, numpy {want}"
+            );
         }
     }
 

@@ -1,0 +1,634 @@
+//! `infergate qualify PLAN`: the whole qualification of a candidate runtime
+//! against the baseline, every step a ledger entry.
+//!
+//! 1. Preflight: both runtimes present (engine installed, command and its
+//!    sha256, or image by digest). A baseline that could not be restored
+//!    refuses the qualification before anything changes.
+//! 2. Passes in alternating order (A B, or A B B A … with repeats): start the
+//!    runtime, run the suite (warmups, cells, turnover), stop it. A runtime
+//!    that dies mid-suite ends the pass at once.
+//! 3. Compare (passes of one runtime pooled), write the report.
+//! 4. Decision: pending, unless the plan declares a policy; meanwhile the
+//!    baseline is restored and readmitted (or nothing left running with
+//!    `after = "stop"`).
+//!
+//! Any failure rolls back: what was started is stopped (logs kept) and the
+//! baseline is restored and readmitted. Rerunning with the same `--id`
+//! resumes: finished passes are kept, an interrupted one continues from its
+//! journal, and anything an interrupted invocation left running is stopped
+//! first. `--rollback` abandons it instead and restores the baseline.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::artifact::RunArtifact;
+use crate::client::Timeouts;
+use crate::driver::container::Docker;
+use crate::ledger::{Entry, Ledger, Status};
+use crate::lifecycle::{self, Ctx, Handle};
+use crate::plan::{After, BASELINE, CANDIDATE, Driver, OnOutcome, Plan, ProcessDriver, Runtime};
+use crate::report::{self, DecisionAction, Report};
+use crate::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions};
+use crate::suite::Suite;
+use crate::{aggregate, decide, journal};
+
+/// Written beside the report: how `decide` finds the qualification.
+pub const QUALIFICATION_FILE: &str = "qualification.json";
+pub const QUALIFICATION_SCHEMA: &str = "infergate-qualification/v1";
+pub const REPORT_FILE: &str = "report.json";
+/// The plan as it ran, copied into the qualification directory.
+pub const PLAN_COPY: &str = "plan.toml";
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Qualification id; an existing one is resumed. Default: `<plan name>-<UTC time>`.
+    pub id: Option<String>,
+    /// Parent of the qualification directory; default `out/qualify`.
+    pub out_root: Option<PathBuf>,
+    /// Ledger file; default [`Ledger::default_path`].
+    pub ledger: Option<PathBuf>,
+    /// Abandon the (interrupted) qualification and restore the baseline.
+    pub rollback: bool,
+    pub quiet: bool,
+}
+
+/// How a qualification ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Compared and every gate passed.
+    Qualified,
+    /// Compared; a gate failed.
+    NotQualified,
+    /// Stopped before a comparison; `failure` says where and why.
+    Failed,
+    /// Refused at preflight: nothing was changed.
+    Refused,
+    /// Abandoned with `--rollback`.
+    RolledBack,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub id: String,
+    pub out_dir: PathBuf,
+    pub ledger: PathBuf,
+    pub verdict: Verdict,
+    pub report: Option<PathBuf>,
+    pub failure: Option<String>,
+    pub decision: DecisionAction,
+    /// What serves now, per the ledger.
+    pub serving: Option<(String, Handle)>,
+}
+
+/// The sidecar file beside the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualificationFile {
+    pub schema: String,
+    pub id: String,
+    /// The plan file as given, made absolute.
+    pub plan: PathBuf,
+    /// Where the plan's relative paths point.
+    pub plan_dir: PathBuf,
+    pub plan_sha256: String,
+    pub ledger: PathBuf,
+}
+
+impl QualificationFile {
+    pub fn read(out_dir: &Path) -> Result<QualificationFile> {
+        let p = out_dir.join(QUALIFICATION_FILE);
+        let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: not a qualification file", p.display()))
+    }
+
+    /// The plan as it ran (the copy), with relative paths taken from the original's directory.
+    pub fn load_plan(&self, out_dir: &Path) -> Result<Plan> {
+        let copy = out_dir.join(PLAN_COPY);
+        let text = std::fs::read_to_string(&copy).with_context(|| format!("reading {}", copy.display()))?;
+        let plan = Plan::parse(&text, &copy, &self.plan_dir)?;
+        if plan.sha256 != self.plan_sha256 {
+            bail!("{} does not match the plan that ran (sha256 {} vs {})", copy.display(), plan.sha256, self.plan_sha256);
+        }
+        Ok(plan)
+    }
+}
+
+/// A pass that could not finish.
+#[derive(Debug)]
+struct PassFailure {
+    step: &'static str,
+    runtime: &'static str,
+    error: anyhow::Error,
+}
+
+pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
+    let plan = Plan::load(plan_path)?;
+    let ledger_path = match &opts.ledger {
+        Some(p) => p.clone(),
+        None => Ledger::default_path()?,
+    };
+    let ledger = Ledger::open(&ledger_path)?;
+    let id = match &opts.id {
+        Some(id) => {
+            check_id(id)?;
+            id.clone()
+        }
+        None => new_id(&plan.name),
+    };
+    let entries = ledger.entries(&id)?;
+    let resuming = !entries.is_empty();
+    let out_dir = if resuming {
+        let plan_entry = entries
+            .iter()
+            .find(|e| e.step == "plan")
+            .with_context(|| format!("ledger has entries for {id} but no plan entry"))?;
+        if plan_entry.detail_str("plan_sha256") != Some(plan.sha256.as_str()) {
+            bail!(
+                "qualification {id} ran a different plan (sha256 {}); {} now has sha256 {}: start a new qualification instead",
+                plan_entry.detail_str("plan_sha256").unwrap_or("?"),
+                plan_path.display(),
+                plan.sha256
+            );
+        }
+        PathBuf::from(plan_entry.detail_str("out_dir").context("plan entry without out_dir")?)
+    } else {
+        let root = opts.out_root.clone().unwrap_or_else(|| PathBuf::from("out/qualify"));
+        let dir = absolute(&root.join(&id))?;
+        if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+            bail!("{} already exists and is not empty; choose another --id or --out", dir.display());
+        }
+        dir
+    };
+    let ctx = Ctx {
+        plan: &plan,
+        qualification: &id,
+        ledger: &ledger,
+        out_dir: &out_dir,
+        docker: Docker::new(&plan.docker.socket),
+        quiet: opts.quiet,
+    };
+
+    if !resuming {
+        std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+        crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
+        let qf = QualificationFile {
+            schema: QUALIFICATION_SCHEMA.into(),
+            id: id.clone(),
+            plan: absolute(plan_path)?,
+            plan_dir: absolute(&plan.base_dir)?,
+            plan_sha256: plan.sha256.clone(),
+            ledger: absolute(&ledger_path)?,
+        };
+        crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
+        ctx.log(
+            "plan",
+            None,
+            Status::Ok,
+            json!({
+                "plan": qf.plan,
+                "plan_sha256": plan.sha256,
+                "out_dir": out_dir,
+                "suite": plan.suite,
+                "order": plan.pass_order().iter().map(|(l, n)| format!("{l}-{n}")).collect::<Vec<_>>(),
+                "baseline": plan.baseline.driver.kind(),
+                "candidate": plan.candidate.driver.kind(),
+                "host": runner::hostname(),
+                "pid": std::process::id(),
+            }),
+        )?;
+        ctx.say(&format!("qualification {id}: plan {} → {}", plan_path.display(), out_dir.display()));
+    } else {
+        if let Some(done) = entries.iter().rev().find(|e| e.step == "done") {
+            ctx.say(&format!("qualification {id} already finished ({}); nothing to do", done.detail_str("verdict").unwrap_or("?")));
+            return finished_outcome(&ctx, &ledger_path, &entries, done);
+        }
+        ctx.log("resume", None, Status::Info, json!({"pid": std::process::id(), "rollback": opts.rollback}))?;
+        ctx.say(&format!("qualification {id}: resuming from the ledger ({} entries)", entries.len()));
+    }
+
+    // Preflight changes nothing (except a pull by digest), so it runs before
+    // any leftover of an interrupted run is touched.
+    if let Err(e) = preflight(&ctx).await {
+        return finish(&ctx, &ledger_path, Verdict::Refused, None, Some(format!("{e:#}")), false).await;
+    }
+
+    if resuming {
+        lifecycle::stop_leftovers(&ctx).await?;
+        if opts.rollback {
+            return finish(&ctx, &ledger_path, Verdict::RolledBack, None, Some("abandoned with --rollback".into()), true).await;
+        }
+        if let Some((label, h)) = lifecycle::serving(&ctx.ledger.entries(&id)?) {
+            lifecycle::retire(&ctx, &label, &h, "qualification resumed: measuring again").await?;
+        }
+    } else if opts.rollback {
+        bail!("--rollback: qualification {id} does not exist in {}", ledger_path.display());
+    }
+
+    let passes = tokio::select! {
+        r = run_passes(&ctx) => r,
+        _ = tokio::signal::ctrl_c() => Err(PassFailure { step: "interrupted", runtime: BASELINE, error: anyhow!("interrupted (Ctrl-C)") }),
+    };
+    if let Err(f) = passes {
+        // What a dropped pass left running (an interrupt) is stopped here.
+        lifecycle::stop_leftovers(&ctx).await?;
+        let msg = format!("{} {}: {:#}", f.runtime, f.step, f.error);
+        if f.step == "interrupted" {
+            ctx.log("interrupted", None, Status::Info, json!({"resume": format!("infergate qualify {} --id {id}", plan_path.display())}))?;
+        }
+        return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(msg), true).await;
+    }
+
+    let report_path = out_dir.join(REPORT_FILE);
+    let report = match compare(&ctx) {
+        Ok(r) => r,
+        Err(e) => {
+            ctx.log("compare", None, Status::Failed, json!({"error": format!("{e:#}")}))?;
+            return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(format!("compare: {e:#}")), true).await;
+        }
+    };
+    let qualified = gates_passed(&report);
+    ctx.log(
+        "compare",
+        None,
+        Status::Ok,
+        json!({
+            "qualification": report.qualification,
+            "performance_gate_passed": report.performance_gate_passed,
+            "strict_turnover_gate_passed": report.strict_turnover_gate_passed,
+            "qualified": qualified,
+        }),
+    )?;
+    report::write_report_atomic(&report_path, &report)?;
+    ctx.log("report", None, Status::Ok, json!({"path": report_path}))?;
+    ctx.say(&format!("report: {} ({})", report_path.display(), report.qualification));
+
+    let verdict = if qualified { Verdict::Qualified } else { Verdict::NotQualified };
+    let policy = if qualified { plan.decision.on_pass } else { plan.decision.on_fail };
+    let action = match policy {
+        OnOutcome::Pending => None,
+        OnOutcome::Promote => Some(DecisionAction::Promote),
+        OnOutcome::RetainBaseline => Some(DecisionAction::RetainBaseline),
+    };
+    match action {
+        Some(action) => {
+            let who = format!("plan policy ({})", plan_path.display());
+            let note = format!(
+                "decision.{} = {}",
+                if qualified { "on_pass" } else { "on_fail" },
+                action.as_str()
+            );
+            let applied = decide::decide_and_apply(&ctx, &report_path, action, &who, &note).await?;
+            let failure = (!applied.carried_out).then(|| applied.promotion.clone());
+            finish(&ctx, &ledger_path, verdict, Some(report_path), failure, false).await
+        }
+        None => {
+            let promotion = match plan.after {
+                After::RestoreBaseline => match lifecycle::restore(&ctx, BASELINE, "qualification finished; decision pending").await {
+                    Ok(h) => format!("pending; baseline restored and readmitted ({})", h.describe()),
+                    Err(e) => format!("pending; baseline restore FAILED: {e:#}"),
+                },
+                After::Stop => "pending; nothing left running (after = \"stop\")".to_string(),
+            };
+            let mut report = report;
+            report.set_promotion(promotion);
+            report::write_report_atomic(&report_path, &report)?;
+            finish(&ctx, &ledger_path, verdict, Some(report_path), None, false).await
+        }
+    }
+}
+
+/// Record the end of the qualification; with `restore`, first put the
+/// baseline back in service (rollback).
+async fn finish(
+    ctx: &Ctx<'_>,
+    ledger_path: &Path,
+    verdict: Verdict,
+    report: Option<PathBuf>,
+    failure: Option<String>,
+    restore: bool,
+) -> Result<Outcome> {
+    let mut failure = failure;
+    if let Some(f) = &failure {
+        ctx.say(&format!("qualification {}: {f}", ctx.qualification));
+    }
+    if restore && ctx.plan.after == After::RestoreBaseline {
+        ctx.log("rollback", None, Status::Started, json!({"reason": failure}))?;
+        match lifecycle::restore(ctx, BASELINE, "rollback").await {
+            Ok(h) => ctx.log("rollback", None, Status::Ok, json!({"serving": h.to_value()}))?,
+            Err(e) => {
+                ctx.log("rollback", None, Status::Failed, json!({"error": format!("{e:#}")}))?;
+                let f = failure.get_or_insert_with(String::new);
+                f.push_str(&format!("; rollback FAILED, the baseline is NOT serving: {e:#}"));
+            }
+        }
+    }
+    let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();
+    let entries = ctx.ledger.entries(ctx.qualification)?;
+    let serving = lifecycle::serving(&entries);
+    let decision = decision_in(&entries);
+    ctx.log(
+        "done",
+        None,
+        if matches!(verdict, Verdict::Failed | Verdict::Refused) { Status::Failed } else { Status::Ok },
+        json!({
+            "verdict": verdict_text,
+            "report": report,
+            "failure": failure,
+            "serving": serving.as_ref().map(|(l, h)| json!({"runtime": l, "handle": h.to_value()})),
+        }),
+    )?;
+    Ok(Outcome {
+        id: ctx.qualification.to_string(),
+        out_dir: ctx.out_dir.to_path_buf(),
+        ledger: ledger_path.to_path_buf(),
+        verdict,
+        report,
+        failure,
+        decision,
+        serving,
+    })
+}
+
+fn finished_outcome(ctx: &Ctx<'_>, ledger_path: &Path, entries: &[Entry], done: &Entry) -> Result<Outcome> {
+    let verdict: Verdict = done
+        .detail
+        .get("verdict")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(Verdict::Failed);
+    Ok(Outcome {
+        id: ctx.qualification.to_string(),
+        out_dir: ctx.out_dir.to_path_buf(),
+        ledger: ledger_path.to_path_buf(),
+        verdict,
+        report: done.detail_str("report").map(PathBuf::from),
+        failure: done.detail_str("failure").map(str::to_string),
+        decision: decision_in(entries),
+        serving: lifecycle::serving(entries),
+    })
+}
+
+/// The last decision recorded for the qualification.
+pub fn decision_in(entries: &[Entry]) -> DecisionAction {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "decision" && e.status == Status::Ok)
+        .and_then(|e| e.detail.get("action").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(DecisionAction::Pending)
+}
+
+/// Every gate the policy applies passed.
+pub fn gates_passed(r: &Report) -> bool {
+    match &r.gates {
+        Some(g) => g.qualified,
+        None => r.performance_gate_passed && r.strict_turnover_gate_passed,
+    }
+}
+
+async fn preflight(ctx: &Ctx<'_>) -> Result<()> {
+    let plan = ctx.plan;
+    // The suite must load, or nothing can be measured.
+    Suite::load(&plan.suite).with_context(|| format!("suite {}", plan.suite.display()))?;
+    let mut details = serde_json::Map::new();
+    for rt in [&plan.baseline, &plan.candidate] {
+        match lifecycle::presence(ctx, rt).await {
+            Ok(v) => {
+                details.insert(rt.label.clone(), v);
+            }
+            Err(e) => {
+                let why = if rt.label == BASELINE {
+                    "the baseline could not be restored, so nothing was changed"
+                } else {
+                    "the candidate cannot be started; nothing was changed"
+                };
+                ctx.log("preflight", Some(&rt.label), Status::Failed, json!({"error": format!("{e:#}"), "why": why}))?;
+                return Err(e.context(format!("preflight: {} runtime: {why}", rt.label)));
+            }
+        }
+    }
+    ctx.log("preflight", None, Status::Ok, serde_json::Value::Object(details))?;
+    ctx.say("preflight: both runtimes present");
+    Ok(())
+}
+
+async fn run_passes(ctx: &Ctx<'_>) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure { step, runtime, error };
+    for (label, n) in ctx.plan.pass_order() {
+        let entries = ctx.ledger.entries(ctx.qualification).map_err(|e| fail("ledger", label, e))?;
+        let done = entries.iter().any(|e| {
+            e.step == "run"
+                && e.status == Status::Ok
+                && e.runtime.as_deref() == Some(label)
+                && e.detail.get("pass").and_then(|p| p.as_u64()) == Some(n as u64)
+        });
+        if done {
+            ctx.say(&format!("{label} pass {n}: already measured"));
+            continue;
+        }
+        run_pass(ctx, label, n).await?;
+    }
+    Ok(())
+}
+
+async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), PassFailure> {
+    let fail = |step, error| PassFailure { step, runtime: label, error };
+    let rt = ctx.plan.runtime(label).ok_or_else(|| fail("start", anyhow!("no runtime {label}")))?;
+    let started = lifecycle::start(ctx, rt, &format!("pass-{n}")).await.map_err(|e| fail("start", e))?;
+    let dir = pass_dir(ctx.out_dir, label, n);
+    let resume = dir.join(JOURNAL_FILE).exists();
+    let log = |status, detail| ctx.log("run", Some(label), status, detail).map_err(|e| fail("ledger", e));
+    log(Status::Started, json!({"pass": n, "dir": dir, "resume": resume}))?;
+    ctx.say(&format!("{label} pass {n}: running {}{}", ctx.plan.suite.display(), if resume { " (resuming its journal)" } else { "" }));
+    let opts = RunOptions {
+        target: started.handle.base_url().to_string(),
+        api_key_env: rt.api_key_env.clone(),
+        suite: ctx.plan.suite.clone(),
+        out_dir: dir.clone(),
+        runtime_label: Some(label.to_string()),
+        image: image_label(rt),
+        only_cells: Vec::new(),
+        resume,
+        timeouts: Timeouts::default(),
+        skip_turnover: ctx.plan.skip_turnover,
+        quiet: ctx.quiet,
+    };
+    // A runtime that dies mid-suite ends the pass now, not after every
+    // remaining request has timed out.
+    let result = tokio::select! {
+        r = runner::run(&opts) => r,
+        why = lifecycle::watch(&started, &ctx.docker) => Err(anyhow!("the {label} runtime stopped during the suite: {why}")),
+    };
+    // A crash in the last moments still voids the pass.
+    let result = match (result, started.handle.down(&ctx.docker).await) {
+        (Ok(_), Some(why)) => Err(anyhow!("the {label} runtime was down at the end of the suite: {why}")),
+        (r, _) => r,
+    };
+    match result {
+        Ok(art) => {
+            let expected = ctx.plan.expected_model(label);
+            if let Some(exp) = expected.filter(|e| *e != art.provenance.model) {
+                log(Status::Info, json!({"pass": n, "warning": format!("served model {:?}, but readmission expects {exp:?}", art.provenance.model)}))?;
+            }
+            log(
+                Status::Ok,
+                json!({
+                    "pass": n,
+                    "dir": dir,
+                    "model": art.provenance.model,
+                    "cells": art.cells.iter().map(|c| json!({"name": c.name, "succeeded": c.succeeded, "failed": c.failed, "eligible": c.performance_eligible})).collect::<Vec<_>>(),
+                    "turnover_runs": art.turnover.len(),
+                }),
+            )?;
+            lifecycle::stop(ctx, label, &started.handle, &format!("pass {n} finished")).await.map_err(|e| fail("stop", e))?;
+            Ok(())
+        }
+        Err(e) => {
+            log(Status::Failed, json!({"pass": n, "dir": dir, "error": format!("{e:#}"), "log": started.handle.log()}))?;
+            let _ = lifecycle::stop(ctx, label, &started.handle, &format!("pass {n} failed")).await;
+            Err(fail("run", e))
+        }
+    }
+}
+
+/// What the report names as the runtime's "image": the digest for containers,
+/// the executable's path for commands, the engine profile for the reference engine.
+fn image_label(rt: &Runtime) -> Option<String> {
+    match &rt.driver {
+        Driver::Container(c) => Some(c.image.to_string()),
+        Driver::Process(ProcessDriver::Engine { profile, .. }) => {
+            Some(format!("xllamacpp-{} engine profile {profile}", crate::engine::XLLAMACPP_VERSION))
+        }
+        Driver::Process(ProcessDriver::Command(c)) => Some(match &c.sha256 {
+            Some(s) => format!("{}@sha256:{s}", c.command),
+            None => c.command.clone(),
+        }),
+        Driver::External { url, .. } => Some(runner::redact_url(url)),
+    }
+}
+
+pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
+    out_dir.join(format!("{label}-{n}"))
+}
+
+/// Compare the pooled passes of each side.
+fn compare(ctx: &Ctx<'_>) -> Result<Report> {
+    let policy = ctx.plan.policy.load(&ctx.plan.path)?;
+    let side = |label: &str| -> Result<RunArtifact> {
+        let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats).map(|n| pass_dir(ctx.out_dir, label, n)).collect();
+        let art = if dirs.len() == 1 {
+            report::read_artifact(&dirs[0].join(ARTIFACT_FILE))?
+        } else {
+            let merged = merge_passes(&ctx.plan.suite, &dirs)?;
+            crate::atomic::write_json_atomic(&ctx.out_dir.join(format!("{label}.json")), &merged)?;
+            merged
+        };
+        Ok(art)
+    };
+    let (b, c) = (side(BASELINE)?, side(CANDIDATE)?);
+    report::compare(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
+}
+
+/// Pool the passes of one runtime into one artifact: each cell re-aggregated
+/// over every pass's requests (same shape, `requests` × passes), turnover runs
+/// listed in pass order.
+pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> {
+    let (suite, _) = Suite::load(suite_path)?;
+    let arts: Vec<RunArtifact> = dirs.iter().map(|d| report::read_artifact(&d.join(ARTIFACT_FILE))).collect::<Result<_>>()?;
+    let first = arts.first().context("no passes to merge")?;
+    let mut records = Vec::new();
+    for (k, dir) in dirs.iter().enumerate() {
+        for mut r in journal::read(&dir.join(JOURNAL_FILE))? {
+            if let Some(spec) = suite.cells.iter().find(|c| c.name == r.cell) {
+                // Distinct indices per pass, so pooled requests never collide.
+                r.index += k * spec.requests;
+                records.push(r);
+            }
+        }
+    }
+    let cells = first
+        .cells
+        .iter()
+        .filter_map(|c| suite.cells.iter().find(|s| s.name == c.name))
+        .map(|spec| {
+            let mut pooled = spec.clone();
+            pooled.requests = spec.requests * dirs.len();
+            aggregate::cell(&pooled, &records)
+        })
+        .collect();
+    let mut turnover = Vec::new();
+    for a in &arts {
+        for t in &a.turnover {
+            let mut t = t.clone();
+            t.repeat = turnover.iter().filter(|x: &&crate::artifact::TurnoverRun| x.name == t.name).count();
+            turnover.push(t);
+        }
+    }
+    let mut method = first.method.clone();
+    method.insert(
+        "passes".into(),
+        format!("pooled over {} passes of this runtime, each from a fresh start, in alternating order with the other runtime", dirs.len()),
+    );
+    let mut provenance = first.provenance.clone();
+    if let Some(last) = arts.last() {
+        provenance.ended_at = last.provenance.ended_at.clone();
+    }
+    Ok(RunArtifact { schema: first.schema.clone(), provenance, method, cells, turnover })
+}
+
+/// `<plan name>-<UTC yyyymmddThhmmssZ>`.
+pub fn new_id(plan_name: &str) -> String {
+    let clean: String = plan_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .collect();
+    format!("{clean}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))
+}
+
+fn check_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 100
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !id.starts_with('.');
+    if !ok {
+        bail!("qualification id {id:?}: use letters, digits, '-', '_' and '.' (it names a directory)");
+    }
+    Ok(())
+}
+
+pub fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir().context("reading the current directory")?.join(p))
+    }
+}
+
+/// The qualification ids a plan may be resumed under, for messages.
+pub fn plan_candidates(plan: &Plan) -> [&Runtime; 2] {
+    [&plan.baseline, &plan.candidate]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_directory_safe() {
+        assert!(check_id("ref-20260101T000000Z").is_ok());
+        assert!(check_id("../x").is_err());
+        assert!(check_id("").is_err());
+        let id = new_id("my plan/1");
+        assert!(id.starts_with("my-plan-1-"), "{id}");
+        assert!(check_id(&id).is_ok());
+    }
+
+    #[test]
+    fn pass_order_names_directories() {
+        assert_eq!(pass_dir(Path::new("/o"), CANDIDATE, 2), Path::new("/o/candidate-2"));
+    }
+}

@@ -1,0 +1,628 @@
+//! The comparison policy: which metrics gate, their thresholds and
+//! directions, the turnover gate mode and the bootstrap settings. Read from a
+//! TOML file (see `policies/default.toml`) or built from defaults.
+//!
+//! ```toml
+//! threshold_percent = 5            # default for every metric
+//!
+//! [[metric]]
+//! name = "ttft_p50_ms"             # sample `ttft_ms`, quantile 0.5 and
+//! threshold_percent = 3            # lower-is-better follow from the name
+//!
+//! [turnover]
+//! gate = "non_inferior"            # or "strict"
+//! alpha = 0.05
+//!
+//! [bootstrap]
+//! iterations = 10000
+//! confidence = 0.95
+//! seed = 7
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::stats::{BootstrapConfig, Direction};
+
+use super::model::{PolicyMetric, PolicySummary};
+
+pub const DEFAULT_THRESHOLD_PERCENT: f64 = 5.0;
+pub const DEFAULT_METRICS: [&str; 3] = ["ttft_p50_ms", "e2e_p50_ms", "decode_tok_s_p50"];
+pub const DEFAULT_ALPHA: f64 = 0.05;
+pub const DEFAULT_TURNOVER_CONFIDENCE: f64 = 0.95;
+
+/// How turnover runs gate qualification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnoverGateMode {
+    /// Every candidate turnover run: zero failures and zero contamination.
+    Strict,
+    /// The candidate's failure rate is not significantly worse than the
+    /// baseline's (one-sided Fisher p ≥ alpha), and zero contamination always.
+    NonInferior,
+}
+
+impl TurnoverGateMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnoverGateMode::Strict => "strict",
+            TurnoverGateMode::NonInferior => "non_inferior",
+        }
+    }
+}
+
+/// One gating metric: the `quantile` of per-request `sample` values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSpec {
+    /// Name in the report (`ttft_p50_ms`).
+    pub name: String,
+    /// Per-request sample key in the run artifact (`ttft_ms`).
+    pub sample: String,
+    pub quantile: f64,
+    pub direction: Direction,
+    pub threshold_percent: f64,
+}
+
+impl MetricSpec {
+    /// A metric whose sample, quantile and direction follow from its name.
+    pub fn from_name(name: &str, threshold_percent: f64) -> Option<MetricSpec> {
+        let (sample, quantile) = split_quantile(name)?;
+        Some(MetricSpec {
+            name: name.to_string(),
+            direction: infer_direction(&sample)?,
+            sample,
+            quantile,
+            threshold_percent,
+        })
+    }
+}
+
+/// `ttft_p50_ms` → (`ttft_ms`, 0.5); `decode_tok_s_p99` → (`decode_tok_s`,
+/// 0.99); `e2e_p999_ms` → (`e2e_ms`, 0.999). None without a `_pNN` part.
+pub fn split_quantile(name: &str) -> Option<(String, f64)> {
+    let parts: Vec<&str> = name.split('_').collect();
+    let (i, digits) = parts.iter().enumerate().find_map(|(i, p)| {
+        let d = p.strip_prefix('p')?;
+        (i > 0 && !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())).then_some((i, d))
+    })?;
+    // pNN is NN percent, so the quantile is "0.NN" (p5 → 0.05, p999 → 0.999),
+    // parsed from text to avoid a rounding step; p100 is the maximum.
+    let quantile: f64 = match digits {
+        "100" => 1.0,
+        d if d.len() == 1 => format!("0.0{d}").parse().ok()?,
+        d => format!("0.{d}").parse().ok()?,
+    };
+    let mut rest = parts;
+    rest.remove(i);
+    Some((rest.join("_"), quantile))
+}
+
+/// Throughputs (`tok_s` anywhere in the name) are better higher; latencies
+/// (ending `_ms`) better lower. None when the name says neither.
+pub fn infer_direction(name: &str) -> Option<Direction> {
+    if name.contains("tok_s") {
+        Some(Direction::HigherIsBetter)
+    } else if name.ends_with("_ms") {
+        Some(Direction::LowerIsBetter)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnoverPolicy {
+    pub gate: TurnoverGateMode,
+    /// Significance level of the one-sided test in `non_inferior` mode.
+    pub alpha: f64,
+    /// Confidence of the Clopper–Pearson failure-rate intervals.
+    pub confidence: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// "defaults" or the file it was read from.
+    pub source: String,
+    pub metrics: Vec<MetricSpec>,
+    pub turnover: TurnoverPolicy,
+    pub bootstrap: BootstrapConfig,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            source: "defaults".to_string(),
+            metrics: DEFAULT_METRICS
+                .iter()
+                .filter_map(|n| MetricSpec::from_name(n, DEFAULT_THRESHOLD_PERCENT))
+                .collect(),
+            turnover: TurnoverPolicy {
+                gate: TurnoverGateMode::Strict,
+                alpha: DEFAULT_ALPHA,
+                confidence: DEFAULT_TURNOVER_CONFIDENCE,
+            },
+            bootstrap: BootstrapConfig::default(),
+        }
+    }
+}
+
+impl Policy {
+    /// Every metric with the same threshold (e.g. to name the flag
+    /// `no_more_than_3_percent_regression`).
+    pub fn with_threshold(mut self, threshold_percent: f64) -> Policy {
+        for m in &mut self.metrics {
+            m.threshold_percent = threshold_percent;
+        }
+        self
+    }
+
+    pub fn summary(&self) -> PolicySummary {
+        PolicySummary {
+            source: self.source.clone(),
+            metrics: self
+                .metrics
+                .iter()
+                .map(|m| PolicyMetric {
+                    name: m.name.clone(),
+                    sample: m.sample.clone(),
+                    quantile: m.quantile,
+                    direction: m.direction,
+                    threshold_percent: m.threshold_percent,
+                })
+                .collect(),
+            turnover_gate: self.turnover.gate,
+            alpha: self.turnover.alpha,
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            file: path.display().to_string(),
+            line: None,
+            column: None,
+            field: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        Policy::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parse policy text; `file` names it in errors.
+    pub fn from_toml_str(text: &str, file: &str) -> Result<Policy, PolicyError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| {
+            let span = e.span();
+            let (line, column) = span.clone().map(|s| line_col(text, s.start)).unzip();
+            PolicyError {
+                file: file.to_string(),
+                line,
+                column,
+                field: span.and_then(|s| field_at(text, s)),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        raw.into_policy(text, file)
+    }
+}
+
+/// A policy file that cannot be used: names the file, line, column and field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// Dotted field path (`turnover.alpha`, `metric[1].name`), when known.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.column {
+                write!(f, ":{c}")?;
+            }
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": field `{field}`")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// 1-based line and column (in characters) of byte offset `at`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Best-effort dotted name of the field at `span` for toml's own errors,
+/// which give a span but no key path: the key on that line, under the
+/// nearest `[table]` / `[[array]]` header above it.
+fn field_at(text: &str, span: Range<usize>) -> Option<String> {
+    let (line_no, _) = line_col(text, span.start);
+    let lines: Vec<&str> = text.lines().collect();
+    let line = lines.get(line_no.checked_sub(1)?)?.trim();
+    let key = if line.starts_with('[') {
+        None
+    } else {
+        line.split_once('=').map(|(k, _)| k.trim().to_string())
+    };
+    let mut header: Option<String> = None;
+    let mut array_index = 0usize;
+    for l in lines[..line_no - 1].iter().rev() {
+        let l = l.trim();
+        if let Some(name) = l.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            let name = name.trim();
+            if header.is_none() {
+                header = Some(name.to_string());
+            }
+            if Some(name) == header.as_deref() {
+                array_index += 1;
+            }
+        } else if let Some(name) = l.strip_prefix('[').and_then(|r| r.split(']').next())
+            && header.is_none()
+        {
+            header = Some(name.trim().to_string());
+            break;
+        }
+    }
+    // An `[[array]]` header seen k times above names element k−1.
+    let header = header.map(|h| {
+        if array_index > 0 {
+            format!("{h}[{}]", array_index - 1)
+        } else {
+            h
+        }
+    });
+    match (header, key) {
+        (Some(h), Some(k)) => Some(format!("{h}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(h), None) => Some(h),
+        (None, None) => None,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    threshold_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    metric: Option<Vec<RawMetric>>,
+    #[serde(default)]
+    turnover: Option<RawTurnover>,
+    #[serde(default)]
+    bootstrap: Option<RawBootstrap>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetric {
+    name: Spanned<String>,
+    #[serde(default)]
+    threshold_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    direction: Option<Direction>,
+    #[serde(default)]
+    sample: Option<String>,
+    #[serde(default)]
+    quantile: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurnover {
+    #[serde(default)]
+    gate: Option<TurnoverGateMode>,
+    #[serde(default)]
+    alpha: Option<Spanned<f64>>,
+    #[serde(default)]
+    confidence: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBootstrap {
+    #[serde(default)]
+    iterations: Option<Spanned<i64>>,
+    #[serde(default)]
+    confidence: Option<Spanned<f64>>,
+    #[serde(default)]
+    seed: Option<Spanned<i64>>,
+}
+
+impl RawPolicy {
+    fn into_policy(self, text: &str, file: &str) -> Result<Policy, PolicyError> {
+        let err = |span: Range<usize>, field: String, message: String| {
+            let (line, column) = line_col(text, span.start);
+            PolicyError {
+                file: file.to_string(),
+                line: Some(line),
+                column: Some(column),
+                field: Some(field),
+                message,
+            }
+        };
+        let check = |v: &Option<Spanned<f64>>,
+                     field: String,
+                     ok: fn(f64) -> bool,
+                     what: &str|
+         -> Result<(), PolicyError> {
+            match v {
+                Some(s) if !ok(*s.get_ref()) => Err(err(
+                    s.span(),
+                    field,
+                    format!("{} is not {what}", s.get_ref()),
+                )),
+                _ => Ok(()),
+            }
+        };
+        let threshold_ok: fn(f64) -> bool = |t| t.is_finite() && t >= 0.0;
+        let open_unit: fn(f64) -> bool = |p| p > 0.0 && p < 1.0;
+
+        check(
+            &self.threshold_percent,
+            "threshold_percent".into(),
+            threshold_ok,
+            "a finite percentage ≥ 0",
+        )?;
+        let default_threshold = self
+            .threshold_percent
+            .as_ref()
+            .map_or(DEFAULT_THRESHOLD_PERCENT, |s| *s.get_ref());
+        let defaults = Policy::default();
+
+        let metrics: Vec<MetricSpec> = match self.metric {
+            None => defaults
+                .metrics
+                .iter()
+                .cloned()
+                .map(|mut m| {
+                    m.threshold_percent = default_threshold;
+                    m
+                })
+                .collect(),
+            Some(raw) => {
+                let mut out: Vec<MetricSpec> = Vec::new();
+                for (i, m) in raw.into_iter().enumerate() {
+                    let at = |f: &str| format!("metric[{i}].{f}");
+                    let name = m.name.get_ref().clone();
+                    if out.iter().any(|o| o.name == name) {
+                        return Err(err(
+                            m.name.span(),
+                            at("name"),
+                            format!("`{name}` appears twice"),
+                        ));
+                    }
+                    check(
+                        &m.threshold_percent,
+                        at("threshold_percent"),
+                        threshold_ok,
+                        "a finite percentage ≥ 0",
+                    )?;
+                    check(
+                        &m.quantile,
+                        at("quantile"),
+                        |q| (0.0..=1.0).contains(&q),
+                        "a quantile in [0, 1]",
+                    )?;
+                    let inferred = split_quantile(&name);
+                    let sample = m
+                        .sample
+                        .or_else(|| inferred.as_ref().map(|(s, _)| s.clone()))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell the sample of `{name}` (no _pNN part): give `sample`"
+                            ))
+                        })?;
+                    let quantile = m
+                        .quantile
+                        .map(|q| *q.get_ref())
+                        .or(inferred.map(|(_, q)| q))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell the quantile of `{name}` (no _pNN part): give `quantile`"
+                            ))
+                        })?;
+                    let direction = m
+                        .direction
+                        .or_else(|| infer_direction(&sample))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell whether `{name}` is better lower or higher: give `direction`"
+                            ))
+                        })?;
+                    out.push(MetricSpec {
+                        name,
+                        sample,
+                        quantile,
+                        direction,
+                        threshold_percent: m
+                            .threshold_percent
+                            .map_or(default_threshold, |s| *s.get_ref()),
+                    });
+                }
+                out
+            }
+        };
+
+        let mut turnover = defaults.turnover.clone();
+        if let Some(t) = self.turnover {
+            check(&t.alpha, "turnover.alpha".into(), open_unit, "in (0, 1)")?;
+            check(
+                &t.confidence,
+                "turnover.confidence".into(),
+                open_unit,
+                "in (0, 1)",
+            )?;
+            turnover.gate = t.gate.unwrap_or(turnover.gate);
+            turnover.alpha = t.alpha.map_or(turnover.alpha, |s| *s.get_ref());
+            turnover.confidence = t.confidence.map_or(turnover.confidence, |s| *s.get_ref());
+        }
+
+        let mut bootstrap = defaults.bootstrap;
+        if let Some(b) = self.bootstrap {
+            check(
+                &b.confidence,
+                "bootstrap.confidence".into(),
+                open_unit,
+                "in (0, 1)",
+            )?;
+            if let Some(it) = &b.iterations {
+                bootstrap.iterations = usize::try_from(*it.get_ref())
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        err(
+                            it.span(),
+                            "bootstrap.iterations".into(),
+                            format!("{} is not a positive count", it.get_ref()),
+                        )
+                    })?;
+            }
+            if let Some(s) = &b.seed {
+                bootstrap.seed = u64::try_from(*s.get_ref()).map_err(|_| {
+                    err(
+                        s.span(),
+                        "bootstrap.seed".into(),
+                        format!("{} is negative", s.get_ref()),
+                    )
+                })?;
+            }
+            bootstrap.confidence = b.confidence.map_or(bootstrap.confidence, |s| *s.get_ref());
+        }
+
+        Ok(Policy {
+            source: file.to_string(),
+            metrics,
+            turnover,
+            bootstrap,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_metrics_are_the_seeds_three() {
+        let p = Policy::default();
+        let got: Vec<(&str, &str, f64, Direction, f64)> = p
+            .metrics
+            .iter()
+            .map(|m| {
+                (
+                    m.name.as_str(),
+                    m.sample.as_str(),
+                    m.quantile,
+                    m.direction,
+                    m.threshold_percent,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ttft_p50_ms", "ttft_ms", 0.5, Direction::LowerIsBetter, 5.0),
+                ("e2e_p50_ms", "e2e_ms", 0.5, Direction::LowerIsBetter, 5.0),
+                (
+                    "decode_tok_s_p50",
+                    "decode_tok_s",
+                    0.5,
+                    Direction::HigherIsBetter,
+                    5.0
+                ),
+            ]
+        );
+        assert_eq!(p.turnover.gate, TurnoverGateMode::Strict);
+    }
+
+    #[test]
+    fn sample_policy_file_is_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml");
+        let p = Policy::from_file(&path).expect("policies/default.toml parses");
+        assert_eq!(
+            Policy {
+                source: "defaults".into(),
+                ..p
+            },
+            Policy::default()
+        );
+    }
+
+    #[test]
+    fn quantile_names() {
+        assert_eq!(
+            split_quantile("e2e_p999_ms"),
+            Some(("e2e_ms".into(), 0.999))
+        );
+        assert_eq!(split_quantile("itl_p90_ms"), Some(("itl_ms".into(), 0.9)));
+        assert_eq!(split_quantile("x_p5_ms"), Some(("x_ms".into(), 0.05)));
+        assert_eq!(split_quantile("x_p100_ms"), Some(("x_ms".into(), 1.0)));
+        assert_eq!(split_quantile("ttft_ms"), None);
+    }
+
+    #[test]
+    fn file_overrides_and_inherits() {
+        let p = Policy::from_toml_str(
+            "threshold_percent = 3\n[[metric]]\nname = \"ttft_p50_ms\"\n[[metric]]\nname = \"e2e_p90_ms\"\nthreshold_percent = 10\n[turnover]\ngate = \"non_inferior\"\nalpha = 0.01\n[bootstrap]\niterations = 500\nseed = 9\n",
+            "p.toml",
+        )
+        .expect("valid policy");
+        assert_eq!(p.metrics.len(), 2);
+        assert_eq!(p.metrics[0].threshold_percent, 3.0);
+        assert_eq!(
+            (p.metrics[1].quantile, p.metrics[1].threshold_percent),
+            (0.9, 10.0)
+        );
+        assert_eq!(p.turnover.gate, TurnoverGateMode::NonInferior);
+        assert_eq!(p.turnover.alpha, 0.01);
+        assert_eq!((p.bootstrap.iterations, p.bootstrap.seed), (500, 9));
+        assert_eq!(p.source, "p.toml");
+    }
+
+    #[test]
+    fn top_level_threshold_applies_to_default_metrics() {
+        let p = Policy::from_toml_str("threshold_percent = 2.5\n", "p.toml").expect("valid");
+        assert!(p.metrics.iter().all(|m| m.threshold_percent == 2.5));
+        assert_eq!(p.metrics.len(), 3);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let cases = [
+            ("[turnover]\ngate = \"bogus\"\n", 2, "turnover.gate"),
+            ("[turnover]\nalpah = 0.1\n", 2, "turnover.alpah"),
+            ("[turnover]\nalpha = 1.5\n", 2, "turnover.alpha"),
+            ("[bootstrap]\niterations = 0\n", 2, "bootstrap.iterations"),
+            (
+                "[[metric]]\nname = \"a_p50_ms\"\n[[metric]]\nname = \"queue_depth\"\n",
+                4,
+                "metric[1].name",
+            ),
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\nthreshold_percent = \"x\"\n",
+                3,
+                "metric[0].threshold_percent",
+            ),
+            ("threshold_percent = -1\n", 1, "threshold_percent"),
+        ];
+        for (text, line, field) in cases {
+            let e = Policy::from_toml_str(text, "pol.toml").expect_err(text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{text}: {e}");
+            let shown = e.to_string();
+            assert!(shown.starts_with(&format!("pol.toml:{line}:")), "{shown}");
+            assert!(shown.contains(field), "{shown}");
+        }
+    }
+}

@@ -1,0 +1,579 @@
+//! One self-contained HTML page: inline CSS, inline SVG plots, no scripts,
+//! no external assets. Every string from the report is escaped.
+
+use std::fmt::Write;
+
+use crate::stats;
+
+use super::view::{CellView, MetricView, TurnoverRow, View};
+use super::*;
+
+const BASELINE_COLOR: &str = "#4c78a8";
+const CANDIDATE_COLOR: &str = "#e45756";
+
+const CSS: &str = "
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:1100px;padding:0 1rem;color:#1b1f24;background:#fff}
+h1{font-size:1.5rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #d0d7de;padding-bottom:.2rem}
+h3{font-size:1rem;margin:1.2rem 0 .3rem}
+table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:.25rem .55rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
+.pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.unknown{color:#6e7781}
+.v-improved,.v-equivalent{color:#1a7f37}.v-regressed{color:#cf222e}.v-inconclusive{color:#9a6700}
+.badge{display:inline-block;padding:.15rem .6rem;border-radius:1rem;font-weight:600;margin-right:.4rem}
+.badge.pass{background:#dafbe1}.badge.fail{background:#ffebe9}.badge.unknown{background:#eaeef2}
+.notice{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .8rem;border-radius:.3rem}
+.plots{display:flex;flex-wrap:wrap;gap:.5rem}svg{background:#fbfcfd;border:1px solid #eaeef2}
+.legend span{display:inline-block;width:.8rem;height:.8rem;border-radius:50%;margin:0 .3rem 0 .8rem;vertical-align:middle}
+.small{color:#57606a;font-size:.9em}
+";
+
+/// Escape text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn class_of(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None => "unknown",
+    }
+}
+
+fn mark(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "✓",
+        Some(false) => "✗",
+        None => "?",
+    }
+}
+
+fn badge(label: &str, p: Option<bool>) -> String {
+    format!(
+        "<span class=\"badge {}\">{} {}: {}</span>",
+        class_of(p),
+        mark(p),
+        escape(label),
+        pass_word(p)
+    )
+}
+
+/// Axis ticks: `count` evenly spaced values over [lo, hi].
+fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
+    (0..count)
+        .map(|i| lo + (hi - lo) * i as f64 / (count - 1) as f64)
+        .collect()
+}
+
+/// Strip plot of baseline vs candidate per-request values, medians marked.
+fn strip_plot(m: &MetricView, b: &[f64], c: &[f64]) -> String {
+    let (w, h) = (520.0, 132.0);
+    let (left, right, top) = (112.0, 16.0, 26.0);
+    let axis_y = h - 26.0;
+    let all = b.iter().chain(c).copied();
+    let lo = all.clone().fold(f64::INFINITY, f64::min);
+    let hi = all.fold(f64::NEG_INFINITY, f64::max);
+    // A flat sample still needs a visible axis span.
+    let (lo, hi) = if hi > lo {
+        let pad = (hi - lo) * 0.05;
+        (lo - pad, hi + pad)
+    } else {
+        let pad = lo.abs().max(1.0) * 0.05;
+        (lo - pad, hi + pad)
+    };
+    let x = |v: f64| left + (v - lo) / (hi - lo) * (w - left - right);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg role=\"img\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><title>{} per request: baseline vs candidate</title>",
+        escape(&m.name)
+    );
+    let _ = write!(
+        s,
+        "<text x=\"8\" y=\"16\" font-size=\"12\" font-weight=\"600\">{}</text><text x=\"{}\" y=\"16\" font-size=\"11\" text-anchor=\"end\" fill=\"#57606a\">{} · Δ {} · CI {}</text>",
+        escape(&m.name),
+        w - right,
+        escape(direction_word(m.direction)),
+        escape(&fmt_delta(m.delta_percent)),
+        escape(&fmt_ci(m.ci.as_ref())),
+    );
+    for (row, (label, vals, color)) in [
+        ("baseline", b, BASELINE_COLOR),
+        ("candidate", c, CANDIDATE_COLOR),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let y = top + 18.0 + row as f64 * 34.0;
+        let _ = write!(
+            s,
+            "<text x=\"8\" y=\"{:.1}\" font-size=\"11\">{label} (n={})</text>",
+            y + 4.0,
+            vals.len()
+        );
+        for (i, v) in vals.iter().enumerate() {
+            // Deterministic jitter so coincident points stay visible.
+            let j = ((i * 7919 % 13) as f64 / 12.0 - 0.5) * 14.0;
+            let _ = write!(
+                s,
+                "<circle cx=\"{:.2}\" cy=\"{:.2}\" r=\"3.2\" fill=\"{color}\" fill-opacity=\"0.55\"/>",
+                x(*v),
+                y + j
+            );
+        }
+        if let Some(med) = stats::median(vals) {
+            let _ = write!(
+                s,
+                "<line x1=\"{0:.2}\" x2=\"{0:.2}\" y1=\"{1:.1}\" y2=\"{2:.1}\" stroke=\"#1b1f24\" stroke-width=\"2\"><title>median {3}</title></line>",
+                x(med),
+                y - 12.0,
+                y + 12.0,
+                escape(&fmt_value(Some(med)))
+            );
+        }
+    }
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" x2=\"{}\" y1=\"{axis_y}\" y2=\"{axis_y}\" stroke=\"#8c959f\"/>",
+        w - right
+    );
+    for t in ticks(lo, hi, 5) {
+        let _ = write!(
+            s,
+            "<line x1=\"{0:.2}\" x2=\"{0:.2}\" y1=\"{axis_y}\" y2=\"{1}\" stroke=\"#8c959f\"/><text x=\"{0:.2}\" y=\"{2}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#57606a\">{3}</text>",
+            x(t),
+            axis_y + 4.0,
+            axis_y + 16.0,
+            escape(&fmt_value(Some(t)))
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// Failure rate per turnover row with its interval as a whisker.
+fn turnover_plot(rows: &[TurnoverRow]) -> String {
+    let row_h = 22.0;
+    let (left, right, top) = (230.0, 60.0, 10.0);
+    let w = 640.0;
+    let h = top + rows.len() as f64 * row_h + 28.0;
+    let max = rows
+        .iter()
+        .filter_map(|r| r.rate_ci.map(|c| c.high).or(r.rate))
+        .fold(0.0f64, f64::max)
+        .max(0.01)
+        * 1.1;
+    let max = max.min(1.0);
+    let x = |v: f64| left + v.clamp(0.0, max) / max * (w - left - right);
+    let mut s = format!(
+        "<svg role=\"img\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><title>turnover failure rates</title>"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + i as f64 * row_h + row_h / 2.0;
+        let color = match r.side {
+            super::super::model::Side::Baseline => BASELINE_COLOR,
+            super::super::model::Side::Candidate => CANDIDATE_COLOR,
+        };
+        let _ = write!(
+            s,
+            "<text x=\"8\" y=\"{:.1}\" font-size=\"11\">{}</text>",
+            y + 4.0,
+            escape(&r.label)
+        );
+        if let Some(rate) = r.rate {
+            let _ = write!(
+                s,
+                "<rect x=\"{left}\" y=\"{:.1}\" width=\"{:.2}\" height=\"12\" fill=\"{color}\" fill-opacity=\"{}\"/>",
+                y - 6.0,
+                x(rate) - left,
+                if r.pooled { "0.35" } else { "0.75" }
+            );
+            let _ = write!(
+                s,
+                "<text x=\"{:.2}\" y=\"{:.1}\" font-size=\"10\" fill=\"#57606a\">{}</text>",
+                x(r.rate_ci.map_or(rate, |c| c.high)) + 4.0,
+                y + 4.0,
+                escape(&fmt_rate(Some(rate)))
+            );
+        }
+        if let Some(ci) = r.rate_ci {
+            let _ = write!(
+                s,
+                "<line x1=\"{:.2}\" x2=\"{:.2}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#1b1f24\"/>",
+                x(ci.low),
+                x(ci.high)
+            );
+        }
+    }
+    let axis_y = h - 22.0;
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" x2=\"{}\" y1=\"{axis_y}\" y2=\"{axis_y}\" stroke=\"#8c959f\"/>",
+        w - right
+    );
+    for t in ticks(0.0, max, 5) {
+        let _ = write!(
+            s,
+            "<text x=\"{:.2}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\" fill=\"#57606a\">{}</text>",
+            x(t),
+            axis_y + 14.0,
+            escape(&fmt_rate(Some(t)))
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
+    let _ = writeln!(out, "<h3>Cell <code>{}</code></h3>", escape(&c.name));
+    let _ = writeln!(
+        out,
+        "<p class=\"small\">requests: {} baseline / {} candidate · median prompt tokens: {} · eligible: baseline <span class=\"{}\">{}</span> candidate <span class=\"{}\">{}</span></p>",
+        fmt_count(c.baseline_requests),
+        fmt_count(c.candidate_requests),
+        escape(
+            &c.median_prompt_tokens
+                .map_or(DASH.into(), |m| format!("{m}"))
+        ),
+        class_of(c.baseline_eligible),
+        mark(c.baseline_eligible),
+        class_of(c.candidate_eligible),
+        mark(c.candidate_eligible),
+    );
+    for (side, reasons) in [
+        ("baseline", &c.baseline_reasons),
+        ("candidate", &c.candidate_reasons),
+    ] {
+        if !reasons.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"notice\">{side} not eligible: {}</p>",
+                escape(&reasons.join("; "))
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>n</th><th>delta</th><th>{}</th><th>verdict</th><th>gate</th></tr>",
+        escape(ci_head)
+    );
+    for m in &c.metrics {
+        let n = match (m.baseline_n, m.candidate_n) {
+            (Some(b), Some(c)) => format!("{b}/{c}"),
+            _ => DASH.into(),
+        };
+        let verdict = m.verdict.as_deref().unwrap_or(DASH);
+        let resolve = match (m.verdict.as_deref(), m.requests_to_resolve) {
+            (Some("inconclusive"), Some(n)) => {
+                format!(" <span class=\"small\">(~{n} requests/side to resolve)</span>")
+            }
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"v-{}\">{}{resolve}</td><td class=\"{}\">{} ≤{}% worse</td></tr>",
+            escape(&m.name),
+            escape(&fmt_value(m.baseline)),
+            escape(&fmt_value(m.candidate)),
+            n,
+            escape(&fmt_delta(m.delta_percent)),
+            escape(&fmt_ci(m.ci.as_ref())),
+            escape(verdict),
+            escape(verdict),
+            class_of(m.within_threshold),
+            mark(m.within_threshold),
+            escape(&fmt_threshold(m.threshold_percent)),
+        );
+    }
+    out.push_str("</table>\n");
+    let plots: Vec<String> = c
+        .metrics
+        .iter()
+        .filter_map(|m| {
+            let (_, b, cand) = m.samples.as_ref()?;
+            (!b.is_empty() && !cand.is_empty()).then(|| strip_plot(m, b, cand))
+        })
+        .collect();
+    if plots.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"notice\">This report carries no per-request samples for this cell, so its distributions cannot be plotted; only the summary values above are available.</p>"
+        );
+    } else {
+        let missing: Vec<&str> = c
+            .metrics
+            .iter()
+            .filter(|m| {
+                m.samples
+                    .as_ref()
+                    .is_none_or(|(_, b, c)| b.is_empty() || c.is_empty())
+            })
+            .map(|m| m.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p class=\"small\">No per-request samples for: {}.</p>",
+                escape(&missing.join(", "))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<p class=\"legend small\">per-request values<span style=\"background:{BASELINE_COLOR}\"></span>baseline<span style=\"background:{CANDIDATE_COLOR}\"></span>candidate; black bar: median</p><div class=\"plots\">{}</div>",
+            plots.join("\n")
+        );
+    }
+}
+
+pub(super) fn render(v: &View) -> String {
+    let mut out = String::new();
+    let title = format!(
+        "Runtime comparison: {}",
+        v.qualification.as_deref().unwrap_or("no qualification")
+    );
+    let _ = writeln!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>",
+        escape(&title)
+    );
+    let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
+    let _ = writeln!(
+        out,
+        "<table><tr><th>baseline</th><td><code>{}</code></td></tr><tr><th>candidate</th><td><code>{}</code></td></tr><tr><th>schema</th><td><code>{}</code></td></tr></table>",
+        escape(v.baseline_image.as_deref().unwrap_or(DASH)),
+        escape(v.candidate_image.as_deref().unwrap_or(DASH)),
+        escape(v.schema.as_deref().unwrap_or(DASH)),
+    );
+
+    let _ = writeln!(out, "<h2>Gates</h2>\n<p>");
+    let ni = v.non_inferior_gate();
+    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
+    out.push_str(&badge("performance", v.performance_gate_passed));
+    out.push_str(&badge(
+        if mode == Some("strict") {
+            "strict turnover (policy)"
+        } else {
+            "strict turnover"
+        },
+        v.strict_turnover_gate_passed,
+    ));
+    out.push_str(&badge(
+        if mode == Some("non_inferior") {
+            "non-inferior turnover (policy)"
+        } else {
+            "non-inferior turnover"
+        },
+        Some(ni.passed),
+    ));
+    out.push_str("</p>\n");
+    let failed = v.failed_parts();
+    if !failed.is_empty() {
+        out.push_str("<table><tr><th>gate</th><th>failed check</th><th>why</th></tr>\n");
+        for (gate, subject, reason) in failed {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                escape(&gate),
+                escape(&subject),
+                escape(&reason)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<table><tr><th>qualification</th><td>{}</td></tr><tr><th>promotion</th><td>{}</td></tr><tr><th>human decision</th><td>{}</td></tr>",
+        escape(v.qualification.as_deref().unwrap_or(DASH)),
+        escape(v.promotion.as_deref().unwrap_or(DASH)),
+        escape(v.human_decision.as_deref().unwrap_or(DASH)),
+    );
+    if let Some(d) = &v.decision {
+        let _ = writeln!(
+            out,
+            "<tr><th>decision</th><td>{} by {} at {}{}</td></tr>",
+            escape(d.action.as_str()),
+            escape(d.who.as_deref().unwrap_or("?")),
+            escape(d.when.as_deref().unwrap_or("?")),
+            d.note
+                .as_deref()
+                .map_or(String::new(), |n| format!(": {}", escape(n)))
+        );
+    }
+    out.push_str("</table>\n");
+    if v.disagreements.is_empty() {
+        out.push_str(
+            "<p class=\"pass\">✓ Verification: the report's numbers agree with each other.</p>\n",
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "<p class=\"fail\">✗ Verification: {} disagreement(s)</p><ul>",
+            v.disagreements.len()
+        );
+        for d in &v.disagreements {
+            let _ = writeln!(
+                out,
+                "<li><code>{}</code>: found {}, expected {}</li>",
+                escape(&d.path),
+                escape(&d.found),
+                escape(&d.expected)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    for w in &v.warnings {
+        let _ = writeln!(out, "<p class=\"notice\">warning: {}</p>", escape(w));
+    }
+
+    let _ = writeln!(out, "<h2>Performance cells</h2>");
+    if v.cells.is_empty() {
+        out.push_str("<p class=\"notice\">No cells.</p>\n");
+    }
+    let ci_head = ci_heading(v);
+    for c in &v.cells {
+        cell_section(&mut out, c, &ci_head);
+    }
+
+    let rows = v.turnover_rows();
+    if !rows.is_empty() {
+        let _ = writeln!(out, "<h2>Turnover</h2>");
+        let _ = writeln!(
+            out,
+            "<table><tr><th>run</th><th>requests</th><th>passed</th><th>failed</th><th>received</th><th>contaminated</th><th>failure rate</th><th>{:.0}% CI</th><th>p worse</th><th>p better</th><th>p two-sided</th></tr>",
+            v.turnover.confidence * 100.0
+        );
+        for t in &rows {
+            let _ = writeln!(
+                out,
+                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n {}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                escape(&t.label),
+                fmt_count(t.requests),
+                fmt_count(t.passed),
+                class_of(t.failed.map(|f| f == 0)),
+                fmt_count(t.failed),
+                fmt_count(t.received),
+                fmt_count(t.contaminated),
+                escape(&fmt_rate(t.rate)),
+                escape(&fmt_rate_ci(t.rate_ci.as_ref())),
+                escape(&fmt_p(t.p_candidate_worse)),
+                escape(&fmt_p(t.p_candidate_better)),
+                escape(&fmt_p(t.p_two_sided)),
+            );
+        }
+        out.push_str("</table>\n");
+        let _ = writeln!(
+            out,
+            "<p class=\"small\">Failure rate = failed / requests with Clopper–Pearson intervals; p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's (its runs of the same workload pooled){}.</p>",
+            if v.turnover_computed {
+                "; computed here from the report's counts"
+            } else {
+                ""
+            }
+        );
+        out.push_str(&turnover_plot(&rows));
+        out.push('\n');
+        let lines: Vec<String> = v
+            .runs
+            .iter()
+            .flat_map(|r| {
+                View::failure_summary(r).into_iter().map(move |l| {
+                    format!("<li><code>{}</code>: {}</li>", escape(&r.key), escape(&l))
+                })
+            })
+            .collect();
+        if !lines.is_empty() {
+            let _ = writeln!(out, "<h3>Failures</h3><ul>{}</ul>", lines.join(""));
+        }
+    }
+
+    if let Some(st) = &v.statistics {
+        let _ = writeln!(out, "<h2>Method</h2><table>");
+        for (k, val) in [
+            ("percentile method", st.percentile_method.clone()),
+            ("delta_percent", st.delta_percent.clone()),
+            (
+                "bootstrap",
+                format!(
+                    "{} iterations, confidence {}, seed {}; {}",
+                    st.bootstrap.iterations,
+                    st.bootstrap.confidence,
+                    st.bootstrap.seed,
+                    st.bootstrap_statistic
+                ),
+            ),
+            ("verdict rule", st.verdict_rule.clone()),
+            ("regression flag", st.regression_flag_rule.clone()),
+            ("turnover test", st.turnover_test.clone()),
+            ("turnover interval", st.turnover_interval.clone()),
+        ] {
+            let _ = writeln!(
+                out,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                escape(k),
+                escape(&val)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    if let Some(p) = &v.provenance {
+        let _ = writeln!(
+            out,
+            "<h2>Provenance</h2><table><tr><th></th><th>baseline</th><th>candidate</th></tr>"
+        );
+        let (b, c) = (&p.baseline, &p.candidate);
+        let opt = |x: &Option<String>| x.clone().unwrap_or_else(|| DASH.into());
+        for (k, bv, cv) in [
+            ("target", b.target.clone(), c.target.clone()),
+            ("model", b.model.clone(), c.model.clone()),
+            ("runtime", opt(&b.runtime), opt(&c.runtime)),
+            ("image", opt(&b.image), opt(&c.image)),
+            ("server build", opt(&b.server_build), opt(&c.server_build)),
+            ("suite", b.suite.clone(), c.suite.clone()),
+            ("suite sha256", opt(&b.suite_sha256), opt(&c.suite_sha256)),
+            (
+                "tool version",
+                b.tool_version.clone(),
+                c.tool_version.clone(),
+            ),
+            ("host", b.host.clone(), c.host.clone()),
+            ("started", b.started_at.clone(), c.started_at.clone()),
+            ("ended", b.ended_at.clone(), c.ended_at.clone()),
+        ] {
+            let _ = writeln!(
+                out,
+                "<tr><th>{}</th><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                escape(k),
+                escape(&bv),
+                escape(&cv)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+}

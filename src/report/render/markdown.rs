@@ -1,0 +1,297 @@
+//! GitHub-flavoured Markdown for a job summary.
+
+use std::fmt::Write;
+
+use super::view::View;
+use super::*;
+
+/// Text safe inside a table cell: pipes escaped, newlines flattened, and
+/// characters GitHub would read as markup escaped (`_` and `#` are left alone:
+/// inside words and mid-line GitHub does not treat them as markup).
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '|' | '\\' | '`' | '*' | '[' | ']' | '<' | '>' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn code(s: &str) -> String {
+    // Inline code cannot escape backticks; replace them, and pipes break tables.
+    format!("`{}`", s.replace('`', "'").replace('|', "\\|"))
+}
+
+fn mark(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "✅",
+        Some(false) => "❌",
+        None => "❔",
+    }
+}
+
+fn row(out: &mut String, cells: &[String]) {
+    let _ = writeln!(out, "| {} |", cells.join(" | "));
+}
+
+fn head(out: &mut String, cells: &[(&str, bool)]) {
+    row(
+        out,
+        &cells.iter().map(|(c, _)| c.to_string()).collect::<Vec<_>>(),
+    );
+    row(
+        out,
+        &cells
+            .iter()
+            .map(|(_, right)| if *right { "---:".into() } else { "---".into() })
+            .collect::<Vec<_>>(),
+    );
+}
+
+pub(super) fn render(v: &View) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "## Runtime comparison: {}\n",
+        md(v.qualification.as_deref().unwrap_or("no qualification"))
+    );
+    let _ = writeln!(
+        out,
+        "- baseline: {}\n- candidate: {}\n- schema: {}\n",
+        code(v.baseline_image.as_deref().unwrap_or(DASH)),
+        code(v.candidate_image.as_deref().unwrap_or(DASH)),
+        code(v.schema.as_deref().unwrap_or(DASH)),
+    );
+
+    let _ = writeln!(out, "| gate | result |\n| --- | --- |");
+    let ni = v.non_inferior_gate();
+    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
+    row(
+        &mut out,
+        &[
+            "performance".into(),
+            format!(
+                "{} {}",
+                mark(v.performance_gate_passed),
+                pass_word(v.performance_gate_passed)
+            ),
+        ],
+    );
+    row(
+        &mut out,
+        &[
+            format!(
+                "strict turnover{}",
+                if mode == Some("strict") {
+                    " (policy)"
+                } else {
+                    ""
+                }
+            ),
+            format!(
+                "{} {}",
+                mark(v.strict_turnover_gate_passed),
+                pass_word(v.strict_turnover_gate_passed)
+            ),
+        ],
+    );
+    row(
+        &mut out,
+        &[
+            format!(
+                "non-inferior turnover{}",
+                if mode == Some("non_inferior") {
+                    " (policy)"
+                } else {
+                    ""
+                }
+            ),
+            format!("{} {}", mark(Some(ni.passed)), pass_word(Some(ni.passed))),
+        ],
+    );
+    let _ = writeln!(out);
+    let failed = v.failed_parts();
+    if !failed.is_empty() {
+        let _ = writeln!(out, "Failed checks:\n");
+        for (gate, subject, reason) in failed {
+            let _ = writeln!(out, "- {gate}: {}: {}", code(&subject), md(&reason));
+        }
+        let _ = writeln!(out);
+    }
+
+    let ci_head = ci_heading(v);
+    for c in &v.cells {
+        let _ = writeln!(out, "### Cell {}\n", code(&c.name));
+        let _ = writeln!(
+            out,
+            "Requests: {} baseline / {} candidate · median prompt tokens: {} · eligible: baseline {} candidate {}\n",
+            fmt_count(c.baseline_requests),
+            fmt_count(c.candidate_requests),
+            c.median_prompt_tokens
+                .map_or(DASH.into(), |m| format!("{m}")),
+            mark(c.baseline_eligible),
+            mark(c.candidate_eligible),
+        );
+        head(
+            &mut out,
+            &[
+                ("metric", false),
+                ("baseline", true),
+                ("candidate", true),
+                ("n", true),
+                ("delta", true),
+                (&ci_head, false),
+                ("verdict", false),
+                ("gate", false),
+            ],
+        );
+        for m in &c.metrics {
+            let n = match (m.baseline_n, m.candidate_n) {
+                (Some(b), Some(c)) => format!("{b}/{c}"),
+                _ => DASH.into(),
+            };
+            let mut verdict = m.verdict.clone().unwrap_or_else(|| DASH.into());
+            if let (Some("inconclusive"), Some(n)) = (m.verdict.as_deref(), m.requests_to_resolve) {
+                verdict.push_str(&format!(" (~{n} req/side to resolve)"));
+            }
+            row(
+                &mut out,
+                &[
+                    code(&m.name),
+                    fmt_value(m.baseline),
+                    fmt_value(m.candidate),
+                    n,
+                    fmt_delta(m.delta_percent),
+                    fmt_ci(m.ci.as_ref()),
+                    md(&verdict),
+                    format!(
+                        "{} ≤{}% worse",
+                        mark(m.within_threshold),
+                        fmt_threshold(m.threshold_percent)
+                    ),
+                ],
+            );
+        }
+        for (side, reasons) in [
+            ("baseline", &c.baseline_reasons),
+            ("candidate", &c.candidate_reasons),
+        ] {
+            if !reasons.is_empty() {
+                let _ = writeln!(out, "\n{side} not eligible: {}", md(&reasons.join("; ")));
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    let rows = v.turnover_rows();
+    if !rows.is_empty() {
+        let _ = writeln!(out, "### Turnover\n");
+        head(
+            &mut out,
+            &[
+                ("run", false),
+                ("requests", true),
+                ("passed", true),
+                ("failed", true),
+                ("received", true),
+                ("contaminated", true),
+                ("failure rate", true),
+                ("CI", false),
+                ("p worse", true),
+                ("p better", true),
+            ],
+        );
+        for t in &rows {
+            row(
+                &mut out,
+                &[
+                    code(&t.label),
+                    fmt_count(t.requests),
+                    fmt_count(t.passed),
+                    fmt_count(t.failed),
+                    fmt_count(t.received),
+                    fmt_count(t.contaminated),
+                    fmt_rate(t.rate),
+                    fmt_rate_ci(t.rate_ci.as_ref()),
+                    fmt_p(t.p_candidate_worse),
+                    fmt_p(t.p_candidate_better),
+                ],
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nFailure rate = failed / requests, with {:.0}% Clopper–Pearson intervals. p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's{}.\n",
+            v.turnover.confidence * 100.0,
+            if v.turnover_computed {
+                " (computed from the report's counts)"
+            } else {
+                ""
+            }
+        );
+        for run in &v.runs {
+            for line in View::failure_summary(run) {
+                let _ = writeln!(out, "- {}: {}", code(&run.key), md(&line));
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    let _ = writeln!(out, "### Decision\n");
+    let _ = writeln!(
+        out,
+        "- qualification: {}",
+        md(v.qualification.as_deref().unwrap_or(DASH))
+    );
+    let _ = writeln!(
+        out,
+        "- promotion: {}",
+        md(v.promotion.as_deref().unwrap_or(DASH))
+    );
+    let _ = writeln!(
+        out,
+        "- human decision: {}",
+        md(v.human_decision.as_deref().unwrap_or(DASH))
+    );
+    if let Some(d) = &v.decision
+        && (d.who.is_some() || d.when.is_some())
+    {
+        let _ = writeln!(
+            out,
+            "- decided by {} at {}",
+            md(d.who.as_deref().unwrap_or("?")),
+            md(d.when.as_deref().unwrap_or("?"))
+        );
+    }
+    let _ = writeln!(out);
+    if v.disagreements.is_empty() {
+        let _ = writeln!(
+            out,
+            "Verification: ✅ the report's numbers agree with each other."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Verification: ❌ {} disagreement(s):\n",
+            v.disagreements.len()
+        );
+        for d in &v.disagreements {
+            let _ = writeln!(
+                out,
+                "- {}: found {}, expected {}",
+                code(&d.path),
+                md(&d.found),
+                md(&d.expected)
+            );
+        }
+    }
+    for w in &v.warnings {
+        let _ = writeln!(out, "\n> **warning:** {}", md(w));
+    }
+    out
+}

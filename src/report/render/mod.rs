@@ -1,0 +1,127 @@
+//! Renderers of any v1 report: a terminal table, GitHub-flavoured Markdown
+//! (for a job summary) and one self-contained HTML page. Each accepts the
+//! seed (no added fields) as well as a full report, as JSON or as a [`Report`].
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::stats::{Direction, Interval};
+
+use super::model::Report;
+
+mod html;
+mod markdown;
+mod terminal;
+mod view;
+
+pub use view::natural_cmp;
+
+/// Anything a report can be rendered from.
+pub trait ReportSource {
+    fn report_json(&self) -> Cow<'_, Value>;
+}
+
+impl ReportSource for Value {
+    fn report_json(&self) -> Cow<'_, Value> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl ReportSource for Report {
+    fn report_json(&self) -> Cow<'_, Value> {
+        Cow::Owned(self.to_value())
+    }
+}
+
+/// Aligned tables per cell, the turnover table and the gate summary; ANSI
+/// colour only when `color`.
+pub fn terminal<R: ReportSource + ?Sized>(report: &R, color: bool) -> String {
+    terminal::render(&view::View::from_value(&report.report_json()), color)
+}
+
+/// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
+pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
+    markdown::render(&view::View::from_value(&report.report_json()))
+}
+
+/// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.
+pub fn html<R: ReportSource + ?Sized>(report: &R) -> String {
+    html::render(&view::View::from_value(&report.report_json()))
+}
+
+const DASH: &str = "—";
+
+/// A measured value with about four significant figures.
+fn fmt_value(x: Option<f64>) -> String {
+    match x {
+        None => DASH.into(),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.1}"),
+        Some(x) if x.abs() >= 10.0 => format!("{x:.2}"),
+        Some(x) => format!("{x:.3}"),
+    }
+}
+
+fn fmt_delta(d: Option<f64>) -> String {
+    d.map_or(DASH.into(), |d| format!("{d:+.2}%"))
+}
+
+fn fmt_ci(ci: Option<&Interval>) -> String {
+    ci.map_or(DASH.into(), |c| format!("[{:+.2}, {:+.2}]%", c.low, c.high))
+}
+
+fn fmt_rate(r: Option<f64>) -> String {
+    r.map_or(DASH.into(), |r| format!("{:.1}%", r * 100.0))
+}
+
+fn fmt_rate_ci(ci: Option<&Interval>) -> String {
+    ci.map_or(DASH.into(), |c| {
+        format!("[{:.1}, {:.1}]%", c.low * 100.0, c.high * 100.0)
+    })
+}
+
+fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        None => DASH.into(),
+        Some(p) if p < 0.001 => "<0.001".into(),
+        Some(p) => format!("{p:.3}"),
+    }
+}
+
+fn fmt_count(n: Option<u64>) -> String {
+    n.map_or(DASH.into(), |n| n.to_string())
+}
+
+fn fmt_threshold(t: Option<f64>) -> String {
+    t.map_or("?".into(), |t| t.to_string())
+}
+
+fn direction_word(d: Option<Direction>) -> &'static str {
+    match d {
+        Some(Direction::LowerIsBetter) => "lower is better",
+        Some(Direction::HigherIsBetter) => "higher is better",
+        None => "direction unknown",
+    }
+}
+
+fn pass_word(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None => "unknown",
+    }
+}
+
+const CONFIDENCE_FALLBACK: f64 = 0.95;
+
+/// "95%" from the confidence of the first CI found, for column headings.
+fn ci_heading(v: &view::View) -> String {
+    let c = v
+        .cells
+        .iter()
+        .flat_map(|c| &c.metrics)
+        .find_map(|m| m.ci.map(|ci| ci.confidence))
+        .or(v.statistics.as_ref().map(|s| s.bootstrap.confidence))
+        .unwrap_or(CONFIDENCE_FALLBACK);
+    format!("{}% CI", (c * 100.0).round())
+}

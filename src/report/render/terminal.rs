@@ -1,0 +1,378 @@
+//! Plain-text tables for a terminal; ANSI colour only on request.
+
+use std::fmt::Write;
+
+use super::view::{CellView, View};
+use super::*;
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const YELLOW: &str = "\x1b[33m";
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+/// A table cell: text, optional colour, and whether it is right-aligned.
+struct C {
+    text: String,
+    color: Option<&'static str>,
+    right: bool,
+}
+
+fn l(text: impl Into<String>) -> C {
+    C {
+        text: text.into(),
+        color: None,
+        right: false,
+    }
+}
+fn r(text: impl Into<String>) -> C {
+    C {
+        text: text.into(),
+        color: None,
+        right: true,
+    }
+}
+impl C {
+    fn color(mut self, c: Option<&'static str>) -> C {
+        self.color = c;
+        self
+    }
+}
+
+fn paint(s: &str, c: Option<&'static str>, color: bool) -> String {
+    match c {
+        Some(c) if color => format!("{c}{s}{RESET}"),
+        _ => s.to_string(),
+    }
+}
+
+fn pass_color(p: Option<bool>) -> Option<&'static str> {
+    match p {
+        Some(true) => Some(GREEN),
+        Some(false) => Some(RED),
+        None => Some(DIM),
+    }
+}
+
+fn verdict_color(v: Option<&str>) -> Option<&'static str> {
+    match v {
+        Some("improved") | Some("equivalent") => Some(GREEN),
+        Some("regressed") => Some(RED),
+        Some("inconclusive") => Some(YELLOW),
+        _ => Some(DIM),
+    }
+}
+
+fn mark(p: Option<bool>) -> &'static str {
+    match p {
+        Some(true) => "✓",
+        Some(false) => "✗",
+        None => "?",
+    }
+}
+
+/// Columns padded to their widest cell (by characters), two spaces apart.
+fn table(out: &mut String, indent: &str, head: &[C], rows: &[Vec<C>], color: bool) {
+    let n = head.len();
+    let mut w = vec![0usize; n];
+    for row in std::iter::once(head).chain(rows.iter().map(|r| r.as_slice())) {
+        for (i, c) in row.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.text.chars().count());
+        }
+    }
+    let line = |cells: &[C], bold: bool| {
+        let mut s = String::from(indent);
+        for (i, c) in cells.iter().enumerate().take(n) {
+            let pad = " ".repeat(w[i] - c.text.chars().count());
+            let text = paint(&c.text, if bold { Some(BOLD) } else { c.color }, color);
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if c.right {
+                s.push_str(&pad);
+                s.push_str(&text);
+            } else {
+                s.push_str(&text);
+                if i + 1 < n {
+                    s.push_str(&pad);
+                }
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(head, true));
+    for row in rows {
+        let _ = writeln!(out, "{}", line(row, false));
+    }
+}
+
+fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
+    let _ = writeln!(
+        out,
+        "{}  requests {} baseline / {} candidate · median prompt {} tokens · eligible: baseline {} candidate {}",
+        paint(&format!("cell {}", c.name), Some(BOLD), color),
+        fmt_count(c.baseline_requests),
+        fmt_count(c.candidate_requests),
+        c.median_prompt_tokens
+            .map_or(DASH.into(), |m| format!("{m}")),
+        paint(
+            mark(c.baseline_eligible),
+            pass_color(c.baseline_eligible),
+            color
+        ),
+        paint(
+            mark(c.candidate_eligible),
+            pass_color(c.candidate_eligible),
+            color
+        ),
+    );
+    let head = [
+        l("metric"),
+        r("baseline"),
+        r("candidate"),
+        r("n"),
+        r("delta"),
+        l(ci_head),
+        l("verdict"),
+        l("gate"),
+    ];
+    let rows: Vec<Vec<C>> = c
+        .metrics
+        .iter()
+        .map(|m| {
+            let n = match (m.baseline_n, m.candidate_n) {
+                (Some(b), Some(c)) => format!("{b}/{c}"),
+                _ => DASH.into(),
+            };
+            let gate = format!(
+                "{} ≤{}% worse",
+                mark(m.within_threshold),
+                fmt_threshold(m.threshold_percent)
+            );
+            vec![
+                l(&m.name),
+                r(fmt_value(m.baseline)),
+                r(fmt_value(m.candidate)),
+                r(n),
+                r(fmt_delta(m.delta_percent)),
+                l(fmt_ci(m.ci.as_ref())),
+                l(m.verdict.clone().unwrap_or_else(|| DASH.into()))
+                    .color(verdict_color(m.verdict.as_deref())),
+                l(gate).color(pass_color(m.within_threshold)),
+            ]
+        })
+        .collect();
+    table(out, "  ", &head, &rows, color);
+    for m in &c.metrics {
+        if let (Some("inconclusive"), Some(n)) = (m.verdict.as_deref(), m.requests_to_resolve) {
+            let _ = writeln!(
+                out,
+                "  {}: inconclusive; about {n} requests per side would resolve it",
+                m.name
+            );
+        }
+    }
+    for (side, reasons) in [
+        ("baseline", &c.baseline_reasons),
+        ("candidate", &c.candidate_reasons),
+    ] {
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "  {side} not eligible: {}", reasons.join("; "));
+        }
+    }
+    let _ = writeln!(out);
+}
+
+pub(super) fn render(v: &View, color: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ({})",
+        paint("infergate comparison", Some(BOLD), color),
+        v.schema.as_deref().unwrap_or("no schema")
+    );
+    let _ = writeln!(
+        out,
+        "  baseline   {}",
+        v.baseline_image.as_deref().unwrap_or(DASH)
+    );
+    let _ = writeln!(
+        out,
+        "  candidate  {}",
+        v.candidate_image.as_deref().unwrap_or(DASH)
+    );
+    let _ = writeln!(out);
+
+    let ci_head = ci_heading(v);
+    if v.cells.is_empty() {
+        let _ = writeln!(out, "no cells\n");
+    }
+    for c in &v.cells {
+        cell_section(&mut out, c, &ci_head, color);
+    }
+
+    let rows = v.turnover_rows();
+    if !rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}  failure rate = failed / requests; p: Fisher exact test against the baseline{}",
+            paint("turnover", Some(BOLD), color),
+            if v.turnover_computed {
+                " (computed here from the report's counts)"
+            } else {
+                ""
+            }
+        );
+        let head = [
+            l("run"),
+            r("requests"),
+            r("passed"),
+            r("failed"),
+            r("received"),
+            r("contaminated"),
+            r("failure rate"),
+            l(format!("{:.0}% CI", v.turnover.confidence * 100.0)),
+            r("p worse"),
+            r("p better"),
+        ];
+        let trows: Vec<Vec<C>> = rows
+            .iter()
+            .map(|t| {
+                vec![
+                    l(&t.label),
+                    r(fmt_count(t.requests)),
+                    r(fmt_count(t.passed)),
+                    r(fmt_count(t.failed)).color(pass_color(t.failed.map(|f| f == 0))),
+                    r(fmt_count(t.received)),
+                    r(fmt_count(t.contaminated))
+                        .color(t.contaminated.filter(|c| *c > 0).map(|_| RED)),
+                    r(fmt_rate(t.rate)),
+                    l(fmt_rate_ci(t.rate_ci.as_ref())),
+                    r(fmt_p(t.p_candidate_worse)),
+                    r(fmt_p(t.p_candidate_better)),
+                ]
+            })
+            .collect();
+        table(&mut out, "  ", &head, &trows, color);
+        let _ = writeln!(
+            out,
+            "  p worse / p better: one-sided p that the candidate's failure rate is higher / lower than the baseline's"
+        );
+        for run in &v.runs {
+            for line in View::failure_summary(run) {
+                let _ = writeln!(out, "  {}: {line}", run.key);
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    let _ = writeln!(out, "{}", paint("gates", Some(BOLD), color));
+    let ni = v.non_inferior_gate();
+    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
+    let gate_rows = [
+        ("performance", v.performance_gate_passed, String::new()),
+        (
+            "strict turnover",
+            v.strict_turnover_gate_passed,
+            if mode == Some("strict") {
+                "(policy's turnover gate)".into()
+            } else {
+                String::new()
+            },
+        ),
+        (
+            "non-inferior turnover",
+            Some(ni.passed),
+            if mode == Some("non_inferior") {
+                "(policy's turnover gate)".into()
+            } else {
+                format!("(alpha {})", v.turnover.alpha)
+            },
+        ),
+    ];
+    let grows: Vec<Vec<C>> = gate_rows
+        .into_iter()
+        .map(|(name, p, note)| {
+            vec![
+                l(name),
+                l(format!("{} {}", mark(p), pass_word(p))).color(pass_color(p)),
+                l(note),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        "  ",
+        &[l("gate"), l("result"), l("")],
+        &grows,
+        color,
+    );
+    for (gate, subject, reason) in v.failed_parts() {
+        let _ = writeln!(
+            out,
+            "  {} {gate}: {subject}: {reason}",
+            paint("✗", Some(RED), color)
+        );
+    }
+    let _ = writeln!(out);
+    let qual_color = match v.qualification.as_deref() {
+        Some("pass") => Some(GREEN),
+        Some(q) if q.starts_with("pass") => Some(YELLOW),
+        _ => Some(RED),
+    };
+    let _ = writeln!(
+        out,
+        "qualification   {}",
+        paint(
+            v.qualification.as_deref().unwrap_or(DASH),
+            qual_color,
+            color
+        )
+    );
+    let _ = writeln!(
+        out,
+        "promotion       {}",
+        v.promotion.as_deref().unwrap_or(DASH)
+    );
+    let _ = writeln!(
+        out,
+        "human decision  {}",
+        v.human_decision.as_deref().unwrap_or(DASH)
+    );
+    if let Some(d) = &v.decision {
+        let who = d.who.as_deref().unwrap_or("?");
+        let when = d.when.as_deref().unwrap_or("?");
+        if d.who.is_some() || d.when.is_some() {
+            let _ = writeln!(out, "decided by      {who} at {when}");
+        }
+    }
+    if v.disagreements.is_empty() {
+        let _ = writeln!(
+            out,
+            "verification    {}",
+            paint(
+                "✓ the report's numbers agree with each other",
+                Some(GREEN),
+                color
+            )
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "verification    {}",
+            paint(
+                &format!("✗ {} disagreement(s)", v.disagreements.len()),
+                Some(RED),
+                color
+            )
+        );
+        for d in &v.disagreements {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    for w in &v.warnings {
+        let _ = writeln!(out, "{} {w}", paint("warning:", Some(YELLOW), color));
+    }
+    out
+}

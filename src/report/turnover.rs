@@ -1,0 +1,241 @@
+//! Turnover runs as proportions: failure rates with Clopper–Pearson
+//! intervals, each candidate run (and the candidate's runs pooled) against the
+//! baseline's pooled runs of the same name with Fisher's exact test, and the
+//! two turnover gates. Pure functions of counts, shared by `compare`,
+//! `verify` and the renderers.
+
+use crate::stats;
+
+use super::model::{
+    CandidateTurnover, FailureRate, Gate, GatePart, TurnoverComparison, TurnoverGroup,
+};
+
+pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";
+pub const NON_INFERIOR_RULE: &str = "for each turnover workload, every candidate run and the candidate's runs pooled are not significantly worse than the baseline's pooled runs (one-sided Fisher exact p_candidate_worse >= alpha) and have zero contaminated answers";
+
+/// Counts of one turnover run as the comparison needs them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCounts {
+    /// Report key (`candidate_turnover_repeat`).
+    pub key: String,
+    /// Workload name; runs of one name are repeats of one workload.
+    pub name: String,
+    pub requests: u64,
+    pub failed: u64,
+    /// None when the run did not count contamination (e.g. the seed).
+    pub contaminated: Option<u64>,
+}
+
+fn rate(runs: &[&RunCounts], confidence: f64) -> FailureRate {
+    let requests: u64 = runs.iter().map(|r| r.requests).sum();
+    let failed: u64 = runs.iter().map(|r| r.failed).sum();
+    // Contamination is known for the pool only when every run counted it.
+    let contaminated = runs.iter().map(|r| r.contaminated).sum::<Option<u64>>();
+    FailureRate {
+        runs: runs.iter().map(|r| r.key.clone()).collect(),
+        requests,
+        failed,
+        failure_rate: (requests > 0).then(|| failed as f64 / requests as f64),
+        failure_rate_ci: (requests > 0)
+            .then(|| stats::clopper_pearson(failed, requests, confidence)),
+        contaminated,
+    }
+}
+
+fn against(counts: FailureRate, baseline: Option<&FailureRate>, alpha: f64) -> CandidateTurnover {
+    let vs_baseline = baseline
+        .filter(|b| b.requests > 0 && counts.requests > 0)
+        .map(|b| stats::fisher_exact(counts.failed, counts.requests, b.failed, b.requests));
+    let non_inferior =
+        vs_baseline.map(|t| t.p_candidate_worse >= alpha && counts.contaminated.unwrap_or(0) == 0);
+    CandidateTurnover {
+        counts,
+        vs_baseline,
+        non_inferior,
+    }
+}
+
+/// Group runs by name (first appearance order, baseline first) and compare.
+pub fn compare_turnover(
+    baseline: &[RunCounts],
+    candidate: &[RunCounts],
+    alpha: f64,
+    confidence: f64,
+) -> TurnoverComparison {
+    let mut names: Vec<&str> = Vec::new();
+    for r in baseline.iter().chain(candidate) {
+        if !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    let groups = names
+        .into_iter()
+        .map(|name| {
+            let b: Vec<&RunCounts> = baseline.iter().filter(|r| r.name == name).collect();
+            let c: Vec<&RunCounts> = candidate.iter().filter(|r| r.name == name).collect();
+            let base = (!b.is_empty()).then(|| rate(&b, confidence));
+            TurnoverGroup {
+                name: name.to_string(),
+                candidate_runs: c
+                    .iter()
+                    .map(|r| against(rate(&[*r], confidence), base.as_ref(), alpha))
+                    .collect(),
+                candidate_pooled: (!c.is_empty())
+                    .then(|| against(rate(&c, confidence), base.as_ref(), alpha)),
+                baseline: base,
+            }
+        })
+        .collect();
+    TurnoverComparison {
+        alpha,
+        confidence,
+        groups,
+    }
+}
+
+fn counts_reason(r: &RunCounts) -> String {
+    let mut s = format!("{} of {} failed", r.failed, r.requests);
+    if let Some(c) = r.contaminated {
+        s.push_str(&format!(", {c} contaminated"));
+    }
+    s
+}
+
+/// Strict gate: every candidate run with zero failures and zero contamination.
+pub fn strict_gate(candidate: &[RunCounts]) -> Gate {
+    let mut parts: Vec<GatePart> = candidate
+        .iter()
+        .map(|r| GatePart {
+            subject: r.key.clone(),
+            passed: r.failed == 0 && r.contaminated.unwrap_or(0) == 0,
+            reason: counts_reason(r),
+        })
+        .collect();
+    if parts.is_empty() {
+        parts.push(GatePart {
+            subject: "candidate_turnover".into(),
+            passed: false,
+            reason: "the candidate has no turnover run".into(),
+        });
+    }
+    Gate::new(STRICT_RULE, parts)
+}
+
+/// Non-inferiority gate over a comparison built by [`compare_turnover`].
+pub fn non_inferior_gate(cmp: &TurnoverComparison) -> Gate {
+    let mut parts = Vec::new();
+    for (gi, g) in cmp.groups.iter().enumerate() {
+        let entries = g
+            .candidate_runs
+            .iter()
+            .map(|c| (c.counts.runs.join("+"), c))
+            .chain(
+                g.candidate_pooled
+                    .iter()
+                    .filter(|_| g.candidate_runs.len() > 1)
+                    .map(|c| {
+                        (
+                            format!("turnover_comparison.groups[{gi}].candidate_pooled"),
+                            c,
+                        )
+                    }),
+            );
+        for (subject, c) in entries {
+            let reason = match (&c.vs_baseline, &g.baseline) {
+                (Some(t), Some(b)) => format!(
+                    "{} of {} failed vs baseline {} of {}: p_candidate_worse = {:.4} {} alpha {}; {} contaminated",
+                    c.counts.failed,
+                    c.counts.requests,
+                    b.failed,
+                    b.requests,
+                    t.p_candidate_worse,
+                    if t.p_candidate_worse >= cmp.alpha {
+                        ">="
+                    } else {
+                        "<"
+                    },
+                    cmp.alpha,
+                    c.counts
+                        .contaminated
+                        .map_or_else(|| "not counted".to_string(), |n| n.to_string()),
+                ),
+                _ => format!(
+                    "no baseline turnover run named `{}` to compare with",
+                    g.name
+                ),
+            };
+            parts.push(GatePart {
+                subject,
+                passed: c.non_inferior == Some(true),
+                reason,
+            });
+        }
+    }
+    if parts.is_empty() {
+        parts.push(GatePart {
+            subject: "candidate_turnover".into(),
+            passed: false,
+            reason: "the candidate has no turnover run".into(),
+        });
+    }
+    Gate::new(NON_INFERIOR_RULE, parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(key: &str, requests: u64, failed: u64) -> RunCounts {
+        RunCounts {
+            key: key.into(),
+            name: "turnover".into(),
+            requests,
+            failed,
+            contaminated: Some(0),
+        }
+    }
+
+    #[test]
+    fn seed_counts_fail_strict_but_are_non_inferior() {
+        let b = [run("baseline_turnover", 60, 7)];
+        let c = [
+            run("candidate_turnover", 60, 2),
+            run("candidate_turnover_repeat", 60, 3),
+        ];
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        assert_eq!(cmp.groups.len(), 1);
+        let g = &cmp.groups[0];
+        let pooled = g.candidate_pooled.as_ref().expect("pooled");
+        assert_eq!((pooled.counts.failed, pooled.counts.requests), (5, 120));
+        let base_rate = g
+            .baseline
+            .as_ref()
+            .and_then(|b| b.failure_rate)
+            .expect("rate");
+        for c in g.candidate_runs.iter().chain([pooled]) {
+            assert!(c.counts.failure_rate.expect("rate") < base_rate);
+            let t = c.vs_baseline.expect("test");
+            assert!(t.p_candidate_worse > t.p_candidate_better);
+            assert_eq!(c.non_inferior, Some(true));
+        }
+        assert!(!strict_gate(&c).passed);
+        assert!(non_inferior_gate(&cmp).passed);
+    }
+
+    #[test]
+    fn contamination_fails_both_gates() {
+        let b = [run("baseline_turnover", 60, 0)];
+        let mut c = [run("candidate_turnover", 60, 0)];
+        c[0].contaminated = Some(1);
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        assert!(!strict_gate(&c).passed);
+        assert!(!non_inferior_gate(&cmp).passed);
+    }
+
+    #[test]
+    fn no_candidate_runs_fails_both_gates() {
+        let cmp = compare_turnover(&[run("baseline_turnover", 60, 0)], &[], 0.05, 0.95);
+        assert!(!strict_gate(&[]).passed);
+        assert!(!non_inferior_gate(&cmp).passed);
+    }
+}

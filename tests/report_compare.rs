@@ -1,0 +1,618 @@
+//! `compare` on synthetic run artifacts: reports verify clean, gates follow
+//! the policy, mismatched runs are refused with the difference named.
+
+use std::collections::BTreeMap;
+
+use infergate::artifact::{
+    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
+    metric,
+};
+use infergate::report::{
+    self, CompareError, Decision, DecisionAction, Policy, QUAL_FAIL_PERFORMANCE, QUAL_NOT_BLANKET,
+    QUAL_PASS, QUAL_PASS_NON_INFERIOR, Report, TurnoverGateMode, compare, verify,
+};
+use infergate::stats;
+use serde_json::Value;
+
+fn provenance(label: &str, digest: &str) -> Provenance {
+    Provenance {
+        target: "http://127.0.0.1:8080".into(),
+        model: "smollm2-135m-instruct".into(),
+        runtime: Some(label.into()),
+        image: Some(format!("registry.example/llama-server@sha256:{digest}")),
+        suite: "smoke".into(),
+        suite_sha256: Some("ab12".into()),
+        tool_version: "0.1.0".into(),
+        host: "ci".into(),
+        started_at: "2025-01-01T00:00:00Z".into(),
+        ended_at: "2025-01-01T00:10:00Z".into(),
+        ..Default::default()
+    }
+}
+
+fn shape(prompt_tokens: u64, requests: usize) -> CellShape {
+    CellShape {
+        prompt_tokens,
+        tolerance_percent: 5.0,
+        max_tokens: 64,
+        concurrency: 2,
+        requests,
+        warmup: 1,
+        cache: "unique".into(),
+        arrival: "closed".into(),
+        temperature: 0.0,
+        seed: Some(1),
+    }
+}
+
+/// Deterministic spread around `center`: ±4%.
+fn spread(center: f64, n: usize, phase: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| center * (1.0 + 0.04 * (((i * 7 + phase) % 11) as f64 / 5.0 - 1.0)))
+        .collect()
+}
+
+fn cell(
+    name: &str,
+    prompt: u64,
+    n: usize,
+    ttft: f64,
+    e2e: f64,
+    decode: f64,
+    phase: usize,
+) -> CellResult {
+    let mut samples = BTreeMap::new();
+    samples.insert(metric::TTFT_MS.to_string(), spread(ttft, n, phase));
+    samples.insert(metric::E2E_MS.to_string(), spread(e2e, n, phase + 3));
+    samples.insert(
+        metric::DECODE_TOK_S.to_string(),
+        spread(decode, n, phase + 5),
+    );
+    let metrics = samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
+        .collect();
+    CellResult {
+        name: name.into(),
+        shape: shape(prompt, n),
+        requests: n,
+        succeeded: n,
+        failed: 0,
+        failures_by_class: BTreeMap::new(),
+        performance_eligible: true,
+        ineligible_reasons: vec![],
+        median_prompt_tokens: Some(prompt as f64 - 3.0),
+        metrics,
+        samples,
+        tokens_estimated: false,
+    }
+}
+
+fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
+    TurnoverRun {
+        name: "turnover".into(),
+        repeat,
+        contract: "words".into(),
+        concurrency: 8,
+        requests,
+        exact_output_passed: requests - failed,
+        failed,
+        responses_received: requests,
+        performance_eligible: false,
+        contaminated: 0,
+        failures: (0..failed)
+            .map(|i| TurnoverFailure {
+                request_index: i * 5,
+                failure_class: "controlled_output_failed".into(),
+                words: 33,
+                finish_reasons: vec!["stop".into()],
+                canary_passed: true,
+                foreign_markers: vec![],
+                error: None,
+                output: None,
+                divergence: None,
+            })
+            .collect(),
+    }
+}
+
+fn artifact(
+    label: &str,
+    digest: &str,
+    cells: Vec<CellResult>,
+    turnover: Vec<TurnoverRun>,
+) -> RunArtifact {
+    RunArtifact {
+        schema: RUN_SCHEMA.into(),
+        provenance: provenance(label, digest),
+        method: BTreeMap::new(),
+        cells,
+        turnover,
+    }
+}
+
+/// The seed's situation: candidate a little faster, baseline 7/60 turnover
+/// failures, candidate 2/60 and 3/60.
+fn seed_like() -> (RunArtifact, RunArtifact) {
+    let b = artifact(
+        "baseline",
+        "0c06",
+        vec![
+            cell("capacity-4k", 3000, 12, 496.0, 638.0, 288.0, 0),
+            cell("capacity-120k", 97000, 3, 14940.0, 15100.0, 255.0, 1),
+        ],
+        vec![turnover(0, 60, 7)],
+    );
+    let c = artifact(
+        "candidate",
+        "877a",
+        vec![
+            cell("capacity-4k", 3000, 12, 470.0, 607.0, 300.0, 2),
+            cell("capacity-120k", 97000, 3, 14744.0, 14881.0, 299.0, 3),
+        ],
+        vec![turnover(0, 60, 2), turnover(1, 60, 3)],
+    );
+    (b, c)
+}
+
+fn fast_policy() -> Policy {
+    let mut p = Policy::default();
+    p.bootstrap.iterations = 2000;
+    p
+}
+
+fn clean(r: &Report) -> Value {
+    let v = r.to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "{d:#?}");
+    v
+}
+
+#[test]
+fn seed_like_runs_make_a_report_verify_accepts() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let v = clean(&r);
+
+    assert_eq!(v["schema"], "runtime-profile-comparison/v1");
+    assert_eq!(
+        v["baseline_image"],
+        "registry.example/llama-server@sha256:0c06"
+    );
+    assert!(r.performance_gate_passed);
+    assert!(!r.strict_turnover_gate_passed);
+    assert_eq!(r.qualification, QUAL_NOT_BLANKET);
+    assert_eq!(
+        (r.promotion.as_str(), r.human_decision.as_str()),
+        ("pending", "pending")
+    );
+
+    // Seed field names, plus the additions.
+    let m = &v["cells"]["capacity-4k"]["metrics"]["ttft_p50_ms"];
+    for key in [
+        "baseline",
+        "candidate",
+        "delta_percent",
+        "no_more_than_5_percent_regression",
+        "direction",
+        "threshold_percent",
+        "baseline_n",
+        "candidate_n",
+        "ci_delta_percent",
+        "verdict",
+    ] {
+        assert!(m.get(key).is_some(), "{key} missing in {m}");
+    }
+    assert_eq!(m["baseline_n"], 12);
+    assert_eq!(m["direction"], "lower_is_better");
+    assert_eq!(
+        v["cells"]["capacity-4k"]["metrics"]["decode_tok_s_p50"]["direction"],
+        "higher_is_better"
+    );
+    assert_eq!(
+        v["cells"]["capacity-4k"]["samples"]["ttft_ms"]["baseline"]
+            .as_array()
+            .map(Vec::len),
+        Some(12)
+    );
+    assert_eq!(v["cells"]["capacity-4k"]["median_prompt_tokens"], 2997.0);
+    for key in [
+        "baseline_turnover",
+        "candidate_turnover",
+        "candidate_turnover_repeat",
+        "statistics",
+        "gates",
+        "provenance",
+        "decision",
+        "turnover_comparison",
+        "policy",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing");
+    }
+    assert!(v.get("candidate_turnover_repeat_2").is_none());
+    assert_eq!(v["decision"]["action"], "pending");
+    assert_eq!(v["statistics"]["bootstrap"]["iterations"], 2000);
+    // Cells keep the artifact's order in the written JSON.
+    let text = serde_json::to_string(&r).expect("serializes");
+    assert!(text.find("capacity-4k") < text.find("capacity-120k"));
+}
+
+#[test]
+fn turnover_comparison_shows_the_candidate_beats_the_baseline() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(
+        !r.strict_turnover_gate_passed,
+        "2/60 and 3/60 fail the strict gate"
+    );
+    let tc = r.turnover_comparison.as_ref().expect("comparison");
+    let g = &tc.groups[0];
+    let base = g.baseline.as_ref().expect("baseline");
+    assert_eq!((base.failed, base.requests), (7, 60));
+    let base_rate = base.failure_rate.expect("rate");
+    assert_eq!(g.candidate_runs.len(), 2);
+    let pooled = g.candidate_pooled.as_ref().expect("pooled");
+    assert_eq!((pooled.counts.failed, pooled.counts.requests), (5, 120));
+    for run in g.candidate_runs.iter().chain([pooled]) {
+        let rate = run.counts.failure_rate.expect("rate");
+        assert!(rate < base_rate, "{rate} < {base_rate}");
+        let t = run.vs_baseline.expect("Fisher test");
+        assert!(t.p_candidate_worse > 0.5, "{t:?}");
+        assert!(t.p_candidate_better < t.p_candidate_worse);
+        assert!((0.0..=1.0).contains(&t.p_two_sided));
+        let ci = run.counts.failure_rate_ci.expect("CI");
+        assert!(ci.low <= rate && rate <= ci.high);
+        assert_eq!(run.non_inferior, Some(true));
+    }
+    let gates = r.gates.as_ref().expect("gates");
+    assert!(!gates.strict_turnover.passed);
+    assert!(gates.non_inferior_turnover.passed);
+    assert!(
+        gates
+            .strict_turnover
+            .parts
+            .iter()
+            .any(|p| p.subject == "candidate_turnover" && p.reason.contains("2 of 60 failed"))
+    );
+
+    // Under the non-inferior policy the same runs qualify.
+    let mut p = fast_policy();
+    p.turnover.gate = TurnoverGateMode::NonInferior;
+    let r2 = compare(&b, &c, &p).expect("comparable");
+    assert_eq!(r2.qualification, QUAL_PASS_NON_INFERIOR);
+    assert!(r2.gates.as_ref().is_some_and(|g| g.qualified));
+    clean(&r2);
+
+    // The terminal shows the exact test.
+    let t = report::terminal(&r, false);
+    assert!(
+        t.contains("p worse") && t.contains("11.7%") && t.contains("candidate pooled"),
+        "{t}"
+    );
+}
+
+#[test]
+fn clean_turnover_passes() {
+    let (b, mut c) = seed_like();
+    c.turnover = vec![turnover(0, 60, 0), turnover(1, 60, 0)];
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(r.strict_turnover_gate_passed);
+    assert_eq!(r.qualification, QUAL_PASS);
+    clean(&r);
+}
+
+#[test]
+fn contamination_fails_even_non_inferior() {
+    let (b, mut c) = seed_like();
+    c.turnover[0].contaminated = 1;
+    let mut p = fast_policy();
+    p.turnover.gate = TurnoverGateMode::NonInferior;
+    let r = compare(&b, &c, &p).expect("comparable");
+    assert!(
+        !r.gates
+            .as_ref()
+            .expect("gates")
+            .non_inferior_turnover
+            .passed
+    );
+    assert!(!r.gates.as_ref().expect("gates").qualified);
+    clean(&r);
+}
+
+#[test]
+fn regression_and_ineligibility_fail_the_performance_gate() {
+    let (b, mut c) = seed_like();
+    c.cells[1] = cell("capacity-120k", 97000, 3, 16500.0, 16700.0, 299.0, 3);
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(!r.performance_gate_passed);
+    assert_eq!(r.qualification, "fail: performance and turnover gates");
+    let m = r
+        .cells
+        .get("capacity-120k")
+        .and_then(|c| c.metrics.get("ttft_p50_ms"))
+        .expect("metric");
+    assert!(!m.within_threshold);
+    assert!(m.delta_percent.is_some_and(|d| d > 5.0));
+    clean(&r);
+
+    let (b, mut c) = seed_like();
+    c.turnover = vec![turnover(0, 60, 0)];
+    c.cells[0].performance_eligible = false;
+    c.cells[0].ineligible_reasons =
+        vec!["prompts missed the target: median 2100 vs 3000 ±5%".into()];
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(!r.performance_gate_passed);
+    assert_eq!(r.qualification, QUAL_FAIL_PERFORMANCE);
+    let parts = &r.gates.as_ref().expect("gates").performance.parts;
+    let failed: Vec<_> = parts.iter().filter(|p| !p.passed).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].subject,
+        "cells.capacity-4k.candidate_performance_eligible"
+    );
+    assert!(failed[0].reason.contains("prompts missed the target"));
+    let v = clean(&r);
+    assert_eq!(
+        v["cells"]["capacity-4k"]["candidate_ineligible_reasons"][0],
+        "prompts missed the target: median 2100 vs 3000 ±5%"
+    );
+}
+
+#[test]
+fn threshold_is_in_the_flag_name() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy().with_threshold(3.0)).expect("comparable");
+    let v = clean(&r);
+    let m = &v["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"];
+    assert!(m.get("no_more_than_3_percent_regression").is_some(), "{m}");
+    assert!(m.get("no_more_than_5_percent_regression").is_none());
+    assert_eq!(m["threshold_percent"], 3.0);
+    // Read back from text, so the key order (cells, metrics) survives too.
+    // (Floats may move by an ulp: serde_json here parses without `float_roundtrip`.)
+    let text = serde_json::to_string(&r).expect("serializes");
+    let back: Report = serde_json::from_str(&text).expect("reads back");
+    let names =
+        |r: &Report| -> Vec<String> { r.cells.iter().map(|(k, _)| k.to_string()).collect() };
+    assert_eq!(names(&back), names(&r));
+    let m = back
+        .cells
+        .get("capacity-4k")
+        .and_then(|c| c.metrics.get("e2e_p50_ms"))
+        .expect("metric");
+    assert_eq!((m.threshold_percent, m.within_threshold), (3.0, true));
+    assert_eq!(back.turnover, r.turnover);
+    assert_eq!(back.gates, r.gates);
+    assert!(verify(&back.to_value()).is_empty());
+
+    let p = Policy::from_toml_str(
+        "threshold_percent = 2.5\n[[metric]]\nname = \"ttft_p50_ms\"\n",
+        "t.toml",
+    )
+    .expect("policy");
+    let r = compare(&b, &c, &p).expect("comparable");
+    let v = clean(&r);
+    let cell = &v["cells"]["capacity-4k"]["metrics"];
+    assert!(
+        cell["ttft_p50_ms"]
+            .get("no_more_than_2.5_percent_regression")
+            .is_some()
+    );
+    assert!(
+        cell.get("e2e_p50_ms").is_none(),
+        "only the policy's metrics gate"
+    );
+}
+
+fn refusal(b: &RunArtifact, c: &RunArtifact) -> String {
+    match compare(b, c, &fast_policy()) {
+        Err(e @ CompareError::Incomparable { .. }) => e.to_string(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn mismatched_runs_are_refused_naming_the_difference() {
+    let (b, mut c) = seed_like();
+    c.provenance.model = "other-model".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("model") && e.contains("other-model") && e.contains("smollm2-135m-instruct"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells.pop();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-120k` is in the baseline run only"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells[0].name = "capacity-8k".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("`capacity-4k` is in the baseline run only")
+            && e.contains("`capacity-8k` is in the candidate run only"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells[0].shape.concurrency = 4;
+    c.cells[0].shape.cache = "shared".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs")
+            && e.contains("concurrency 2 vs 4")
+            && e.contains("cache"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.provenance.suite = "nightly".into();
+    c.provenance.suite_sha256 = Some("ff00".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("suite: baseline \"smoke\" vs candidate \"nightly\"")
+            && e.contains("suite_sha256"),
+        "{e}"
+    );
+
+    // A missing hash on one side is not a difference.
+    let (b, mut c) = seed_like();
+    c.provenance.suite_sha256 = None;
+    assert!(compare(&b, &c, &fast_policy()).is_ok());
+
+    let (b, mut c) = seed_like();
+    c.schema = "infergate-run/v0".into();
+    assert!(matches!(
+        compare(&b, &c, &fast_policy()),
+        Err(CompareError::Schema { .. })
+    ));
+}
+
+#[test]
+fn full_report_renders_with_plots() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let h = report::html(&r);
+    assert!(
+        h.matches("<svg").count() >= 7,
+        "6 strip plots and the turnover plot"
+    );
+    assert!(!h.contains("no per-request samples"));
+    for bad in ["<script", "<link", " src=", " href=", "https://"] {
+        assert!(!h.contains(bad), "{bad} in html");
+    }
+    // The target URL appears only as escaped text in the provenance table.
+    assert!(h.contains("<code>http://127.0.0.1:8080</code>"));
+    let t = report::terminal(&r, false);
+    assert!(t.contains("capacity-4k") && t.contains("capacity-120k") && t.contains("95% CI"));
+    assert!(
+        t.find("capacity-4k") < t.find("capacity-120k"),
+        "natural order of cells"
+    );
+    let m = report::markdown(&r);
+    assert!(m.contains("| `ttft_p50_ms` |"));
+}
+
+#[test]
+fn html_escapes_report_strings() {
+    let (b, c) = seed_like();
+    let mut r = compare(&b, &c, &fast_policy()).expect("comparable");
+    r.record_decision(Decision {
+        action: DecisionAction::RetainBaseline,
+        who: Some("<img src=x onerror=alert(1)>".into()),
+        when: Some("2025-01-02T03:04:05Z".into()),
+        note: Some("\"quoted\" & <b>bold</b>".into()),
+    });
+    let h = report::html(&r);
+    assert!(!h.contains("<img"), "unescaped markup");
+    assert!(h.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(h.contains("&lt;b&gt;bold&lt;/b&gt;"));
+    assert_eq!(
+        r.human_decision,
+        "retain-baseline; \"quoted\" & <b>bold</b>"
+    );
+    assert!(verify(&r.to_value()).is_empty());
+}
+
+#[test]
+fn files_round_trip_atomically() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, c) = seed_like();
+    let bp = dir.path().join("baseline.json");
+    let cp = dir.path().join("candidate.json");
+    std::fs::write(&bp, serde_json::to_vec(&b).expect("json")).expect("write");
+    std::fs::write(&cp, serde_json::to_vec(&c).expect("json")).expect("write");
+    let pol = dir.path().join("policy.toml");
+    std::fs::write(
+        &pol,
+        "threshold_percent = 3\n[bootstrap]\niterations = 500\n",
+    )
+    .expect("write");
+
+    let r = report::compare_files(&bp, &cp, Some(&pol)).expect("compare");
+    assert_eq!(
+        r.policy.as_ref().map(|p| p.source.clone()),
+        Some(pol.display().to_string())
+    );
+    let out = dir.path().join("report.json");
+    report::write_report_atomic(&out, &r).expect("write");
+    report::write_report_atomic(&out, &r).expect("overwrite");
+    let v = report::read_report_value(&out).expect("read");
+    assert!(verify(&v).is_empty());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 4, "no temp files left: {left:?}");
+
+    std::fs::write(&pol, "[turnover]\ngate = \"lenient\"\n").expect("write");
+    let e = format!(
+        "{:#}",
+        report::compare_files(&bp, &cp, Some(&pol)).expect_err("bad policy")
+    );
+    assert!(
+        e.contains("policy.toml:2:") && e.contains("turnover.gate"),
+        "{e}"
+    );
+
+    std::fs::write(
+        &cp,
+        "{\"schema\": \"infergate-run/v1\",\n \"provenance\": 3}",
+    )
+    .expect("write");
+    let e = format!(
+        "{:#}",
+        report::compare_files(&bp, &cp, None).expect_err("bad artifact")
+    );
+    assert!(e.contains("candidate.json:2:"), "{e}");
+}
+
+#[test]
+fn tampered_full_report_is_caught() {
+    let (b, c) = seed_like();
+    let v = compare(&b, &c, &fast_policy())
+        .expect("comparable")
+        .to_value();
+    let paths = |edit: &dyn Fn(&mut Value)| -> Vec<String> {
+        let mut w = v.clone();
+        edit(&mut w);
+        verify(&w).into_iter().map(|d| d.path).collect()
+    };
+    let p = paths(&|w| {
+        w["cells"]["capacity-120k"]["samples"]["ttft_ms"]["baseline"] =
+            serde_json::json!([1.0, 2.0, 3.0]);
+    });
+    assert_eq!(p, vec!["cells.capacity-120k.metrics.ttft_p50_ms.baseline"]);
+    let p = paths(&|w| {
+        w["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"]["verdict"] = "regressed".into();
+    });
+    assert_eq!(p, vec!["cells.capacity-4k.metrics.e2e_p50_ms.verdict"]);
+    let p = paths(&|w| {
+        w["turnover_comparison"]["groups"][0]["candidate_runs"][1]["vs_baseline"]["p_candidate_worse"] =
+            0.5.into();
+    });
+    assert_eq!(
+        p,
+        vec!["turnover_comparison.groups[0].candidate_runs[1].vs_baseline.p_candidate_worse"]
+    );
+    let p = paths(&|w| w["gates"]["qualified"] = true.into());
+    assert_eq!(p, vec!["gates.qualified"]);
+    let p = paths(&|w| {
+        w["cells"]["capacity-4k"]["metrics"]
+            .as_object_mut()
+            .map(|m| m.remove("decode_tok_s_p50"));
+    });
+    assert_eq!(
+        p,
+        vec![
+            "performance_gate_passed",
+            "gates.performance.passed",
+            "qualification"
+        ],
+        "a gating metric named by the policy block is missing"
+    );
+}

@@ -1,0 +1,103 @@
+//! Shared support for integration tests that need the reference engine.
+//!
+//! `engine("baseline")` starts that profile once per test binary and hands
+//! out a `&'static` to it. The servers live until the binary exits: statics
+//! are never dropped, so cleanup is the process driver's exit hook (SIGTERM
+//! to each process group at normal exit) and `PR_SET_PDEATHSIG` (if the test
+//! binary crashes). Tests never skip: without an installed engine they fail
+//! and say to run `scripts/setup-engine.sh`.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use infergate::engine::{self, EngineProfile, RunningEngine};
+
+/// The engine profiles in the repository's `engine/profiles.toml`.
+pub fn profiles_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/profiles.toml")
+}
+
+pub fn profile(name: &str) -> EngineProfile {
+    let path = profiles_path();
+    let mut profiles = engine::load_profiles(&path).unwrap_or_else(|e| panic!("{e:#}"));
+    profiles
+        .remove(name)
+        .unwrap_or_else(|| panic!("no engine profile {name:?} in {}", path.display()))
+}
+
+/// Server logs of this test binary's engines.
+pub fn log_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("engine-logs")
+}
+
+/// The shared server for `profile_name`, started on first use.
+pub fn engine(profile_name: &str) -> &'static RunningEngine {
+    static ENGINES: Mutex<BTreeMap<String, &'static RunningEngine>> = Mutex::new(BTreeMap::new());
+    // A test that panicked while holding the lock left the map intact.
+    let mut engines = ENGINES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(running) = engines.get(profile_name) {
+        return running;
+    }
+    let started = start_detached(profile(profile_name));
+    match started {
+        Ok(running) => {
+            eprintln!(
+                "engine {profile_name}: {} (pid {}, ready in {:.1?}), log {}",
+                running.base_url,
+                running.pid,
+                running.startup,
+                running.log_path.display()
+            );
+            let running: &'static RunningEngine = Box::leak(Box::new(running));
+            engines.insert(profile_name.to_string(), running);
+            running
+        }
+        Err(e) => {
+            drop(engines);
+            panic!("reference engine profile {profile_name} did not start: {e:#}")
+        }
+    }
+}
+
+/// Start on a thread with its own runtime: `#[tokio::test]` gives each test a
+/// runtime that dies with the test, and nothing of a shared server may depend
+/// on one. (`RunningEngine` holds no runtime resources once started.)
+fn start_detached(profile: EngineProfile) -> anyhow::Result<RunningEngine> {
+    let dir = log_dir();
+    let handle = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(engine::start(&profile, &dir))
+    });
+    match handle.join() {
+        Ok(result) => result,
+        Err(_) => anyhow::bail!("the engine start thread panicked"),
+    }
+}
+
+/// An HTTP client for talking to the local engines (no proxy, bounded).
+///
+/// No connection reuse: llama.cpp closes a connection after a streamed
+/// response while still advertising keep-alive, and a request sent on it
+/// right after fails (hyper `IncompleteMessage`, about 1 in 8 here).
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("building an HTTP client")
+}
+
+/// Resident memory of a process in KiB, from /proc.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
