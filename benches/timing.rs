@@ -9,6 +9,10 @@
 //! for every stream) is in these numbers too: they bound the client's error
 //! from above. Both sides share this machine's cores.
 //!
+//! The `raw` row is a reference: a blocking socket reader with no HTTP
+//! library, no async runtime and no JSON, against the same source. The gap
+//! between it and the `1` row is what the client itself adds.
+//!
 //! Run: `cargo bench --bench timing` (release). Takes about 15 s.
 
 use std::sync::Arc;
@@ -91,6 +95,88 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
+/// Reference without reqwest, tokio or JSON: one blocking socket on its own
+/// thread, arrival times taken per read, chunks found by a byte search. What
+/// remains in its error is the source's lateness plus the kernel's loopback path.
+fn raw_reference(addr: std::net::SocketAddr, requests: usize, body: &Value) -> Vec<StreamCapture> {
+    use std::io::{Read, Write};
+    let payload = body.to_string();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    );
+    let needle: &[u8] = br#""delta":{"content":"#;
+    let mut out = Vec::new();
+    let Ok(mut sock) = std::net::TcpStream::connect(addr) else {
+        return out;
+    };
+    let _ = sock.set_nodelay(true);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut acc = Vec::new();
+    for _ in 0..requests {
+        acc.clear();
+        let t_send = Instant::now();
+        if sock.write_all(req.as_bytes()).is_err() {
+            break;
+        }
+        let mut cap = StreamCapture::default();
+        while !acc.ends_with(b"0\r\n\r\n") {
+            let Ok(n) = sock.read(&mut buf) else { break };
+            if n == 0 {
+                break;
+            }
+            let at = t_send.elapsed().as_secs_f64() * 1000.0;
+            let from = acc.len().saturating_sub(needle.len() - 1);
+            acc.extend_from_slice(&buf[..n]);
+            let hits = acc[from..]
+                .windows(needle.len())
+                .filter(|w| *w == needle)
+                .count();
+            cap.chunk_ms.extend(std::iter::repeat_n(at, hits));
+        }
+        cap.ttft_ms = cap.chunk_ms.first().copied();
+        out.push(cap);
+    }
+    out
+}
+
+fn row(label: &str, caps: &[StreamCapture], wall: Duration) {
+    let fail = caps.iter().filter(|c| c.failure.is_some()).count();
+    let ok: Vec<&StreamCapture> = caps.iter().filter(|c| c.failure.is_none()).collect();
+    let ttft = sorted(
+        ok.iter()
+            .filter_map(|c| c.ttft_ms)
+            .map(|t| (t - TTFT_MS) * 1000.0)
+            .collect(),
+    );
+    let itl = sorted(
+        ok.iter()
+            .flat_map(|c| c.itl_ms())
+            .map(|g| (g - ITL_MS) * 1000.0)
+            .collect(),
+    );
+    let chunks: usize = ok.iter().map(|c| c.chunk_ms.len()).sum();
+    println!(
+        "{:>5} {:>5} {:>4} {:>7.0} | {:>5} {:>8.0} {:>8.0} {:>8.0} | {:>6} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
+        label,
+        caps.len(),
+        fail,
+        chunks as f64 / wall.as_secs_f64(),
+        ttft.len(),
+        pct(&ttft, 0.5),
+        pct(&ttft, 0.99),
+        ttft.last().copied().unwrap_or(f64::NAN),
+        itl.len(),
+        pct(&itl, 0.01),
+        pct(&itl, 0.5),
+        pct(&itl, 0.99),
+        itl.last().copied().unwrap_or(f64::NAN),
+    );
+    if let Some(f) = caps.iter().find_map(|c| c.failure.as_ref()) {
+        println!("      first failure: {}: {}", f.class.as_str(), f.message);
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -123,6 +209,10 @@ fn main() {
         "ITLp99",
         "ITLmax"
     );
+    let scheduled = body(CHUNKS, Some((TTFT_MS, ITL_MS)));
+    let t = Instant::now();
+    let raw = raw_reference(src.addr(), 30, &scheduled);
+    row("raw", &raw, t.elapsed());
     let budget = Instant::now();
     for conc in [1usize, 64, 512] {
         if conc == 512 && budget.elapsed() > Duration::from_secs(20) {
@@ -136,40 +226,7 @@ fn main() {
             per_worker,
             body(CHUNKS, Some((TTFT_MS, ITL_MS))),
         ));
-        let fail = caps.iter().filter(|c| c.failure.is_some()).count();
-        let ok: Vec<&StreamCapture> = caps.iter().filter(|c| c.failure.is_none()).collect();
-        let ttft = sorted(
-            ok.iter()
-                .filter_map(|c| c.ttft_ms)
-                .map(|t| (t - TTFT_MS) * 1000.0)
-                .collect(),
-        );
-        let itl = sorted(
-            ok.iter()
-                .flat_map(|c| c.itl_ms())
-                .map(|g| (g - ITL_MS) * 1000.0)
-                .collect(),
-        );
-        let chunks: usize = ok.iter().map(|c| c.chunk_ms.len()).sum();
-        println!(
-            "{:>5} {:>5} {:>4} {:>7.0} | {:>5} {:>8.0} {:>8.0} {:>8.0} | {:>6} {:>8.0} {:>8.0} {:>8.0} {:>8.0}",
-            conc,
-            caps.len(),
-            fail,
-            chunks as f64 / wall.as_secs_f64(),
-            ttft.len(),
-            pct(&ttft, 0.5),
-            pct(&ttft, 0.99),
-            ttft.last().copied().unwrap_or(f64::NAN),
-            itl.len(),
-            pct(&itl, 0.01),
-            pct(&itl, 0.5),
-            pct(&itl, 0.99),
-            itl.last().copied().unwrap_or(f64::NAN),
-        );
-        if let Some(f) = caps.iter().find_map(|c| c.failure.as_ref()) {
-            println!("      first failure: {}: {}", f.class.as_str(), f.message);
-        }
+        row(&conc.to_string(), &caps, wall);
     }
 
     // Throughput ceiling: the source writes as fast as it can, the client parses everything.

@@ -12,10 +12,16 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
     let mut recs: Vec<&RequestRecord> = records.iter().filter(|r| r.cell == spec.name).collect();
     recs.sort_by_key(|r| r.index);
 
-    let ok: Vec<&RequestRecord> = recs.iter().copied().filter(|r| r.outcome == Outcome::Ok).collect();
+    let ok: Vec<&RequestRecord> = recs
+        .iter()
+        .copied()
+        .filter(|r| r.outcome == Outcome::Ok)
+        .collect();
     let mut failures_by_class = BTreeMap::new();
     for r in recs.iter().filter(|r| r.outcome != Outcome::Ok) {
-        *failures_by_class.entry(r.outcome.as_str().to_string()).or_insert(0) += 1;
+        *failures_by_class
+            .entry(r.outcome.as_str().to_string())
+            .or_insert(0) += 1;
     }
 
     let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -34,8 +40,14 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
         push(metric::TPOT_MS, d.tpot_ms);
         push(metric::PREFILL_TOK_S, d.prefill_tok_s);
         push(metric::QUEUE_MS, Some(r.queue_ms));
-        push(metric::PROMPT_TOKENS, r.capture.prompt_tokens.map(|v| v as f64));
-        push(metric::COMPLETION_TOKENS, r.capture.completion_tokens.map(|v| v as f64));
+        push(
+            metric::PROMPT_TOKENS,
+            r.capture.prompt_tokens.map(|v| v as f64),
+        );
+        push(
+            metric::COMPLETION_TOKENS,
+            r.capture.completion_tokens.map(|v| v as f64),
+        );
         itl.extend(r.capture.itl_ms());
     }
     let mut metrics: BTreeMap<String, _> = samples
@@ -49,15 +61,27 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
 
     let mut reasons = Vec::new();
     if recs.len() < spec.requests {
-        reasons.push(format!("only {} of {} requests recorded", recs.len(), spec.requests));
+        reasons.push(format!(
+            "only {} of {} requests recorded",
+            recs.len(),
+            spec.requests
+        ));
     }
     if !failures_by_class.is_empty() {
-        let parts: Vec<String> = failures_by_class.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let parts: Vec<String> = failures_by_class
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect();
         reasons.push(format!("failed requests: {}", parts.join(", ")));
     }
-    let missing_prompt = ok.iter().filter(|r| r.capture.prompt_tokens.is_none()).count();
+    let missing_prompt = ok
+        .iter()
+        .filter(|r| r.capture.prompt_tokens.is_none())
+        .count();
     if missing_prompt > 0 {
-        reasons.push(format!("{missing_prompt} requests without server-reported prompt tokens"));
+        reasons.push(format!(
+            "{missing_prompt} requests without server-reported prompt tokens"
+        ));
     }
     let off: Vec<u64> = ok
         .iter()
@@ -75,7 +99,9 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
     }
     let missing_decode = ok.len() - samples.get(metric::DECODE_TOK_S).map_or(0, Vec::len);
     if missing_decode > 0 {
-        reasons.push(format!("{missing_decode} requests too short to measure decode speed (< 2 tokens)"));
+        reasons.push(format!(
+            "{missing_decode} requests too short to measure decode speed (< 2 tokens)"
+        ));
     }
 
     CellResult {
@@ -87,7 +113,9 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
         failures_by_class,
         performance_eligible: reasons.is_empty(),
         ineligible_reasons: reasons,
-        median_prompt_tokens: samples.get(metric::PROMPT_TOKENS).and_then(|v| stats::median(v)),
+        median_prompt_tokens: samples
+            .get(metric::PROMPT_TOKENS)
+            .and_then(|v| stats::median(v)),
         metrics,
         samples: samples
             .into_iter()

@@ -109,10 +109,17 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     if let Some(r) = &o.report {
         println!("  report: {}", r.display());
         if o.decision == DecisionAction::Pending {
-            println!("  decide: infergate decide {} --promote|--retain-baseline --note \"…\"", r.display());
+            println!(
+                "  decide: infergate decide {} --promote|--retain-baseline --note \"…\"",
+                r.display()
+            );
         }
     }
-    println!("  ledger: {} (infergate status {})", o.ledger.display(), o.id);
+    println!(
+        "  ledger: {} (infergate status {})",
+        o.ledger.display(),
+        o.id
+    );
     Ok(ExitCode::from(match o.verdict {
         Verdict::Qualified => 0,
         Verdict::RolledBack if o.failure.is_none() => 0,
@@ -132,7 +139,11 @@ fn verdict_text(v: &Verdict) -> &'static str {
 }
 
 pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
-    let action = if a.promote { DecisionAction::Promote } else { DecisionAction::RetainBaseline };
+    let action = if a.promote {
+        DecisionAction::Promote
+    } else {
+        DecisionAction::RetainBaseline
+    };
     let o = decide::run(&decide::Options {
         report: a.report,
         action,
@@ -151,7 +162,12 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
-    let text = status::run(&status::Options { id: a.id, ledger: a.ledger, json: a.json }).await?;
+    let text = status::run(&status::Options {
+        id: a.id,
+        ledger: a.ledger,
+        json: a.json,
+    })
+    .await?;
     print!("{text}");
     if a.json {
         println!();

@@ -62,8 +62,13 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let qf = QualificationFile::read(&out_dir)
-        .with_context(|| format!("{} was not written by `infergate qualify` (no {} beside it)", opts.report.display(), crate::qualify::QUALIFICATION_FILE))?;
+    let qf = QualificationFile::read(&out_dir).with_context(|| {
+        format!(
+            "{} was not written by `infergate qualify` (no {} beside it)",
+            opts.report.display(),
+            crate::qualify::QUALIFICATION_FILE
+        )
+    })?;
     let plan = qf.load_plan(&out_dir)?;
     let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
     let ledger = Ledger::open(&ledger_path)?;
@@ -79,12 +84,21 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
             qf.id
         );
     }
-    if !entries.iter().any(|e| e.step == "report" && e.status == Status::Ok) {
-        bail!("qualification {} wrote no report: there is nothing to decide", qf.id);
+    if !entries
+        .iter()
+        .any(|e| e.step == "report" && e.status == Status::Ok)
+    {
+        bail!(
+            "qualification {} wrote no report: there is nothing to decide",
+            qf.id
+        );
     }
     let who = match &opts.who {
         Some(w) if !w.trim().is_empty() => w.trim().to_string(),
-        _ => std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "unknown user".into()),
+        _ => std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "unknown user".into()),
     };
     let ctx = Ctx {
         plan: &plan,
@@ -113,8 +127,12 @@ pub async fn decide_and_apply(
     note: &str,
 ) -> Result<Applied> {
     let value = report::read_report_value(report_path)?;
-    let mut report: Report = serde_json::from_value(value)
-        .with_context(|| format!("{}: not a report infergate can update", report_path.display()))?;
+    let mut report: Report = serde_json::from_value(value).with_context(|| {
+        format!(
+            "{}: not a report infergate can update",
+            report_path.display()
+        )
+    })?;
     let when = crate::runner::now_rfc3339();
     ctx.log(
         "decision",
@@ -129,21 +147,35 @@ pub async fn decide_and_apply(
         note: Some(note.to_string()),
     });
     // The decision is on record before anything changes, so an interruption keeps it.
-    report.set_promotion(format!("{who} selected {}; being carried out", phrase(action)));
+    report.set_promotion(format!(
+        "{who} selected {}; being carried out",
+        phrase(action)
+    ));
     report::write_report_atomic(report_path, &report)?;
     ctx.say(&format!("decision: {} by {who}: {note}", action.as_str()));
 
     let (carried_out, what) = carry_out(ctx, action).await?;
-    let promotion = format!("{who} selected {} after {}; {what}", phrase(action), gate_summary(&report));
+    let promotion = format!(
+        "{who} selected {} after {}; {what}",
+        phrase(action),
+        gate_summary(&report)
+    );
     report.set_promotion(promotion.clone());
     report::write_report_atomic(report_path, &report)?;
     ctx.log(
         "promotion",
         None,
-        if carried_out { Status::Ok } else { Status::Failed },
+        if carried_out {
+            Status::Ok
+        } else {
+            Status::Failed
+        },
         json!({"action": action, "promotion": promotion}),
     )?;
-    Ok(Applied { carried_out, promotion })
+    Ok(Applied {
+        carried_out,
+        promotion,
+    })
 }
 
 fn phrase(action: DecisionAction) -> &'static str {
@@ -176,43 +208,90 @@ async fn carry_out(ctx: &Ctx<'_>, action: DecisionAction) -> Result<(bool, Strin
                     // `down`, readmitted again so the router hears of it.
                     let o = lifecycle::readmit(ctx, BASELINE, h).await?;
                     if o.admitted {
-                        return Ok((true, format!("exact baseline verified and readmitted ({})", h.describe())));
+                        return Ok((
+                            true,
+                            format!("exact baseline verified and readmitted ({})", h.describe()),
+                        ));
                     }
                     lifecycle::retire(ctx, BASELINE, h, "failed readmission").await?;
                 } else {
                     lifecycle::retire(ctx, label, h, "retain-baseline").await?;
                 }
             }
-            Ok(match lifecycle::restore(ctx, BASELINE, "retain-baseline").await {
-                Ok(h) => (true, format!("exact baseline restored and readmitted ({})", h.describe())),
-                Err(e) => (false, format!("baseline restore FAILED, nothing is serving: {e:#}")),
-            })
+            Ok(
+                match lifecycle::restore(ctx, BASELINE, "retain-baseline").await {
+                    Ok(h) => (
+                        true,
+                        format!("exact baseline restored and readmitted ({})", h.describe()),
+                    ),
+                    Err(e) => (
+                        false,
+                        format!("baseline restore FAILED, nothing is serving: {e:#}"),
+                    ),
+                },
+            )
         }
         DecisionAction::Promote => {
             if let Some((label, h)) = &serving {
                 if label == CANDIDATE && h.down(&ctx.docker).await.is_none() {
                     let o = lifecycle::readmit(ctx, CANDIDATE, h).await?;
                     if o.admitted {
-                        return Ok((true, format!("candidate verified and readmitted ({})", h.describe())));
+                        return Ok((
+                            true,
+                            format!("candidate verified and readmitted ({})", h.describe()),
+                        ));
                     }
                 }
                 lifecycle::retire(ctx, label, h, "promoting the candidate").await?;
             }
             let why = match promote_candidate(ctx).await? {
-                Ok(h) => return Ok((true, format!("candidate started and readmitted ({})", h.describe()))),
+                Ok(h) => {
+                    return Ok((
+                        true,
+                        format!("candidate started and readmitted ({})", h.describe()),
+                    ));
+                }
                 Err(why) => why,
             };
-            ctx.log("rollback", None, Status::Started, json!({"reason": format!("promotion failed: {why}")}))?;
-            Ok(match lifecycle::restore(ctx, BASELINE, "promotion failed").await {
-                Ok(h) => {
-                    ctx.log("rollback", None, Status::Ok, json!({"serving": h.to_value()}))?;
-                    (false, format!("promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})", h.describe()))
-                }
-                Err(e) => {
-                    ctx.log("rollback", None, Status::Failed, json!({"error": format!("{e:#}")}))?;
-                    (false, format!("promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"))
-                }
-            })
+            ctx.log(
+                "rollback",
+                None,
+                Status::Started,
+                json!({"reason": format!("promotion failed: {why}")}),
+            )?;
+            Ok(
+                match lifecycle::restore(ctx, BASELINE, "promotion failed").await {
+                    Ok(h) => {
+                        ctx.log(
+                            "rollback",
+                            None,
+                            Status::Ok,
+                            json!({"serving": h.to_value()}),
+                        )?;
+                        (
+                            false,
+                            format!(
+                                "promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})",
+                                h.describe()
+                            ),
+                        )
+                    }
+                    Err(e) => {
+                        ctx.log(
+                            "rollback",
+                            None,
+                            Status::Failed,
+                            json!({"error": format!("{e:#}")}),
+                        )?;
+                        (
+                            false,
+                            format!(
+                                "promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"
+                            ),
+                        )
+                    }
+                },
+            )
         }
     }
 }
@@ -221,7 +300,12 @@ async fn carry_out(ctx: &Ctx<'_>, action: DecisionAction) -> Result<(bool, Strin
 async fn promote_candidate(ctx: &Ctx<'_>) -> Result<Result<Handle, String>> {
     let rt = &ctx.plan.candidate;
     if let Err(e) = lifecycle::presence(ctx, rt).await {
-        ctx.log("promote", Some(CANDIDATE), Status::Failed, json!({"error": format!("{e:#}")}))?;
+        ctx.log(
+            "promote",
+            Some(CANDIDATE),
+            Status::Failed,
+            json!({"error": format!("{e:#}")}),
+        )?;
         return Ok(Err(format!("candidate not present: {e:#}")));
     }
     let started = match lifecycle::start(ctx, rt, "promote").await {
@@ -233,6 +317,13 @@ async fn promote_candidate(ctx: &Ctx<'_>) -> Result<Result<Handle, String>> {
         return Ok(Ok(started.handle));
     }
     let _ = lifecycle::stop(ctx, CANDIDATE, &started.handle, "failed readmission").await;
-    let log = started.handle.log().map(|l| format!(", log {}", l.display())).unwrap_or_default();
-    Ok(Err(format!("candidate failed readmission: {}{log}", o.failure().unwrap_or_default())))
+    let log = started
+        .handle
+        .log()
+        .map(|l| format!(", log {}", l.display()))
+        .unwrap_or_default();
+    Ok(Err(format!(
+        "candidate failed readmission: {}{log}",
+        o.failure().unwrap_or_default()
+    )))
 }

@@ -26,7 +26,11 @@ impl Journal {
             .append(true)
             .open(path)
             .with_context(|| format!("opening journal {}", path.display()))?;
-        Ok(Journal { path: path.to_path_buf(), file, line: Vec::with_capacity(4096) })
+        Ok(Journal {
+            path: path.to_path_buf(),
+            file,
+            line: Vec::with_capacity(4096),
+        })
     }
 
     /// Append one record as a single write(2), so a kill leaves at most one torn line.
@@ -75,7 +79,10 @@ pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
                 out.len()
             ),
             Ok(_) => unreachable!("complete lines are handled above"),
-            Err(e) => bail!("journal {} line {lineno}: not a valid record: {e}", path.display()),
+            Err(e) => bail!(
+                "journal {} line {lineno}: not a valid record: {e}",
+                path.display()
+            ),
         }
     }
     Ok(out)
@@ -93,7 +100,10 @@ mod tests {
             send_offset_ms: i as f64,
             queue_ms: 0.0,
             target_prompt_tokens: Some(10),
-            capture: StreamCapture { ttft_ms: Some(1.5), ..Default::default() },
+            capture: StreamCapture {
+                ttft_ms: Some(1.5),
+                ..Default::default()
+            },
             outcome: Outcome::Ok,
             detail: None,
         }
@@ -112,7 +122,10 @@ mod tests {
         let mut f = OpenOptions::new().append(true).open(&p).unwrap();
         f.write_all(br#"{"cell":"c","ind"#).unwrap();
         let err = read(&p).unwrap_err().to_string();
-        assert!(err.contains("line 4 is torn") && err.contains("3 records"), "{err}");
+        assert!(
+            err.contains("line 4 is torn") && err.contains("3 records"),
+            "{err}"
+        );
     }
 
     #[test]

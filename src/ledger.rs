@@ -109,7 +109,11 @@ impl Ledger {
             None => {
                 let home = std::env::var_os("HOME")
                     .filter(|h| !h.is_empty())
-                    .with_context(|| format!("neither {LEDGER_ENV}, XDG_DATA_HOME nor HOME is set; pass --ledger"))?;
+                    .with_context(|| {
+                        format!(
+                            "neither {LEDGER_ENV}, XDG_DATA_HOME nor HOME is set; pass --ledger"
+                        )
+                    })?;
                 PathBuf::from(home).join(".local/share")
             }
         };
@@ -121,14 +125,18 @@ impl Ledger {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let conn = Connection::open(path).with_context(|| format!("opening ledger {}", path.display()))?;
+        let conn =
+            Connection::open(path).with_context(|| format!("opening ledger {}", path.display()))?;
         // Another infergate (a `status` while `qualify` runs) may hold the lock briefly.
         conn.busy_timeout(Duration::from_secs(10))
             .with_context(|| format!("configuring ledger {}", path.display()))?;
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
             .and_then(|_| conn.execute_batch(SCHEMA))
             .with_context(|| format!("initialising ledger {}", path.display()))?;
-        Ok(Ledger { conn, path: path.to_path_buf() })
+        Ok(Ledger {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -172,13 +180,18 @@ impl Ledger {
         let rows = stmt
             .query_map([], |r| r.get::<_, String>(0))
             .context("reading ledger")?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().context("reading ledger")
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .context("reading ledger")
     }
 
     pub fn exists(&self, qualification: &str) -> Result<bool> {
         let found: Option<i64> = self
             .conn
-            .query_row("SELECT seq FROM entries WHERE qualification = ?1 LIMIT 1", [qualification], |r| r.get(0))
+            .query_row(
+                "SELECT seq FROM entries WHERE qualification = ?1 LIMIT 1",
+                [qualification],
+                |r| r.get(0),
+            )
             .optional()
             .context("reading ledger")?;
         Ok(found.is_some())
@@ -204,16 +217,22 @@ impl Ledger {
         .context("reading ledger")?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, qualification, at, step, runtime, status, detail) = row.context("reading ledger")?;
+            let (seq, qualification, at, step, runtime, status, detail) =
+                row.context("reading ledger")?;
             out.push(Entry {
                 seq,
                 qualification,
                 at,
                 step,
                 runtime,
-                status: Status::parse(&status).with_context(|| format!("ledger {} entry {seq}", self.path.display()))?,
-                detail: serde_json::from_str(&detail)
-                    .with_context(|| format!("ledger {} entry {seq}: detail is not JSON", self.path.display()))?,
+                status: Status::parse(&status)
+                    .with_context(|| format!("ledger {} entry {seq}", self.path.display()))?,
+                detail: serde_json::from_str(&detail).with_context(|| {
+                    format!(
+                        "ledger {} entry {seq}: detail is not JSON",
+                        self.path.display()
+                    )
+                })?,
             });
         }
         Ok(out)
@@ -230,17 +249,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/ledger.sqlite");
         let l = Ledger::open(&path).unwrap();
-        l.append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"})).unwrap();
+        l.append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
+            .unwrap();
         l.append("q2", "plan", None, Status::Ok, json!({})).unwrap();
-        l.append("q1", "start", Some("baseline"), Status::Started, json!({})).unwrap();
+        l.append("q1", "start", Some("baseline"), Status::Started, json!({}))
+            .unwrap();
         let e = l.entries("q1").unwrap();
-        assert_eq!(e.iter().map(|e| e.step.as_str()).collect::<Vec<_>>(), ["plan", "start"]);
+        assert_eq!(
+            e.iter().map(|e| e.step.as_str()).collect::<Vec<_>>(),
+            ["plan", "start"]
+        );
         assert_eq!(e[1].runtime.as_deref(), Some("baseline"));
         assert_eq!(e[0].detail_str("plan"), Some("p.toml"));
         assert_eq!(l.qualifications().unwrap(), ["q1", "q2"]);
         assert!(l.exists("q2").unwrap() && !l.exists("q3").unwrap());
 
-        let upd = l.conn.execute("UPDATE entries SET status = 'ok'", []).unwrap_err();
+        let upd = l
+            .conn
+            .execute("UPDATE entries SET status = 'ok'", [])
+            .unwrap_err();
         assert!(upd.to_string().contains("append-only"), "{upd}");
         let del = l.conn.execute("DELETE FROM entries", []).unwrap_err();
         assert!(del.to_string().contains("append-only"), "{del}");

@@ -29,17 +29,31 @@ const SERVE_PY: &str = include_str!("../engine/serve.py");
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Handle {
-    External { base_url: String },
-    Process { base_url: String, pid: i32, start_ticks: u64, log: PathBuf, command_line: String },
-    Container { base_url: String, id: String, name: String, image_id: String, log: PathBuf },
+    External {
+        base_url: String,
+    },
+    Process {
+        base_url: String,
+        pid: i32,
+        start_ticks: u64,
+        log: PathBuf,
+        command_line: String,
+    },
+    Container {
+        base_url: String,
+        id: String,
+        name: String,
+        image_id: String,
+        log: PathBuf,
+    },
 }
 
 impl Handle {
     pub fn base_url(&self) -> &str {
         match self {
-            Handle::External { base_url } | Handle::Process { base_url, .. } | Handle::Container { base_url, .. } => {
-                base_url
-            }
+            Handle::External { base_url }
+            | Handle::Process { base_url, .. }
+            | Handle::Container { base_url, .. } => base_url,
         }
     }
 
@@ -53,10 +67,20 @@ impl Handle {
     /// One line for people: what and where.
     pub fn describe(&self) -> String {
         match self {
-            Handle::External { base_url } => format!("external {}", crate::runner::redact_url(base_url)),
+            Handle::External { base_url } => {
+                format!("external {}", crate::runner::redact_url(base_url))
+            }
             Handle::Process { base_url, pid, .. } => format!("process {pid} at {base_url}"),
-            Handle::Container { base_url, id, image_id, .. } => {
-                format!("container {} ({image_id}) at {base_url}", &id[..id.len().min(12)])
+            Handle::Container {
+                base_url,
+                id,
+                image_id,
+                ..
+            } => {
+                format!(
+                    "container {} ({image_id}) at {base_url}",
+                    &id[..id.len().min(12)]
+                )
             }
         }
     }
@@ -73,11 +97,22 @@ impl Handle {
     pub async fn down(&self, docker: &Docker) -> Option<String> {
         match self {
             Handle::External { .. } => None,
-            Handle::Process { pid, start_ticks, .. } => {
-                let id = ProcessIdentity { pid: *pid, start_ticks: *start_ticks };
+            Handle::Process {
+                pid, start_ticks, ..
+            } => {
+                let id = ProcessIdentity {
+                    pid: *pid,
+                    start_ticks: *start_ticks,
+                };
                 (!id.is_alive()).then(|| format!("process {pid} is no longer running"))
             }
-            Handle::Container { id, name, image_id, base_url, log } => {
+            Handle::Container {
+                id,
+                name,
+                image_id,
+                base_url,
+                log,
+            } => {
                 let c = container::RunningContainer {
                     id: id.clone(),
                     name: name.clone(),
@@ -93,14 +128,33 @@ impl Handle {
     /// Stop it (external runtimes are never stopped). Returns what was done.
     pub async fn stop(&self, docker: &Docker, grace: Duration) -> Result<String> {
         match self {
-            Handle::External { .. } => Ok("external: not controlled by infergate, left running".into()),
-            Handle::Process { pid, start_ticks, .. } => {
-                let id = ProcessIdentity { pid: *pid, start_ticks: *start_ticks };
-                // Blocking waits: keep them off the async workers.
-                let stopped = tokio::task::spawn_blocking(move || id.stop(grace)).await.context("stopping a process")?;
-                Ok(if stopped { format!("stopped process group {pid}") } else { format!("process {pid} had already exited") })
+            Handle::External { .. } => {
+                Ok("external: not controlled by infergate, left running".into())
             }
-            Handle::Container { id, name, image_id, base_url, log } => {
+            Handle::Process {
+                pid, start_ticks, ..
+            } => {
+                let id = ProcessIdentity {
+                    pid: *pid,
+                    start_ticks: *start_ticks,
+                };
+                // Blocking waits: keep them off the async workers.
+                let stopped = tokio::task::spawn_blocking(move || id.stop(grace))
+                    .await
+                    .context("stopping a process")?;
+                Ok(if stopped {
+                    format!("stopped process group {pid}")
+                } else {
+                    format!("process {pid} had already exited")
+                })
+            }
+            Handle::Container {
+                id,
+                name,
+                image_id,
+                base_url,
+                log,
+            } => {
                 let c = container::RunningContainer {
                     id: id.clone(),
                     name: name.clone(),
@@ -112,7 +166,10 @@ impl Handle {
                     None => Ok(format!("container {name} no longer exists")),
                     Some(_) => {
                         c.stop(docker, grace).await?;
-                        Ok(format!("stopped and removed container {name}; logs in {}", log.display()))
+                        Ok(format!(
+                            "stopped and removed container {name}; logs in {}",
+                            log.display()
+                        ))
                     }
                 }
             }
@@ -149,8 +206,16 @@ impl Ctx<'_> {
         }
     }
 
-    pub fn log(&self, step: &str, runtime: Option<&str>, status: Status, detail: Value) -> Result<()> {
-        self.ledger.append(self.qualification, step, runtime, status, detail).map(drop)
+    pub fn log(
+        &self,
+        step: &str,
+        runtime: Option<&str>,
+        status: Status,
+        detail: Value,
+    ) -> Result<()> {
+        self.ledger
+            .append(self.qualification, step, runtime, status, detail)
+            .map(drop)
     }
 
     fn log_dir(&self) -> PathBuf {
@@ -163,13 +228,21 @@ impl Ctx<'_> {
 /// digest (pulled by digest when a registry allows). Changes nothing except a pull.
 pub async fn presence(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Value> {
     match &rt.driver {
-        Driver::External { url, .. } => Ok(json!({"driver": "external", "url": crate::runner::redact_url(url)})),
-        Driver::Process(ProcessDriver::Engine { profile, profiles_file }) => {
+        Driver::External { url, .. } => {
+            Ok(json!({"driver": "external", "url": crate::runner::redact_url(url)}))
+        }
+        Driver::Process(ProcessDriver::Engine {
+            profile,
+            profiles_file,
+        }) => {
             let install = EngineInstall::locate()?;
             let p = engine_profile(profile, profiles_file.as_deref())?;
             let model = p.model.clone().unwrap_or_else(|| install.model.clone());
             if !model.is_file() {
-                bail!("engine profile {profile}: model {} does not exist", model.display());
+                bail!(
+                    "engine profile {profile}: model {} does not exist",
+                    model.display()
+                );
             }
             Ok(json!({
                 "driver": "process",
@@ -180,12 +253,17 @@ pub async fn presence(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Value> {
             }))
         }
         Driver::Process(ProcessDriver::Command(c)) => {
-            let path = which(&c.command).with_context(|| format!("{}: command {:?} not found", rt.label, c.command))?;
+            let path = which(&c.command)
+                .with_context(|| format!("{}: command {:?} not found", rt.label, c.command))?;
             let sha = file_sha256(&path)?;
             if let Some(want) = &c.sha256
                 && &sha != want
             {
-                bail!("{}: {} has sha256 {sha}, but the plan pins {want}", rt.label, path.display());
+                bail!(
+                    "{}: {} has sha256 {sha}, but the plan pins {want}",
+                    rt.label,
+                    path.display()
+                );
             }
             Ok(json!({"driver": "process", "command": path, "sha256": sha}))
         }
@@ -213,7 +291,12 @@ fn engine_profile(name: &str, file: Option<&Path>) -> Result<EngineProfile> {
 /// file names (`pass-1`, `restore`). Ledger: `start` started, then ok or failed.
 pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
     let label = rt.label.as_str();
-    ctx.log("start", Some(label), Status::Started, json!({"tag": tag, "driver": rt.driver.kind()}))?;
+    ctx.log(
+        "start",
+        Some(label),
+        Status::Started,
+        json!({"tag": tag, "driver": rt.driver.kind()}),
+    )?;
     ctx.say(&format!("{label}: starting ({}, {tag})", rt.driver.kind()));
     let t0 = std::time::Instant::now();
     match start_inner(ctx, rt, tag).await {
@@ -225,50 +308,82 @@ pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
                 Status::Ok,
                 json!({"tag": tag, "handle": handle.to_value(), "startup_s": startup_s}),
             )?;
-            ctx.say(&format!("{label}: ready in {startup_s:.1} s: {}", handle.describe()));
-            Ok(Started { handle, process, startup_s })
+            ctx.say(&format!(
+                "{label}: ready in {startup_s:.1} s: {}",
+                handle.describe()
+            ));
+            Ok(Started {
+                handle,
+                process,
+                startup_s,
+            })
         }
         Err(e) => {
-            ctx.log("start", Some(label), Status::Failed, json!({"tag": tag, "error": format!("{e:#}")}))?;
+            ctx.log(
+                "start",
+                Some(label),
+                Status::Failed,
+                json!({"tag": tag, "error": format!("{e:#}")}),
+            )?;
             ctx.say(&format!("{label}: failed to start: {e:#}"));
             Err(e.context(format!("starting the {label} runtime")))
         }
     }
 }
 
-async fn start_inner(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<(Handle, Option<DetachedProcess>)> {
+async fn start_inner(
+    ctx: &Ctx<'_>,
+    rt: &Runtime,
+    tag: &str,
+) -> Result<(Handle, Option<DetachedProcess>)> {
     let log_path = ctx.log_dir().join(format!("{}-{tag}.log", rt.label));
     match &rt.driver {
         Driver::External { url, health_path } => {
             external::wait_healthy(url, health_path, rt.ready_timeout).await?;
-            Ok((Handle::External { base_url: url.clone() }, None))
+            Ok((
+                Handle::External {
+                    base_url: url.clone(),
+                },
+                None,
+            ))
         }
-        Driver::Process(ProcessDriver::Engine { profile, profiles_file }) => {
+        Driver::Process(ProcessDriver::Engine {
+            profile,
+            profiles_file,
+        }) => {
             let install = EngineInstall::locate()?;
             let p = engine_profile(profile, profiles_file.as_deref())?;
             let script = ctx.log_dir().join("infergate-serve.py");
-            std::fs::create_dir_all(ctx.log_dir()).with_context(|| format!("creating {}", ctx.log_dir().display()))?;
+            std::fs::create_dir_all(ctx.log_dir())
+                .with_context(|| format!("creating {}", ctx.log_dir().display()))?;
             crate::atomic::write_atomic(&script, SERVE_PY.as_bytes())?;
             let spec = install.process_spec(&p, &script, &log_path);
             let mut proc = DetachedProcess::spawn(&spec)?;
             let ready = async {
-                let line = proc.wait_for_line(engine::READY_PREFIX, rt.ready_timeout).await?;
+                let line = proc
+                    .wait_for_line(engine::READY_PREFIX, rt.ready_timeout)
+                    .await?;
                 let base_url = engine::parse_ready_line(&line)?;
-                proc.wait_for_http_ok(&format!("{base_url}/health"), rt.ready_timeout).await?;
+                proc.wait_for_http_ok(&format!("{base_url}/health"), rt.ready_timeout)
+                    .await?;
                 Ok::<_, anyhow::Error>(base_url)
             }
             .await;
             finish_process(proc, ready, rt)
         }
         Driver::Process(ProcessDriver::Command(c)) => {
-            let program = which(&c.command).with_context(|| format!("command {:?} not found", c.command))?;
+            let program =
+                which(&c.command).with_context(|| format!("command {:?} not found", c.command))?;
             let mut spec = ProcessSpec::new(program, &log_path).args(&c.args);
             for (k, v) in &c.env {
                 spec = spec.env(k, v);
             }
             spec.current_dir = c.cwd.clone();
             let proc = DetachedProcess::spawn(&spec)?;
-            let ready = proc.wait_for_http_ok(&c.health_url, rt.ready_timeout).await.map(|_| c.base_url.clone());
+            let ready = proc
+                .wait_for_http_ok(&c.health_url, rt.ready_timeout)
+                .await
+                .map(|_| c.base_url.clone());
             finish_process(proc, ready, rt)
         }
         Driver::Container(c) => {
@@ -283,12 +398,23 @@ async fn start_inner(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<(Handle, 
                 ctx.docker.remove(&name).await?;
             }
             let labels: BTreeMap<String, String> = [
-                ("infergate.qualification".to_string(), ctx.qualification.to_string()),
+                (
+                    "infergate.qualification".to_string(),
+                    ctx.qualification.to_string(),
+                ),
                 ("infergate.runtime".to_string(), rt.label.clone()),
             ]
             .into();
-            let running =
-                container::start(&ctx.docker, c, &name, &image_id, &labels, rt.ready_timeout, &log_path).await?;
+            let running = container::start(
+                &ctx.docker,
+                c,
+                &name,
+                &image_id,
+                &labels,
+                rt.ready_timeout,
+                &log_path,
+            )
+            .await?;
             Ok((
                 Handle::Container {
                     base_url: running.base_url,
@@ -333,15 +459,28 @@ fn finish_process(
 
 /// Stop a runtime this qualification started. Ledger: `stop` ok or failed.
 pub async fn stop(ctx: &Ctx<'_>, label: &str, handle: &Handle, reason: &str) -> Result<()> {
-    let grace = ctx.plan.runtime(label).map_or(Duration::from_secs(10), |r| r.stop_grace);
+    let grace = ctx
+        .plan
+        .runtime(label)
+        .map_or(Duration::from_secs(10), |r| r.stop_grace);
     match handle.stop(&ctx.docker, grace).await {
         Ok(what) => {
-            ctx.log("stop", Some(label), Status::Ok, json!({"handle": handle.to_value(), "reason": reason, "result": what}))?;
+            ctx.log(
+                "stop",
+                Some(label),
+                Status::Ok,
+                json!({"handle": handle.to_value(), "reason": reason, "result": what}),
+            )?;
             ctx.say(&format!("{label}: {what} ({reason})"));
             Ok(())
         }
         Err(e) => {
-            ctx.log("stop", Some(label), Status::Failed, json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}))?;
+            ctx.log(
+                "stop",
+                Some(label),
+                Status::Failed,
+                json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}),
+            )?;
             Err(e.context(format!("stopping the {label} runtime")))
         }
     }
@@ -353,7 +492,12 @@ pub async fn watch(started: &Started, docker: &Docker) -> String {
         tokio::time::sleep(Duration::from_millis(250)).await;
         if let Some(p) = &started.process {
             if let Some(how) = p.exited() {
-                return format!("{} ({how}); last lines of {}:\n{}", started.handle.describe(), p.log_path().display(), p.log_tail(20));
+                return format!(
+                    "{} ({how}); last lines of {}:\n{}",
+                    started.handle.describe(),
+                    p.log_path().display(),
+                    p.log_tail(20)
+                );
             }
         } else if let Some(why) = started.handle.down(docker).await {
             return why;
@@ -370,21 +514,35 @@ pub fn expected_model(plan: &Plan, entries: &[Entry], label: &str) -> Option<Str
     entries
         .iter()
         .rev()
-        .filter(|e| e.step == "run" && e.status == Status::Ok && e.runtime.as_deref() == Some(label))
+        .filter(|e| {
+            e.step == "run" && e.status == Status::Ok && e.runtime.as_deref() == Some(label)
+        })
         .find_map(|e| e.detail_str("model").map(str::to_string))
 }
 
 /// Readmit a started runtime; on success it is `serving`. Ledger: one
 /// `readmit` entry per check, then `readmit` ok/failed and `serving`.
 pub async fn readmit(ctx: &Ctx<'_>, label: &str, handle: &Handle) -> Result<readmit::Outcome> {
-    let rt = ctx.plan.runtime(label).with_context(|| format!("no runtime {label}"))?;
+    let rt = ctx
+        .plan
+        .runtime(label)
+        .with_context(|| format!("no runtime {label}"))?;
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let Some(expected) = expected_model(ctx.plan, &entries, label) else {
         let detail = "no expected model: set readmission.expected_model in the plan".to_string();
-        ctx.log("readmit", Some(label), Status::Failed, json!({"error": detail}))?;
+        ctx.log(
+            "readmit",
+            Some(label),
+            Status::Failed,
+            json!({"error": detail}),
+        )?;
         return Ok(readmit::Outcome {
             admitted: false,
-            checks: vec![readmit::Check { name: "identity".into(), passed: false, detail }],
+            checks: vec![readmit::Check {
+                name: "identity".into(),
+                passed: false,
+                detail,
+            }],
         });
     };
     let health_url = match &rt.driver {
@@ -400,23 +558,48 @@ pub async fn readmit(ctx: &Ctx<'_>, label: &str, handle: &Handle) -> Result<read
         health_url,
         api_key_env: rt.api_key_env.clone(),
     };
-    ctx.say(&format!("{label}: readmission checks (expecting model {expected:?})"));
+    ctx.say(&format!(
+        "{label}: readmission checks (expecting model {expected:?})"
+    ));
     let mut write_err = None;
     let outcome = readmit::readmit(&target, &expected, &ctx.plan.readmission, |c| {
         let status = if c.passed { Status::Ok } else { Status::Failed };
-        if let Err(e) = ctx.log("readmit-check", Some(label), status, json!({"check": c.name, "detail": c.detail})) {
+        if let Err(e) = ctx.log(
+            "readmit-check",
+            Some(label),
+            status,
+            json!({"check": c.name, "detail": c.detail}),
+        ) {
             write_err.get_or_insert(e);
         }
-        ctx.say(&format!("  {} {}: {}", if c.passed { "ok  " } else { "FAIL" }, c.name, c.detail));
+        ctx.say(&format!(
+            "  {} {}: {}",
+            if c.passed { "ok  " } else { "FAIL" },
+            c.name,
+            c.detail
+        ));
     })
     .await?;
     if let Some(e) = write_err {
         return Err(e);
     }
     if outcome.admitted {
-        ctx.log("readmit", Some(label), Status::Ok, json!({"handle": handle.to_value(), "model": expected}))?;
-        ctx.log("serving", Some(label), Status::Ok, json!({"handle": handle.to_value()}))?;
-        ctx.say(&format!("{label}: readmitted and serving: {}", handle.describe()));
+        ctx.log(
+            "readmit",
+            Some(label),
+            Status::Ok,
+            json!({"handle": handle.to_value(), "model": expected}),
+        )?;
+        ctx.log(
+            "serving",
+            Some(label),
+            Status::Ok,
+            json!({"handle": handle.to_value()}),
+        )?;
+        ctx.say(&format!(
+            "{label}: readmitted and serving: {}",
+            handle.describe()
+        ));
     } else {
         let failure = outcome.failure().unwrap_or_default();
         ctx.log(
@@ -433,8 +616,16 @@ pub async fn readmit(ctx: &Ctx<'_>, label: &str, handle: &Handle) -> Result<read
 /// Start the exact runtime `label` and readmit it. On a failed readmission the
 /// runtime is stopped (its logs kept). Returns the serving handle.
 pub async fn restore(ctx: &Ctx<'_>, label: &str, reason: &str) -> Result<Handle> {
-    let rt = ctx.plan.runtime(label).with_context(|| format!("no runtime {label}"))?;
-    ctx.log("restore", Some(label), Status::Started, json!({"reason": reason}))?;
+    let rt = ctx
+        .plan
+        .runtime(label)
+        .with_context(|| format!("no runtime {label}"))?;
+    ctx.log(
+        "restore",
+        Some(label),
+        Status::Started,
+        json!({"reason": reason}),
+    )?;
     ctx.say(&format!("{label}: restoring ({reason})"));
     let result = async {
         // Verified again at restore time: the exact runtime, by digest or path.
@@ -443,18 +634,31 @@ pub async fn restore(ctx: &Ctx<'_>, label: &str, reason: &str) -> Result<Handle>
         let outcome = readmit(ctx, label, &started.handle).await?;
         if !outcome.admitted {
             let _ = stop(ctx, label, &started.handle, "failed readmission").await;
-            bail!("{label} failed readmission: {}", outcome.failure().unwrap_or_default());
+            bail!(
+                "{label} failed readmission: {}",
+                outcome.failure().unwrap_or_default()
+            );
         }
         Ok((started.handle, presence))
     }
     .await;
     match result {
         Ok((handle, presence)) => {
-            ctx.log("restore", Some(label), Status::Ok, json!({"handle": handle.to_value(), "verified": presence}))?;
+            ctx.log(
+                "restore",
+                Some(label),
+                Status::Ok,
+                json!({"handle": handle.to_value(), "verified": presence}),
+            )?;
             Ok(handle)
         }
         Err(e) => {
-            ctx.log("restore", Some(label), Status::Failed, json!({"error": format!("{e:#}")}))?;
+            ctx.log(
+                "restore",
+                Some(label),
+                Status::Failed,
+                json!({"error": format!("{e:#}")}),
+            )?;
             Err(e)
         }
     }
@@ -467,13 +671,20 @@ pub fn serving(entries: &[Entry]) -> Option<(String, Handle)> {
     for e in entries.iter().filter(|e| e.status == Status::Ok) {
         match e.step.as_str() {
             "serving" => {
-                if let (Some(label), Some(h)) = (&e.runtime, e.detail.get("handle").and_then(Handle::from_value)) {
+                if let (Some(label), Some(h)) = (
+                    &e.runtime,
+                    e.detail.get("handle").and_then(Handle::from_value),
+                ) {
                     current = Some((label.clone(), h));
                 }
             }
             "retire" => {
                 let h = e.detail.get("handle").and_then(Handle::from_value);
-                if current.as_ref().map(|(_, c)| Some(c) == h.as_ref()).unwrap_or(false) {
+                if current
+                    .as_ref()
+                    .map(|(_, c)| Some(c) == h.as_ref())
+                    .unwrap_or(false)
+                {
                     current = None;
                 }
             }
@@ -500,16 +711,29 @@ pub fn leftovers(entries: &[Entry]) -> Vec<(String, Handle)> {
 
 /// Take the serving runtime out of service and stop it. Ledger: `retire`.
 pub async fn retire(ctx: &Ctx<'_>, label: &str, handle: &Handle, reason: &str) -> Result<()> {
-    let grace = ctx.plan.runtime(label).map_or(Duration::from_secs(10), |r| r.stop_grace);
+    let grace = ctx
+        .plan
+        .runtime(label)
+        .map_or(Duration::from_secs(10), |r| r.stop_grace);
     let what = handle.stop(&ctx.docker, grace).await;
     match what {
         Ok(what) => {
-            ctx.log("retire", Some(label), Status::Ok, json!({"handle": handle.to_value(), "reason": reason, "result": what}))?;
+            ctx.log(
+                "retire",
+                Some(label),
+                Status::Ok,
+                json!({"handle": handle.to_value(), "reason": reason, "result": what}),
+            )?;
             ctx.say(&format!("{label}: retired: {what} ({reason})"));
             Ok(())
         }
         Err(e) => {
-            ctx.log("retire", Some(label), Status::Failed, json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}))?;
+            ctx.log(
+                "retire",
+                Some(label),
+                Status::Failed,
+                json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}),
+            )?;
             Err(e)
         }
     }
@@ -526,7 +750,11 @@ pub async fn stop_leftovers(ctx: &Ctx<'_>) -> Result<()> {
 /// `command` as a path (contains a slash) or looked up on PATH.
 pub fn which(command: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
     if command.contains('/') {
         let p = PathBuf::from(command);
         return executable(&p).then_some(p);
@@ -545,7 +773,9 @@ fn file_sha256(path: &Path) -> Result<String> {
     let mut h = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = f.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             break;
         }
@@ -556,7 +786,10 @@ fn file_sha256(path: &Path) -> Result<String> {
 
 /// Error for a missing qualification.
 pub fn unknown_qualification(id: &str, ledger: &Ledger) -> anyhow::Error {
-    anyhow!("no qualification {id:?} in ledger {}", ledger.path().display())
+    anyhow!(
+        "no qualification {id:?} in ledger {}",
+        ledger.path().display()
+    )
 }
 
 #[cfg(test)]
@@ -576,7 +809,13 @@ mod tests {
     }
 
     fn h(pid: i32) -> Handle {
-        Handle::Process { base_url: "http://127.0.0.1:1".into(), pid, start_ticks: 7, log: "l".into(), command_line: "c".into() }
+        Handle::Process {
+            base_url: "http://127.0.0.1:1".into(),
+            pid,
+            start_ticks: 7,
+            log: "l".into(),
+            command_line: "c".into(),
+        }
     }
 
     #[test]

@@ -61,7 +61,9 @@ pub async fn drive<T, F, Fut>(
                     let scheduled = t0 + off;
                     tokio::time::sleep_until(scheduled).await;
                     // Waiting for a permit happens *after* the scheduled time: that wait is queue time.
-                    let Ok(permit) = permits.clone().acquire_owned().await else { break };
+                    let Ok(permit) = permits.clone().acquire_owned().await else {
+                        break;
+                    };
                     let (tx, job) = (tx.clone(), job.clone());
                     tokio::spawn(async move {
                         let out = job(i, scheduled).await;
@@ -120,7 +122,14 @@ mod tests {
     #[test]
     fn constant_schedule_is_evenly_spaced() {
         let s = schedule(Arrival::Constant { rate: 4.0 }, 3, 1);
-        assert_eq!(s, vec![Duration::ZERO, Duration::from_millis(250), Duration::from_millis(500)]);
+        assert_eq!(
+            s,
+            vec![
+                Duration::ZERO,
+                Duration::from_millis(250),
+                Duration::from_millis(500)
+            ]
+        );
     }
 
     #[test]

@@ -13,7 +13,11 @@ use infergate::runner::{self, RunOptions};
 use std::io::IsTerminal;
 
 #[derive(Parser)]
-#[command(name = "infergate", version, about = "Qualify an LLM serving runtime against the one in service")]
+#[command(
+    name = "infergate",
+    version,
+    about = "Qualify an LLM serving runtime against the one in service"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -134,7 +138,10 @@ impl TimeoutArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
@@ -168,8 +175,15 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             };
             let art = runner::run(&opts).await?;
             for c in &art.cells {
-                let eligible = if c.performance_eligible { "eligible".to_string() } else { format!("NOT eligible: {}", c.ineligible_reasons.join("; ")) };
-                println!("{}: {}/{} ok, {}", c.name, c.succeeded, c.requests, eligible);
+                let eligible = if c.performance_eligible {
+                    "eligible".to_string()
+                } else {
+                    format!("NOT eligible: {}", c.ineligible_reasons.join("; "))
+                };
+                println!(
+                    "{}: {}/{} ok, {}",
+                    c.name, c.succeeded, c.requests, eligible
+                );
             }
             println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
             Ok(ExitCode::SUCCESS)
@@ -178,14 +192,20 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
             report::write_report_atomic(&a.out, &report)?;
             println!("wrote {}", a.out.display());
-            print!("{}", report::terminal(&report, std::io::stdout().is_terminal()));
+            print!(
+                "{}",
+                report::terminal(&report, std::io::stdout().is_terminal())
+            );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify { file } => {
             let value = report::read_report_value(&file)?;
             let problems = report::verify(&value);
             if problems.is_empty() {
-                println!("{}: every delta, flag and gate agrees with its parts", file.display());
+                println!(
+                    "{}: every delta, flag and gate agrees with its parts",
+                    file.display()
+                );
                 Ok(ExitCode::SUCCESS)
             } else {
                 println!("{}: {} disagreement(s)", file.display(), problems.len());

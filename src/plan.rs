@@ -78,7 +78,9 @@ impl PolicySource {
         Ok(match self {
             PolicySource::Defaults => Policy::default(),
             PolicySource::File(p) => Policy::from_file(p)?,
-            PolicySource::Inline(text) => Policy::from_toml_str(text, &format!("{} [policy]", plan_path.display()))?,
+            PolicySource::Inline(text) => {
+                Policy::from_toml_str(text, &format!("{} [policy]", plan_path.display()))?
+            }
         })
     }
 }
@@ -102,7 +104,10 @@ pub struct Runtime {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Driver {
     /// A URL infergate does not control: never started, stopped or restarted.
-    External { url: String, health_path: String },
+    External {
+        url: String,
+        health_path: String,
+    },
     Process(ProcessDriver),
     Container(ContainerDriver),
 }
@@ -121,7 +126,10 @@ impl Driver {
 pub enum ProcessDriver {
     /// The reference engine (xllamacpp) serving a profile of `engine/profiles.toml`
     /// or of another profiles file; it announces its own port.
-    Engine { profile: String, profiles_file: Option<PathBuf> },
+    Engine {
+        profile: String,
+        profiles_file: Option<PathBuf>,
+    },
     Command(CommandSpec),
 }
 
@@ -172,8 +180,14 @@ impl ImageRef {
         let hex = digest
             .strip_prefix("sha256:")
             .ok_or_else(|| format!("image {s:?} is not pinned by digest: use name@sha256:<64 hex digits> or a local image ID sha256:<64 hex digits>"))?;
-        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
-            return Err(format!("image {s:?}: the digest must be sha256: followed by 64 lowercase hex digits"));
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(format!(
+                "image {s:?}: the digest must be sha256: followed by 64 lowercase hex digits"
+            ));
         }
         let repository = match repository {
             None => None,
@@ -181,12 +195,17 @@ impl ImageRef {
                 // A tag beside a digest is ignored by Docker and misleads a reader.
                 let last = r.rsplit('/').next().unwrap_or(r);
                 if r.is_empty() || last.contains(':') {
-                    return Err(format!("image {s:?}: give the repository without a tag before @sha256:"));
+                    return Err(format!(
+                        "image {s:?}: give the repository without a tag before @sha256:"
+                    ));
                 }
                 Some(r.to_string())
             }
         };
-        Ok(ImageRef { repository, digest: digest.to_string() })
+        Ok(ImageRef {
+            repository,
+            digest: digest.to_string(),
+        })
     }
 }
 
@@ -215,9 +234,16 @@ pub struct Readmission {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Hook {
     /// Run with INFERGATE_* variables in the environment; exit 0 admits.
-    Command { argv: Vec<String>, timeout: Duration },
+    Command {
+        argv: Vec<String>,
+        timeout: Duration,
+    },
     /// POST a JSON description; a 2xx answer admits.
-    Http { url: String, timeout: Duration, bearer_env: Option<String> },
+    Http {
+        url: String,
+        timeout: Duration,
+        bearer_env: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,7 +287,11 @@ pub struct DockerSettings {
 
 impl Default for DockerSettings {
     fn default() -> Self {
-        DockerSettings { socket: PathBuf::from("/var/run/docker.sock"), registry: None, auth_env: None }
+        DockerSettings {
+            socket: PathBuf::from("/var/run/docker.sock"),
+            registry: None,
+            auth_env: None,
+        }
     }
 }
 
@@ -413,7 +443,10 @@ impl Plan {
         let de = toml::Deserializer::new(text);
         let raw: RawPlan = serde_path_to_error::deserialize(de).map_err(|e| {
             // Spanned wrappers add a private segment to the path; readers want the field.
-            let path = e.path().to_string().replace(".$__serde_spanned_private_value", "");
+            let path = e
+                .path()
+                .to_string()
+                .replace(".$__serde_spanned_private_value", "");
             let inner = e.into_inner();
             PlanError {
                 file: file.clone(),
@@ -425,7 +458,11 @@ impl Plan {
 
         let resolve = |p: &str| -> PathBuf {
             let p = Path::new(p);
-            if p.is_absolute() { p.to_path_buf() } else { base_dir.join(p) }
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base_dir.join(p)
+            }
         };
 
         let policy = match raw.policy {
@@ -435,7 +472,8 @@ impl Plan {
                 match v.into_inner() {
                     toml::Value::String(s) => PolicySource::File(resolve(&s)),
                     toml::Value::Table(t) => PolicySource::Inline(
-                        toml::to_string(&t).map_err(|e| err(Some(span.clone()), "policy", e.to_string()))?,
+                        toml::to_string(&t)
+                            .map_err(|e| err(Some(span.clone()), "policy", e.to_string()))?,
                     ),
                     other => {
                         return Err(err(
@@ -455,11 +493,22 @@ impl Plan {
         let repeats = match raw.repeats {
             None => 1,
             Some(r) if *r.get_ref() >= 1 && *r.get_ref() <= 100 => *r.get_ref() as usize,
-            Some(r) => return Err(err(Some(r.span()), "repeats", format!("must be 1..=100, got {}", r.get_ref()))),
+            Some(r) => {
+                return Err(err(
+                    Some(r.span()),
+                    "repeats",
+                    format!("must be 1..=100, got {}", r.get_ref()),
+                ));
+            }
         };
 
         let readmission = match raw.readmission {
-            None => Readmission { expected_model: None, canary: true, timeout: Duration::from_secs(60), hook: None },
+            None => Readmission {
+                expected_model: None,
+                canary: true,
+                timeout: Duration::from_secs(60),
+                hook: None,
+            },
             Some(r) => Readmission {
                 expected_model: r.expected_model,
                 canary: r.canary,
@@ -472,14 +521,21 @@ impl Plan {
         };
 
         let decision = match raw.decision {
-            None => DecisionPolicy { on_pass: OnOutcome::Pending, on_fail: OnOutcome::Pending },
+            None => DecisionPolicy {
+                on_pass: OnOutcome::Pending,
+                on_fail: OnOutcome::Pending,
+            },
             Some(d) => DecisionPolicy {
                 on_pass: on_outcome(d.on_pass, "decision.on_pass", &err)?,
                 on_fail: on_outcome(d.on_fail, "decision.on_fail", &err)?,
             },
         };
         if decision.on_fail == OnOutcome::Promote {
-            return Err(err(None, "decision.on_fail", "a failed qualification is never promoted automatically".into()));
+            return Err(err(
+                None,
+                "decision.on_fail",
+                "a failed qualification is never promoted automatically".into(),
+            ));
         }
 
         let after = match raw.after {
@@ -488,7 +544,11 @@ impl Plan {
                 "restore-baseline" => After::RestoreBaseline,
                 "stop" => After::Stop,
                 other => {
-                    return Err(err(Some(a.span()), "after", format!("{other:?}: expected \"restore-baseline\" or \"stop\"")));
+                    return Err(err(
+                        Some(a.span()),
+                        "after",
+                        format!("{other:?}: expected \"restore-baseline\" or \"stop\""),
+                    ));
                 }
             },
         };
@@ -496,7 +556,10 @@ impl Plan {
         let docker = match raw.docker {
             None => DockerSettings::default(),
             Some(d) => DockerSettings {
-                socket: d.socket.map(PathBuf::from).unwrap_or_else(|| DockerSettings::default().socket),
+                socket: d
+                    .socket
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| DockerSettings::default().socket),
                 registry: d.registry.filter(|r| !r.is_empty()),
                 auth_env: d.auth_env,
             },
@@ -506,7 +569,9 @@ impl Plan {
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
         Ok(Plan {
             name: raw.name.unwrap_or_else(|| {
-                path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "plan".into())
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "plan".into())
             }),
             path: path.to_path_buf(),
             base_dir: base_dir.to_path_buf(),
@@ -537,7 +602,11 @@ impl Plan {
     pub fn pass_order(&self) -> Vec<(&'static str, usize)> {
         let mut order = Vec::with_capacity(self.repeats * 2);
         for i in 0..self.repeats {
-            let pair = if i % 2 == 0 { [BASELINE, CANDIDATE] } else { [CANDIDATE, BASELINE] };
+            let pair = if i % 2 == 0 {
+                [BASELINE, CANDIDATE]
+            } else {
+                [CANDIDATE, BASELINE]
+            };
             for label in pair {
                 order.push((label, i + 1));
             }
@@ -555,18 +624,33 @@ impl Plan {
 
 type ErrFn<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> PlanError + 'a;
 
-fn seconds(v: Option<Spanned<f64>>, default: f64, field: &str, err: &ErrFn) -> Result<Duration, PlanError> {
+fn seconds(
+    v: Option<Spanned<f64>>,
+    default: f64,
+    field: &str,
+    err: &ErrFn,
+) -> Result<Duration, PlanError> {
     match v {
         None => Ok(Duration::from_secs_f64(default)),
         Some(s) if s.get_ref().is_finite() && *s.get_ref() > 0.0 && *s.get_ref() < 1e7 => {
             Ok(Duration::from_secs_f64(*s.get_ref()))
         }
-        Some(s) => Err(err(Some(s.span()), field, format!("must be a positive number of seconds, got {}", s.get_ref()))),
+        Some(s) => Err(err(
+            Some(s.span()),
+            field,
+            format!("must be a positive number of seconds, got {}", s.get_ref()),
+        )),
     }
 }
 
-fn on_outcome(v: Option<Spanned<String>>, field: &str, err: &ErrFn) -> Result<OnOutcome, PlanError> {
-    let Some(v) = v else { return Ok(OnOutcome::Pending) };
+fn on_outcome(
+    v: Option<Spanned<String>>,
+    field: &str,
+    err: &ErrFn,
+) -> Result<OnOutcome, PlanError> {
+    let Some(v) = v else {
+        return Ok(OnOutcome::Pending);
+    };
     match v.get_ref().as_str() {
         "pending" => Ok(OnOutcome::Pending),
         "promote" => Ok(OnOutcome::Promote),
@@ -579,17 +663,33 @@ fn on_outcome(v: Option<Spanned<String>>, field: &str, err: &ErrFn) -> Result<On
     }
 }
 
-fn hook(h: Spanned<RawHook>, resolve: &dyn Fn(&str) -> PathBuf, err: &ErrFn) -> Result<Hook, PlanError> {
+fn hook(
+    h: Spanned<RawHook>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<Hook, PlanError> {
     let span = h.span();
     let h = h.into_inner();
-    let timeout = Duration::from_secs_f64(h.timeout_s.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(30.0));
+    let timeout = Duration::from_secs_f64(
+        h.timeout_s
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(30.0),
+    );
     match (h.command, h.url) {
         (Some(argv), None) => {
             let Some(first) = argv.first() else {
-                return Err(err(Some(span), "readmission.hook.command", "is empty".into()));
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.command",
+                    "is empty".into(),
+                ));
             };
             if h.bearer_env.is_some() {
-                return Err(err(Some(span), "readmission.hook.bearer_env", "applies only to a url hook".into()));
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.bearer_env",
+                    "applies only to a url hook".into(),
+                ));
             }
             let mut argv = argv.clone();
             if first.contains('/') {
@@ -599,20 +699,49 @@ fn hook(h: Spanned<RawHook>, resolve: &dyn Fn(&str) -> PathBuf, err: &ErrFn) -> 
         }
         (None, Some(url)) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(Some(span), "readmission.hook.url", format!("{url:?} is not an http(s) URL")));
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.url",
+                    format!("{url:?} is not an http(s) URL"),
+                ));
             }
-            Ok(Hook::Http { url, timeout, bearer_env: h.bearer_env })
+            Ok(Hook::Http {
+                url,
+                timeout,
+                bearer_env: h.bearer_env,
+            })
         }
-        _ => Err(err(Some(span), "readmission.hook", "give exactly one of `command` or `url`".into())),
+        _ => Err(err(
+            Some(span),
+            "readmission.hook",
+            "give exactly one of `command` or `url`".into(),
+        )),
     }
 }
 
 /// Which fields each driver accepts; everything else is a mistake worth naming.
 const EXTERNAL_FIELDS: &[&str] = &["url", "health_path"];
-const PROCESS_FIELDS: &[&str] =
-    &["engine_profile", "engine_profiles", "command", "args", "env", "cwd", "base_url", "health_url", "sha256"];
-const CONTAINER_FIELDS: &[&str] =
-    &["image", "args", "entrypoint", "env", "env_from_host", "binds", "port", "health_path"];
+const PROCESS_FIELDS: &[&str] = &[
+    "engine_profile",
+    "engine_profiles",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "base_url",
+    "health_url",
+    "sha256",
+];
+const CONTAINER_FIELDS: &[&str] = &[
+    "image",
+    "args",
+    "entrypoint",
+    "env",
+    "env_from_host",
+    "binds",
+    "port",
+    "health_path",
+];
 
 fn runtime(
     text: &str,
@@ -662,24 +791,45 @@ fn runtime(
         }
     };
     if let Some(bad) = present.iter().find(|k| !allowed.contains(k)) {
-        return Err(err(Some(key_span(bad)), &at(bad), format!("is not a field of the {kind} driver (it takes {})", allowed.join(", "))));
+        return Err(err(
+            Some(key_span(bad)),
+            &at(bad),
+            format!(
+                "is not a field of the {kind} driver (it takes {})",
+                allowed.join(", ")
+            ),
+        ));
     }
     let health_path = r.health_path.clone().unwrap_or_else(|| "/health".into());
     if !health_path.starts_with('/') {
-        return Err(err(Some(key_span("health_path")), &at("health_path"), format!("{health_path:?} must start with /")));
+        return Err(err(
+            Some(key_span("health_path")),
+            &at("health_path"),
+            format!("{health_path:?} must start with /"),
+        ));
     }
 
     let driver = match kind {
         "external" => {
             let Some(url) = r.url else {
-                return Err(err(Some(span), &at("url"), "the external driver needs the runtime's base URL".into()));
+                return Err(err(
+                    Some(span),
+                    &at("url"),
+                    "the external driver needs the runtime's base URL".into(),
+                ));
             };
             check_http_url(&url).map_err(|m| err(Some(key_span("url")), &at("url"), m))?;
-            Driver::External { url: url.trim_end_matches('/').to_string(), health_path }
+            Driver::External {
+                url: url.trim_end_matches('/').to_string(),
+                health_path,
+            }
         }
         "process" => match (r.engine_profile, r.command) {
             (Some(profile), None) => {
-                if let Some(bad) = ["args", "env", "cwd", "base_url", "health_url", "sha256"].iter().find(|k| present.contains(k)) {
+                if let Some(bad) = ["args", "env", "cwd", "base_url", "health_url", "sha256"]
+                    .iter()
+                    .find(|k| present.contains(k))
+                {
                     return Err(err(Some(key_span(bad)), &at(bad), "does not apply to an engine_profile runtime (the engine profile says how it starts)".into()));
                 }
                 Driver::Process(ProcessDriver::Engine {
@@ -689,21 +839,39 @@ fn runtime(
             }
             (None, Some(command)) => {
                 if r.engine_profiles.is_some() {
-                    return Err(err(Some(key_span("engine_profiles")), &at("engine_profiles"), "applies only with engine_profile".into()));
+                    return Err(err(
+                        Some(key_span("engine_profiles")),
+                        &at("engine_profiles"),
+                        "applies only with engine_profile".into(),
+                    ));
                 }
                 let Some(base_url) = r.base_url else {
-                    return Err(err(Some(span), &at("base_url"), "a command runtime needs the base URL it will serve on".into()));
+                    return Err(err(
+                        Some(span),
+                        &at("base_url"),
+                        "a command runtime needs the base URL it will serve on".into(),
+                    ));
                 };
-                check_http_url(&base_url).map_err(|m| err(Some(key_span("base_url")), &at("base_url"), m))?;
+                check_http_url(&base_url)
+                    .map_err(|m| err(Some(key_span("base_url")), &at("base_url"), m))?;
                 let base_url = base_url.trim_end_matches('/').to_string();
                 let health_url = r.health_url.unwrap_or_else(|| format!("{base_url}/health"));
-                check_http_url(&health_url).map_err(|m| err(Some(key_span("health_url")), &at("health_url"), m))?;
+                check_http_url(&health_url)
+                    .map_err(|m| err(Some(key_span("health_url")), &at("health_url"), m))?;
                 if let Some(h) = &r.sha256
                     && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
                 {
-                    return Err(err(Some(key_span("sha256")), &at("sha256"), "must be 64 hex digits".into()));
+                    return Err(err(
+                        Some(key_span("sha256")),
+                        &at("sha256"),
+                        "must be 64 hex digits".into(),
+                    ));
                 }
-                let command = if command.contains('/') { resolve(&command).display().to_string() } else { command };
+                let command = if command.contains('/') {
+                    resolve(&command).display().to_string()
+                } else {
+                    command
+                };
                 Driver::Process(ProcessDriver::Command(CommandSpec {
                     command,
                     args: r.args.unwrap_or_default(),
@@ -715,28 +883,55 @@ fn runtime(
                 }))
             }
             (Some(_), Some(_)) => {
-                return Err(err(Some(key_span("command")), &at("command"), "give either `engine_profile` or `command`, not both".into()));
+                return Err(err(
+                    Some(key_span("command")),
+                    &at("command"),
+                    "give either `engine_profile` or `command`, not both".into(),
+                ));
             }
             (None, None) => {
-                return Err(err(Some(span), &at("command"), "the process driver needs `command` (with base_url) or `engine_profile`".into()));
+                return Err(err(
+                    Some(span),
+                    &at("command"),
+                    "the process driver needs `command` (with base_url) or `engine_profile`".into(),
+                ));
             }
         },
         _ => {
             let Some(image) = r.image else {
-                return Err(err(Some(span), &at("image"), "the container driver needs an image pinned by digest".into()));
+                return Err(err(
+                    Some(span),
+                    &at("image"),
+                    "the container driver needs an image pinned by digest".into(),
+                ));
             };
-            let image_ref = ImageRef::parse(image.get_ref()).map_err(|m| err(Some(image.span()), &at("image"), m))?;
+            let image_ref = ImageRef::parse(image.get_ref())
+                .map_err(|m| err(Some(image.span()), &at("image"), m))?;
             let Some(port) = r.port else {
-                return Err(err(Some(span), &at("port"), "the container driver needs the server's port (host networking)".into()));
+                return Err(err(
+                    Some(span),
+                    &at("port"),
+                    "the container driver needs the server's port (host networking)".into(),
+                ));
             };
             let port_value = *port.get_ref();
             let port = u16::try_from(port_value)
                 .ok()
                 .filter(|p| *p != 0)
-                .ok_or_else(|| err(Some(port.span()), &at("port"), format!("{port_value} is not a TCP port")))?;
+                .ok_or_else(|| {
+                    err(
+                        Some(port.span()),
+                        &at("port"),
+                        format!("{port_value} is not a TCP port"),
+                    )
+                })?;
             let binds = r.binds.unwrap_or_default();
             if let Some(b) = binds.iter().find(|b| b.split(':').count() < 2) {
-                return Err(err(Some(key_span("binds")), &at("binds"), format!("{b:?}: expected host:container[:ro]")));
+                return Err(err(
+                    Some(key_span("binds")),
+                    &at("binds"),
+                    format!("{b:?}: expected host:container[:ro]"),
+                ));
             }
             Driver::Container(ContainerDriver {
                 image: image_ref,
@@ -811,7 +1006,10 @@ mod tests {
     fn parses_the_shipped_reference_plan() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/reference.toml");
         let plan = Plan::load(&path).unwrap();
-        assert!(matches!(plan.baseline.driver, Driver::Process(ProcessDriver::Engine { .. })));
+        assert!(matches!(
+            plan.baseline.driver,
+            Driver::Process(ProcessDriver::Engine { .. })
+        ));
         assert!(plan.suite.ends_with("suites/reference-engine.toml"));
         assert!(plan.decision.is_pending());
     }
@@ -828,7 +1026,11 @@ mod tests {
 
     #[test]
     fn unknown_field_names_file_line_and_field() {
-        let e = parse(&minimal("").replace("engine_profile = \"candidate\"", "engine_profile = \"candidate\"\nimgae = \"x\"")).unwrap_err();
+        let e = parse(&minimal("").replace(
+            "engine_profile = \"candidate\"",
+            "engine_profile = \"candidate\"\nimgae = \"x\"",
+        ))
+        .unwrap_err();
         assert_eq!(e.file, "plans/t.toml");
         assert_eq!(e.line, Some(8), "{e}");
         assert_eq!(e.field.as_deref(), Some("candidate.imgae"), "{e}");
@@ -853,8 +1055,11 @@ mod tests {
         assert_eq!(e.line, Some(7), "{e}");
         assert!(e.message.contains("not pinned by digest"), "{e}");
 
-        let ok = parse(&text.replace("ghcr.io/o/e:latest", &format!("ghcr.io/o/e@{DIGEST}"))).unwrap();
-        let Driver::Container(c) = &ok.candidate.driver else { panic!() };
+        let ok =
+            parse(&text.replace("ghcr.io/o/e:latest", &format!("ghcr.io/o/e@{DIGEST}"))).unwrap();
+        let Driver::Container(c) = &ok.candidate.driver else {
+            panic!()
+        };
         assert_eq!(c.image.repository.as_deref(), Some("ghcr.io/o/e"));
         assert_eq!(c.image.to_string(), format!("ghcr.io/o/e@{DIGEST}"));
         assert!(ImageRef::parse(DIGEST).unwrap().repository.is_none());
@@ -863,10 +1068,15 @@ mod tests {
 
     #[test]
     fn driver_fields_do_not_mix() {
-        let e = parse(&minimal("").replace("engine_profile = \"candidate\"", "engine_profile = \"candidate\"\nport = 1")).unwrap_err();
+        let e = parse(&minimal("").replace(
+            "engine_profile = \"candidate\"",
+            "engine_profile = \"candidate\"\nport = 1",
+        ))
+        .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("candidate.port"), "{e}");
         assert_eq!(e.line, Some(8), "{e}");
-        let e = parse(&minimal("").replace("engine_profile = \"candidate\"", "command = \"x\"")).unwrap_err();
+        let e = parse(&minimal("").replace("engine_profile = \"candidate\"", "command = \"x\""))
+            .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("candidate.base_url"), "{e}");
     }
 

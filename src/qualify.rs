@@ -100,17 +100,25 @@ pub struct QualificationFile {
 impl QualificationFile {
     pub fn read(out_dir: &Path) -> Result<QualificationFile> {
         let p = out_dir.join(QUALIFICATION_FILE);
-        let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("{}: not a qualification file", p.display()))
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a qualification file", p.display()))
     }
 
     /// The plan as it ran (the copy), with relative paths taken from the original's directory.
     pub fn load_plan(&self, out_dir: &Path) -> Result<Plan> {
         let copy = out_dir.join(PLAN_COPY);
-        let text = std::fs::read_to_string(&copy).with_context(|| format!("reading {}", copy.display()))?;
+        let text = std::fs::read_to_string(&copy)
+            .with_context(|| format!("reading {}", copy.display()))?;
         let plan = Plan::parse(&text, &copy, &self.plan_dir)?;
         if plan.sha256 != self.plan_sha256 {
-            bail!("{} does not match the plan that ran (sha256 {} vs {})", copy.display(), plan.sha256, self.plan_sha256);
+            bail!(
+                "{} does not match the plan that ran (sha256 {} vs {})",
+                copy.display(),
+                plan.sha256,
+                self.plan_sha256
+            );
         }
         Ok(plan)
     }
@@ -153,12 +161,26 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
                 plan.sha256
             );
         }
-        PathBuf::from(plan_entry.detail_str("out_dir").context("plan entry without out_dir")?)
+        PathBuf::from(
+            plan_entry
+                .detail_str("out_dir")
+                .context("plan entry without out_dir")?,
+        )
     } else {
-        let root = opts.out_root.clone().unwrap_or_else(|| PathBuf::from("out/qualify"));
+        let root = opts
+            .out_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("out/qualify"));
         let dir = absolute(&root.join(&id))?;
-        if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
-            bail!("{} already exists and is not empty; choose another --id or --out", dir.display());
+        if dir.exists()
+            && std::fs::read_dir(&dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            bail!(
+                "{} already exists and is not empty; choose another --id or --out",
+                dir.display()
+            );
         }
         dir
     };
@@ -172,7 +194,8 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
 
     if !resuming {
-        std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+        std::fs::create_dir_all(&out_dir)
+            .with_context(|| format!("creating {}", out_dir.display()))?;
         crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
         let qf = QualificationFile {
             schema: QUALIFICATION_SCHEMA.into(),
@@ -199,32 +222,66 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
                 "pid": std::process::id(),
             }),
         )?;
-        ctx.say(&format!("qualification {id}: plan {} → {}", plan_path.display(), out_dir.display()));
+        ctx.say(&format!(
+            "qualification {id}: plan {} → {}",
+            plan_path.display(),
+            out_dir.display()
+        ));
     } else {
         if let Some(done) = entries.iter().rev().find(|e| e.step == "done") {
-            ctx.say(&format!("qualification {id} already finished ({}); nothing to do", done.detail_str("verdict").unwrap_or("?")));
+            ctx.say(&format!(
+                "qualification {id} already finished ({}); nothing to do",
+                done.detail_str("verdict").unwrap_or("?")
+            ));
             return finished_outcome(&ctx, &ledger_path, &entries, done);
         }
-        ctx.log("resume", None, Status::Info, json!({"pid": std::process::id(), "rollback": opts.rollback}))?;
-        ctx.say(&format!("qualification {id}: resuming from the ledger ({} entries)", entries.len()));
+        ctx.log(
+            "resume",
+            None,
+            Status::Info,
+            json!({"pid": std::process::id(), "rollback": opts.rollback}),
+        )?;
+        ctx.say(&format!(
+            "qualification {id}: resuming from the ledger ({} entries)",
+            entries.len()
+        ));
     }
 
     // Preflight changes nothing (except a pull by digest), so it runs before
     // any leftover of an interrupted run is touched.
     if let Err(e) = preflight(&ctx).await {
-        return finish(&ctx, &ledger_path, Verdict::Refused, None, Some(format!("{e:#}")), false).await;
+        return finish(
+            &ctx,
+            &ledger_path,
+            Verdict::Refused,
+            None,
+            Some(format!("{e:#}")),
+            false,
+        )
+        .await;
     }
 
     if resuming {
         lifecycle::stop_leftovers(&ctx).await?;
         if opts.rollback {
-            return finish(&ctx, &ledger_path, Verdict::RolledBack, None, Some("abandoned with --rollback".into()), true).await;
+            return finish(
+                &ctx,
+                &ledger_path,
+                Verdict::RolledBack,
+                None,
+                Some("abandoned with --rollback".into()),
+                true,
+            )
+            .await;
         }
         if let Some((label, h)) = lifecycle::serving(&ctx.ledger.entries(&id)?) {
             lifecycle::retire(&ctx, &label, &h, "qualification resumed: measuring again").await?;
         }
     } else if opts.rollback {
-        bail!("--rollback: qualification {id} does not exist in {}", ledger_path.display());
+        bail!(
+            "--rollback: qualification {id} does not exist in {}",
+            ledger_path.display()
+        );
     }
 
     let passes = tokio::select! {
@@ -236,7 +293,12 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
         lifecycle::stop_leftovers(&ctx).await?;
         let msg = format!("{} {}: {:#}", f.runtime, f.step, f.error);
         if f.step == "interrupted" {
-            ctx.log("interrupted", None, Status::Info, json!({"resume": format!("infergate qualify {} --id {id}", plan_path.display())}))?;
+            ctx.log(
+                "interrupted",
+                None,
+                Status::Info,
+                json!({"resume": format!("infergate qualify {} --id {id}", plan_path.display())}),
+            )?;
         }
         return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(msg), true).await;
     }
@@ -245,8 +307,21 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     let report = match compare(&ctx) {
         Ok(r) => r,
         Err(e) => {
-            ctx.log("compare", None, Status::Failed, json!({"error": format!("{e:#}")}))?;
-            return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(format!("compare: {e:#}")), true).await;
+            ctx.log(
+                "compare",
+                None,
+                Status::Failed,
+                json!({"error": format!("{e:#}")}),
+            )?;
+            return finish(
+                &ctx,
+                &ledger_path,
+                Verdict::Failed,
+                None,
+                Some(format!("compare: {e:#}")),
+                true,
+            )
+            .await;
         }
     };
     let qualified = gates_passed(&report);
@@ -263,10 +338,22 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     )?;
     report::write_report_atomic(&report_path, &report)?;
     ctx.log("report", None, Status::Ok, json!({"path": report_path}))?;
-    ctx.say(&format!("report: {} ({})", report_path.display(), report.qualification));
+    ctx.say(&format!(
+        "report: {} ({})",
+        report_path.display(),
+        report.qualification
+    ));
 
-    let verdict = if qualified { Verdict::Qualified } else { Verdict::NotQualified };
-    let policy = if qualified { plan.decision.on_pass } else { plan.decision.on_fail };
+    let verdict = if qualified {
+        Verdict::Qualified
+    } else {
+        Verdict::NotQualified
+    };
+    let policy = if qualified {
+        plan.decision.on_pass
+    } else {
+        plan.decision.on_fail
+    };
     let action = match policy {
         OnOutcome::Pending => None,
         OnOutcome::Promote => Some(DecisionAction::Promote),
@@ -282,12 +369,29 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
             );
             let applied = decide::decide_and_apply(&ctx, &report_path, action, &who, &note).await?;
             let failure = (!applied.carried_out).then(|| applied.promotion.clone());
-            finish(&ctx, &ledger_path, verdict, Some(report_path), failure, false).await
+            finish(
+                &ctx,
+                &ledger_path,
+                verdict,
+                Some(report_path),
+                failure,
+                false,
+            )
+            .await
         }
         None => {
             let promotion = match plan.after {
-                After::RestoreBaseline => match lifecycle::restore(&ctx, BASELINE, "qualification finished; decision pending").await {
-                    Ok(h) => format!("pending; baseline restored and readmitted ({})", h.describe()),
+                After::RestoreBaseline => match lifecycle::restore(
+                    &ctx,
+                    BASELINE,
+                    "qualification finished; decision pending",
+                )
+                .await
+                {
+                    Ok(h) => format!(
+                        "pending; baseline restored and readmitted ({})",
+                        h.describe()
+                    ),
                     Err(e) => format!("pending; baseline restore FAILED: {e:#}"),
                 },
                 After::Stop => "pending; nothing left running (after = \"stop\")".to_string(),
@@ -315,13 +419,30 @@ async fn finish(
         ctx.say(&format!("qualification {}: {f}", ctx.qualification));
     }
     if restore && ctx.plan.after == After::RestoreBaseline {
-        ctx.log("rollback", None, Status::Started, json!({"reason": failure}))?;
+        ctx.log(
+            "rollback",
+            None,
+            Status::Started,
+            json!({"reason": failure}),
+        )?;
         match lifecycle::restore(ctx, BASELINE, "rollback").await {
-            Ok(h) => ctx.log("rollback", None, Status::Ok, json!({"serving": h.to_value()}))?,
+            Ok(h) => ctx.log(
+                "rollback",
+                None,
+                Status::Ok,
+                json!({"serving": h.to_value()}),
+            )?,
             Err(e) => {
-                ctx.log("rollback", None, Status::Failed, json!({"error": format!("{e:#}")}))?;
+                ctx.log(
+                    "rollback",
+                    None,
+                    Status::Failed,
+                    json!({"error": format!("{e:#}")}),
+                )?;
                 let f = failure.get_or_insert_with(String::new);
-                f.push_str(&format!("; rollback FAILED, the baseline is NOT serving: {e:#}"));
+                f.push_str(&format!(
+                    "; rollback FAILED, the baseline is NOT serving: {e:#}"
+                ));
             }
         }
     }
@@ -332,7 +453,11 @@ async fn finish(
     ctx.log(
         "done",
         None,
-        if matches!(verdict, Verdict::Failed | Verdict::Refused) { Status::Failed } else { Status::Ok },
+        if matches!(verdict, Verdict::Failed | Verdict::Refused) {
+            Status::Failed
+        } else {
+            Status::Ok
+        },
         json!({
             "verdict": verdict_text,
             "report": report,
@@ -352,7 +477,12 @@ async fn finish(
     })
 }
 
-fn finished_outcome(ctx: &Ctx<'_>, ledger_path: &Path, entries: &[Entry], done: &Entry) -> Result<Outcome> {
+fn finished_outcome(
+    ctx: &Ctx<'_>,
+    ledger_path: &Path,
+    entries: &[Entry],
+    done: &Entry,
+) -> Result<Outcome> {
     let verdict: Verdict = done
         .detail
         .get("verdict")
@@ -406,20 +536,37 @@ async fn preflight(ctx: &Ctx<'_>) -> Result<()> {
                 } else {
                     "the candidate cannot be started; nothing was changed"
                 };
-                ctx.log("preflight", Some(&rt.label), Status::Failed, json!({"error": format!("{e:#}"), "why": why}))?;
+                ctx.log(
+                    "preflight",
+                    Some(&rt.label),
+                    Status::Failed,
+                    json!({"error": format!("{e:#}"), "why": why}),
+                )?;
                 return Err(e.context(format!("preflight: {} runtime: {why}", rt.label)));
             }
         }
     }
-    ctx.log("preflight", None, Status::Ok, serde_json::Value::Object(details))?;
+    ctx.log(
+        "preflight",
+        None,
+        Status::Ok,
+        serde_json::Value::Object(details),
+    )?;
     ctx.say("preflight: both runtimes present");
     Ok(())
 }
 
 async fn run_passes(ctx: &Ctx<'_>) -> Result<(), PassFailure> {
-    let fail = |step, runtime, error| PassFailure { step, runtime, error };
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
     for (label, n) in ctx.plan.pass_order() {
-        let entries = ctx.ledger.entries(ctx.qualification).map_err(|e| fail("ledger", label, e))?;
+        let entries = ctx
+            .ledger
+            .entries(ctx.qualification)
+            .map_err(|e| fail("ledger", label, e))?;
         let done = entries.iter().any(|e| {
             e.step == "run"
                 && e.status == Status::Ok
@@ -436,14 +583,37 @@ async fn run_passes(ctx: &Ctx<'_>) -> Result<(), PassFailure> {
 }
 
 async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), PassFailure> {
-    let fail = |step, error| PassFailure { step, runtime: label, error };
-    let rt = ctx.plan.runtime(label).ok_or_else(|| fail("start", anyhow!("no runtime {label}")))?;
-    let started = lifecycle::start(ctx, rt, &format!("pass-{n}")).await.map_err(|e| fail("start", e))?;
+    let fail = |step, error| PassFailure {
+        step,
+        runtime: label,
+        error,
+    };
+    let rt = ctx
+        .plan
+        .runtime(label)
+        .ok_or_else(|| fail("start", anyhow!("no runtime {label}")))?;
+    let started = lifecycle::start(ctx, rt, &format!("pass-{n}"))
+        .await
+        .map_err(|e| fail("start", e))?;
     let dir = pass_dir(ctx.out_dir, label, n);
     let resume = dir.join(JOURNAL_FILE).exists();
-    let log = |status, detail| ctx.log("run", Some(label), status, detail).map_err(|e| fail("ledger", e));
-    log(Status::Started, json!({"pass": n, "dir": dir, "resume": resume}))?;
-    ctx.say(&format!("{label} pass {n}: running {}{}", ctx.plan.suite.display(), if resume { " (resuming its journal)" } else { "" }));
+    let log = |status, detail| {
+        ctx.log("run", Some(label), status, detail)
+            .map_err(|e| fail("ledger", e))
+    };
+    log(
+        Status::Started,
+        json!({"pass": n, "dir": dir, "resume": resume}),
+    )?;
+    ctx.say(&format!(
+        "{label} pass {n}: running {}{}",
+        ctx.plan.suite.display(),
+        if resume {
+            " (resuming its journal)"
+        } else {
+            ""
+        }
+    ));
     let opts = RunOptions {
         target: started.handle.base_url().to_string(),
         api_key_env: rt.api_key_env.clone(),
@@ -465,14 +635,19 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
     };
     // A crash in the last moments still voids the pass.
     let result = match (result, started.handle.down(&ctx.docker).await) {
-        (Ok(_), Some(why)) => Err(anyhow!("the {label} runtime was down at the end of the suite: {why}")),
+        (Ok(_), Some(why)) => Err(anyhow!(
+            "the {label} runtime was down at the end of the suite: {why}"
+        )),
         (r, _) => r,
     };
     match result {
         Ok(art) => {
             let expected = ctx.plan.expected_model(label);
             if let Some(exp) = expected.filter(|e| *e != art.provenance.model) {
-                log(Status::Info, json!({"pass": n, "warning": format!("served model {:?}, but readmission expects {exp:?}", art.provenance.model)}))?;
+                log(
+                    Status::Info,
+                    json!({"pass": n, "warning": format!("served model {:?}, but readmission expects {exp:?}", art.provenance.model)}),
+                )?;
             }
             log(
                 Status::Ok,
@@ -484,11 +659,16 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
                     "turnover_runs": art.turnover.len(),
                 }),
             )?;
-            lifecycle::stop(ctx, label, &started.handle, &format!("pass {n} finished")).await.map_err(|e| fail("stop", e))?;
+            lifecycle::stop(ctx, label, &started.handle, &format!("pass {n} finished"))
+                .await
+                .map_err(|e| fail("stop", e))?;
             Ok(())
         }
         Err(e) => {
-            log(Status::Failed, json!({"pass": n, "dir": dir, "error": format!("{e:#}"), "log": started.handle.log()}))?;
+            log(
+                Status::Failed,
+                json!({"pass": n, "dir": dir, "error": format!("{e:#}"), "log": started.handle.log()}),
+            )?;
             let _ = lifecycle::stop(ctx, label, &started.handle, &format!("pass {n} failed")).await;
             Err(fail("run", e))
         }
@@ -500,9 +680,10 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
 fn image_label(rt: &Runtime) -> Option<String> {
     match &rt.driver {
         Driver::Container(c) => Some(c.image.to_string()),
-        Driver::Process(ProcessDriver::Engine { profile, .. }) => {
-            Some(format!("xllamacpp-{} engine profile {profile}", crate::engine::XLLAMACPP_VERSION))
-        }
+        Driver::Process(ProcessDriver::Engine { profile, .. }) => Some(format!(
+            "xllamacpp-{} engine profile {profile}",
+            crate::engine::XLLAMACPP_VERSION
+        )),
         Driver::Process(ProcessDriver::Command(c)) => Some(match &c.sha256 {
             Some(s) => format!("{}@sha256:{s}", c.command),
             None => c.command.clone(),
@@ -519,7 +700,9 @@ pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
 fn compare(ctx: &Ctx<'_>) -> Result<Report> {
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
     let side = |label: &str| -> Result<RunArtifact> {
-        let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats).map(|n| pass_dir(ctx.out_dir, label, n)).collect();
+        let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats)
+            .map(|n| pass_dir(ctx.out_dir, label, n))
+            .collect();
         let art = if dirs.len() == 1 {
             report::read_artifact(&dirs[0].join(ARTIFACT_FILE))?
         } else {
@@ -538,7 +721,10 @@ fn compare(ctx: &Ctx<'_>) -> Result<Report> {
 /// listed in pass order.
 pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> {
     let (suite, _) = Suite::load(suite_path)?;
-    let arts: Vec<RunArtifact> = dirs.iter().map(|d| report::read_artifact(&d.join(ARTIFACT_FILE))).collect::<Result<_>>()?;
+    let arts: Vec<RunArtifact> = dirs
+        .iter()
+        .map(|d| report::read_artifact(&d.join(ARTIFACT_FILE)))
+        .collect::<Result<_>>()?;
     let first = arts.first().context("no passes to merge")?;
     let mut records = Vec::new();
     for (k, dir) in dirs.iter().enumerate() {
@@ -564,7 +750,10 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
     for a in &arts {
         for t in &a.turnover {
             let mut t = t.clone();
-            t.repeat = turnover.iter().filter(|x: &&crate::artifact::TurnoverRun| x.name == t.name).count();
+            t.repeat = turnover
+                .iter()
+                .filter(|x: &&crate::artifact::TurnoverRun| x.name == t.name)
+                .count();
             turnover.push(t);
         }
     }
@@ -577,14 +766,26 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
     if let Some(last) = arts.last() {
         provenance.ended_at = last.provenance.ended_at.clone();
     }
-    Ok(RunArtifact { schema: first.schema.clone(), provenance, method, cells, turnover })
+    Ok(RunArtifact {
+        schema: first.schema.clone(),
+        provenance,
+        method,
+        cells,
+        turnover,
+    })
 }
 
 /// `<plan name>-<UTC yyyymmddThhmmssZ>`.
 pub fn new_id(plan_name: &str) -> String {
     let clean: String = plan_name
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     format!("{clean}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))
 }
@@ -592,10 +793,14 @@ pub fn new_id(plan_name: &str) -> String {
 fn check_id(id: &str) -> Result<()> {
     let ok = !id.is_empty()
         && id.len() <= 100
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         && !id.starts_with('.');
     if !ok {
-        bail!("qualification id {id:?}: use letters, digits, '-', '_' and '.' (it names a directory)");
+        bail!(
+            "qualification id {id:?}: use letters, digits, '-', '_' and '.' (it names a directory)"
+        );
     }
     Ok(())
 }
@@ -604,7 +809,9 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
     if p.is_absolute() {
         Ok(p.to_path_buf())
     } else {
-        Ok(std::env::current_dir().context("reading the current directory")?.join(p))
+        Ok(std::env::current_dir()
+            .context("reading the current directory")?
+            .join(p))
     }
 }
 
@@ -629,6 +836,9 @@ mod tests {
 
     #[test]
     fn pass_order_names_directories() {
-        assert_eq!(pass_dir(Path::new("/o"), CANDIDATE, 2), Path::new("/o/candidate-2"));
+        assert_eq!(
+            pass_dir(Path::new("/o"), CANDIDATE, 2),
+            Path::new("/o/candidate-2")
+        );
     }
 }

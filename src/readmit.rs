@@ -45,7 +45,10 @@ pub struct Outcome {
 impl Outcome {
     /// The first failed check, as "name: detail".
     pub fn failure(&self) -> Option<String> {
-        self.checks.iter().find(|c| !c.passed).map(|c| format!("{}: {}", c.name, c.detail))
+        self.checks
+            .iter()
+            .find(|c| !c.passed)
+            .map(|c| format!("{}: {}", c.name, c.detail))
     }
 }
 
@@ -68,31 +71,55 @@ pub async fn readmit(
 
     let ok = record(health(&target.health_url, spec.timeout).await);
     let ok = ok && record(identity(&target.base_url, api_key.as_deref(), expected_model).await);
-    let ok = ok && (!spec.canary || record(canary(&target.base_url, api_key.clone(), expected_model).await));
+    let ok = ok
+        && (!spec.canary
+            || record(canary(&target.base_url, api_key.clone(), expected_model).await));
     let ok = ok
         && match &spec.hook {
             None => true,
             Some(h) => record(run_hook(h, target, expected_model).await),
         };
-    Ok(Outcome { admitted: ok, checks })
+    Ok(Outcome {
+        admitted: ok,
+        checks,
+    })
 }
 
 async fn health(url: &str, timeout: Duration) -> Check {
     let name = "health".to_string();
     let http = match reqwest::Client::builder().no_proxy().build() {
         Ok(h) => h,
-        Err(e) => return Check { name, passed: false, detail: format!("building HTTP client: {e}") },
+        Err(e) => {
+            return Check {
+                name,
+                passed: false,
+                detail: format!("building HTTP client: {e}"),
+            };
+        }
     };
     let t0 = Instant::now();
     let mut last = String::from("no attempt finished");
     loop {
         let left = timeout.saturating_sub(t0.elapsed());
         if left.is_zero() {
-            return Check { name, passed: false, detail: format!("GET {url} did not answer 200 within {timeout:?} (last: {last})") };
+            return Check {
+                name,
+                passed: false,
+                detail: format!("GET {url} did not answer 200 within {timeout:?} (last: {last})"),
+            };
         }
-        match http.get(url).timeout(left.min(Duration::from_secs(5))).send().await {
+        match http
+            .get(url)
+            .timeout(left.min(Duration::from_secs(5)))
+            .send()
+            .await
+        {
             Ok(r) if r.status() == reqwest::StatusCode::OK => {
-                return Check { name, passed: true, detail: format!("GET {url}: 200 after {:.1} s", t0.elapsed().as_secs_f64()) };
+                return Check {
+                    name,
+                    passed: true,
+                    detail: format!("GET {url}: 200 after {:.1} s", t0.elapsed().as_secs_f64()),
+                };
             }
             Ok(r) => last = format!("HTTP {}", r.status()),
             Err(e) => last = e.without_url().to_string(),
@@ -105,18 +132,33 @@ async fn identity(base_url: &str, api_key: Option<&str>, expected: &str) -> Chec
     let name = "identity".to_string();
     let http = match reqwest::Client::builder().no_proxy().build() {
         Ok(h) => h,
-        Err(e) => return Check { name, passed: false, detail: format!("building HTTP client: {e}") },
+        Err(e) => {
+            return Check {
+                name,
+                passed: false,
+                detail: format!("building HTTP client: {e}"),
+            };
+        }
     };
     match crate::discover::discover(&http, base_url, api_key).await {
-        Ok(info) if info.model_id == expected => {
-            Check { name, passed: true, detail: format!("/v1/models serves {expected:?}") }
-        }
+        Ok(info) if info.model_id == expected => Check {
+            name,
+            passed: true,
+            detail: format!("/v1/models serves {expected:?}"),
+        },
         Ok(info) => Check {
             name,
             passed: false,
-            detail: format!("/v1/models serves {:?}, expected {expected:?}", info.model_id),
+            detail: format!(
+                "/v1/models serves {:?}, expected {expected:?}",
+                info.model_id
+            ),
         },
-        Err(e) => Check { name, passed: false, detail: format!("{e:#}") },
+        Err(e) => Check {
+            name,
+            passed: false,
+            detail: format!("{e:#}"),
+        },
     }
 }
 
@@ -159,21 +201,39 @@ async fn canary(base_url: &str, api_key: Option<String>, model: &str) -> Check {
     };
     let client = match Client::new(cfg) {
         Ok(c) => c,
-        Err(e) => return Check { name, passed: false, detail: format!("{e:#}") },
+        Err(e) => {
+            return Check {
+                name,
+                passed: false,
+                detail: format!("{e:#}"),
+            };
+        }
     };
     let mut extra = serde_json::Map::new();
     extra.insert("model".into(), json!(model));
     let body = client::chat_body(canary_messages(&marker), 16, 0.0, Some(1), extra);
     let cap = client.stream(Endpoint::Chat, &body).await;
     if let Some(f) = &cap.failure {
-        return Check { name, passed: false, detail: format!("{}: {}", f.class.as_str(), f.message) };
+        return Check {
+            name,
+            passed: false,
+            detail: format!("{}: {}", f.class.as_str(), f.message),
+        };
     }
     let answer = cap.content.trim_start();
     if answer.starts_with(&marker) {
-        Check { name, passed: true, detail: format!("answer begins with its marker {marker}") }
+        Check {
+            name,
+            passed: true,
+            detail: format!("answer begins with its marker {marker}"),
+        }
     } else {
         let shown: String = answer.chars().take(80).collect();
-        Check { name, passed: false, detail: format!("answer does not begin with its marker {marker}: {shown:?}") }
+        Check {
+            name,
+            passed: false,
+            detail: format!("answer does not begin with its marker {marker}: {shown:?}"),
+        }
     }
 }
 
@@ -182,7 +242,11 @@ async fn run_hook(hook: &Hook, t: &Target, model: &str) -> Check {
     match hook {
         Hook::Command { argv, timeout } => {
             let Some((program, args)) = argv.split_first() else {
-                return Check { name, passed: false, detail: "empty hook command".into() };
+                return Check {
+                    name,
+                    passed: false,
+                    detail: "empty hook command".into(),
+                };
             };
             let mut cmd = tokio::process::Command::new(program);
             cmd.args(args)
@@ -195,22 +259,54 @@ async fn run_hook(hook: &Hook, t: &Target, model: &str) -> Check {
                 .kill_on_drop(true);
             let shown = argv.join(" ");
             match tokio::time::timeout(*timeout, cmd.output()).await {
-                Err(_) => Check { name, passed: false, detail: format!("`{shown}` did not finish within {timeout:?}") },
-                Ok(Err(e)) => Check { name, passed: false, detail: format!("`{shown}` could not run: {e}") },
+                Err(_) => Check {
+                    name,
+                    passed: false,
+                    detail: format!("`{shown}` did not finish within {timeout:?}"),
+                },
+                Ok(Err(e)) => Check {
+                    name,
+                    passed: false,
+                    detail: format!("`{shown}` could not run: {e}"),
+                },
                 Ok(Ok(out)) => {
                     let stderr = String::from_utf8_lossy(&out.stderr);
-                    let tail: String = stderr.trim().chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+                    let tail: String = stderr
+                        .trim()
+                        .chars()
+                        .rev()
+                        .take(300)
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .rev()
+                        .collect();
                     Check {
                         name,
                         passed: out.status.success(),
-                        detail: format!("`{shown}` {}{}", status_text(out.status), if tail.is_empty() { String::new() } else { format!(": {tail}") }),
+                        detail: format!(
+                            "`{shown}` {}{}",
+                            status_text(out.status),
+                            if tail.is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {tail}")
+                            }
+                        ),
                     }
                 }
             }
         }
-        Hook::Http { url, timeout, bearer_env } => {
+        Hook::Http {
+            url,
+            timeout,
+            bearer_env,
+        } => {
             let result = async {
-                let http = reqwest::Client::builder().no_proxy().timeout(*timeout).build().context("building HTTP client")?;
+                let http = reqwest::Client::builder()
+                    .no_proxy()
+                    .timeout(*timeout)
+                    .build()
+                    .context("building HTTP client")?;
                 let mut req = http.post(url).json(&json!({
                     "action": "admit",
                     "qualification": t.qualification,
@@ -221,13 +317,24 @@ async fn run_hook(hook: &Hook, t: &Target, model: &str) -> Check {
                 if let Some(key) = crate::runner::api_key(bearer_env.as_deref())? {
                     req = req.bearer_auth(key);
                 }
-                let resp = req.send().await.map_err(|e| anyhow::anyhow!("POST {url}: {}", e.without_url()))?;
+                let resp = req
+                    .send()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("POST {url}: {}", e.without_url()))?;
                 Ok::<_, anyhow::Error>(resp.status())
             }
             .await;
             match result {
-                Ok(s) => Check { name, passed: s.is_success(), detail: format!("POST {url}: HTTP {s}") },
-                Err(e) => Check { name, passed: false, detail: format!("{e:#}") },
+                Ok(s) => Check {
+                    name,
+                    passed: s.is_success(),
+                    detail: format!("POST {url}: HTTP {s}"),
+                },
+                Err(e) => Check {
+                    name,
+                    passed: false,
+                    detail: format!("{e:#}"),
+                },
             }
         }
     }
@@ -252,7 +359,12 @@ mod tests {
         let b = new_marker();
         assert_ne!(a, b);
         assert_eq!(a.len(), 12);
-        assert!(a.starts_with("IG") && a[2..].bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+        assert!(
+            a.starts_with("IG")
+                && a[2..]
+                    .bytes()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase())
+        );
     }
 
     #[tokio::test]
@@ -265,16 +377,28 @@ mod tests {
             api_key_env: None,
         };
         let ok = Hook::Command {
-            argv: vec!["/bin/sh".into(), "-c".into(), "test \"$INFERGATE_RUNTIME:$INFERGATE_MODEL\" = baseline:m".into()],
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "test \"$INFERGATE_RUNTIME:$INFERGATE_MODEL\" = baseline:m".into(),
+            ],
             timeout: Duration::from_secs(10),
         };
         assert!(run_hook(&ok, &t, "m").await.passed);
         let bad = Hook::Command {
-            argv: vec!["/bin/sh".into(), "-c".into(), "echo router said no >&2; exit 3".into()],
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo router said no >&2; exit 3".into(),
+            ],
             timeout: Duration::from_secs(10),
         };
         let c = run_hook(&bad, &t, "m").await;
         assert!(!c.passed);
-        assert!(c.detail.contains("exited 3") && c.detail.contains("router said no"), "{}", c.detail);
+        assert!(
+            c.detail.contains("exited 3") && c.detail.contains("router said no"),
+            "{}",
+            c.detail
+        );
     }
 }

@@ -73,7 +73,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .collect();
     for name in &opts.only_cells {
         if !suite.cells.iter().any(|c| &c.name == name) {
-            bail!("--cell {name}: no such cell in suite '{}' ({})", suite.name, opts.suite.display());
+            bail!(
+                "--cell {name}: no such cell in suite '{}' ({})",
+                suite.name,
+                opts.suite.display()
+            );
         }
     }
     // Refuse before any request is sent: never clamp a cell to fit.
@@ -83,7 +87,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         }
     }
 
-    std::fs::create_dir_all(&opts.out_dir).with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
     let journal_path = opts.out_dir.join(JOURNAL_FILE);
     let mut previous = Vec::new();
     if opts.resume && journal_path.exists() {
@@ -102,35 +107,74 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         timeouts: opts.timeouts.clone(),
         capture_cap_bytes: 256 * 1024,
     })?);
-    let sizer = PromptSizer::new(http.clone(), &base, key.clone(), &info.model_id, info.has_tokenize);
+    let sizer = PromptSizer::new(
+        http.clone(),
+        &base,
+        key.clone(),
+        &info.model_id,
+        info.has_tokenize,
+    );
     let nonce = run_nonce();
     let run_t0 = Instant::now();
     let mut all: Vec<RequestRecord> = previous.clone();
 
     for cell in &cells {
-        let done: BTreeSet<usize> = previous.iter().filter(|r| r.cell == cell.name).map(|r| r.index).collect();
+        let done: BTreeSet<usize> = previous
+            .iter()
+            .filter(|r| r.cell == cell.name)
+            .map(|r| r.index)
+            .collect();
         let todo: Vec<usize> = (0..cell.requests).filter(|i| !done.contains(i)).collect();
         if todo.is_empty() {
-            say(opts, &format!("cell {}: all {} requests already in the journal", cell.name, cell.requests));
+            say(
+                opts,
+                &format!(
+                    "cell {}: all {} requests already in the journal",
+                    cell.name, cell.requests
+                ),
+            );
             continue;
         }
-        let sized = sizer.size(cell, &nonce).await.with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        let sized = sizer
+            .size(cell, &nonce)
+            .await
+            .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
         say(
             opts,
             &format!(
                 "cell {}: {} requests, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
-                cell.name, cell.requests, cell.concurrency, sized.measured_prompt_tokens, cell.prompt_tokens, sized.method, cell.max_tokens
+                cell.name,
+                cell.requests,
+                cell.concurrency,
+                sized.measured_prompt_tokens,
+                cell.prompt_tokens,
+                sized.method,
+                cell.max_tokens
             ),
         );
         let body = Arc::new(sized.body);
         // Warmup: same shape, never recorded.
         if cell.warmup > 0 {
-            let job = request_job(client.clone(), cell.clone(), info.model_id.clone(), body.clone(), format!("{nonce}-warm"), run_t0);
+            let job = request_job(
+                client.clone(),
+                cell.clone(),
+                info.model_id.clone(),
+                body.clone(),
+                format!("{nonce}-warm"),
+                run_t0,
+            );
             loadgen_drive(cell, cell.warmup, move |i, s| job(i, s), |_| {}).await?;
         }
         let progress = Progress::new(opts, &cell.name, todo.len());
         let todo = Arc::new(todo);
-        let job = request_job(client.clone(), cell.clone(), info.model_id.clone(), body.clone(), nonce.clone(), run_t0);
+        let job = request_job(
+            client.clone(),
+            cell.clone(),
+            info.model_id.clone(),
+            body.clone(),
+            nonce.clone(),
+            run_t0,
+        );
         let mut write_err: Option<anyhow::Error> = None;
         let todo2 = todo.clone();
         loadgen_drive(
@@ -201,12 +245,25 @@ async fn run_turnover(
     Ok(Vec::new())
 }
 
-async fn loadgen_drive<F, Fut>(cell: &CellSpec, count: usize, job: F, on_done: impl FnMut(RequestRecord)) -> Result<()>
+async fn loadgen_drive<F, Fut>(
+    cell: &CellSpec,
+    count: usize,
+    job: F,
+    on_done: impl FnMut(RequestRecord),
+) -> Result<()>
 where
     F: Fn(usize, Instant) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = RequestRecord> + Send + 'static,
 {
-    crate::loadgen::drive(cell.arrival()?, cell.concurrency, count, cell.seed.unwrap_or(0), job, on_done).await;
+    crate::loadgen::drive(
+        cell.arrival()?,
+        cell.concurrency,
+        count,
+        cell.seed.unwrap_or(0),
+        job,
+        on_done,
+    )
+    .await;
     Ok(())
 }
 
@@ -218,10 +275,21 @@ fn request_job(
     body: Arc<String>,
     nonce: String,
     run_t0: Instant,
-) -> impl Fn(usize, Instant) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestRecord> + Send>> + Send + Sync + 'static
-{
+) -> impl Fn(
+    usize,
+    Instant,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestRecord> + Send>>
++ Send
++ Sync
++ 'static {
     move |index, scheduled| {
-        let (client, cell, model, body, nonce) = (client.clone(), cell.clone(), model.clone(), body.clone(), nonce.clone());
+        let (client, cell, model, body, nonce) = (
+            client.clone(),
+            cell.clone(),
+            model.clone(),
+            body.clone(),
+            nonce.clone(),
+        );
         Box::pin(async move {
             let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
             let req = workload::request_body(&cell, &model, workload::user_content(&pre, &body));
@@ -327,13 +395,22 @@ impl Progress {
         let bar = (!opts.quiet && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new(total as u64);
             b.set_style(
-                indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} {elapsed}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} {elapsed}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             b.set_prefix(name.to_string());
             b
         });
-        Progress { bar, name: name.to_string(), total, done: 0.into(), errors: 0.into(), quiet: opts.quiet }
+        Progress {
+            bar,
+            name: name.to_string(),
+            total,
+            done: 0.into(),
+            errors: 0.into(),
+            quiet: opts.quiet,
+        }
     }
 
     fn done(&self, failed: bool) {
@@ -367,13 +444,18 @@ mod tests {
 
     #[test]
     fn redacts_credentials_in_urls() {
-        assert_eq!(redact_url("http://u:secret@127.0.0.1:8080/v1"), "http://127.0.0.1:8080/v1");
+        assert_eq!(
+            redact_url("http://u:secret@127.0.0.1:8080/v1"),
+            "http://127.0.0.1:8080/v1"
+        );
         assert_eq!(redact_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
     }
 
     #[test]
     fn missing_key_env_is_a_clear_error() {
-        let err = api_key(Some("INFERGATE_TEST_SURELY_UNSET_VAR")).unwrap_err().to_string();
+        let err = api_key(Some("INFERGATE_TEST_SURELY_UNSET_VAR"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("INFERGATE_TEST_SURELY_UNSET_VAR"), "{err}");
     }
 }

@@ -378,25 +378,25 @@ impl SseParser {
                 self.event.clear();
                 self.event.push_str(&String::from_utf8_lossy(value));
             }
-            b"id" => {
-                // Per spec an id containing NUL is ignored.
-                if !value.contains(&0) {
-                    let v = String::from_utf8_lossy(value);
-                    match &mut self.last_id {
-                        Some(s) => {
-                            s.clear();
-                            s.push_str(&v);
-                        }
-                        None => self.last_id = Some(v.into_owned()),
+            // Per spec an id containing NUL is ignored.
+            b"id" if !value.contains(&0) => {
+                let v = String::from_utf8_lossy(value);
+                match &mut self.last_id {
+                    Some(s) => {
+                        s.clear();
+                        s.push_str(&v);
                     }
+                    None => self.last_id = Some(v.into_owned()),
                 }
             }
-            b"retry" => {
-                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                    if let Ok(ms) = std::str::from_utf8(value).unwrap_or("x").parse::<u64>() {
-                        self.retry = Some(ms);
-                        self.event_retry = Some(ms);
-                    }
+            // Only ASCII digits are valid; an overflowing value is ignored too.
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                let ms = value.iter().try_fold(0u64, |acc, d| {
+                    acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+                });
+                if let Some(ms) = ms {
+                    self.retry = Some(ms);
+                    self.event_retry = Some(ms);
                 }
             }
             _ => {}

@@ -66,31 +66,61 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
     let mut out = Vec::new();
     for q in ids {
         let entries = ledger.entries(&q)?;
-        let (Some(first), Some(last)) = (entries.first(), entries.last()) else { continue };
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            continue;
+        };
         let plan_entry = entries.iter().find(|e| e.step == "plan");
-        let out_dir = plan_entry.and_then(|e| e.detail_str("out_dir")).map(str::to_string);
+        let out_dir = plan_entry
+            .and_then(|e| e.detail_str("out_dir"))
+            .map(str::to_string);
         let docker = Docker::new(docker_socket(out_dir.as_deref()));
         let done = entries.iter().rev().find(|e| e.step == "done");
         let serving = match lifecycle::serving(&entries) {
             Some((runtime, handle)) => {
                 let down = handle.down(&docker).await;
-                Some(Serving { runtime, handle, down })
+                Some(Serving {
+                    runtime,
+                    handle,
+                    down,
+                })
             }
             None => None,
         };
         out.push(QualificationStatus {
             id: q.clone(),
-            plan: plan_entry.and_then(|e| e.detail_str("plan")).map(str::to_string),
+            plan: plan_entry
+                .and_then(|e| e.detail_str("plan"))
+                .map(str::to_string),
             out_dir,
             started_at: first.at.clone(),
             updated_at: last.at.clone(),
-            last_step: format!("{}{} {}", last.step, last.runtime.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(), last.status.as_str()),
-            verdict: done.and_then(|d| d.detail_str("verdict")).map(str::to_string),
-            failure: done.and_then(|d| d.detail_str("failure")).map(str::to_string),
-            report: entries.iter().rev().find(|e| e.step == "report").and_then(|e| e.detail_str("path")).map(str::to_string),
+            last_step: format!(
+                "{}{} {}",
+                last.step,
+                last.runtime
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                last.status.as_str()
+            ),
+            verdict: done
+                .and_then(|d| d.detail_str("verdict"))
+                .map(str::to_string),
+            failure: done
+                .and_then(|d| d.detail_str("failure"))
+                .map(str::to_string),
+            report: entries
+                .iter()
+                .rev()
+                .find(|e| e.step == "report")
+                .and_then(|e| e.detail_str("path"))
+                .map(str::to_string),
             decision: qualify::decision_in(&entries).as_str().to_string(),
             serving,
-            leftovers: lifecycle::leftovers(&entries).into_iter().map(|(_, h)| h).collect(),
+            leftovers: lifecycle::leftovers(&entries)
+                .into_iter()
+                .map(|(_, h)| h)
+                .collect(),
             entries: id.is_some().then_some(entries),
         });
     }
@@ -101,7 +131,11 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
 fn docker_socket(out_dir: Option<&str>) -> PathBuf {
     out_dir
         .map(PathBuf::from)
-        .and_then(|d| QualificationFile::read(&d).ok().and_then(|qf| qf.load_plan(&d).ok()))
+        .and_then(|d| {
+            QualificationFile::read(&d)
+                .ok()
+                .and_then(|qf| qf.load_plan(&d).ok())
+        })
         .map(|p| p.docker.socket)
         .unwrap_or_else(|| DockerSettings::default().socket)
 }
@@ -126,7 +160,11 @@ pub async fn run(opts: &Options) -> Result<String> {
         if let Some(p) = &q.plan {
             let _ = writeln!(s, "  plan:      {p}");
         }
-        let _ = writeln!(s, "  started:   {}   last: {} at {}", q.started_at, q.last_step, q.updated_at);
+        let _ = writeln!(
+            s,
+            "  started:   {}   last: {} at {}",
+            q.started_at, q.last_step, q.updated_at
+        );
         let state = match (&q.verdict, &q.failure) {
             (Some(v), Some(f)) => format!("{v}: {f}"),
             (Some(v), None) => v.clone(),
@@ -143,14 +181,23 @@ pub async fn run(opts: &Options) -> Result<String> {
                     None => "running".to_string(),
                     Some(why) => format!("DOWN: {why}"),
                 };
-                let _ = writeln!(s, "  serving:   {} — {} ({health})", sv.runtime, sv.handle.describe());
+                let _ = writeln!(
+                    s,
+                    "  serving:   {} — {} ({health})",
+                    sv.runtime,
+                    sv.handle.describe()
+                );
             }
             None => {
                 let _ = writeln!(s, "  serving:   nothing");
             }
         }
         for h in &q.leftovers {
-            let _ = writeln!(s, "  LEFT RUNNING by an interrupted invocation: {}", h.describe());
+            let _ = writeln!(
+                s,
+                "  LEFT RUNNING by an interrupted invocation: {}",
+                h.describe()
+            );
         }
         if let Some(entries) = &q.entries {
             let _ = writeln!(s, "  ledger:");
@@ -173,8 +220,23 @@ pub async fn run(opts: &Options) -> Result<String> {
 
 /// One line of a ledger entry's detail.
 fn summarize(v: &Value) -> String {
-    let pick = ["error", "check", "detail", "reason", "warning", "verdict", "action", "note", "result", "pass", "path", "promotion"];
-    let Some(o) = v.as_object() else { return v.to_string() };
+    let pick = [
+        "error",
+        "check",
+        "detail",
+        "reason",
+        "warning",
+        "verdict",
+        "action",
+        "note",
+        "result",
+        "pass",
+        "path",
+        "promotion",
+    ];
+    let Some(o) = v.as_object() else {
+        return v.to_string();
+    };
     let mut parts = Vec::new();
     for k in pick {
         if let Some(x) = o.get(k) {
@@ -204,7 +266,11 @@ pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<Stri
         .iter()
         .find(|e| e.step == "plan")
         .ok_or_else(|| lifecycle::unknown_qualification(id, &ledger))?;
-    let out_dir = PathBuf::from(plan_entry.detail_str("out_dir").context("plan entry without out_dir")?);
+    let out_dir = PathBuf::from(
+        plan_entry
+            .detail_str("out_dir")
+            .context("plan entry without out_dir")?,
+    );
     let qf = QualificationFile::read(&out_dir)?;
     let plan = qf.load_plan(&out_dir)?;
     let ctx = Ctx {
@@ -227,6 +293,12 @@ pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<Stri
         }
         None => done.push(format!("qualification {id}: nothing serving")),
     }
-    let _ = ledger.append(id, "stopped", None, Status::Info, serde_json::json!({"by": "infergate stop"}));
+    let _ = ledger.append(
+        id,
+        "stopped",
+        None,
+        Status::Info,
+        serde_json::json!({"by": "infergate stop"}),
+    );
     Ok(done.join("\n") + "\n")
 }

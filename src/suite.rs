@@ -84,9 +84,9 @@ impl Arrival {
         if s == "closed" {
             return Ok(Arrival::Closed);
         }
-        let (kind, rate) = s
-            .split_once(':')
-            .with_context(|| format!("arrival '{s}': expected closed, constant:<req/s> or poisson:<req/s>"))?;
+        let (kind, rate) = s.split_once(':').with_context(|| {
+            format!("arrival '{s}': expected closed, constant:<req/s> or poisson:<req/s>")
+        })?;
         let rate: f64 = rate
             .parse()
             .with_context(|| format!("arrival '{s}': rate '{rate}' is not a number"))?;
@@ -132,7 +132,8 @@ impl CellSpec {
 
     /// Refuse a cell that cannot fit the server's context window; never clamp.
     pub fn check_fits(&self, context_window: u64) -> Result<()> {
-        let worst_prompt = (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
+        let worst_prompt =
+            (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
         let need = worst_prompt + self.max_tokens;
         if need > context_window {
             bail!(

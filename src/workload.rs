@@ -9,12 +9,13 @@ use crate::suite::{CachePolicy, CellSpec};
 
 /// Word list for filler text: common words, so any tokenizer splits them sanely.
 const WORDS: &[&str] = &[
-    "river", "stone", "light", "garden", "window", "silver", "morning", "orange", "paper", "harbor",
-    "forest", "bridge", "candle", "winter", "summer", "valley", "market", "letter", "planet", "mirror",
-    "thunder", "meadow", "engine", "castle", "island", "pocket", "rabbit", "ladder", "copper", "basket",
-    "feather", "lantern", "compass", "blanket", "cottage", "anchor", "pepper", "marble", "tunnel", "violet",
-    "kettle", "saddle", "glacier", "canyon", "orchard", "pebble", "quartz", "falcon", "walnut", "cabin",
-    "ribbon", "timber", "velvet", "sparrow", "crystal", "harvest", "lemon", "shadow", "signal", "voyage",
+    "river", "stone", "light", "garden", "window", "silver", "morning", "orange", "paper",
+    "harbor", "forest", "bridge", "candle", "winter", "summer", "valley", "market", "letter",
+    "planet", "mirror", "thunder", "meadow", "engine", "castle", "island", "pocket", "rabbit",
+    "ladder", "copper", "basket", "feather", "lantern", "compass", "blanket", "cottage", "anchor",
+    "pepper", "marble", "tunnel", "violet", "kettle", "saddle", "glacier", "canyon", "orchard",
+    "pebble", "quartz", "falcon", "walnut", "cabin", "ribbon", "timber", "velvet", "sparrow",
+    "crystal", "harvest", "lemon", "shadow", "signal", "voyage",
 ];
 
 /// Instruction after the filler; asks for a long answer so decode is measured.
@@ -73,7 +74,13 @@ pub struct SizedBody {
 }
 
 impl PromptSizer {
-    pub fn new(http: reqwest::Client, base_url: &str, api_key: Option<String>, model: &str, tokenize: bool) -> Self {
+    pub fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: Option<String>,
+        model: &str,
+        tokenize: bool,
+    ) -> Self {
         PromptSizer {
             http,
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -97,11 +104,20 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
-        let resp = req.send().await.with_context(|| format!("POST {url} (prompt sizing)"))?;
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("POST {url} (prompt sizing)"))?;
         let status = resp.status();
-        let v: Value = resp.json().await.with_context(|| format!("POST {url}: response is not JSON"))?;
+        let v: Value = resp
+            .json()
+            .await
+            .with_context(|| format!("POST {url}: response is not JSON"))?;
         if !status.is_success() {
-            bail!("POST {url} (prompt sizing): HTTP {status}: {}", crate::record::bounded(&v.to_string(), 300));
+            bail!(
+                "POST {url} (prompt sizing): HTTP {status}: {}",
+                crate::record::bounded(&v.to_string(), 300)
+            );
         }
         v.pointer("/usage/prompt_tokens")
             .and_then(Value::as_u64)
@@ -111,7 +127,10 @@ impl PromptSizer {
     /// Token count of raw text: `/tokenize` when the server has it.
     async fn text_tokens(&self, text: &str) -> Result<u64> {
         let url = format!("{}/tokenize", self.base_url);
-        let mut req = self.http.post(&url).json(&json!({"content": text, "prompt": text, "model": self.model}));
+        let mut req = self
+            .http
+            .post(&url)
+            .json(&json!({"content": text, "prompt": text, "model": self.model}));
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
@@ -154,7 +173,10 @@ impl PromptSizer {
             if self.tokenize {
                 self.text_tokens(&body).await
             } else {
-                Ok(self.prompt_tokens(&user_content(pre_ref, &body)).await?.saturating_sub(overhead))
+                Ok(self
+                    .prompt_tokens(&user_content(pre_ref, &body))
+                    .await?
+                    .saturating_sub(overhead))
             }
         };
         // Secant-style refinement on the words→tokens ratio; a few rounds suffice
@@ -162,7 +184,10 @@ impl PromptSizer {
         let probe_words = 256usize;
         let mut ratio = count(probe_words).await? as f64 / probe_words as f64;
         if ratio <= 0.0 {
-            bail!("cell '{}': tokenizer returned 0 tokens for filler text", cell.name);
+            bail!(
+                "cell '{}': tokenizer returned 0 tokens for filler text",
+                cell.name
+            );
         }
         let mut words = ((need as f64) / ratio).round().max(1.0) as usize;
         let slack = (cell.prompt_tokens as f64 * 0.002).max(2.0);
@@ -180,7 +205,11 @@ impl PromptSizer {
             words,
             body,
             measured_prompt_tokens: measured,
-            method: if self.tokenize { "server /tokenize" } else { "usage.prompt_tokens calibration" },
+            method: if self.tokenize {
+                "server /tokenize"
+            } else {
+                "usage.prompt_tokens calibration"
+            },
         })
     }
 }
@@ -231,7 +260,13 @@ mod tests {
 
     #[test]
     fn unique_prefixes_differ_shared_do_not() {
-        assert_ne!(prefix(CachePolicy::Unique, "n", "c", 1), prefix(CachePolicy::Unique, "n", "c", 2));
-        assert_eq!(prefix(CachePolicy::Shared, "n", "c", 1), prefix(CachePolicy::Shared, "m", "c", 2));
+        assert_ne!(
+            prefix(CachePolicy::Unique, "n", "c", 1),
+            prefix(CachePolicy::Unique, "n", "c", 2)
+        );
+        assert_eq!(
+            prefix(CachePolicy::Shared, "n", "c", 1),
+            prefix(CachePolicy::Shared, "m", "c", 2)
+        );
     }
 }

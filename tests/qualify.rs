@@ -20,7 +20,9 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     let env = Env::new();
     env.suite(4, 8);
     let plan = env.plan("engine_profile = \"candidate\"", "");
-    let o = qualify::run(&plan, &env.opts("q-happy")).await.expect("qualify");
+    let o = qualify::run(&plan, &env.opts("q-happy"))
+        .await
+        .expect("qualify");
     let entries = env.entries("q-happy");
     assert!(
         matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),
@@ -32,14 +34,32 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     // Both runtimes measured in order, each started and stopped; then the
     // baseline restored and readmitted while the decision is pending.
     let s = steps(&entries);
-    let order: Vec<&String> = s.iter().filter(|x| x.starts_with("run ") && x.ends_with(" ok")).collect();
-    assert_eq!(order, ["run baseline ok", "run candidate ok"], "{}", s.join("\n"));
-    for want in ["preflight - ok", "compare - ok", "report - ok", "restore baseline ok", "readmit baseline ok", "serving baseline ok", "done - ok"] {
+    let order: Vec<&String> = s
+        .iter()
+        .filter(|x| x.starts_with("run ") && x.ends_with(" ok"))
+        .collect();
+    assert_eq!(
+        order,
+        ["run baseline ok", "run candidate ok"],
+        "{}",
+        s.join("\n")
+    );
+    for want in [
+        "preflight - ok",
+        "compare - ok",
+        "report - ok",
+        "restore baseline ok",
+        "readmit baseline ok",
+        "serving baseline ok",
+        "done - ok",
+    ] {
         assert!(has(&entries, want), "missing {want:?} in\n{}", s.join("\n"));
     }
     for check in ["health", "identity", "canary"] {
         assert!(
-            entries.iter().any(|e| e.step == "readmit-check" && e.detail["check"] == check && e.status.as_str() == "ok"),
+            entries.iter().any(|e| e.step == "readmit-check"
+                && e.detail["check"] == check
+                && e.status.as_str() == "ok"),
             "{check}"
         );
     }
@@ -49,8 +69,22 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     let v = report::read_report_value(&report_path).unwrap();
     assert_eq!(v["schema"], "runtime-profile-comparison/v1");
     assert_eq!(v["human_decision"], "pending");
-    assert!(v["promotion"].as_str().unwrap().starts_with("pending; baseline restored and readmitted"), "{}", v["promotion"]);
-    assert!(v["baseline_image"].as_str().unwrap().contains("engine profile baseline"), "{}", v["baseline_image"]);
+    assert!(
+        v["promotion"]
+            .as_str()
+            .unwrap()
+            .starts_with("pending; baseline restored and readmitted"),
+        "{}",
+        v["promotion"]
+    );
+    assert!(
+        v["baseline_image"]
+            .as_str()
+            .unwrap()
+            .contains("engine profile baseline"),
+        "{}",
+        v["baseline_image"]
+    );
 
     // The human decides: retain the baseline. It is still serving, so it is
     // verified and readmitted again rather than restarted.
@@ -66,13 +100,26 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     .expect("decide");
     assert!(d.carried_out, "{}", d.promotion);
     let v = report::read_report_value(&report_path).unwrap();
-    assert_eq!(v["human_decision"], "retain-baseline; strict turnover failed");
+    assert_eq!(
+        v["human_decision"],
+        "retain-baseline; strict turnover failed"
+    );
     assert_eq!(v["decision"]["action"], "retain-baseline");
     assert_eq!(v["decision"]["who"], "alice");
-    assert!(v["decision"]["when"].as_str().is_some_and(|w| w.ends_with('Z')));
+    assert!(
+        v["decision"]["when"]
+            .as_str()
+            .is_some_and(|w| w.ends_with('Z'))
+    );
     let promotion = v["promotion"].as_str().unwrap();
-    assert!(promotion.starts_with("alice selected retain-baseline/no-promotion after "), "{promotion}");
-    assert!(promotion.contains("exact baseline verified and readmitted"), "{promotion}");
+    assert!(
+        promotion.starts_with("alice selected retain-baseline/no-promotion after "),
+        "{promotion}"
+    );
+    assert!(
+        promotion.contains("exact baseline verified and readmitted"),
+        "{promotion}"
+    );
     let entries = env.entries("q-happy");
     let decision = detail_of(&entries, "decision", "-", "ok");
     assert_eq!(decision.len(), 1);
@@ -81,9 +128,13 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     assert_eq!(assert_baseline_serving(&entries).await, first);
 
     // Status derives all of this from the ledger alone.
-    let text = status::run(&status::Options { id: Some("q-happy".into()), ledger: Some(env.ledger.clone()), json: false })
-        .await
-        .unwrap();
+    let text = status::run(&status::Options {
+        id: Some("q-happy".into()),
+        ledger: Some(env.ledger.clone()),
+        json: false,
+    })
+    .await
+    .unwrap();
     assert!(text.contains("decision:  retain-baseline"), "{text}");
     assert!(text.contains("serving:   baseline"), "{text}");
     assert!(text.contains("(running)"), "{text}");
@@ -94,9 +145,16 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     assert_eq!(env.entries("q-happy").len(), entries.len());
 
     // `infergate stop` retires it.
-    let out = status::stop("q-happy", Some(env.ledger.clone()), true).await.unwrap();
+    let out = status::stop("q-happy", Some(env.ledger.clone()), true)
+        .await
+        .unwrap();
     assert!(out.contains("retired baseline"), "{out}");
-    let Handle::Process { pid, start_ticks, .. } = first else { panic!("{first:?}") };
+    let Handle::Process {
+        pid, start_ticks, ..
+    } = first
+    else {
+        panic!("{first:?}")
+    };
     assert!(!infergate::driver::detached::ProcessIdentity { pid, start_ticks }.is_alive());
     assert!(lifecycle::serving(&env.entries("q-happy")).is_none());
 }
@@ -124,25 +182,51 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
             }
         } => None,
     };
-    assert!(interrupted.is_none(), "qualification finished before it could be interrupted");
+    assert!(
+        interrupted.is_none(),
+        "qualification finished before it could be interrupted"
+    );
     let before = env.entries("q-resume");
     let left = lifecycle::leftovers(&before);
     assert_eq!(left.len(), 1, "{}", steps(&before).join("\n"));
     assert_eq!(left[0].0, "candidate");
-    let text = status::run(&status::Options { id: Some("q-resume".into()), ledger: Some(env.ledger.clone()), json: false })
-        .await
-        .unwrap();
-    assert!(text.contains("unfinished") && text.contains("LEFT RUNNING"), "{text}");
+    let text = status::run(&status::Options {
+        id: Some("q-resume".into()),
+        ledger: Some(env.ledger.clone()),
+        json: false,
+    })
+    .await
+    .unwrap();
+    assert!(
+        text.contains("unfinished") && text.contains("LEFT RUNNING"),
+        "{text}"
+    );
 
     // Rerunning the id: the leftover is stopped, the baseline pass is kept,
     // the candidate pass continues from its journal.
-    let o = qualify::run(&plan, &env.opts("q-resume")).await.expect("resume");
+    let o = qualify::run(&plan, &env.opts("q-resume"))
+        .await
+        .expect("resume");
     let entries = env.entries("q-resume");
     let s = steps(&entries);
-    assert!(matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified), "{:?} {:?}\n{}", o.verdict, o.failure, s.join("\n"));
+    assert!(
+        matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),
+        "{:?} {:?}\n{}",
+        o.verdict,
+        o.failure,
+        s.join("\n")
+    );
     assert!(has(&entries, "resume - info"), "{}", s.join("\n"));
-    let runs_ok: Vec<&String> = s.iter().filter(|x| x.starts_with("run ") && x.ends_with(" ok")).collect();
-    assert_eq!(runs_ok, ["run baseline ok", "run candidate ok"], "baseline pass must not rerun:\n{}", s.join("\n"));
+    let runs_ok: Vec<&String> = s
+        .iter()
+        .filter(|x| x.starts_with("run ") && x.ends_with(" ok"))
+        .collect();
+    assert_eq!(
+        runs_ok,
+        ["run baseline ok", "run candidate ok"],
+        "baseline pass must not rerun:\n{}",
+        s.join("\n")
+    );
     let resumed = detail_of(&entries, "run", "candidate", "started");
     assert_eq!(resumed.len(), 2);
     assert_eq!(resumed[1]["resume"], true);
@@ -153,8 +237,19 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
         "{}",
         s.join("\n")
     );
-    let Handle::Process { pid, start_ticks, .. } = &left[0].1 else { panic!() };
-    assert!(!infergate::driver::detached::ProcessIdentity { pid: *pid, start_ticks: *start_ticks }.is_alive());
+    let Handle::Process {
+        pid, start_ticks, ..
+    } = &left[0].1
+    else {
+        panic!()
+    };
+    assert!(
+        !infergate::driver::detached::ProcessIdentity {
+            pid: *pid,
+            start_ticks: *start_ticks
+        }
+        .is_alive()
+    );
     assert!(lifecycle::leftovers(&entries).is_empty());
     assert_baseline_serving(&entries).await;
     // Every candidate request is in the pooled journal exactly once.

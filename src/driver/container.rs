@@ -40,13 +40,23 @@ pub struct ApiResponse {
 
 impl ApiResponse {
     fn json(&self) -> Result<Value> {
-        serde_json::from_slice(&self.body).with_context(|| format!("Docker answered HTTP {} with non-JSON: {}", self.status, self.text()))
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "Docker answered HTTP {} with non-JSON: {}",
+                self.status,
+                self.text()
+            )
+        })
     }
 
     fn text(&self) -> String {
         let s = String::from_utf8_lossy(&self.body);
         let s = s.trim();
-        if s.len() > 500 { format!("{}…", &s[..s.floor_char_boundary(500)]) } else { s.to_string() }
+        if s.len() > 500 {
+            format!("{}…", &s[..s.floor_char_boundary(500)])
+        } else {
+            s.to_string()
+        }
     }
 
     /// Docker's `{"message": …}` error text, or the raw body.
@@ -81,7 +91,9 @@ pub struct ContainerState {
 
 impl Docker {
     pub fn new(socket: impl Into<PathBuf>) -> Docker {
-        Docker { socket: socket.into() }
+        Docker {
+            socket: socket.into(),
+        }
     }
 
     pub fn socket(&self) -> &Path {
@@ -104,7 +116,13 @@ impl Docker {
             .with_context(|| what)
     }
 
-    async fn call_inner(&self, method: &str, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Result<ApiResponse> {
+    async fn call_inner(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Result<ApiResponse> {
         let mut stream = UnixStream::connect(&self.socket).await.with_context(|| {
             format!("connecting to the Docker daemon at {} (is dockerd running? scripts/setup-docker.sh starts one)", self.socket.display())
         })?;
@@ -112,7 +130,9 @@ impl Docker {
             Some(v) => serde_json::to_vec(v).context("serializing request")?,
             None => Vec::new(),
         };
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: docker\r\nUser-Agent: infergate\r\nConnection: close\r\n");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: docker\r\nUser-Agent: infergate\r\nConnection: close\r\n"
+        );
         if body.is_some() {
             head.push_str("Content-Type: application/json\r\n");
         }
@@ -121,32 +141,65 @@ impl Docker {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).await.context("sending request")?;
-        stream.write_all(&payload).await.context("sending request body")?;
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .context("sending request")?;
+        stream
+            .write_all(&payload)
+            .await
+            .context("sending request body")?;
         let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.context("reading response")?;
+        stream
+            .read_to_end(&mut raw)
+            .await
+            .context("reading response")?;
         parse_response(&raw)
     }
 
     pub async fn ping(&self) -> Result<()> {
-        let r = self.call("GET", "/_ping", None, &[], Duration::from_secs(5)).await?;
+        let r = self
+            .call("GET", "/_ping", None, &[], Duration::from_secs(5))
+            .await?;
         if r.status != 200 {
-            bail!("Docker daemon at {} answered /_ping with HTTP {}: {}", self.socket.display(), r.status, r.message());
+            bail!(
+                "Docker daemon at {} answered /_ping with HTTP {}: {}",
+                self.socket.display(),
+                r.status,
+                r.message()
+            );
         }
         Ok(())
     }
 
     /// The local image `reference` names (a `name@sha256:` digest or an ID), if present.
     pub async fn image(&self, reference: &str) -> Result<Option<ImageInfo>> {
-        let r = self.call("GET", &format!("/images/{reference}/json"), None, &[], CALL_TIMEOUT).await?;
+        let r = self
+            .call(
+                "GET",
+                &format!("/images/{reference}/json"),
+                None,
+                &[],
+                CALL_TIMEOUT,
+            )
+            .await?;
         match r.status {
             200 => {
                 let v = r.json()?;
-                let id = v.get("Id").and_then(Value::as_str).context("image inspect without Id")?.to_string();
+                let id = v
+                    .get("Id")
+                    .and_then(Value::as_str)
+                    .context("image inspect without Id")?
+                    .to_string();
                 let repo_digests = v
                     .get("RepoDigests")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
                     .unwrap_or_default();
                 Ok(Some(ImageInfo { id, repo_digests }))
             }
@@ -160,9 +213,15 @@ impl Docker {
         let Some(repo) = &image.repository else {
             bail!("{image} is a local image ID: it names no repository to pull from");
         };
-        let path = format!("/images/create?fromImage={}&tag={}", query_escape(repo), query_escape(&image.digest));
+        let path = format!(
+            "/images/create?fromImage={}&tag={}",
+            query_escape(repo),
+            query_escape(&image.digest)
+        );
         let headers: Vec<(&str, &str)> = auth.map(|a| ("X-Registry-Auth", a)).into_iter().collect();
-        let r = self.call("POST", &path, None, &headers, PULL_TIMEOUT).await?;
+        let r = self
+            .call("POST", &path, None, &headers, PULL_TIMEOUT)
+            .await?;
         if r.status != 200 {
             bail!("pulling {image}: HTTP {}: {}", r.status, r.message());
         }
@@ -180,51 +239,114 @@ impl Docker {
     /// Create a container; returns its ID.
     pub async fn create(&self, name: &str, config: &Value) -> Result<String> {
         let r = self
-            .call("POST", &format!("/containers/create?name={}", query_escape(name)), Some(config), &[], CALL_TIMEOUT)
+            .call(
+                "POST",
+                &format!("/containers/create?name={}", query_escape(name)),
+                Some(config),
+                &[],
+                CALL_TIMEOUT,
+            )
             .await?;
         if r.status != 201 {
-            bail!("creating container {name}: HTTP {}: {}", r.status, r.message());
+            bail!(
+                "creating container {name}: HTTP {}: {}",
+                r.status,
+                r.message()
+            );
         }
         let v = r.json()?;
-        Ok(v.get("Id").and_then(Value::as_str).context("create answered without Id")?.to_string())
+        Ok(v.get("Id")
+            .and_then(Value::as_str)
+            .context("create answered without Id")?
+            .to_string())
     }
 
     pub async fn start(&self, id: &str) -> Result<()> {
-        let r = self.call("POST", &format!("/containers/{id}/start"), None, &[], CALL_TIMEOUT).await?;
+        let r = self
+            .call(
+                "POST",
+                &format!("/containers/{id}/start"),
+                None,
+                &[],
+                CALL_TIMEOUT,
+            )
+            .await?;
         match r.status {
             204 | 304 => Ok(()),
-            s => bail!("starting container {}: HTTP {s}: {}", short(id), r.message()),
+            s => bail!(
+                "starting container {}: HTTP {s}: {}",
+                short(id),
+                r.message()
+            ),
         }
     }
 
     /// None when no such container exists.
     pub async fn inspect(&self, id: &str) -> Result<Option<ContainerState>> {
-        let r = self.call("GET", &format!("/containers/{id}/json"), None, &[], CALL_TIMEOUT).await?;
+        let r = self
+            .call(
+                "GET",
+                &format!("/containers/{id}/json"),
+                None,
+                &[],
+                CALL_TIMEOUT,
+            )
+            .await?;
         match r.status {
             200 => {
                 let v = r.json()?;
                 let st = v.get("State").cloned().unwrap_or(Value::Null);
                 Ok(Some(ContainerState {
                     running: st.get("Running").and_then(Value::as_bool).unwrap_or(false),
-                    status: st.get("Status").and_then(Value::as_str).unwrap_or("").to_string(),
+                    status: st
+                        .get("Status")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
                     exit_code: st.get("ExitCode").and_then(Value::as_i64).unwrap_or(0),
-                    oom_killed: st.get("OOMKilled").and_then(Value::as_bool).unwrap_or(false),
-                    error: st.get("Error").and_then(Value::as_str).unwrap_or("").to_string(),
-                    image_id: v.get("Image").and_then(Value::as_str).unwrap_or("").to_string(),
+                    oom_killed: st
+                        .get("OOMKilled")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    error: st
+                        .get("Error")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    image_id: v
+                        .get("Image")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
                 }))
             }
             404 => Ok(None),
-            s => bail!("inspecting container {}: HTTP {s}: {}", short(id), r.message()),
+            s => bail!(
+                "inspecting container {}: HTTP {s}: {}",
+                short(id),
+                r.message()
+            ),
         }
     }
 
     /// stdout and stderr so far, interleaved as Docker stored them.
     pub async fn logs(&self, id: &str) -> Result<Vec<u8>> {
         let r = self
-            .call("GET", &format!("/containers/{id}/logs?stdout=1&stderr=1"), None, &[], CALL_TIMEOUT)
+            .call(
+                "GET",
+                &format!("/containers/{id}/logs?stdout=1&stderr=1"),
+                None,
+                &[],
+                CALL_TIMEOUT,
+            )
             .await?;
         if r.status != 200 {
-            bail!("reading logs of container {}: HTTP {}: {}", short(id), r.status, r.message());
+            bail!(
+                "reading logs of container {}: HTTP {}: {}",
+                short(id),
+                r.status,
+                r.message()
+            );
         }
         Ok(demux_logs(&r.body))
     }
@@ -233,19 +355,41 @@ impl Docker {
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<()> {
         let secs = grace.as_secs().max(1);
         let r = self
-            .call("POST", &format!("/containers/{id}/stop?t={secs}"), None, &[], grace + CALL_TIMEOUT)
+            .call(
+                "POST",
+                &format!("/containers/{id}/stop?t={secs}"),
+                None,
+                &[],
+                grace + CALL_TIMEOUT,
+            )
             .await?;
         match r.status {
             204 | 304 | 404 => Ok(()),
-            s => bail!("stopping container {}: HTTP {s}: {}", short(id), r.message()),
+            s => bail!(
+                "stopping container {}: HTTP {s}: {}",
+                short(id),
+                r.message()
+            ),
         }
     }
 
     pub async fn remove(&self, id: &str) -> Result<()> {
-        let r = self.call("DELETE", &format!("/containers/{id}?force=1"), None, &[], CALL_TIMEOUT).await?;
+        let r = self
+            .call(
+                "DELETE",
+                &format!("/containers/{id}?force=1"),
+                None,
+                &[],
+                CALL_TIMEOUT,
+            )
+            .await?;
         match r.status {
             204 | 404 => Ok(()),
-            s => bail!("removing container {}: HTTP {s}: {}", short(id), r.message()),
+            s => bail!(
+                "removing container {}: HTTP {s}: {}",
+                short(id),
+                r.message()
+            ),
         }
     }
 }
@@ -258,7 +402,10 @@ pub async fn resolve_image(docker: &Docker, image: &ImageRef) -> Result<Option<S
     };
     let pinned = match &image.repository {
         None => info.id == image.digest,
-        Some(_) => info.repo_digests.iter().any(|d| d.ends_with(&format!("@{}", image.digest))),
+        Some(_) => info
+            .repo_digests
+            .iter()
+            .any(|d| d.ends_with(&format!("@{}", image.digest))),
     };
     if !pinned {
         bail!(
@@ -273,7 +420,11 @@ pub async fn resolve_image(docker: &Docker, image: &ImageRef) -> Result<Option<S
 
 /// The image's ID, pulling it by digest first when it is missing and a
 /// registry is configured. Never pulls by tag.
-pub async fn ensure_image(docker: &Docker, image: &ImageRef, settings: &DockerSettings) -> Result<String> {
+pub async fn ensure_image(
+    docker: &Docker,
+    image: &ImageRef,
+    settings: &DockerSettings,
+) -> Result<String> {
     if let Some(id) = resolve_image(docker, image).await? {
         return Ok(id);
     }
@@ -292,7 +443,9 @@ pub async fn ensure_image(docker: &Docker, image: &ImageRef, settings: &DockerSe
             std::env::var(name)
                 .ok()
                 .filter(|v| !v.is_empty())
-                .with_context(|| format!("environment variable {name} (docker.auth_env) is not set"))?,
+                .with_context(|| {
+                    format!("environment variable {name} (docker.auth_env) is not set")
+                })?,
         ),
         None => None,
     };
@@ -327,7 +480,8 @@ pub async fn start(
 ) -> Result<RunningContainer> {
     let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
     for name in &spec.env_from_host {
-        let v = std::env::var(name).with_context(|| format!("environment variable {name} (env_from_host) is not set"))?;
+        let v = std::env::var(name)
+            .with_context(|| format!("environment variable {name} (env_from_host) is not set"))?;
         env.push(format!("{name}={v}"));
     }
     let mut config = json!({
@@ -371,9 +525,17 @@ pub async fn start(
     }
 }
 
-async fn bring_up(docker: &Docker, c: &RunningContainer, health_path: &str, timeout: Duration) -> Result<()> {
+async fn bring_up(
+    docker: &Docker,
+    c: &RunningContainer,
+    health_path: &str,
+    timeout: Duration,
+) -> Result<()> {
     docker.start(&c.id).await?;
-    let state = docker.inspect(&c.id).await?.context("the container vanished right after start")?;
+    let state = docker
+        .inspect(&c.id)
+        .await?
+        .context("the container vanished right after start")?;
     if state.image_id != c.image_id {
         bail!(
             "the running container's image is {}, not {} as resolved from the plan's digest",
@@ -381,12 +543,18 @@ async fn bring_up(docker: &Docker, c: &RunningContainer, health_path: &str, time
             c.image_id
         );
     }
-    let http = reqwest::Client::builder().no_proxy().build().context("building HTTP client")?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("building HTTP client")?;
     let url = format!("{}{health_path}", c.base_url);
     let t0 = Instant::now();
     let mut last = String::from("no attempt finished");
     loop {
-        let state = docker.inspect(&c.id).await?.context("the container vanished while starting")?;
+        let state = docker
+            .inspect(&c.id)
+            .await?
+            .context("the container vanished while starting")?;
         if !state.running {
             bail!("container exited while starting ({})", describe(&state));
         }
@@ -394,7 +562,12 @@ async fn bring_up(docker: &Docker, c: &RunningContainer, health_path: &str, time
         if left.is_zero() {
             bail!("GET {url} did not answer 200 within {timeout:?} (last: {last})");
         }
-        match http.get(&url).timeout(left.min(Duration::from_secs(2))).send().await {
+        match http
+            .get(&url)
+            .timeout(left.min(Duration::from_secs(2)))
+            .send()
+            .await
+        {
             Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
             Ok(r) => last = format!("HTTP {}", r.status()),
             Err(e) => last = e.to_string(),
@@ -410,7 +583,8 @@ impl RunningContainer {
         if let Some(dir) = self.log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        std::fs::write(&self.log_path, &bytes).with_context(|| format!("writing {}", self.log_path.display()))?;
+        std::fs::write(&self.log_path, &bytes)
+            .with_context(|| format!("writing {}", self.log_path.display()))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -426,10 +600,21 @@ impl RunningContainer {
     /// Running, and still running the verified image.
     pub async fn check(&self, docker: &Docker) -> Result<()> {
         match docker.inspect(&self.id).await? {
-            None => bail!("container {} ({}) no longer exists", self.name, short(&self.id)),
-            Some(s) if !s.running => bail!("container {} is not running ({})", self.name, describe(&s)),
+            None => bail!(
+                "container {} ({}) no longer exists",
+                self.name,
+                short(&self.id)
+            ),
+            Some(s) if !s.running => {
+                bail!("container {} is not running ({})", self.name, describe(&s))
+            }
             Some(s) if s.image_id != self.image_id => {
-                bail!("container {} runs image {}, expected {}", self.name, s.image_id, self.image_id)
+                bail!(
+                    "container {} runs image {}, expected {}",
+                    self.name,
+                    s.image_id,
+                    self.image_id
+                )
             }
             Some(_) => Ok(()),
         }
@@ -452,7 +637,13 @@ pub fn container_name(parts: &[&str]) -> String {
     let joined = parts.join("-");
     let mut name: String = joined
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
         name.insert(0, 'x');
@@ -528,7 +719,8 @@ fn dechunk(mut data: &[u8]) -> Result<Vec<u8>> {
         };
         let size_text = std::str::from_utf8(&data[..eol]).context("bad chunk size")?;
         let size_hex = size_text.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_hex, 16).with_context(|| format!("bad chunk size {size_hex:?}"))?;
+        let size = usize::from_str_radix(size_hex, 16)
+            .with_context(|| format!("bad chunk size {size_hex:?}"))?;
         data = &data[eol + 2..];
         if size == 0 {
             return Ok(out);
@@ -569,7 +761,8 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
         let r = parse_response(raw).unwrap();
         assert_eq!((r.status, r.body.as_slice()), (200, &b"hello world"[..]));
-        let raw = b"HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\n{\"message\":\"no such\"}\n";
+        let raw =
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 22\r\n\r\n{\"message\":\"no such\"}\n";
         let r = parse_response(raw).unwrap();
         assert_eq!(r.status, 404);
         assert_eq!(r.message(), "no such");
@@ -588,7 +781,10 @@ mod tests {
 
     #[test]
     fn names_and_escapes() {
-        assert_eq!(container_name(&["infergate", "q 1/x", "baseline"]), "infergate-q-1-x-baseline");
+        assert_eq!(
+            container_name(&["infergate", "q 1/x", "baseline"]),
+            "infergate-q-1-x-baseline"
+        );
         assert_eq!(query_escape("ghcr.io/o/e"), "ghcr.io%2Fo%2Fe");
         assert_eq!(query_escape("sha256:ab"), "sha256%3Aab");
     }

@@ -111,15 +111,24 @@ impl DetachedProcess {
             .open(log_path)
             .with_context(|| format!("opening log {}", log_path.display()))?;
         let command_line = spec.command_line();
-        writeln!(log, "=== infergate: starting (detached) at {}: {command_line}", crate::runner::now_rfc3339())
-            .with_context(|| format!("writing log {}", log_path.display()))?;
-        let log_start = log.metadata().with_context(|| format!("reading log {}", log_path.display()))?.len();
+        writeln!(
+            log,
+            "=== infergate: starting (detached) at {}: {command_line}",
+            crate::runner::now_rfc3339()
+        )
+        .with_context(|| format!("writing log {}", log_path.display()))?;
+        let log_start = log
+            .metadata()
+            .with_context(|| format!("reading log {}", log_path.display()))?
+            .len();
 
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone().context("duplicating log handle")?))
+            .stdout(Stdio::from(
+                log.try_clone().context("duplicating log handle")?,
+            ))
             .stderr(Stdio::from(log));
         if let Some(dir) = &spec.current_dir {
             cmd.current_dir(dir);
@@ -133,10 +142,15 @@ impl DetachedProcess {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().with_context(|| format!("starting {command_line}"))?;
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {command_line}"))?;
         let pid = child.id() as i32;
         let Some(identity) = ProcessIdentity::of(pid) else {
-            let how = child.wait().map(describe_status).unwrap_or_else(|e| e.to_string());
+            let how = child
+                .wait()
+                .map(describe_status)
+                .unwrap_or_else(|e| e.to_string());
             bail!(
                 "`{command_line}` exited at once ({how}); last lines of {}:\n{}",
                 log_path.display(),
@@ -157,7 +171,14 @@ impl DetachedProcess {
                 }
             })
             .context("starting the reaper thread")?;
-        Ok(DetachedProcess { identity, command_line, log_path: log_path.clone(), log_start, scanned: log_start, exit })
+        Ok(DetachedProcess {
+            identity,
+            command_line,
+            log_path: log_path.clone(),
+            log_start,
+            scanned: log_start,
+            exit,
+        })
     }
 
     pub fn identity(&self) -> ProcessIdentity {
@@ -213,25 +234,36 @@ impl DetachedProcess {
     }
 
     fn scan_log_for(&mut self, needle: &str) -> Result<Option<String>> {
-        let mut f = File::open(&self.log_path).with_context(|| format!("opening log {}", self.log_path.display()))?;
+        let mut f = File::open(&self.log_path)
+            .with_context(|| format!("opening log {}", self.log_path.display()))?;
         f.seek(SeekFrom::Start(self.scanned))?;
         let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes).with_context(|| format!("reading log {}", self.log_path.display()))?;
+        f.read_to_end(&mut bytes)
+            .with_context(|| format!("reading log {}", self.log_path.display()))?;
         let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
             return Ok(None);
         };
         self.scanned += end as u64 + 1;
-        Ok(String::from_utf8_lossy(&bytes[..end]).lines().find(|l| l.contains(needle)).map(str::to_string))
+        Ok(String::from_utf8_lossy(&bytes[..end])
+            .lines()
+            .find(|l| l.contains(needle))
+            .map(str::to_string))
     }
 
     /// Poll `url` until it answers 200; fails early if the process exits.
     pub async fn wait_for_http_ok(&self, url: &str, timeout: Duration) -> Result<()> {
-        let http = reqwest::Client::builder().no_proxy().build().context("building HTTP client")?;
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .context("building HTTP client")?;
         let deadline = Instant::now() + timeout;
         let mut last = String::from("no attempt finished");
         loop {
             if let Some(how) = self.exited() {
-                bail!("{} while waiting for GET {url} to answer 200", self.exit_report(&how));
+                bail!(
+                    "{} while waiting for GET {url} to answer 200",
+                    self.exit_report(&how)
+                );
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -242,7 +274,12 @@ impl DetachedProcess {
                     self.log_tail(TAIL_LINES)
                 );
             }
-            match http.get(url).timeout(left.min(Duration::from_secs(2))).send().await {
+            match http
+                .get(url)
+                .timeout(left.min(Duration::from_secs(2)))
+                .send()
+                .await
+            {
                 Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
                 Ok(r) => last = format!("HTTP {}", r.status()),
                 Err(e) => last = e.to_string(),
@@ -302,11 +339,19 @@ mod tests {
             .arg("-c")
             .arg("(exec sleep 30) & echo ready; wait");
         let mut p = DetachedProcess::spawn(&spec).unwrap();
-        p.wait_for_line("ready", Duration::from_secs(10)).await.unwrap();
+        p.wait_for_line("ready", Duration::from_secs(10))
+            .await
+            .unwrap();
         let id = p.identity();
         assert!(id.is_alive());
         // A stale identity (same pid, other start time) is not this process.
-        assert!(!ProcessIdentity { pid: id.pid, start_ticks: id.start_ticks + 1 }.is_alive());
+        assert!(
+            !ProcessIdentity {
+                pid: id.pid,
+                start_ticks: id.start_ticks + 1
+            }
+            .is_alive()
+        );
         assert!(id.stop(Duration::from_secs(5)));
         assert!(!id.is_alive());
         assert!(!group_alive(id.pid), "the group's sleep survived");
@@ -316,10 +361,15 @@ mod tests {
     #[tokio::test]
     async fn early_exit_is_reported_with_the_log() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = ProcessSpec::new("/bin/sh", dir.path().join("p.log")).arg("-c").arg("echo boom >&2; exit 4");
+        let spec = ProcessSpec::new("/bin/sh", dir.path().join("p.log"))
+            .arg("-c")
+            .arg("echo boom >&2; exit 4");
         // It may be gone before spawn returns; either way the error says why.
         let e = match DetachedProcess::spawn(&spec) {
-            Ok(mut p) => p.wait_for_line("ready", Duration::from_secs(10)).await.unwrap_err(),
+            Ok(mut p) => p
+                .wait_for_line("ready", Duration::from_secs(10))
+                .await
+                .unwrap_err(),
             Err(e) => e,
         }
         .to_string();

@@ -7,7 +7,10 @@ use anyhow::{Context, Result, bail};
 
 /// Wait until `url + health_path` answers 200, at most `timeout`.
 pub async fn wait_healthy(url: &str, health_path: &str, timeout: Duration) -> Result<()> {
-    let http = reqwest::Client::builder().no_proxy().build().context("building HTTP client")?;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .context("building HTTP client")?;
     let health = format!("{}{health_path}", url.trim_end_matches('/'));
     let t0 = Instant::now();
     let mut last = String::from("no attempt finished");
@@ -20,7 +23,12 @@ pub async fn wait_healthy(url: &str, health_path: &str, timeout: Duration) -> Re
                 crate::runner::redact_url(url)
             );
         }
-        match http.get(&health).timeout(left.min(Duration::from_secs(5))).send().await {
+        match http
+            .get(&health)
+            .timeout(left.min(Duration::from_secs(5)))
+            .send()
+            .await
+        {
             Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
             Ok(r) => last = format!("HTTP {}", r.status()),
             Err(e) => last = e.without_url().to_string(),

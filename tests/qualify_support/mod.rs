@@ -39,7 +39,10 @@ pub struct Env {
 impl Env {
     pub fn new() -> Env {
         require_engine();
-        let dir = tempfile::Builder::new().prefix("infergate-qualify-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("infergate-qualify-")
+            .tempdir()
+            .expect("tempdir");
         let ledger = dir.path().join("ledger.sqlite");
         let out = dir.path().join("out");
         Env { dir, ledger, out }
@@ -89,19 +92,27 @@ impl Env {
     }
 
     pub fn entries(&self, id: &str) -> Vec<Entry> {
-        Ledger::open(&self.ledger).expect("ledger").entries(id).expect("entries")
+        Ledger::open(&self.ledger)
+            .expect("ledger")
+            .entries(id)
+            .expect("entries")
     }
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
-        let Ok(ledger) = Ledger::open(&self.ledger) else { return };
+        let Ok(ledger) = Ledger::open(&self.ledger) else {
+            return;
+        };
         for q in ledger.qualifications().unwrap_or_default() {
             let entries = ledger.entries(&q).unwrap_or_default();
             let mut all = lifecycle::leftovers(&entries);
             all.extend(lifecycle::serving(&entries));
             for (_, h) in all {
-                if let Handle::Process { pid, start_ticks, .. } = h {
+                if let Handle::Process {
+                    pid, start_ticks, ..
+                } = h
+                {
                     ProcessIdentity { pid, start_ticks }.stop(Duration::from_secs(5));
                 }
             }
@@ -113,7 +124,14 @@ impl Drop for Env {
 pub fn steps(entries: &[Entry]) -> Vec<String> {
     entries
         .iter()
-        .map(|e| format!("{} {} {}", e.step, e.runtime.as_deref().unwrap_or("-"), e.status.as_str()))
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e.step,
+                e.runtime.as_deref().unwrap_or("-"),
+                e.status.as_str()
+            )
+        })
         .collect()
 }
 
@@ -123,9 +141,22 @@ pub fn has(entries: &[Entry], step: &str) -> bool {
 
 /// The model `/v1/models` serves at `base_url`, if it answers.
 pub async fn served_model(base_url: &str) -> Option<String> {
-    let http = reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(10)).build().ok()?;
-    let v: serde_json::Value = http.get(format!("{base_url}/v1/models")).send().await.ok()?.json().await.ok()?;
-    v.pointer("/data/0/id").and_then(|x| x.as_str()).map(str::to_string)
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .ok()?;
+    let v: serde_json::Value = http
+        .get(format!("{base_url}/v1/models"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v.pointer("/data/0/id")
+        .and_then(|x| x.as_str())
+        .map(str::to_string)
 }
 
 /// The baseline is what serves, it is running, and it answers with the model.
@@ -134,14 +165,28 @@ pub async fn assert_baseline_serving(entries: &[Entry]) -> Handle {
         panic!("nothing serving; ledger:\n{}", steps(entries).join("\n"));
     };
     assert_eq!(label, "baseline", "ledger:\n{}", steps(entries).join("\n"));
-    assert_eq!(served_model(h.base_url()).await.as_deref(), Some(MODEL), "{}", h.describe());
+    assert_eq!(
+        served_model(h.base_url()).await.as_deref(),
+        Some(MODEL),
+        "{}",
+        h.describe()
+    );
     h
 }
 
-pub fn detail_of<'a>(entries: &'a [Entry], step: &str, runtime: &str, status: &str) -> Vec<&'a serde_json::Value> {
+pub fn detail_of<'a>(
+    entries: &'a [Entry],
+    step: &str,
+    runtime: &str,
+    status: &str,
+) -> Vec<&'a serde_json::Value> {
     entries
         .iter()
-        .filter(|e| e.step == step && e.runtime.as_deref().unwrap_or("-") == runtime && e.status.as_str() == status)
+        .filter(|e| {
+            e.step == step
+                && e.runtime.as_deref().unwrap_or("-") == runtime
+                && e.status.as_str() == status
+        })
         .map(|e| &e.detail)
         .collect()
 }

@@ -1,0 +1,234 @@
+//! `infergate run` against the real reference engine: the measurement core.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use infergate::artifact::{RunArtifact, metric};
+use infergate::client::Timeouts;
+use infergate::journal;
+use infergate::record::Outcome;
+use infergate::runner::{self, RunOptions};
+use infergate::stats;
+
+const SUITE: &str = r#"
+name = "run-test"
+[[cell]]
+name = "small"
+prompt_tokens = 300
+tolerance_percent = 5
+max_tokens = 16
+concurrency = 2
+requests = 6
+warmup = 1
+seed = 3
+extra = { ignore_eos = true }
+"#;
+
+fn write_suite(dir: &Path, text: &str) -> std::path::PathBuf {
+    let p = dir.join("suite.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn opts(target: &str, suite: std::path::PathBuf, out: std::path::PathBuf) -> RunOptions {
+    RunOptions {
+        target: target.to_string(),
+        api_key_env: None,
+        suite,
+        out_dir: out,
+        runtime_label: Some("baseline".into()),
+        image: None,
+        only_cells: vec![],
+        resume: false,
+        timeouts: Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(300),
+        },
+        skip_turnover: true,
+        quiet: true,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_measures_real_values_that_agree_with_the_journal() {
+    let engine = support::engine("baseline");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let art = runner::run(&opts(
+        &engine.base_url,
+        write_suite(dir.path(), SUITE),
+        out.clone(),
+    ))
+    .await
+    .expect("run");
+
+    // The artifact on disk is the one returned.
+    let on_disk: RunArtifact =
+        serde_json::from_slice(&std::fs::read(out.join(runner::ARTIFACT_FILE)).unwrap()).unwrap();
+    assert_eq!(on_disk, art);
+    assert_eq!(art.schema, "infergate-run/v1");
+    assert!(
+        art.provenance.model.contains("SmolLM2"),
+        "{}",
+        art.provenance.model
+    );
+    assert_eq!(art.provenance.context_window, Some(4096));
+    assert!(art.method.get("percentile").is_some());
+
+    let recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
+    assert_eq!(recs.len(), 6, "warmups are never journaled");
+    for r in &recs {
+        assert_eq!(r.outcome, Outcome::Ok, "{:?}", r.detail);
+        let c = &r.capture;
+        let (ttft, e2e) = (c.ttft_ms.unwrap(), c.e2e_ms.unwrap());
+        assert!(
+            c.ttfo_ms.unwrap() <= ttft && ttft <= e2e,
+            "TTFO ≤ TTFT ≤ e2e: {c:?}"
+        );
+        // ignore_eos: the server reports exactly max_tokens, one content chunk each.
+        assert_eq!(c.completion_tokens, Some(16));
+        assert!(!c.completion_tokens_estimated);
+        assert_eq!(c.chunk_ms.len(), 16);
+        let p = c.prompt_tokens.unwrap();
+        assert!(
+            (285..=315).contains(&p),
+            "prompt tokens {p} outside 300 ± 5%"
+        );
+        assert_eq!(c.finish_reasons, vec!["length".to_string()]);
+    }
+
+    let cell = &art.cells[0];
+    assert!(cell.performance_eligible, "{:?}", cell.ineligible_reasons);
+    assert_eq!((cell.requests, cell.succeeded, cell.failed), (6, 6, 0));
+    // p50 in the artifact equals the median of the journal's own values.
+    let ttft: Vec<f64> = recs.iter().map(|r| r.capture.ttft_ms.unwrap()).collect();
+    let e2e: Vec<f64> = recs.iter().map(|r| r.capture.e2e_ms.unwrap()).collect();
+    assert_eq!(
+        cell.metrics[metric::TTFT_MS].p50,
+        stats::median(&ttft).unwrap()
+    );
+    assert_eq!(
+        cell.metrics[metric::E2E_MS].p50,
+        stats::median(&e2e).unwrap()
+    );
+    assert_eq!(cell.metrics[metric::TTFT_MS].n, 6);
+    let decode: Vec<f64> = recs
+        .iter()
+        .map(|r| r.capture.derived().decode_tok_s.unwrap())
+        .collect();
+    assert_eq!(
+        cell.metrics[metric::DECODE_TOK_S].p50,
+        stats::median(&decode).unwrap()
+    );
+    let prompt: Vec<f64> = recs
+        .iter()
+        .map(|r| r.capture.prompt_tokens.unwrap() as f64)
+        .collect();
+    assert_eq!(cell.median_prompt_tokens, stats::median(&prompt));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_larger_than_the_context_is_refused_before_any_request() {
+    let engine = support::engine("baseline");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let suite = SUITE
+        .replace("prompt_tokens = 300", "prompt_tokens = 97159")
+        .replace("name = \"small\"", "name = \"capacity-120k\"");
+    let err = runner::run(&opts(
+        &engine.base_url,
+        write_suite(dir.path(), &suite),
+        out.clone(),
+    ))
+    .await
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("cell 'capacity-120k' cannot fit") && msg.contains("4096"),
+        "{msg}"
+    );
+    // Refused before the journal was opened: nothing was sent, nothing recorded.
+    assert!(!out.join(runner::JOURNAL_FILE).exists());
+}
+
+/// Kill a run midway: every request it finished is in the journal, and resuming
+/// from a journal with a torn last line is a clear error.
+#[test]
+fn a_killed_run_keeps_every_finished_request() {
+    let engine = support::engine("baseline");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let suite = SUITE
+        .replace("requests = 6", "requests = 40")
+        .replace("concurrency = 2", "concurrency = 1");
+    let suite_path = write_suite(dir.path(), &suite);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--quiet", "--target", &engine.base_url, "--suite"])
+        .arg(&suite_path)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal_path = out.join(runner::JOURNAL_FILE);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let lines = |p: &Path| {
+        std::fs::read_to_string(p)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    while lines(&journal_path) < 3 {
+        assert!(Instant::now() < deadline, "run made no progress");
+        assert!(child.try_wait().unwrap().is_none(), "run exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGKILL: no chance to flush or clean up.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let recs = journal::read(&journal_path).expect("every complete line parses");
+    assert!(recs.len() >= 3 && recs.len() < 40, "{}", recs.len());
+    let mut idx: Vec<usize> = recs.iter().map(|r| r.index).collect();
+    idx.sort();
+    idx.dedup();
+    assert_eq!(idx.len(), recs.len(), "no duplicates");
+    assert!(
+        !out.join(runner::ARTIFACT_FILE).exists(),
+        "no artifact from a killed run"
+    );
+
+    // A torn last line (as a kill mid-write leaves) stops a resume with a clear error.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal_path)
+        .unwrap();
+    f.write_all(br#"{"cell":"small","index":39,"send_"#)
+        .unwrap();
+    drop(f);
+    let res = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args([
+            "run",
+            "--quiet",
+            "--resume",
+            "--target",
+            &engine.base_url,
+            "--suite",
+        ])
+        .arg(&suite_path)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!res.status.success());
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains("is torn") && err.contains(&format!("line {}", recs.len() + 1)),
+        "{err}"
+    );
+}
