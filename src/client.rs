@@ -111,6 +111,16 @@ impl fmt::Debug for ClientConfig {
     }
 }
 
+/// Did the request fail on a pooled socket the server had already closed?
+fn stale_connection(cap: &StreamCapture) -> bool {
+    cap.http_status.is_none()
+        && cap.failure.as_ref().is_some_and(|f| {
+            f.class == Outcome::RequestError
+                && f.message
+                    .contains("connection closed before message completed")
+        })
+}
+
 /// A pooled HTTP client bound to one server. Cheap to share by reference across tasks.
 pub struct Client {
     http: reqwest::Client,
@@ -196,8 +206,19 @@ impl Client {
                 return (Instant::now(), cap);
             }
         };
+        let retry = req.try_clone();
         let t_send = Instant::now();
         self.run(req, t_send, endpoint, &mut cap).await;
+        // Servers such as llama.cpp close the connection after a stream while
+        // advertising keep-alive; the pool can hand out that dying socket, which
+        // fails before any response. That is the client's stale socket, not the
+        // server's answer: retry once on a fresh connection, timed afresh.
+        if let (Some(req), true) = (retry, stale_connection(&cap)) {
+            cap = StreamCapture::default();
+            let t_send = Instant::now();
+            self.run(req, t_send, endpoint, &mut cap).await;
+            return (t_send, cap);
+        }
         (t_send, cap)
     }
 

@@ -135,10 +135,10 @@ impl StreamCapture {
                 d.tpot_ms = Some(span / (ct - 1) as f64);
             }
         }
-        if let (Some(ttfo), Some(pt)) = (self.ttfo_ms, self.prompt_tokens) {
-            if ttfo > 0.0 {
-                d.prefill_tok_s = Some(pt as f64 / (ttfo / 1000.0));
-            }
+        if let (Some(ttfo), Some(pt)) = (self.ttfo_ms, self.prompt_tokens)
+            && ttfo > 0.0
+        {
+            d.prefill_tok_s = Some(pt as f64 / (ttfo / 1000.0));
         }
         d
     }
@@ -146,6 +146,14 @@ impl StreamCapture {
     /// Gaps between consecutive content-bearing chunks (ITL), ms.
     pub fn itl_ms(&self) -> impl Iterator<Item = f64> + '_ {
         self.chunk_ms.windows(2).map(|w| w[1] - w[0])
+    }
+}
+
+/// Truncate text for error messages and captures kept in artifacts.
+pub fn bounded(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
+        None => s.to_string(),
     }
 }
 
@@ -177,13 +185,5 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.derived().decode_tok_s, None);
-    }
-}
-
-/// Truncate text for error messages and captures kept in artifacts.
-pub fn bounded(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
-        None => s.to_string(),
     }
 }

@@ -163,7 +163,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
                 format!("{nonce}-warm"),
                 run_t0,
             );
-            loadgen_drive(cell, cell.warmup, move |i, s| job(i, s), |_| {}).await?;
+            loadgen_drive(cell, cell.warmup, job, |_| {}).await?;
         }
         let progress = Progress::new(opts, &cell.name, todo.len());
         let todo = Arc::new(todo);

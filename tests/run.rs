@@ -79,7 +79,7 @@ async fn run_measures_real_values_that_agree_with_the_journal() {
         art.provenance.model
     );
     assert_eq!(art.provenance.context_window, Some(4096));
-    assert!(art.method.get("percentile").is_some());
+    assert!(art.method.contains_key("percentile"));
 
     let recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
     assert_eq!(recs.len(), 6, "warmups are never journaled");
