@@ -115,6 +115,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         info.has_tokenize,
     );
     let nonce = run_nonce();
+    let estimator = Estimator {
+        http: http.clone(),
+        base: base.clone(),
+        key: key.clone(),
+    };
     let run_t0 = Instant::now();
     let mut all: Vec<RequestRecord> = previous.clone();
 
@@ -156,6 +161,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         // Warmup: same shape, never recorded.
         if cell.warmup > 0 {
             let job = request_job(
+                estimator.clone(),
                 client.clone(),
                 cell.clone(),
                 info.model_id.clone(),
@@ -168,6 +174,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         let progress = Progress::new(opts, &cell.name, todo.len());
         let todo = Arc::new(todo);
         let job = request_job(
+            estimator.clone(),
             client.clone(),
             cell.clone(),
             info.model_id.clone(),
@@ -268,7 +275,33 @@ where
 }
 
 /// One request of a cell: build its body, stream it, classify it.
+/// Counts completion tokens client-side when a server sends no usage.
+#[derive(Clone)]
+struct Estimator {
+    http: reqwest::Client,
+    base: String,
+    key: Option<String>,
+}
+
+impl Estimator {
+    /// With the model's own tokenizer (`/tokenize`), after the stream ended —
+    /// never in the per-chunk loop. The value is flagged as estimated.
+    async fn fill(&self, cap: &mut crate::record::StreamCapture) {
+        if cap.completion_tokens.is_some() || cap.failure.is_some() {
+            return;
+        }
+        let text = format!("{}{}", cap.reasoning, cap.content);
+        if let Ok(Some(n)) =
+            discover::tokenize_with_key(&self.http, &self.base, self.key.as_deref(), &text).await
+        {
+            cap.completion_tokens = Some(n as u64);
+            cap.completion_tokens_estimated = true;
+        }
+    }
+}
+
 fn request_job(
+    estimator: Estimator,
     client: Arc<Client>,
     cell: CellSpec,
     model: String,
@@ -283,7 +316,8 @@ fn request_job(
 + Sync
 + 'static {
     move |index, scheduled| {
-        let (client, cell, model, body, nonce) = (
+        let (estimator, client, cell, model, body, nonce) = (
+            estimator.clone(),
             client.clone(),
             cell.clone(),
             model.clone(),
@@ -293,8 +327,9 @@ fn request_job(
         Box::pin(async move {
             let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
             let req = workload::request_body(&cell, &model, workload::user_content(&pre, &body));
-            let sent = Instant::now();
-            let capture = client.stream(Endpoint::Chat, &req).await;
+            let (sent, mut capture) = client.stream_timed(Endpoint::Chat, &req).await;
+            let sent = Instant::from_std(sent);
+            estimator.fill(&mut capture).await;
             let (outcome, detail) = match &capture.failure {
                 Some(f) => (f.class, Some(f.message.clone())),
                 None => (Outcome::Ok, None),
