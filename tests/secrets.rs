@@ -1,0 +1,102 @@
+//! An API key given to infergate never appears in anything it writes or prints.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+const KEY: &str = "sk-infergate-test-7f3a9c2e5b1d";
+
+fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn the_api_key_is_never_written_or_printed() {
+    let engine = support::engine("baseline");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"secrets\"\n[[cell]]\nname = \"c\"\nprompt_tokens = 200\nmax_tokens = 8\nrequests = 3\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let run = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .env("INFERGATE_TEST_API_KEY", KEY)
+        .args([
+            "run",
+            "--api-key-env",
+            "INFERGATE_TEST_API_KEY",
+            "--target",
+            &engine.base_url,
+            "--suite",
+        ])
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    // A failing run prints errors: they must not carry the key either.
+    let bad = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .env("INFERGATE_TEST_API_KEY", KEY)
+        .args([
+            "run",
+            "--api-key-env",
+            "INFERGATE_TEST_API_KEY",
+            "--target",
+            "http://127.0.0.1:9",
+            "--suite",
+        ])
+        .arg(&suite)
+        .arg("--out")
+        .arg(dir.path().join("out-bad"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+
+    let mut files = Vec::new();
+    files_under(dir.path(), &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("run.json"))
+            && files.iter().any(|f| f.ends_with("journal.jsonl"))
+    );
+    for f in &files {
+        if f == &suite {
+            continue;
+        }
+        assert!(
+            !contains(&std::fs::read(f).unwrap(), KEY),
+            "key found in {}",
+            f.display()
+        );
+    }
+    for (name, bytes) in [
+        ("stdout", &run.stdout),
+        ("stderr", &run.stderr),
+        ("failing stdout", &bad.stdout),
+        ("failing stderr", &bad.stderr),
+    ] {
+        assert!(!contains(bytes, KEY), "key printed on {name}");
+    }
+    // The artifact records where the key came from, not the key.
+    let art = std::fs::read_to_string(out.join("run.json")).unwrap();
+    assert!(art.contains("INFERGATE_TEST_API_KEY"));
+}
