@@ -233,7 +233,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             started_at,
             ended_at: now_rfc3339(),
         },
-        method: method_notes(),
+        method: {
+            let mut m = method_notes();
+            let t = &opts.timeouts;
+            m.insert(
+                "timeouts".into(),
+                format!(
+                    "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}; a request exceeding one is a request_error naming it",
+                    t.connect, t.first_byte, t.idle, t.total
+                ),
+            );
+            m
+        },
         cells: results,
         turnover,
     };
