@@ -24,32 +24,37 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
             .or_insert(0) += 1;
     }
 
-    let mut samples: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let mut push = |k: &str, v: Option<f64>| {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
-            samples.entry(k.to_string()).or_default().push(v);
-        }
-    };
-    let mut itl = Vec::new();
+    // One column per metric, filled in request order; keyed only at the end
+    // (a map entry per push would allocate a key per request and metric).
+    let mut cols: [Vec<f64>; COLUMNS.len()] =
+        std::array::from_fn(|_| Vec::with_capacity(ok.len()));
+    let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
     for r in &ok {
         let d = r.capture.derived();
-        push(metric::TTFT_MS, d.ttft_ms);
-        push(metric::TTFO_MS, d.ttfo_ms);
-        push(metric::E2E_MS, d.e2e_ms);
-        push(metric::DECODE_TOK_S, d.decode_tok_s);
-        push(metric::TPOT_MS, d.tpot_ms);
-        push(metric::PREFILL_TOK_S, d.prefill_tok_s);
-        push(metric::QUEUE_MS, Some(r.queue_ms));
-        push(
-            metric::PROMPT_TOKENS,
+        let row = [
+            d.ttft_ms,
+            d.ttfo_ms,
+            d.e2e_ms,
+            d.decode_tok_s,
+            d.tpot_ms,
+            d.prefill_tok_s,
+            Some(r.queue_ms),
             r.capture.prompt_tokens.map(|v| v as f64),
-        );
-        push(
-            metric::COMPLETION_TOKENS,
             r.capture.completion_tokens.map(|v| v as f64),
-        );
+        ];
+        for (col, v) in cols.iter_mut().zip(row) {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                col.push(v);
+            }
+        }
         itl.extend(r.capture.itl_ms());
     }
+    let samples: BTreeMap<String, Vec<f64>> = COLUMNS
+        .iter()
+        .zip(cols)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let mut metrics: BTreeMap<String, _> = samples
         .iter()
         .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
@@ -124,6 +129,19 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
         tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
     }
 }
+
+/// Per-request metrics, in the order of the row built for each request in [`cell`].
+const COLUMNS: [&str; 9] = [
+    metric::TTFT_MS,
+    metric::TTFO_MS,
+    metric::E2E_MS,
+    metric::DECODE_TOK_S,
+    metric::TPOT_MS,
+    metric::PREFILL_TOK_S,
+    metric::QUEUE_MS,
+    metric::PROMPT_TOKENS,
+    metric::COMPLETION_TOKENS,
+];
 
 /// Per-request metrics kept in full in the artifact, for resampling and plots.
 const GATING_SAMPLES: &[&str] = &[

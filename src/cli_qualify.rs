@@ -33,6 +33,10 @@ pub struct QualifyArgs {
     /// Abandon the interrupted qualification --id and restore the baseline.
     #[arg(long, requires = "id")]
     pub rollback: bool,
+    /// Afterwards, retire whatever the qualification left serving (demos, CI);
+    /// `infergate decide` can still restore or promote later.
+    #[arg(long)]
+    pub then_stop: bool,
     /// No progress output and no rendered report.
     #[arg(long, short)]
     pub quiet: bool,
@@ -91,12 +95,10 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         rollback: a.rollback,
         quiet: a.quiet,
     };
-    let o = qualify::run(&a.plan, &opts).await?;
-    if !a.quiet
-        && let Some(r) = &o.report
-        && let Ok(v) = report::read_report_value(r)
-    {
-        println!("{}", report::terminal(&v, std::io::stdout().is_terminal()));
+    let mut o = qualify::run(&a.plan, &opts).await?;
+    if a.then_stop && o.serving.is_some() {
+        status::stop(&o.id, Some(o.ledger.clone()), a.quiet).await?;
+        o.serving = None;
     }
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {
@@ -104,22 +106,30 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     }
     match &o.serving {
         Some((label, h)) => println!("  serving: {label} — {}", h.describe()),
+        None if a.then_stop => println!("  serving: nothing (--then-stop retired it)"),
         None => println!("  serving: nothing"),
     }
-    if let Some(r) = &o.report {
-        println!("  report: {}", r.display());
-        if o.decision == DecisionAction::Pending {
-            println!(
-                "  decide: infergate decide {} --promote|--retain-baseline --note \"…\"",
-                r.display()
-            );
-        }
-    }
     println!(
-        "  ledger: {} (infergate status {})",
+        "  ledger:  {} (infergate status {})",
         o.ledger.display(),
         o.id
     );
+    if let Some(r) = &o.report {
+        println!("  report:  {}", r.display());
+        if o.decision == DecisionAction::Pending {
+            println!(
+                "  decide:  infergate decide {} --promote|--retain-baseline --note \"…\"",
+                r.display()
+            );
+        }
+        // The rendered report comes last: it is what a reader came for.
+        if !a.quiet
+            && let Ok(v) = report::read_report_value(r)
+        {
+            println!();
+            println!("{}", report::terminal(&v, std::io::stdout().is_terminal()));
+        }
+    }
     Ok(ExitCode::from(match o.verdict {
         Verdict::Qualified => 0,
         Verdict::RolledBack if o.failure.is_none() => 0,

@@ -17,6 +17,7 @@ use std::pin::pin;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use futures_util::FutureExt as _;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
@@ -24,6 +25,9 @@ use serde_json::{Map, Value};
 
 use crate::record::{Failure, Outcome, StreamCapture};
 use crate::sse::{Event, SseError, SseParser};
+
+mod fastjson;
+mod wire;
 
 /// Largest SSE event accepted; a real chunk is a few hundred bytes.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
@@ -123,16 +127,79 @@ fn stale_connection(cap: &StreamCapture) -> bool {
 
 /// A pooled HTTP client bound to one server. Cheap to share by reference across tasks.
 pub struct Client {
+    /// The transport for `https` targets (and for URLs with credentials in them).
     http: reqwest::Client,
+    /// The transport for plain-`http` targets; see [`wire`] for why.
+    wire: Option<Wire>,
     chat_url: reqwest::Url,
     completions_url: reqwest::Url,
     cfg: ClientConfig,
+}
+
+/// The plain-http transport: its connection pool and, per endpoint, the
+/// request head up to the value of `Content-Length`, built once.
+struct Wire {
+    pool: wire::Pool,
+    chat_head: Vec<u8>,
+    completions_head: Vec<u8>,
+}
+
+impl Wire {
+    fn new(chat: &reqwest::Url, completions: &reqwest::Url, cfg: &ClientConfig) -> Option<Wire> {
+        // reqwest turns URL credentials into a Basic header; leave such URLs to it.
+        if chat.scheme() != "http" || !chat.username().is_empty() || chat.password().is_some() {
+            return None;
+        }
+        let host = chat.host_str()?;
+        let port = chat.port_or_known_default()?;
+        let authority = match chat.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let head = |url: &reqwest::Url| {
+            let target = match url.query() {
+                Some(q) => format!("{}?{q}", url.path()),
+                None => url.path().to_string(),
+            };
+            let mut h = format!(
+                "POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: infergate/{}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n",
+                env!("CARGO_PKG_VERSION")
+            );
+            if let Some(key) = &cfg.api_key {
+                h.push_str(&format!("Authorization: Bearer {key}\r\n"));
+            }
+            h.push_str("Content-Length: ");
+            h.into_bytes()
+        };
+        // An IPv6 literal is bracketed in URLs but not when connecting.
+        let connect_host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        Some(Wire {
+            pool: wire::Pool::new(
+                connect_host.to_string(),
+                port,
+                cfg.timeouts.connect.min(FOREVER),
+            ),
+            chat_head: head(chat),
+            completions_head: head(completions),
+        })
+    }
+}
+
+/// The result of one attempt at a request.
+enum Attempt {
+    Done,
+    /// A pooled connection was found closed before any answer: retry once, fresh.
+    Stale,
 }
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("cfg", &self.cfg)
+            .field("transport", &if self.wire.is_some() { "http/1.1" } else { "reqwest" })
             .finish_non_exhaustive()
     }
 }
@@ -154,6 +221,7 @@ impl Client {
             HeaderValue::from_static("text/event-stream"),
         );
         if let Some(key) = &cfg.api_key {
+            // Also the check that the key is safe to put in the wire transport's head.
             let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
                 .map_err(|_| anyhow::anyhow!("api_key is not a valid HTTP header value"))?;
             v.set_sensitive(true);
@@ -169,8 +237,10 @@ impl Client {
             .http1_only()
             .build()
             .context("building the HTTP client")?;
+        let wire = Wire::new(&chat_url, &completions_url, &cfg);
         Ok(Client {
             http,
+            wire,
             chat_url,
             completions_url,
             cfg,
@@ -189,6 +259,109 @@ impl Client {
     /// Like [`Client::stream`], also returning `t_send`, the instant every
     /// `*_ms` field of the capture is measured from (for run-relative offsets).
     pub async fn stream_timed(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
+        match &self.wire {
+            Some(w) => self.stream_wire(w, endpoint, body).await,
+            None => self.stream_reqwest(endpoint, body).await,
+        }
+    }
+
+    async fn stream_wire(
+        &self,
+        w: &Wire,
+        endpoint: Endpoint,
+        body: &Value,
+    ) -> (Instant, StreamCapture) {
+        let mut cap = StreamCapture::default();
+        // Serializing the body happens here, before t_send: it is the client's cost, not the server's.
+        let payload = match serde_json::to_vec(body) {
+            Ok(p) => p,
+            Err(e) => {
+                fail(
+                    &mut cap,
+                    Outcome::RequestError,
+                    format!("building request: {e}"),
+                );
+                return (Instant::now(), cap);
+            }
+        };
+        let head = match endpoint {
+            Endpoint::Chat => &w.chat_head,
+            Endpoint::Completions => &w.completions_head,
+        };
+        let mut req = Vec::with_capacity(head.len() + 24 + payload.len());
+        req.extend_from_slice(head);
+        req.extend_from_slice(payload.len().to_string().as_bytes());
+        req.extend_from_slice(b"\r\n\r\n");
+        req.extend_from_slice(&payload);
+        let t_send = Instant::now();
+        if let Attempt::Done = self.run_wire(w, &req, false, t_send, endpoint, &mut cap).await {
+            return (t_send, cap);
+        }
+        // Servers such as llama.cpp close the connection after a stream while
+        // advertising keep-alive; a pooled socket can die between its check and
+        // its use. That is the client's stale socket, not the server's answer:
+        // retry once on a fresh connection, timed afresh.
+        cap = StreamCapture::default();
+        let t_send = Instant::now();
+        self.run_wire(w, &req, true, t_send, endpoint, &mut cap)
+            .await;
+        (t_send, cap)
+    }
+
+    async fn run_wire(
+        &self,
+        w: &Wire,
+        req: &[u8],
+        fresh: bool,
+        t_send: Instant,
+        endpoint: Endpoint,
+        cap: &mut StreamCapture,
+    ) -> Attempt {
+        let t = &self.cfg.timeouts;
+        let total_at = after(t_send, t.total);
+        let first_byte_at = after(t_send, t.first_byte).min(total_at);
+        let mut timer = pin!(tokio::time::sleep_until(first_byte_at.into()));
+        let sent = tokio::select! {
+            biased;
+            r = w.pool.send(req, fresh) => r,
+            () = &mut timer => {
+                fail(cap, Outcome::RequestError, no_response(t, first_byte_at, total_at));
+                return Attempt::Done;
+            }
+        };
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(wire::SendError::Stale) => return Attempt::Stale,
+            Err(wire::SendError::Connect(msg)) => {
+                fail(cap, Outcome::RequestError, msg);
+                return Attempt::Done;
+            }
+            Err(wire::SendError::Other(msg)) => {
+                fail(cap, Outcome::RequestError, format!("request error: {msg}"));
+                return Attempt::Done;
+            }
+        };
+        cap.http_status = Some(resp.status);
+        let mut reader = Reader::new(timer, t_send, total_at, first_byte_at, t);
+        let content_type = resp.content_type.take();
+        let status = resp.status;
+        let complete = read_response(
+            &mut reader,
+            status,
+            content_type.as_deref(),
+            &mut resp,
+            endpoint,
+            self.cfg.capture_cap_bytes,
+            cap,
+        )
+        .await;
+        if complete {
+            w.pool.put(resp);
+        }
+        Attempt::Done
+    }
+
+    async fn stream_reqwest(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
         let mut cap = StreamCapture::default();
         let url = match endpoint {
             Endpoint::Chat => self.chat_url.clone(),
@@ -208,21 +381,18 @@ impl Client {
         };
         let retry = req.try_clone();
         let t_send = Instant::now();
-        self.run(req, t_send, endpoint, &mut cap).await;
-        // Servers such as llama.cpp close the connection after a stream while
-        // advertising keep-alive; the pool can hand out that dying socket, which
-        // fails before any response. That is the client's stale socket, not the
-        // server's answer: retry once on a fresh connection, timed afresh.
+        self.run_reqwest(req, t_send, endpoint, &mut cap).await;
+        // See stream_wire: a stale pooled socket is retried once, timed afresh.
         if let (Some(req), true) = (retry, stale_connection(&cap)) {
             cap = StreamCapture::default();
             let t_send = Instant::now();
-            self.run(req, t_send, endpoint, &mut cap).await;
+            self.run_reqwest(req, t_send, endpoint, &mut cap).await;
             return (t_send, cap);
         }
         (t_send, cap)
     }
 
-    async fn run(
+    async fn run_reqwest(
         &self,
         req: reqwest::Request,
         t_send: Instant,
@@ -238,16 +408,11 @@ impl Client {
             biased;
             r = self.http.execute(req) => r,
             () = &mut timer => {
-                let msg = if first_byte_at < total_at {
-                    format!("first-byte timeout: no response within {:?}", t.first_byte)
-                } else {
-                    format!("total timeout: no response within {:?}", t.total)
-                };
-                fail(cap, Outcome::RequestError, msg);
+                fail(cap, Outcome::RequestError, no_response(t, first_byte_at, total_at));
                 return;
             }
         };
-        let mut resp = match sent {
+        let resp = match sent {
             Ok(r) => r,
             Err(e) => {
                 let msg = if e.is_connect() && e.is_timeout() {
@@ -261,81 +426,153 @@ impl Client {
                 return;
             }
         };
-        let status = resp.status();
-        cap.http_status = Some(status.as_u16());
-
-        let mut reader = Reader {
-            timer,
-            t_send,
-            total_at,
-            first_byte_at,
-            idle: t.idle.min(FOREVER),
-            last_read: None,
-            timeouts: t.clone(),
+        let status = resp.status().as_u16();
+        cap.http_status = Some(status);
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes().to_vec());
+        let mut reader = Reader::new(timer, t_send, total_at, first_byte_at, t);
+        let mut body = ReqwestBody {
+            resp,
+            last: bytes::Bytes::new(),
         };
+        read_response(
+            &mut reader,
+            status,
+            content_type.as_deref(),
+            &mut body,
+            endpoint,
+            self.cfg.capture_cap_bytes,
+            cap,
+        )
+        .await;
+    }
+}
 
-        if !status.is_success() {
-            let snippet = reader.snippet(&mut resp).await;
-            fail(cap, Outcome::HttpError, format!("HTTP {status}: {snippet}"));
-            return;
-        }
-        // A missing content type is tolerated; a different one means the server is not streaming.
-        let non_sse = resp.headers().get(header::CONTENT_TYPE).and_then(|v| {
-            let sse = v
-                .as_bytes()
-                .get(..17)
-                .is_some_and(|p| p.eq_ignore_ascii_case(b"text/event-stream"));
-            (!sse).then(|| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        });
-        if let Some(ct) = non_sse {
-            let snippet = reader.snippet(&mut resp).await;
-            fail(
-                cap,
-                Outcome::StreamValidationFailed,
-                format!(
-                    "content type {ct:?} is not text/event-stream (was `stream: true` sent?): {snippet}"
-                ),
-            );
-            return;
-        }
+/// The message for a timeout before the response head.
+fn no_response(t: &Timeouts, first_byte_at: Instant, total_at: Instant) -> String {
+    if first_byte_at < total_at {
+        format!("first-byte timeout: no response within {:?}", t.first_byte)
+    } else {
+        format!("total timeout: no response within {:?}", t.total)
+    }
+}
 
-        let mut parser = SseParser::new(MAX_EVENT_BYTES);
-        let mut sink = Sink::new(cap, endpoint, self.cfg.capture_cap_bytes);
-        loop {
-            let (bytes, at) = match reader.next(&mut resp).await {
-                Ok(Some(b)) => b,
-                Ok(None) => break,
-                Err(msg) => {
-                    sink.cap.failure = Some(Failure {
-                        class: Outcome::RequestError,
-                        message: msg,
-                    });
-                    return;
-                }
-            };
-            let at_ms = ms_since(t_send, at);
-            parser.feed(&bytes, |ev| sink.on_event(ev, at_ms));
-            match sink.state {
-                State::Streaming => {}
-                State::Failed => return,
-                State::Done => {
-                    reader.drain(&mut resp).await;
-                    sink.finish_after_done();
-                    return;
-                }
+/// A response body as either transport delivers it.
+trait Body {
+    /// Move to the next piece of the body and say when it was read; Ok(None) at the end.
+    async fn advance(&mut self) -> Result<Option<Instant>, String>;
+    /// The piece the last `advance` moved to.
+    fn piece(&self) -> &[u8];
+}
+
+impl Body for wire::Response {
+    async fn advance(&mut self) -> Result<Option<Instant>, String> {
+        wire::Response::advance(self).await
+    }
+    fn piece(&self) -> &[u8] {
+        wire::Response::piece(self)
+    }
+}
+
+struct ReqwestBody {
+    resp: reqwest::Response,
+    last: bytes::Bytes,
+}
+
+impl Body for ReqwestBody {
+    async fn advance(&mut self) -> Result<Option<Instant>, String> {
+        match self.resp.chunk().await {
+            Ok(Some(b)) => {
+                let now = Instant::now();
+                self.last = b;
+                Ok(Some(now))
             }
-        }
-        // The body ended without [DONE]. A final event with no closing blank line still counts.
-        let closed_ms = ms_since(t_send, Instant::now());
-        if let Some(ev) = parser.finish() {
-            sink.on_event(Ok(ev), closed_ms);
-        }
-        match sink.state {
-            State::Failed => {}
-            State::Done => sink.finish_after_done(),
-            State::Streaming => sink.finish_at_close(closed_ms),
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!("reading response body: {}", chain(&e))),
         }
     }
+    fn piece(&self) -> &[u8] {
+        &self.last
+    }
+}
+
+/// Read a response (head already in) into the capture. Returns whether the
+/// body was read to its end, so that its connection may be reused.
+async fn read_response<B: Body>(
+    reader: &mut Reader<'_>,
+    status: u16,
+    content_type: Option<&[u8]>,
+    body: &mut B,
+    endpoint: Endpoint,
+    cap_bytes: usize,
+    cap: &mut StreamCapture,
+) -> bool {
+    if !(200..300).contains(&status) {
+        let (snippet, complete) = reader.snippet(body).await;
+        let status = reqwest::StatusCode::from_u16(status)
+            .map_or_else(|_| status.to_string(), |s| s.to_string());
+        fail(cap, Outcome::HttpError, format!("HTTP {status}: {snippet}"));
+        return complete;
+    }
+    // A missing content type is tolerated; a different one means the server is not streaming.
+    let non_sse = content_type.and_then(|v| {
+        let sse = v
+            .get(..17)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"text/event-stream"));
+        (!sse).then(|| String::from_utf8_lossy(v).into_owned())
+    });
+    if let Some(ct) = non_sse {
+        let (snippet, complete) = reader.snippet(body).await;
+        fail(
+            cap,
+            Outcome::StreamValidationFailed,
+            format!(
+                "content type {ct:?} is not text/event-stream (was `stream: true` sent?): {snippet}"
+            ),
+        );
+        return complete;
+    }
+
+    let t_send = reader.t_send;
+    let mut parser = SseParser::new(MAX_EVENT_BYTES);
+    let mut sink = Sink::new(cap, endpoint, cap_bytes);
+    loop {
+        let at = match reader.next(body).await {
+            Ok(Some(at)) => at,
+            Ok(None) => break,
+            Err(msg) => {
+                sink.cap.failure = Some(Failure {
+                    class: Outcome::RequestError,
+                    message: msg,
+                });
+                return false;
+            }
+        };
+        let at_ms = ms_since(t_send, at);
+        parser.feed(body.piece(), |ev| sink.on_event(ev, at_ms));
+        match sink.state {
+            State::Streaming => {}
+            State::Failed => return false,
+            State::Done => {
+                let complete = reader.drain(body).await;
+                sink.finish_after_done();
+                return complete;
+            }
+        }
+    }
+    // The body ended without [DONE]. A final event with no closing blank line still counts.
+    let closed_ms = ms_since(t_send, Instant::now());
+    if let Some(ev) = parser.finish() {
+        sink.on_event(Ok(ev), closed_ms);
+    }
+    match sink.state {
+        State::Failed => {}
+        State::Done => sink.finish_after_done(),
+        State::Streaming => sink.finish_at_close(closed_ms),
+    }
+    true
 }
 
 /// `t + d`, with "too long" meaning "practically never" rather than an overflow panic.
@@ -397,7 +634,25 @@ struct Reader<'t> {
     timeouts: Timeouts,
 }
 
-impl Reader<'_> {
+impl<'t> Reader<'t> {
+    fn new(
+        timer: std::pin::Pin<&'t mut tokio::time::Sleep>,
+        t_send: Instant,
+        total_at: Instant,
+        first_byte_at: Instant,
+        t: &Timeouts,
+    ) -> Self {
+        Reader {
+            timer,
+            t_send,
+            total_at,
+            first_byte_at,
+            idle: t.idle.min(FOREVER),
+            last_read: None,
+            timeouts: t.clone(),
+        }
+    }
+
     /// The deadline now in force, and which limit it is.
     fn deadline(&self) -> (Instant, Limit) {
         let (at, which) = match self.last_read {
@@ -426,15 +681,12 @@ impl Reader<'_> {
         }
     }
 
-    /// The next body bytes and their arrival time; Ok(None) at end of body.
-    async fn next(
-        &mut self,
-        resp: &mut reqwest::Response,
-    ) -> Result<Option<(bytes::Bytes, Instant)>, String> {
+    /// Move `body` to its next piece and return when it arrived; Ok(None) at end of body.
+    async fn next<B: Body>(&mut self, body: &mut B) -> Result<Option<Instant>, String> {
         loop {
             let r = tokio::select! {
                 biased;
-                r = resp.chunk() => r,
+                r = body.advance() => r,
                 () = self.timer.as_mut() => {
                     let (at, which) = self.deadline();
                     if Instant::now() >= at {
@@ -444,9 +696,8 @@ impl Reader<'_> {
                     continue;
                 }
             };
-            let now = Instant::now();
             return match r {
-                Ok(Some(b)) => {
+                Ok(Some(now)) => {
                     // While data flows the timer branch may never be polled, so check here (no syscall).
                     if now >= self.total_at {
                         return Err(self.timeout_message(Limit::Total));
@@ -459,40 +710,73 @@ impl Reader<'_> {
                         self.timer.as_mut().reset(at.into());
                     }
                     self.last_read = Some(now);
-                    Ok(Some((b, now)))
+                    Ok(Some(now))
                 }
                 Ok(None) => Ok(None),
-                Err(e) => Err(format!("reading response body: {}", chain(&e))),
+                Err(e) => Err(e),
             };
         }
     }
 
-    /// Up to SNIPPET_BYTES of the body, for an error message; stops at any trouble.
-    async fn snippet(&mut self, resp: &mut reqwest::Response) -> String {
+    /// Up to SNIPPET_BYTES of the body, for an error message; stops at any
+    /// trouble. Also says whether the body was read to its end.
+    async fn snippet<B: Body>(&mut self, body: &mut B) -> (String, bool) {
         let mut buf = Vec::new();
+        let mut complete = false;
         while buf.len() < SNIPPET_BYTES {
-            match self.next(resp).await {
-                Ok(Some((b, _))) => buf.extend_from_slice(&b[..b.len().min(SNIPPET_BYTES + 4)]),
-                Ok(None) => break,
+            match self.next(body).await {
+                Ok(Some(_)) => {
+                    let b = body.piece();
+                    buf.extend_from_slice(&b[..b.len().min(SNIPPET_BYTES + 4)]);
+                }
+                Ok(None) => {
+                    complete = true;
+                    break;
+                }
                 Err(e) => {
                     if buf.is_empty() {
-                        return format!("(body unreadable: {e})");
+                        return (format!("(body unreadable: {e})"), false);
                     }
                     break;
                 }
             }
         }
-        bounded_bytes(&buf, SNIPPET_BYTES)
+        if !complete && self.drained_now(body) {
+            complete = true;
+        }
+        (bounded_bytes(&buf, SNIPPET_BYTES), complete)
+    }
+
+    /// Whether the body ends within what is already received, read without waiting.
+    fn drained_now<B: Body>(&mut self, body: &mut B) -> bool {
+        loop {
+            match body.advance().now_or_never() {
+                Some(Ok(Some(_))) => {}
+                Some(Ok(None)) => return true,
+                Some(Err(_)) | None => return false,
+            }
+        }
     }
 
     /// Read to the end of the body after `[DONE]`, briefly, so that the
-    /// connection returns to the pool instead of being closed.
-    async fn drain(&mut self, resp: &mut reqwest::Response) {
+    /// connection can be reused instead of closed. Returns whether it ended.
+    async fn drain<B: Body>(&mut self, body: &mut B) -> bool {
+        // Usually the end is already buffered: no timer needed then.
+        if self.drained_now(body) {
+            return true;
+        }
         let until = after(Instant::now(), DRAIN_GRACE).min(self.total_at);
-        let _ = tokio::time::timeout_at(until.into(), async {
-            while let Ok(Some(_)) = resp.chunk().await {}
+        tokio::time::timeout_at(until.into(), async {
+            loop {
+                match body.advance().await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => return true,
+                    Err(_) => return false,
+                }
+            }
         })
-        .await;
+        .await
+        .unwrap_or(false)
     }
 }
 

@@ -70,6 +70,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         )
     })?;
     let plan = qf.load_plan(&out_dir)?;
+    let _lock = crate::qualify::lock(&out_dir, &qf.id)?;
     let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
     let ledger = Ledger::open(&ledger_path)?;
     let entries = ledger.entries(&qf.id)?;

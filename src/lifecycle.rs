@@ -486,20 +486,26 @@ pub async fn stop(ctx: &Ctx<'_>, label: &str, handle: &Handle, reason: &str) -> 
     }
 }
 
+/// Why `started` is no longer running, or None while it runs.
+pub async fn down_reason(started: &Started, docker: &Docker) -> Option<String> {
+    match &started.process {
+        Some(p) => p.exited().map(|how| {
+            format!(
+                "{} exited ({how}); last lines of {}:\n{}",
+                started.handle.describe(),
+                p.log_path().display(),
+                p.log_tail(20)
+            )
+        }),
+        None => started.handle.down(docker).await,
+    }
+}
+
 /// Wait until `started` stops running; returns why. Never returns while it runs.
 pub async fn watch(started: &Started, docker: &Docker) -> String {
     loop {
         tokio::time::sleep(Duration::from_millis(250)).await;
-        if let Some(p) = &started.process {
-            if let Some(how) = p.exited() {
-                return format!(
-                    "{} ({how}); last lines of {}:\n{}",
-                    started.handle.describe(),
-                    p.log_path().display(),
-                    p.log_tail(20)
-                );
-            }
-        } else if let Some(why) = started.handle.down(docker).await {
+        if let Some(why) = down_reason(started, docker).await {
             return why;
         }
     }

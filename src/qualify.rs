@@ -184,6 +184,8 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
         }
         dir
     };
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let _lock = lock(&out_dir, &id)?;
     let ctx = Ctx {
         plan: &plan,
         qualification: &id,
@@ -194,8 +196,6 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
 
     if !resuming {
-        std::fs::create_dir_all(&out_dir)
-            .with_context(|| format!("creating {}", out_dir.display()))?;
         crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
         let qf = QualificationFile {
             schema: QUALIFICATION_SCHEMA.into(),
@@ -264,15 +264,13 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     if resuming {
         lifecycle::stop_leftovers(&ctx).await?;
         if opts.rollback {
-            return finish(
-                &ctx,
-                &ledger_path,
-                Verdict::RolledBack,
+            ctx.log(
+                "abandon",
                 None,
-                Some("abandoned with --rollback".into()),
-                true,
-            )
-            .await;
+                Status::Info,
+                json!({"reason": "--rollback"}),
+            )?;
+            return finish(&ctx, &ledger_path, Verdict::RolledBack, None, None, true).await;
         }
         if let Some((label, h)) = lifecycle::serving(&ctx.ledger.entries(&id)?) {
             lifecycle::retire(&ctx, &label, &h, "qualification resumed: measuring again").await?;
@@ -425,24 +423,39 @@ async fn finish(
             Status::Started,
             json!({"reason": failure}),
         )?;
-        match lifecycle::restore(ctx, BASELINE, "rollback").await {
-            Ok(h) => ctx.log(
+        // A baseline already serving (an interrupted run that got that far) stays.
+        let current = lifecycle::serving(&ctx.ledger.entries(ctx.qualification)?);
+        let already = match &current {
+            Some((label, h)) if label == BASELINE => h.down(&ctx.docker).await.is_none(),
+            _ => false,
+        };
+        if let (true, Some((_, h))) = (already, &current) {
+            ctx.log(
                 "rollback",
                 None,
                 Status::Ok,
-                json!({"serving": h.to_value()}),
-            )?,
-            Err(e) => {
-                ctx.log(
+                json!({"serving": h.to_value(), "note": "baseline was already serving"}),
+            )?;
+        } else {
+            match lifecycle::restore(ctx, BASELINE, "rollback").await {
+                Ok(h) => ctx.log(
                     "rollback",
                     None,
-                    Status::Failed,
-                    json!({"error": format!("{e:#}")}),
-                )?;
-                let f = failure.get_or_insert_with(String::new);
-                f.push_str(&format!(
-                    "; rollback FAILED, the baseline is NOT serving: {e:#}"
-                ));
+                    Status::Ok,
+                    json!({"serving": h.to_value()}),
+                )?,
+                Err(e) => {
+                    ctx.log(
+                        "rollback",
+                        None,
+                        Status::Failed,
+                        json!({"error": format!("{e:#}")}),
+                    )?;
+                    let f = failure.get_or_insert_with(String::new);
+                    f.push_str(&format!(
+                        "; rollback FAILED, the baseline is NOT serving: {e:#}"
+                    ));
+                }
             }
         }
     }
@@ -633,11 +646,28 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         r = runner::run(&opts) => r,
         why = lifecycle::watch(&started, &ctx.docker) => Err(anyhow!("the {label} runtime stopped during the suite: {why}")),
     };
+    // Requests failing because the server died are the server's failure, not
+    // the client's: name the crash (the exit may take a moment to be reaped).
     // A crash in the last moments still voids the pass.
-    let result = match (result, started.handle.down(&ctx.docker).await) {
+    let mut down = lifecycle::down_reason(&started, &ctx.docker).await;
+    if result.is_err() && down.is_none() {
+        for _ in 0..10 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            down = lifecycle::down_reason(&started, &ctx.docker).await;
+            if down.is_some() {
+                break;
+            }
+        }
+    }
+    let result = match (result, down) {
         (Ok(_), Some(why)) => Err(anyhow!(
-            "the {label} runtime was down at the end of the suite: {why}"
+            "the {label} runtime stopped during the suite: {why}"
         )),
+        (Err(e), Some(why)) if !format!("{e}").contains("stopped during the suite") => {
+            Err(anyhow!(
+                "the {label} runtime stopped during the suite: {why}; the suite failed with: {e:#}"
+            ))
+        }
         (r, _) => r,
     };
     match result {
@@ -690,6 +720,28 @@ fn image_label(rt: &Runtime) -> Option<String> {
         }),
         Driver::External { url, .. } => Some(runner::redact_url(url)),
     }
+}
+
+/// One infergate at a time per qualification: a second `qualify --id` or a
+/// `decide` while one runs would start or stop runtimes under its feet.
+/// Held until the returned file is dropped; the kernel releases it if we die.
+pub fn lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = out_dir.join(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "qualification {id} is in use by another infergate process (lock {})",
+            path.display()
+        );
+    }
+    Ok(f)
 }
 
 pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
@@ -813,11 +865,6 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
             .context("reading the current directory")?
             .join(p))
     }
-}
-
-/// The qualification ids a plan may be resumed under, for messages.
-pub fn plan_candidates(plan: &Plan) -> [&Runtime; 2] {
-    [&plan.baseline, &plan.candidate]
 }
 
 #[cfg(test)]

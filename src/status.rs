@@ -273,6 +273,7 @@ pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<Stri
     );
     let qf = QualificationFile::read(&out_dir)?;
     let plan = qf.load_plan(&out_dir)?;
+    let _lock = qualify::lock(&out_dir, id)?;
     let ctx = Ctx {
         plan: &plan,
         qualification: id,

@@ -16,7 +16,7 @@ use qualify_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qualify_then_retain_baseline_restores_and_readmits_it() {
-    let _serial = serial();
+    let _serial = serial().await;
     let env = Env::new();
     env.suite(4, 8);
     let plan = env.plan("engine_profile = \"candidate\"", "");
@@ -161,7 +161,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_qualification_resumes_where_it_stopped() {
-    let _serial = serial();
+    let _serial = serial().await;
     let env = Env::new();
     env.suite(12, 16);
     let plan = env.plan("engine_profile = \"candidate\"", "");

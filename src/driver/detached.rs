@@ -203,7 +203,17 @@ impl DetachedProcess {
         if let Some(s) = self.exit_status() {
             return Some(describe_status(s));
         }
-        (!self.identity.is_alive()).then(|| "exited".to_string())
+        if self.identity.is_alive() {
+            return None;
+        }
+        // Gone (or a zombie): the reaper thread is about to record how.
+        for _ in 0..25 {
+            std::thread::sleep(Duration::from_millis(20));
+            if let Some(s) = self.exit_status() {
+                return Some(describe_status(s));
+            }
+        }
+        Some("exit status unknown".to_string())
     }
 
     pub fn log_tail(&self, lines: usize) -> String {

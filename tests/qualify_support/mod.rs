@@ -4,8 +4,7 @@
 //! baseline serving on purpose, and a failed test must not leak servers).
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use infergate::driver::detached::ProcessIdentity;
@@ -17,10 +16,11 @@ use infergate::qualify;
 /// The model alias both shipped engine profiles serve.
 pub const MODEL: &str = "SmolLM2-135M-Instruct-Q4_1";
 
-/// One engine-heavy test at a time: the machine has two cores.
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+/// One engine-heavy test at a time: the machine has two cores. (An async
+/// lock: it is held across awaits, and each test has its own runtime.)
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
 }
 
 /// Tests never skip: without the engine they fail and say how to install it.
@@ -189,8 +189,4 @@ pub fn detail_of<'a>(
         })
         .map(|e| &e.detail)
         .collect()
-}
-
-pub fn file_exists(p: &Path) -> bool {
-    p.is_file()
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The main job, end to end on this machine: a real qualification of the
+# bundled reference engine's two profiles (plans/reference.toml, through the
+# `process` driver). Sets up the engine (cached after the first run), builds
+# infergate, runs
+#
+#   infergate qualify plans/reference.toml
+#
+# (preflight; baseline pass; candidate pass; compare; report; decision left
+# pending; baseline restored and readmitted), and ends with the rendered
+# report. Every step is in the ledger: `infergate status <id>`.
+#
+# By default the demo then retires the baseline it left serving, so nothing
+# keeps running. With --keep-serving it stays up, and you can decide:
+#   target/release/infergate decide out/qualify/<id>/report.json --retain-baseline --note "why"
+#   target/release/infergate stop <id>
+#
+# Environment: INFERGATE_LEDGER (default $XDG_DATA_HOME/infergate/ledger.sqlite),
+# INFERGATE_CACHE (engine cache, default ~/.cache/infergate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+keep=0
+for arg in "$@"; do
+    case "$arg" in
+        --keep-serving) keep=1 ;;
+        -h | --help)
+            sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+        *)
+            echo "demo: unknown argument $arg (try --help)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+say() { printf '\n== %s\n' "$*" >&2; }
+
+say "reference engine (scripts/setup-engine.sh)"
+scripts/setup-engine.sh >&2
+
+say "building infergate (release)"
+cargo build --release --quiet
+
+id="reference-$(date -u +%Y%m%dT%H%M%SZ)"
+args=(qualify plans/reference.toml --id "$id")
+((keep)) || args+=(--then-stop)
+say "infergate ${args[*]}"
+# 0 qualified, 1 not qualified: both are a finished demo. 2 is a failure.
+set +e
+target/release/infergate "${args[@]}"
+rc=$?
+set -e
+if ((rc > 1)); then
+    echo "demo: the qualification did not finish (exit $rc); see: target/release/infergate status $id" >&2
+    exit "$rc"
+fi
+exit 0

@@ -1,0 +1,359 @@
+//! The container driver against a real Docker daemon (Debian's docker.io;
+//! `scripts/setup-docker.sh` installs and starts it): an image built locally
+//! around the reference engine (`docker/build-reference-image.sh`), pinned by
+//! its image ID, run with host networking.
+//!
+//! Without a daemon these tests FAIL and say so: they never pass silently.
+
+mod qualify_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use infergate::decide;
+use infergate::driver::container::{self, Docker};
+use infergate::engine::{self, EngineInstall};
+use infergate::lifecycle::{self, Handle};
+use infergate::plan::ContainerDriver;
+use infergate::qualify::{self, Verdict};
+use infergate::report::DecisionAction;
+use infergate::status;
+use qualify_support::*;
+use serde_json::Value;
+
+const SOCKET: &str = "/var/run/docker.sock";
+
+async fn docker() -> Docker {
+    let d = Docker::new(SOCKET);
+    if let Err(e) = d.ping().await {
+        panic!(
+            "NO DOCKER DAEMON: the container-driver tests need a real Docker daemon and cannot pass without one \
+             ({e:#}). Run scripts/setup-docker.sh (installs docker.io, starts dockerd) and rerun."
+        );
+    }
+    d
+}
+
+/// Build the test image; its ID (`sha256:…`).
+fn build_image() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
+    let out = Command::new(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(id.starts_with("sha256:") && id.len() == 71, "{id:?}");
+    id
+}
+
+/// Read-only mounts of what the engine needs from the host: /usr (libc and
+/// friends), the Python install behind the venv, and the engine cache.
+fn binds(install: &EngineInstall) -> Vec<String> {
+    let out = Command::new(&install.python)
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .expect("venv python");
+    let prefix = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let mut b = vec![
+        "/usr:/usr:ro".to_string(),
+        "/etc/ld.so.cache:/etc/ld.so.cache:ro".to_string(),
+    ];
+    if !prefix.starts_with("/usr/") && prefix != "/usr" {
+        b.push(format!("{prefix}:{prefix}:ro"));
+    }
+    let cache = install.cache_dir.display().to_string();
+    b.push(format!("{cache}:{cache}:ro"));
+    b
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `[baseline]`/`[candidate]` table running engine profile `profile` in the image.
+fn container_table(image: &str, profile: &str, install: &EngineInstall, port: u16) -> String {
+    let p = engine::builtin_profiles().unwrap().remove(profile).unwrap();
+    let mut args: Vec<String> = p
+        .serve_args(&install.model)
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // serve.py takes the last --port: the fixed one host networking needs.
+    args.extend(["--port".into(), port.to_string()]);
+    let list = |v: &[String]| {
+        format!(
+            "[{}]",
+            v.iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "driver = \"container\"\nimage = \"{image}\"\nentrypoint = {}\nargs = {}\nbinds = {}\nport = {port}\nready_timeout_s = 180\n",
+        list(&[
+            install.python.display().to_string(),
+            "/engine/serve.py".into()
+        ]),
+        list(&args),
+        list(&binds(install)),
+    )
+}
+
+/// Removes every container this test's qualifications created, even on panic.
+struct Containers(&'static str);
+
+impl Drop for Containers {
+    fn drop(&mut self) {
+        let label = self.0;
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let d = Docker::new(SOCKET);
+                let filter = format!("{{\"label\":[\"infergate.qualification={label}\"]}}");
+                let path = format!("/containers/json?all=1&filters={}", urlencode(&filter));
+                let r = d
+                    .call("GET", &path, None, &[], Duration::from_secs(10))
+                    .await
+                    .ok()?;
+                let list: Value = serde_json::from_slice(&r.body).ok()?;
+                for c in list.as_array()? {
+                    if let Some(id) = c["Id"].as_str() {
+                        let _ = d.remove(id).await;
+                    }
+                }
+                Some(())
+            })
+        })
+        .join();
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+async fn inspect_raw(d: &Docker, id: &str) -> Value {
+    let r = d
+        .call(
+            "GET",
+            &format!("/containers/{id}/json"),
+            None,
+            &[],
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
+    let _serial = serial().await;
+    let d = docker().await;
+    let _cleanup = Containers("q-container");
+    let env = Env::new();
+    let install = EngineInstall::locate().unwrap();
+    let image = build_image();
+    env.suite(2, 4);
+    let plan = env.write(
+        "plan.toml",
+        &format!(
+            "name = \"container\"\nsuite = \"suite.toml\"\n\n[baseline]\n{}\n[candidate]\n{}\n[readmission]\nexpected_model = \"{MODEL}\"\ntimeout_s = 60\n",
+            container_table(&image, "baseline", &install, free_port()),
+            container_table(&image, "candidate", &install, free_port()),
+        ),
+    );
+    let o = qualify::run(&plan, &env.opts("q-container"))
+        .await
+        .expect("qualify");
+    let entries = env.entries("q-container");
+    let s = steps(&entries).join("\n");
+    assert!(
+        matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),
+        "{:?} {:?}\n{s}",
+        o.verdict,
+        o.failure
+    );
+    // Preflight resolved the image by its ID before anything started.
+    let pre = detail_of(&entries, "preflight", "-", "ok");
+    assert_eq!(pre[0]["baseline"]["image_id"], image.as_str(), "{}", pre[0]);
+
+    // Every container ran exactly the pinned image, on the host network.
+    let started: Vec<Handle> = detail_of(&entries, "start", "baseline", "ok")
+        .into_iter()
+        .chain(detail_of(&entries, "start", "candidate", "ok"))
+        .filter_map(|d| Handle::from_value(&d["handle"]))
+        .collect();
+    assert_eq!(started.len(), 3, "{s}");
+    let serving_now = lifecycle::serving(&entries).map(|x| x.1);
+    for h in &started {
+        let Handle::Container { image_id, log, .. } = h else {
+            panic!("{h:?}")
+        };
+        assert_eq!(image_id, &image);
+        if Some(h) != serving_now.as_ref() {
+            // Stopped ones were removed, with their logs saved first.
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            assert!(
+                text.contains("infergate-engine listening"),
+                "{}",
+                log.display()
+            );
+            let Handle::Container { id, .. } = h else {
+                unreachable!()
+            };
+            assert!(d.inspect(id).await.unwrap().is_none());
+        }
+    }
+    let serving = assert_baseline_serving(&entries).await;
+    let Handle::Container { id, .. } = &serving else {
+        panic!()
+    };
+    let raw = inspect_raw(&d, id).await;
+    assert_eq!(raw["HostConfig"]["NetworkMode"], "host");
+    assert_eq!(raw["Image"], image.as_str());
+    assert_eq!(raw["State"]["Running"], true);
+
+    // Retain the baseline: the running container is verified (image ID) and readmitted.
+    let dd = decide::run(&decide::Options {
+        report: o.report.clone().unwrap(),
+        action: DecisionAction::RetainBaseline,
+        note: "container test".into(),
+        who: Some("ci".into()),
+        ledger: None,
+        quiet: true,
+    })
+    .await
+    .expect("decide");
+    assert!(
+        dd.carried_out
+            && dd
+                .promotion
+                .contains("exact baseline verified and readmitted"),
+        "{}",
+        dd.promotion
+    );
+
+    // Stop: the container is stopped and removed, its logs kept.
+    status::stop("q-container", Some(env.ledger.clone()), true)
+        .await
+        .unwrap();
+    assert!(
+        d.inspect(id).await.unwrap().is_none(),
+        "container {id} still exists"
+    );
+    let Handle::Container { log, .. } = &serving else {
+        panic!()
+    };
+    assert!(
+        std::fs::read_to_string(log)
+            .unwrap()
+            .contains("SIGTERM received"),
+        "{}",
+        log.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
+    let _serial = serial().await;
+    let d = docker().await;
+    let _cleanup = Containers("q-container-fail");
+    let env = Env::new();
+    let install = EngineInstall::locate().unwrap();
+    let image = build_image();
+    env.suite(2, 4);
+
+    // The baseline's digest is not present and no registry is configured: refused untouched.
+    let absent = format!("sha256:{}", "0".repeat(64));
+    let plan = env.write(
+        "plan.toml",
+        &format!(
+            "suite = \"suite.toml\"\n[baseline]\n{}\n[candidate]\n{}\n",
+            container_table(&absent, "baseline", &install, free_port()),
+            container_table(&image, "candidate", &install, free_port()),
+        ),
+    );
+    let o = qualify::run(&plan, &env.opts("q-container-fail"))
+        .await
+        .expect("qualify");
+    assert_eq!(o.verdict, Verdict::Refused);
+    let f = o.failure.unwrap();
+    assert!(
+        f.contains("not present locally") && f.contains("no registry is configured"),
+        "{f}"
+    );
+    assert_eq!(
+        steps(&env.entries("q-container-fail")),
+        ["plan - ok", "preflight baseline failed", "done - failed"]
+    );
+
+    // A container whose server cannot start: its logs are captured, then it is removed.
+    let spec = ContainerDriver {
+        image: infergate::plan::ImageRef::parse(&image).unwrap(),
+        args: vec![
+            "/engine/serve.py".into(),
+            "--model".into(),
+            "/nonexistent.gguf".into(),
+            "--port".into(),
+            free_port().to_string(),
+        ],
+        entrypoint: Some(vec![install.python.display().to_string()]),
+        env: Default::default(),
+        env_from_host: vec![],
+        binds: binds(&install),
+        port: free_port(),
+        health_path: "/health".into(),
+    };
+    let log: PathBuf = env.path("failed.log");
+    let labels = [(
+        "infergate.qualification".to_string(),
+        "q-container-fail".to_string(),
+    )]
+    .into();
+    let name = container::container_name(&["infergate-test", "q-container-fail"]);
+    let err = container::start(
+        &d,
+        &spec,
+        &name,
+        &image,
+        &labels,
+        Duration::from_secs(120),
+        &log,
+    )
+    .await
+    .expect_err("a server without a model must not start");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("exited while starting") && msg.contains(&log.display().to_string()),
+        "{msg}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("nonexistent.gguf"), "{text}");
+    assert!(
+        d.inspect(&name).await.unwrap().is_none(),
+        "failed container {name} was not removed"
+    );
+}

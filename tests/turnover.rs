@@ -1,0 +1,368 @@
+//! Turnover runs against the real reference engine: the record shape with
+//! real counts, contamination through a content-swapping proxy, and the
+//! reference contract catching a real output change.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use infergate::artifact::TurnoverRun;
+use infergate::client::{Client, ClientConfig, Timeouts};
+use infergate::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxiedRequest};
+use infergate::record::{Outcome, RequestRecord};
+use infergate::turnover::{self, TurnoverSpec};
+
+/// Four slots, like the server the suites were calibrated on.
+const PROFILE: &str = "candidate";
+
+const CLASSES: [&str; 5] = [
+    "request_error",
+    "http_error",
+    "stream_validation_failed",
+    "request_canary_failed",
+    "controlled_output_failed",
+];
+
+fn client(base_url: &str) -> Client {
+    Client::new(ClientConfig {
+        timeouts: Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(300),
+        },
+        ..ClientConfig::new(base_url)
+    })
+    .expect("client")
+}
+
+fn spec(text: &str) -> TurnoverSpec {
+    let table: toml::Table = toml::from_str(text).expect("spec toml");
+    TurnoverSpec::from_table(&table).expect("valid spec")
+}
+
+/// The arithmetic every run record must satisfy, whatever the engine did.
+fn assert_consistent(run: &TurnoverRun) {
+    assert_eq!(
+        run.exact_output_passed + run.failed,
+        run.requests,
+        "{run:#?}"
+    );
+    assert_eq!(run.failures.len(), run.failed, "{run:#?}");
+    assert!(run.responses_received <= run.requests);
+    assert!(!run.performance_eligible);
+    let contaminated = run
+        .failures
+        .iter()
+        .filter(|f| !f.foreign_markers.is_empty())
+        .count();
+    assert_eq!(run.contaminated, contaminated);
+    let mut seen = BTreeSet::new();
+    for f in &run.failures {
+        assert!(CLASSES.contains(&f.failure_class.as_str()), "{f:?}");
+        assert!(f.request_index < run.requests && seen.insert(f.request_index));
+        assert!(f.error.as_ref().is_some_and(|e| !e.is_empty()), "{f:?}");
+        if f.failure_class == "request_canary_failed" {
+            assert!(!f.canary_passed, "{f:?}");
+        }
+        if f.failure_class == "controlled_output_failed" {
+            assert!(f.canary_passed, "{f:?}");
+        }
+    }
+    // Transport-level failures are exactly the responses not received.
+    let transport = run
+        .failures
+        .iter()
+        .filter(|f| CLASSES[..3].contains(&f.failure_class.as_str()))
+        .count();
+    assert_eq!(run.responses_received, run.requests - transport);
+}
+
+fn summary(run: &TurnoverRun, elapsed: Duration) -> String {
+    let mut by_class: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in &run.failures {
+        *by_class.entry(f.failure_class.as_str()).or_default() += 1;
+    }
+    format!(
+        "{} #{} ({}, c{}): {}/{} exact, {} received, {} contaminated, failures {:?}, {:.1?}",
+        run.name,
+        run.repeat,
+        run.contract,
+        run.concurrency,
+        run.exact_output_passed,
+        run.requests,
+        run.responses_received,
+        run.contaminated,
+        by_class,
+        elapsed
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_words_run_produces_the_seed_record_with_real_counts() {
+    let engine = support::engine(PROFILE);
+    let c = client(&engine.base_url);
+    let s = spec(
+        r#"
+name = "words-shape"
+contract = "words"
+requests = 16
+concurrency = 4
+words = 5
+seed = 1
+"#,
+    );
+    let mut records: Vec<RequestRecord> = Vec::new();
+    let mut journal = |r: &RequestRecord| records.push(r.clone());
+    let t0 = Instant::now();
+    let run = turnover::run_turnover(&c, &s, 0, Some(&mut journal)).await;
+    eprintln!("{}", summary(&run, t0.elapsed()));
+    assert_consistent(&run);
+    assert_eq!((run.requests, run.concurrency, run.repeat), (16, 4, 0));
+    assert_eq!(run.contract, "words");
+    assert_eq!(run.contaminated, 0, "{run:#?}");
+    // Calibrated: this prompt passes 60/60 at concurrency 1, 4 and 8 here.
+    assert!(run.exact_output_passed >= 14, "{run:#?}");
+
+    // The seed's names, exactly, in the serialized record.
+    let v = serde_json::to_value(&run).unwrap();
+    for k in [
+        "requests",
+        "exact_output_passed",
+        "failed",
+        "responses_received",
+        "performance_eligible",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}: {v}");
+    }
+    for f in v["failures"].as_array().unwrap() {
+        for k in [
+            "request_index",
+            "failure_class",
+            "words",
+            "finish_reasons",
+            "canary_passed",
+        ] {
+            assert!(f.get(k).is_some(), "missing {k}: {f}");
+        }
+    }
+
+    // One journal record per request, with the run's verdicts.
+    assert_eq!(records.len(), 16);
+    let failed: BTreeSet<usize> = run.failures.iter().map(|f| f.request_index).collect();
+    for r in &records {
+        assert_eq!(r.cell, "turnover:words-shape#0");
+        assert_eq!(r.outcome != Outcome::Ok, failed.contains(&r.index), "{r:?}");
+        if r.outcome == Outcome::Ok {
+            assert_eq!(r.capture.http_status, Some(200));
+            assert_eq!(
+                r.capture.finish_reasons.last().map(String::as_str),
+                Some("stop")
+            );
+        }
+    }
+    let idx: BTreeSet<usize> = records.iter().map(|r| r.index).collect();
+    assert_eq!(idx, (0..16).collect());
+}
+
+/// The canary marker a proxied chat request carries in its last turn.
+fn marker_of(body: Option<&serde_json::Value>, markers: &[String]) -> Option<usize> {
+    let last = body?
+        .get("messages")?
+        .as_array()?
+        .last()?
+        .get("content")?
+        .as_str()?;
+    markers.iter().position(|m| last.contains(m.as_str()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapped_streams_are_reported_as_contamination_of_exactly_those_requests() {
+    let engine = support::engine(PROFILE);
+    let s = spec(
+        r#"
+name = "words-swap"
+contract = "words"
+requests = 12
+concurrency = 4
+words = 5
+seed = 1
+"#,
+    );
+    let plan = s.plan(0);
+    let markers: Vec<String> = plan.requests.iter().map(|r| r.marker.clone()).collect();
+    // Neighbours in issue order, so each pair is in flight together.
+    let selected: BTreeSet<usize> = [1, 2, 5, 6, 9, 10].into();
+    let (m2, sel2) = (markers.clone(), selected.clone());
+    let proxy = FaultProxy::start(
+        FaultProxyConfig {
+            pair_timeout: Duration::from_secs(5),
+            ..FaultProxyConfig::new(&engine.base_url)
+        },
+        move |r: &ProxiedRequest<'_>| match marker_of(r.body, &m2) {
+            Some(i) if sel2.contains(&i) => Fault::SwapContent,
+            _ => Fault::Pass,
+        },
+    )
+    .await
+    .expect("proxy");
+
+    let t0 = Instant::now();
+    let run = turnover::run_turnover(&client(&proxy.base_url()), &s, 0, None).await;
+    eprintln!("{}", summary(&run, t0.elapsed()));
+    assert_consistent(&run);
+
+    // Who actually got whose content, by request index.
+    let events = proxy.events();
+    assert_eq!(events.len(), 12, "{events:#?}");
+    let index_of_seq: BTreeMap<usize, usize> = events
+        .iter()
+        .filter_map(|e| Some((e.seq, marker_of(e.body.as_ref(), &markers)?)))
+        .collect();
+    let swapped: BTreeMap<usize, usize> = events
+        .iter()
+        .filter_map(|e| Some((index_of_seq[&e.seq], index_of_seq[&e.swapped_with?])))
+        .collect();
+    eprintln!("swapped pairs (index -> partner): {swapped:?}");
+    assert!(swapped.len() >= 4, "too few pairs formed: {events:#?}");
+    for (a, b) in &swapped {
+        assert!(selected.contains(a) && selected.contains(b));
+        assert_eq!(swapped.get(b), Some(a), "swaps are mutual");
+    }
+
+    let failures: BTreeMap<usize, _> = run.failures.iter().map(|f| (f.request_index, f)).collect();
+    for (a, b) in &swapped {
+        let f = failures
+            .get(a)
+            .unwrap_or_else(|| panic!("swapped request {a} passed: {run:#?}"));
+        assert_eq!(f.failure_class, "request_canary_failed", "{f:?}");
+        assert!(!f.canary_passed);
+        assert_eq!(f.foreign_markers, [markers[*b].clone()], "{f:?}");
+    }
+    // Everyone else kept a clean canary (the words count may still fail).
+    for i in (0..12).filter(|i| !swapped.contains_key(i)) {
+        if let Some(f) = failures.get(&i) {
+            assert!(f.canary_passed && f.foreign_markers.is_empty(), "{f:?}");
+        }
+    }
+    assert_eq!(run.contaminated, swapped.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_contract_catches_a_real_output_change() {
+    let engine = support::engine(PROFILE);
+    let c = client(&engine.base_url);
+    let base = r#"
+name = "reference-sentence"
+contract = "reference"
+prompt = "sentence"
+requests = 6
+concurrency = 2
+max_tokens = 24
+"#;
+    // Control: alone and unchanged, every answer reproduces its reference.
+    let control = spec(&format!("{base}concurrency = 1\n").replace("concurrency = 2\n", ""));
+    let t0 = Instant::now();
+    let run = turnover::run_turnover(&c, &control, 0, None).await;
+    eprintln!("{}", summary(&run, t0.elapsed()));
+    assert_consistent(&run);
+    assert_eq!(run.exact_output_passed, 6, "{run:#?}");
+
+    // Change: same prompts sampled at temperature 1 with another seed.
+    let changed = spec(&format!("{base}temperature = 1.0\nseed = 7\n"));
+    let mut refs = 0;
+    let mut journal = |r: &RequestRecord| refs += usize::from(r.cell.ends_with("/reference"));
+    let t0 = Instant::now();
+    let run = turnover::run_turnover(&c, &changed, 0, Some(&mut journal)).await;
+    eprintln!("{}", summary(&run, t0.elapsed()));
+    assert_consistent(&run);
+    assert_eq!(refs, 6, "the reference pass is journaled apart");
+    assert!(run.failed >= 2, "{run:#?}");
+    let mut diverged = 0;
+    for f in &run.failures {
+        if f.failure_class == "controlled_output_failed" {
+            let d = f.divergence.as_ref().expect("a divergence position");
+            assert_ne!(d.expected_snippet, d.actual_snippet, "{f:?}");
+            assert!(d.expected_snippet.chars().count() <= 40);
+            assert!(d.actual_snippet.chars().count() <= 40);
+            let out = f.output.as_deref().unwrap_or_default();
+            assert!(d.char_index <= out.chars().count(), "{f:?}");
+            diverged += 1;
+        }
+    }
+    eprintln!("{diverged} failures with a divergence position");
+    assert!(diverged >= 1, "{run:#?}");
+}
+
+/// Calibration of the shipped suites (not part of the normal test run):
+///
+/// ```text
+/// cargo test --release --test turnover -- --ignored --nocapture calibrate
+/// ```
+///
+/// Environment: `INFERGATE_TURNOVER_SUITE` (default both shipped suites,
+/// comma-separated), `INFERGATE_TURNOVER_CONCURRENCY` (comma list; default
+/// each workload's own), `INFERGATE_TURNOVER_REQUESTS`, `INFERGATE_TURNOVER_REPEATS`,
+/// `INFERGATE_TURNOVER_TARGET` (an already running server instead of the
+/// `candidate` profile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn calibrate() {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let base_url = match env("INFERGATE_TURNOVER_TARGET") {
+        Some(url) => url,
+        None => support::engine(PROFILE).base_url.clone(),
+    };
+    let c = client(&base_url);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let suites = env("INFERGATE_TURNOVER_SUITE").unwrap_or_else(|| {
+        "suites/turnover-reference-engine.toml,suites/turnover-words.toml".into()
+    });
+    let parse_list = |v: Option<String>| -> Vec<usize> {
+        v.map(|v| {
+            v.split(',')
+                .map(|x| x.trim().parse().expect("a number"))
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    let concurrencies = parse_list(env("INFERGATE_TURNOVER_CONCURRENCY"));
+    let requests = parse_list(env("INFERGATE_TURNOVER_REQUESTS"))
+        .first()
+        .copied();
+    let repeats = parse_list(env("INFERGATE_TURNOVER_REPEATS"))
+        .first()
+        .copied();
+    for path in suites.split(',') {
+        let (suite, _) = infergate::suite::Suite::load(&root.join(path.trim())).expect("suite");
+        for mut s in TurnoverSpec::from_tables(&suite.turnover).expect("turnover specs") {
+            s.requests = requests.unwrap_or(s.requests);
+            s.repeats = repeats.unwrap_or(s.repeats);
+            let levels = if concurrencies.is_empty() {
+                vec![s.concurrency]
+            } else {
+                concurrencies.clone()
+            };
+            for conc in levels {
+                s.concurrency = conc;
+                for repeat in 0..s.repeats {
+                    let t0 = Instant::now();
+                    let run = turnover::run_turnover(&c, &s, repeat, None).await;
+                    assert_consistent(&run);
+                    println!("{}: {}", path.trim(), summary(&run, t0.elapsed()));
+                    for f in &run.failures {
+                        println!(
+                            "    #{} {} words={} {:?} {}",
+                            f.request_index,
+                            f.failure_class,
+                            f.words,
+                            f.finish_reasons,
+                            f.error.as_deref().unwrap_or_default()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
