@@ -8,8 +8,8 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use infergate::client::Timeouts;
-use infergate::report;
 use infergate::runner::{self, RunOptions};
+use infergate::{cli_qualify, report};
 use std::io::IsTerminal;
 
 #[derive(Parser)]
@@ -36,6 +36,14 @@ enum Cmd {
     },
     /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
     Report(ReportArgs),
+    /// Qualify a candidate runtime against the baseline end to end, as a plan says.
+    Qualify(cli_qualify::QualifyArgs),
+    /// Record the human decision on a report: promote, or retain the baseline.
+    Decide(cli_qualify::DecideArgs),
+    /// Where each qualification stands, from the ledger.
+    Status(cli_qualify::StatusArgs),
+    /// Stop the runtime a qualification left serving.
+    Stop(cli_qualify::StopArgs),
 }
 
 #[derive(clap::Args)]
@@ -188,6 +196,10 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Qualify(a) => cli_qualify::main_qualify(a).await,
+        Cmd::Decide(a) => cli_qualify::main_decide(a).await,
+        Cmd::Status(a) => cli_qualify::main_status(a).await,
+        Cmd::Stop(a) => cli_qualify::main_stop(a).await,
         Cmd::Compare(a) => {
             let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
             report::write_report_atomic(&a.out, &report)?;
