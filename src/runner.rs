@@ -252,15 +252,54 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     Ok(artifact)
 }
 
-/// Turnover runs of the suite (wired to `crate::turnover` once it lands).
+/// The suite's turnover runs, every request journaled as it completes.
 async fn run_turnover(
-    _client: &Arc<Client>,
-    _suite: &Suite,
-    _model: &str,
-    _journal: &mut Journal,
-    _quiet: bool,
+    client: &Arc<Client>,
+    suite: &Suite,
+    model: &str,
+    journal: &mut Journal,
+    quiet: bool,
 ) -> Result<Vec<crate::artifact::TurnoverRun>> {
-    Ok(Vec::new())
+    let specs = crate::turnover::TurnoverSpec::from_tables(&suite.turnover)
+        .with_context(|| format!("suite '{}': [[turnover]]", suite.name))?;
+    let mut runs = Vec::new();
+    let mut write_err: Option<anyhow::Error> = None;
+    for mut spec in specs {
+        if spec.model.is_none() {
+            spec.model = Some(model.to_string());
+        }
+        if !quiet {
+            eprintln!(
+                "turnover {}: {} × {} requests, concurrency {}, contract {}",
+                spec.name,
+                spec.repeats,
+                spec.requests,
+                spec.concurrency,
+                spec.contract.as_str()
+            );
+        }
+        let mut on_record = |r: &RequestRecord| {
+            if write_err.is_none()
+                && let Err(e) = journal.append(r)
+            {
+                write_err = Some(e);
+            }
+        };
+        let done = crate::turnover::run_all(client, &spec, Some(&mut on_record)).await;
+        if let Some(e) = write_err.take() {
+            return Err(e);
+        }
+        if !quiet {
+            for r in &done {
+                eprintln!(
+                    "  {} repeat {}: {}/{} exact, {} failed, {} contaminated",
+                    r.name, r.repeat, r.exact_output_passed, r.requests, r.failed, r.contaminated
+                );
+            }
+        }
+        runs.extend(done);
+    }
+    Ok(runs)
 }
 
 async fn loadgen_drive<F, Fut>(
