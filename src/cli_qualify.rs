@@ -99,6 +99,16 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     if a.then_stop && o.serving.is_some() {
         status::stop(&o.id, Some(o.ledger.clone()), a.quiet).await?;
         o.serving = None;
+        // The report says what serves; keep it true.
+        if let Some(r) = &o.report {
+            let mut rep: report::Report = serde_json::from_value(report::read_report_value(r)?)?;
+            let note = format!(
+                "{}; then retired (--then-stop), nothing serving",
+                rep.promotion
+            );
+            rep.set_promotion(note);
+            report::write_report_atomic(r, &rep)?;
+        }
     }
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {

@@ -199,7 +199,14 @@ impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("cfg", &self.cfg)
-            .field("transport", &if self.wire.is_some() { "http/1.1" } else { "reqwest" })
+            .field(
+                "transport",
+                &if self.wire.is_some() {
+                    "http/1.1"
+                } else {
+                    "reqwest"
+                },
+            )
             .finish_non_exhaustive()
     }
 }
@@ -294,7 +301,10 @@ impl Client {
         req.extend_from_slice(b"\r\n\r\n");
         req.extend_from_slice(&payload);
         let t_send = Instant::now();
-        if let Attempt::Done = self.run_wire(w, &req, false, t_send, endpoint, &mut cap).await {
+        if let Attempt::Done = self
+            .run_wire(w, &req, false, t_send, endpoint, &mut cap)
+            .await
+        {
             return (t_send, cap);
         }
         // Servers such as llama.cpp close the connection after a stream while
@@ -857,18 +867,22 @@ impl<'c> Sink<'c> {
         if data.trim_ascii().is_empty() {
             return;
         }
-        let chunk: Chunk<'_> = match serde_json::from_slice(data) {
-            Ok(c) => c,
-            Err(e) => {
-                return self.fail(
-                    Outcome::StreamValidationFailed,
-                    format!(
-                        "malformed chunk ({e}): {}",
-                        bounded_bytes(data, SNIPPET_BYTES)
-                    ),
-                );
-            }
-        };
+        // The fast path reads the usual chunk; anything unusual goes to serde_json, as before.
+        let mut chunk = Chunk::default();
+        if !fastjson::parse_into(data, &mut chunk) {
+            chunk = match serde_json::from_slice(data) {
+                Ok(c) => c,
+                Err(e) => {
+                    return self.fail(
+                        Outcome::StreamValidationFailed,
+                        format!(
+                            "malformed chunk ({e}): {}",
+                            bounded_bytes(data, SNIPPET_BYTES)
+                        ),
+                    );
+                }
+            };
+        }
         if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
             let msg = err
                 .get("message")
@@ -987,7 +1001,7 @@ fn append_capped(dst: &mut String, s: &str, cap: usize, full: &mut bool) {
 #[derive(Debug, Deserialize)]
 struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct Chunk<'a> {
     #[serde(borrow, default)]
     model: Option<Str<'a>>,
@@ -1002,7 +1016,7 @@ struct Chunk<'a> {
     error: Option<Value>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct Choice<'a> {
     #[serde(borrow, default)]
     delta: Option<Delta<'a>>,
@@ -1013,7 +1027,7 @@ struct Choice<'a> {
     finish_reason: Option<Str<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct Delta<'a> {
     #[serde(borrow, default)]
     content: Option<Str<'a>>,
@@ -1023,7 +1037,7 @@ struct Delta<'a> {
     reasoning: Option<Str<'a>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 struct Usage {
     #[serde(default)]
     prompt_tokens: Option<u64>,
@@ -1452,5 +1466,127 @@ mod tests {
             );
         }
         assert!(Client::new(ClientConfig::new("not a url")).is_err());
+    }
+
+    fn fast_body(max_tokens: u64, fastsource: Value) -> Value {
+        let mut extra = Map::new();
+        extra.insert("model".into(), json!("fastsource"));
+        extra.insert("fastsource".into(), fastsource);
+        chat_body(
+            json!([{"role": "user", "content": "hi"}]),
+            max_tokens,
+            0.0,
+            None,
+            extra,
+        )
+    }
+
+    /// What a capture says, without its times or transport-specific wording.
+    fn gist(c: &StreamCapture) -> String {
+        format!(
+            "{:?} {:?} {:?} n={} {:?} {:?}/{:?} done={} {:?} {:?}",
+            c.failure.as_ref().map(|f| f.class),
+            c.http_status,
+            c.content,
+            c.chunk_ms.len(),
+            c.finish_reasons,
+            c.prompt_tokens,
+            c.completion_tokens,
+            c.saw_done,
+            c.model,
+            c.system_fingerprint,
+        )
+    }
+
+    /// The plain-http transport and reqwest read every fast-source scenario alike.
+    #[tokio::test]
+    async fn both_transports_capture_the_same() {
+        use crate::fastsource::{FastSource, FastSourceConfig};
+        let (_, src) = FastSource::start(FastSourceConfig::default()).expect("source");
+        let mut cfg = ClientConfig::new(src.base_url());
+        cfg.timeouts.idle = Duration::from_millis(200);
+        let wire = Client::new(cfg.clone()).expect("client");
+        assert!(wire.wire.is_some());
+        let mut via_reqwest = Client::new(cfg).expect("client");
+        via_reqwest.wire = None;
+        let cases = [
+            fast_body(5, json!({})),
+            fast_body(300, json!({"itl_ms": 0.05})),
+            fast_body(3, json!({"done": false})),
+            fast_body(3, json!({"usage": false})),
+            fast_body(3, json!({"status": 503})),
+            fast_body(6, json!({"error_after": 2})),
+            fast_body(3, json!({"no_finish": true})),
+            fast_body(4, json!({"stall_after": 2})),
+            {
+                let mut b = fast_body(3, json!({}));
+                b["stream"] = json!(false);
+                b
+            },
+        ];
+        for body in &cases {
+            for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+                let a = wire.stream(endpoint, body).await;
+                let b = via_reqwest.stream(endpoint, body).await;
+                assert_eq!(gist(&a), gist(&b), "{body}");
+                if let (Some(x), Some(y)) = (&a.failure, &b.failure) {
+                    // The same check fails, with the same words up to the transport's own.
+                    let head = |m: &str| m.split(':').next().unwrap_or_default().to_string();
+                    assert_eq!(head(&x.message), head(&y.message), "{x:?} vs {y:?}");
+                }
+            }
+        }
+        // Sequential requests reuse one connection.
+        let idle = wire.wire.as_ref().map(|w| w.pool.idle_len());
+        assert_eq!(idle, Some(1));
+    }
+
+    /// A server that closes a kept-alive connection instead of answering the
+    /// next request: the client retries once on a fresh connection.
+    #[tokio::test]
+    async fn a_stale_pooled_connection_is_retried_fresh() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let chunk = |s: &str| format!("{:x}\r\n{s}\r\n", s.len());
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{}{}0\r\n\r\n",
+            chunk(
+                "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n"
+            ),
+            chunk("data: [DONE]\n\n"),
+        );
+        let answer: &'static str = Box::leak(answer.into_boxed_str());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let first = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    let mut served = 0;
+                    while s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                        if first && served == 1 {
+                            return; // close without answering
+                        }
+                        if s.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        served += 1;
+                    }
+                });
+            }
+        });
+        let client =
+            Client::new(ClientConfig::new(format!("http://127.0.0.1:{port}"))).expect("client");
+        let body = fast_body(1, json!({}));
+        for _ in 0..3 {
+            let c = client.stream(Endpoint::Chat, &body).await;
+            assert_eq!(c.failure, None);
+            assert_eq!(c.content, "x");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }

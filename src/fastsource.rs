@@ -91,6 +91,28 @@ pub struct Overrides {
     pub done: Option<bool>,
     /// Skip the finish chunk (a stream that never says why it ended).
     pub no_finish: Option<bool>,
+    /// Make each content chunk's text the time it was handed to the socket:
+    /// [`STAMP_DIGITS`] decimal digits of CLOCK_MONOTONIC nanoseconds (see
+    /// [`monotonic_ns`]). Lets a benchmark split its timing error into the
+    /// source's lateness and the client's delay.
+    pub stamp: Option<bool>,
+}
+
+/// Width of a send stamp in content text.
+pub const STAMP_DIGITS: usize = 20;
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock of send stamps (and of
+/// `std::time::Instant` on Linux).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the live local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 #[derive(Debug, Deserialize)]
@@ -359,7 +381,13 @@ impl Conn {
         };
         let prompt_tokens = body.len() / 4;
         let seq = self.counter.fetch_add(1, Ordering::Relaxed);
-        let token_json = serde_json::to_string(&cfg.token).unwrap_or_else(|_| "\"\"".into());
+        let stamp = o.stamp.unwrap_or(false);
+        // A stamped chunk carries a placeholder that is overwritten as it is sent.
+        let token_json = if stamp {
+            format!("\"{}\"", "0".repeat(STAMP_DIGITS))
+        } else {
+            serde_json::to_string(&cfg.token).unwrap_or_else(|_| "\"\"".into())
+        };
 
         if !req.stream {
             let text = cfg.token.repeat(n.min(1 << 20));
@@ -437,8 +465,12 @@ impl Conn {
         let stall = o.stall_after.map(|k| k.min(n));
         let error_at = o.error_after.map(|k| k.min(n));
         let sent = stall.or(error_at).unwrap_or(n);
+        // Where the stamp digits sit inside the content frame.
+        let stamp_at = stamp
+            .then(|| find(&content, token_json.as_bytes()).map(|p| p + 1))
+            .flatten();
         let r = self
-            .send_chunks(&mut out, &content, sent, t0, ttft, itl)
+            .send_chunks(&mut out, &content, stamp_at, sent, t0, ttft, itl)
             .await;
         if let Err(e) = r {
             self.out = out;
@@ -479,10 +511,13 @@ impl Conn {
 
     /// Append `count` copies of `content`, each no earlier than its scheduled
     /// time, writing whenever the next chunk is not due yet (or the buffer is big).
+    /// With `stamp_at`, the digits there are set to the time of appending.
+    #[allow(clippy::too_many_arguments)]
     async fn send_chunks(
         &mut self,
         out: &mut Vec<u8>,
         content: &[u8],
+        stamp_at: Option<usize>,
         count: usize,
         t0: Instant,
         ttft: Duration,
@@ -501,7 +536,12 @@ impl Conn {
                     self.sleep_until(due).await?;
                 }
             }
+            let at = out.len();
             out.extend_from_slice(content);
+            if let Some(p) = stamp_at {
+                let digits = format!("{:0width$}", monotonic_ns(), width = STAMP_DIGITS);
+                out[at + p..at + p + STAMP_DIGITS].copy_from_slice(digits.as_bytes());
+            }
             // The last chunk goes out with the tail (finish, usage, [DONE]).
             if out.len() >= WRITE_BUF && i + 1 < count {
                 self.sock.write_all(out).await?;
@@ -790,5 +830,30 @@ mod tests {
         );
         assert!(t.elapsed() >= Duration::from_millis(40));
         assert_eq!(out.matches(r#""content":"tok""#).count(), 5);
+    }
+
+    #[test]
+    fn stamped_chunks_carry_their_send_time() {
+        let (addr, _src) = FastSource::start(FastSourceConfig::default()).expect("start");
+        let before = monotonic_ns();
+        let out = raw(
+            addr,
+            &post(
+                "/v1/chat/completions",
+                r#"{"stream":true,"max_tokens":3,"fastsource":{"stamp":true,"itl_ms":2}}"#,
+            ),
+        );
+        let after = monotonic_ns();
+        let stamps: Vec<u64> = out
+            .split(r#""content":""#)
+            .skip(1)
+            .filter_map(|s| s.get(..STAMP_DIGITS)?.parse().ok())
+            .collect();
+        assert_eq!(stamps.len(), 3, "{out}");
+        assert!(
+            stamps.windows(2).all(|w| w[1] >= w[0] + 2_000_000),
+            "{stamps:?}"
+        );
+        assert!(stamps[0] >= before && stamps[2] <= after, "{stamps:?}");
     }
 }

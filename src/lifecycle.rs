@@ -393,8 +393,7 @@ async fn start_inner(
                 .with_context(|| format!("image {} is no longer present locally", c.image))?;
             let name = container::container_name(&["infergate", ctx.qualification, &rt.label, tag]);
             // A container of that name left by an interrupted run would block the create.
-            if let Some(old) = ctx.docker.inspect(&name).await? {
-                let _ = old;
+            if ctx.docker.inspect(&name).await?.is_some() {
                 ctx.docker.remove(&name).await?;
             }
             let labels: BTreeMap<String, String> = [

@@ -18,8 +18,9 @@ use qualify_support::*;
 async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     let _serial = serial().await;
     let env = Env::new();
-    env.suite(4, 8);
-    let plan = env.plan("engine_profile = \"candidate\"", "");
+    env.suite(3, 8);
+    // Two passes each, alternating: baseline, candidate, candidate, baseline.
+    let plan = env.plan("engine_profile = \"candidate\"", "repeats = 2");
     let o = qualify::run(&plan, &env.opts("q-happy"))
         .await
         .expect("qualify");
@@ -31,7 +32,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         o.failure,
         steps(&entries).join("\n")
     );
-    // Both runtimes measured in order, each started and stopped; then the
+    // Both runtimes measured in A B B A order, each started and stopped; then the
     // baseline restored and readmitted while the decision is pending.
     let s = steps(&entries);
     let order: Vec<&String> = s
@@ -40,10 +41,21 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         .collect();
     assert_eq!(
         order,
-        ["run baseline ok", "run candidate ok"],
+        [
+            "run baseline ok",
+            "run candidate ok",
+            "run candidate ok",
+            "run baseline ok"
+        ],
         "{}",
         s.join("\n")
     );
+    let passes: Vec<u64> = entries
+        .iter()
+        .filter(|e| e.step == "run" && e.status.as_str() == "ok")
+        .filter_map(|e| e.detail["pass"].as_u64())
+        .collect();
+    assert_eq!(passes, [1, 1, 2, 2]);
     for want in [
         "preflight - ok",
         "compare - ok",
@@ -85,6 +97,16 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         "{}",
         v["baseline_image"]
     );
+    // The passes of each runtime are pooled: 2 × 3 requests per side.
+    assert_eq!(
+        v["cells"]["tiny"]["baseline_requests"], 6,
+        "{}",
+        v["cells"]["tiny"]
+    );
+    assert_eq!(v["cells"]["tiny"]["candidate_requests"], 6);
+    let pooled = report::read_artifact(&o.out_dir.join("candidate.json")).unwrap();
+    assert_eq!(pooled.cells[0].requests, 6);
+    assert!(pooled.method["passes"].contains("pooled over 2 passes"));
 
     // The human decides: retain the baseline. It is still serving, so it is
     // verified and readmitted again rather than restarted.
@@ -163,7 +185,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
 async fn an_interrupted_qualification_resumes_where_it_stopped() {
     let _serial = serial().await;
     let env = Env::new();
-    env.suite(12, 16);
+    env.suite(8, 16);
     let plan = env.plan("engine_profile = \"candidate\"", "");
     // Interrupt mid-way (as a crash or Ctrl-C would): drop the future once the
     // candidate's pass has begun, leaving its server running.
@@ -254,5 +276,5 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
     assert_baseline_serving(&entries).await;
     // Every candidate request is in the pooled journal exactly once.
     let art = report::read_artifact(&o.out_dir.join("candidate-1/run.json")).unwrap();
-    assert_eq!(art.cells[0].requests, 12);
+    assert_eq!(art.cells[0].requests, 8);
 }

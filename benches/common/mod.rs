@@ -89,3 +89,19 @@ pub fn arg(name: &str) -> Option<String> {
 pub fn flag(name: &str) -> bool {
     std::env::args().any(|a| a == name)
 }
+
+/// This process's scheduling class, for labelling results ("SCHED_FIFO 10" under `chrt -f 10`).
+pub fn sched_policy() -> Option<String> {
+    // SAFETY: both calls only read this process's scheduling settings.
+    let (policy, prio) = unsafe {
+        let mut p: libc::sched_param = std::mem::zeroed();
+        let policy = libc::sched_getscheduler(0);
+        libc::sched_getparam(0, &mut p);
+        (policy, p.sched_priority)
+    };
+    match policy {
+        libc::SCHED_FIFO => Some(format!("SCHED_FIFO {prio}")),
+        libc::SCHED_RR => Some(format!("SCHED_RR {prio}")),
+        _ => None,
+    }
+}

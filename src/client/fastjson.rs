@@ -13,18 +13,42 @@
 
 use std::borrow::Cow;
 
-use super::{Choice, Choices, Chunk, Delta, Str, Usage};
+use super::{Choice, Chunk, Delta, Str, Usage};
 
 /// Below serde_json's recursion limit (128), so deep input always falls back.
 const MAX_DEPTH: usize = 100;
 
-pub(super) fn parse(data: &[u8]) -> Option<Chunk<'_>> {
-    let text = std::str::from_utf8(data).ok()?;
-    let mut p = Parser { s: text, b: data, i: 0 };
+/// Parse `data` into `out` (which must start as `Chunk::default()`); false
+/// means "not sure": `out` is then partly filled and must be discarded.
+/// Filled in place because a chunk is a few hundred bytes: moving it around
+/// costs more than parsing the fields it usually has.
+pub(super) fn parse_into<'a>(data: &'a [u8], out: &mut Chunk<'a>) -> bool {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return false;
+    };
+    let mut p = Parser {
+        s: text,
+        b: data,
+        i: 0,
+    };
     p.ws();
-    let chunk = p.chunk()?;
+    if p.chunk(out).is_none() {
+        return false;
+    }
     p.ws();
-    (p.i == p.b.len()).then_some(chunk)
+    p.i == p.b.len()
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Nonzero when some byte of `w` is `"`, `\\` or below 0x20: the classic
+/// "has a zero byte" and "has a byte less than n" word tests, which are exact
+/// as yes/no answers (only the position of later flags can be wrong).
+fn special(w: u64) -> u64 {
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64)) | below_space
 }
 
 struct Parser<'a> {
@@ -66,6 +90,14 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
+        // Eight bytes at a time while none of them is special (quote, backslash, control).
+        while let Some(w) = self.b.get(self.i..self.i + 8) {
+            let w = u64::from_le_bytes(w.try_into().ok()?);
+            if special(w) != 0 {
+                break;
+            }
+            self.i += 8;
+        }
         loop {
             match *self.b.get(self.i)? {
                 b'"' => break,
@@ -211,14 +243,7 @@ impl<'a> Parser<'a> {
             .map(Some)
     }
 
-    fn chunk(&mut self) -> Option<Chunk<'a>> {
-        let mut c = Chunk {
-            model: None,
-            system_fingerprint: None,
-            choices: Choices::default(),
-            usage: None,
-            error: None,
-        };
+    fn chunk(&mut self, c: &mut Chunk<'a>) -> Option<()> {
         let mut seen = Seen::default();
         self.object(|p, key| match key {
             "model" => {
@@ -237,13 +262,13 @@ impl<'a> Parser<'a> {
                     return p.literal(b"null");
                 }
                 p.array(|p| {
-                    let ch = p.choice()?;
-                    if c.choices.first.is_none() {
-                        c.choices.first = Some(ch);
+                    let slot = if c.choices.first.is_none() {
+                        c.choices.first.insert(Choice::default())
                     } else {
-                        c.choices.rest.push(ch);
-                    }
-                    Some(())
+                        c.choices.rest.push(Choice::default());
+                        c.choices.rest.last_mut()?
+                    };
+                    p.choice(slot)
                 })
             }
             "usage" => {
@@ -251,22 +276,15 @@ impl<'a> Parser<'a> {
                 if p.peek()? == b'n' {
                     return p.literal(b"null");
                 }
-                c.usage = Some(p.usage()?);
-                Some(())
+                p.usage(c.usage.insert(Usage::default()))
             }
             // Rare, and carried as a serde Value: leave it to serde.
             "error" => None,
             _ => p.skip(1),
-        })?;
-        Some(c)
+        })
     }
 
-    fn choice(&mut self) -> Option<Choice<'a>> {
-        let mut c = Choice {
-            delta: None,
-            text: None,
-            finish_reason: None,
-        };
+    fn choice(&mut self, c: &mut Choice<'a>) -> Option<()> {
         let mut seen = Seen::default();
         self.object(|p, key| match key {
             "delta" => {
@@ -274,8 +292,7 @@ impl<'a> Parser<'a> {
                 if p.peek()? == b'n' {
                     return p.literal(b"null");
                 }
-                c.delta = Some(p.delta()?);
-                Some(())
+                p.delta(c.delta.insert(Delta::default()))
             }
             "text" => {
                 seen.first(2)?;
@@ -288,16 +305,10 @@ impl<'a> Parser<'a> {
                 Some(())
             }
             _ => p.skip(2),
-        })?;
-        Some(c)
+        })
     }
 
-    fn delta(&mut self) -> Option<Delta<'a>> {
-        let mut d = Delta {
-            content: None,
-            reasoning_content: None,
-            reasoning: None,
-        };
+    fn delta(&mut self, d: &mut Delta<'a>) -> Option<()> {
         let mut seen = Seen::default();
         self.object(|p, key| match key {
             "content" => {
@@ -316,15 +327,10 @@ impl<'a> Parser<'a> {
                 Some(())
             }
             _ => p.skip(3),
-        })?;
-        Some(d)
+        })
     }
 
-    fn usage(&mut self) -> Option<Usage> {
-        let mut u = Usage {
-            prompt_tokens: None,
-            completion_tokens: None,
-        };
+    fn usage(&mut self, u: &mut Usage) -> Option<()> {
         let mut seen = Seen::default();
         self.object(|p, key| match key {
             "prompt_tokens" => {
@@ -338,7 +344,125 @@ impl<'a> Parser<'a> {
                 Some(())
             }
             _ => p.skip(2),
-        })?;
-        Some(u)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fast path's answer, if it gives one, as serde_json's would print.
+    fn fast(data: &str) -> Option<String> {
+        let mut c = Chunk::default();
+        parse_into(data.as_bytes(), &mut c).then(|| format!("{c:?}"))
+    }
+
+    fn serde(data: &str) -> Option<String> {
+        serde_json::from_slice::<Chunk<'_>>(data.as_bytes())
+            .ok()
+            .map(|c| format!("{c:?}"))
+    }
+
+    const TYPICAL: &[&str] = &[
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"role":"assistant","content":null},"logprobs":null,"finish_reason":null}]}"#,
+        r#"{"id":"c","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"reasoning_content":"hmm","content":""}}],"model":null}"#,
+        r#"{"choices":[{"delta":{"reasoning":"r é ü 漢"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"id":"x","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"total_tokens":9}}"#,
+        r#"{"choices":[{"text":"abc","index":0,"logprobs":null,"finish_reason":"length"}]}"#,
+        r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}},{"text":"c"}]}"#,
+        r#" { "choices" : [ { "delta" : { "content" : "spaced" } } ] , "x" : [ 1 , -2.5e+3 , true , false , null , { } , [ ] ] } "#,
+        r#"{"choices":null,"usage":{"prompt_tokens":null,"completion_tokens":18446744073709551615}}"#,
+        r#"{"nested":{"a":[{"b":[{"c":{}}]}]},"choices":[{"delta":{"content":"deep"},"extra":{"k":[0.5,1E9]}}]}"#,
+        r#"{"choices":[{"delta":{"content":"twelve bytes long string here with more than eight"}}]}"#,
+    ];
+
+    #[test]
+    fn typical_chunks_take_the_fast_path_and_match_serde() {
+        for t in TYPICAL {
+            let f = fast(t);
+            assert!(f.is_some(), "fast path refused {t}");
+            assert_eq!(f, serde(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn unusual_chunks_fall_back() {
+        for t in [
+            r#"{"choices":[{"delta":{"content":"line\nbreak"}}]}"#,
+            r#"{"model":"a","model":"b"}"#,
+            r#"{"error":null}"#,
+            r#"{"error":{"message":"x"}}"#,
+            r#"{"usage":{"prompt_tokens":-0}}"#,
+            r#"{"usage":{"prompt_tokens":1.0}}"#,
+            r#"{"usage":{"prompt_tokens":18446744073709551616}}"#,
+            r#"{"choices":{}}"#,
+            r#"{"choices":[[]]}"#,
+            r#"[]"#,
+            r#"{"a":01}"#,
+            r#"{"a":1}x"#,
+            "{\"a\":\"\u{1}\"}",
+        ] {
+            assert_eq!(fast(t), None, "{t}");
+        }
+        let deep = format!("{{\"x\":{}1{}}}", "[".repeat(150), "]".repeat(150));
+        assert_eq!(fast(&deep), None);
+    }
+
+    /// Every one-byte change of the typical chunks: whatever the fast path
+    /// accepts, serde accepts with the same result.
+    #[test]
+    fn mutations_never_disagree_with_serde() {
+        let alphabet: &[u8] = b"\"\\{}[],:0123456789-+.eEtrufalsn \t\n\x01\x7f";
+        let mut accepted = 0;
+        for t in TYPICAL {
+            let b = t.as_bytes();
+            for i in 0..b.len() {
+                let mut variants: Vec<Vec<u8>> = Vec::new();
+                let mut del = b.to_vec();
+                del.remove(i);
+                variants.push(del);
+                for &c in alphabet {
+                    let mut rep = b.to_vec();
+                    rep[i] = c;
+                    variants.push(rep);
+                    let mut ins = b.to_vec();
+                    ins.insert(i, c);
+                    variants.push(ins);
+                }
+                for v in variants {
+                    let mut c = Chunk::default();
+                    if parse_into(&v, &mut c) {
+                        accepted += 1;
+                        let s = serde_json::from_slice::<Chunk<'_>>(&v);
+                        let text = String::from_utf8_lossy(&v);
+                        assert!(s.is_ok(), "fast accepted what serde rejects: {text}");
+                        assert_eq!(
+                            Some(format!("{c:?}")),
+                            s.ok().map(|c| format!("{c:?}")),
+                            "{text}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(accepted > 1000, "{accepted}");
+    }
+
+    #[test]
+    fn word_scan_finds_every_special_byte() {
+        for pos in 0..8 {
+            for special_byte in [b'"', b'\\', 0u8, 0x1f] {
+                let mut w = [b'a'; 8];
+                w[pos] = special_byte;
+                assert_ne!(special(u64::from_le_bytes(w)), 0, "{pos} {special_byte}");
+            }
+            let mut w = [0xC3u8; 8];
+            w[pos] = b' ';
+            assert_eq!(special(u64::from_le_bytes(w)), 0);
+        }
+        assert_eq!(special(u64::from_le_bytes(*b"plain ok")), 0);
     }
 }

@@ -105,6 +105,11 @@ impl Pool {
         }
     }
 
+    #[cfg(test)]
+    pub(super) fn idle_len(&self) -> usize {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// The most recently used idle connection the server has not closed.
     fn checkout(&self) -> Option<Conn> {
         loop {
@@ -134,6 +139,7 @@ impl Pool {
             buf: vec![0; INITIAL_BUF],
             lo: 0,
             hi: 0,
+            read_at: Instant::now(),
         })
     }
 }
@@ -144,6 +150,8 @@ struct Conn {
     buf: Vec<u8>,
     lo: usize,
     hi: usize,
+    /// When the last read returned: the arrival time of the newest buffered bytes.
+    read_at: Instant,
 }
 
 enum HeadError {
@@ -202,6 +210,8 @@ impl Conn {
         }
         let free = self.buf.len() - self.hi;
         let n = self.sock.read(&mut self.buf[self.hi..]).await?;
+        // Stamped as soon as the read returns: the arrival time of what it brought.
+        self.read_at = Instant::now();
         self.hi += n;
         // A read that filled all free space suggests the reads should be larger.
         if n == free && self.buf.len() < MAX_BUF {
@@ -349,8 +359,8 @@ pub(super) struct Response {
     pub(super) content_type: Option<Vec<u8>>,
     framing: Framing,
     keep_alive: bool,
-    /// When the newest bytes in the buffer were read.
-    arrived: Instant,
+    /// `buf[a..b]`: the current piece of body.
+    piece: (usize, usize),
 }
 
 /// What one step of decoding found in the buffer.
@@ -371,15 +381,19 @@ impl Response {
             content_type: head.content_type,
             framing: head.framing,
             keep_alive: head.keep_alive,
-            arrived: Instant::now(),
+            piece: (0, 0),
         }
     }
 
-    /// The next piece of the body and when it was read; Ok(None) at the end.
-    pub(super) async fn next(&mut self) -> Result<Option<(&[u8], Instant)>, String> {
-        let (a, b) = loop {
+    /// Move to the next piece of the body and return when it was read; Ok(None) at the end.
+    pub(super) async fn advance(&mut self) -> Result<Option<Instant>, String> {
+        self.piece = (0, 0);
+        loop {
             match self.step()? {
-                Step::Data(a, b) => break (a, b),
+                Step::Data(a, b) => {
+                    self.piece = (a, b);
+                    return Ok(Some(self.conn.read_at));
+                }
                 Step::Again => continue,
                 Step::NeedMore => {}
             }
@@ -391,18 +405,22 @@ impl Response {
                 .fill()
                 .await
                 .map_err(|e| format!("reading response body: {e}"))?;
-            self.arrived = Instant::now();
             if n == 0 {
                 if self.framing == Framing::Close {
                     self.framing = Framing::Done;
                     return Ok(None);
                 }
                 self.keep_alive = false;
-                return Err("reading response body: connection closed before the end of the body"
-                    .into());
+                return Err(
+                    "reading response body: connection closed before the end of the body".into(),
+                );
             }
-        };
-        Ok(Some((&self.conn.buf[a..b], self.arrived)))
+        }
+    }
+
+    /// The piece of body the last `advance` moved to.
+    pub(super) fn piece(&self) -> &[u8] {
+        &self.conn.buf[self.piece.0..self.piece.1]
     }
 
     /// Decode framing from what is buffered, without I/O.
@@ -562,8 +580,8 @@ mod tests {
         let status = resp.status;
         let mut out = Vec::new();
         loop {
-            match resp.next().await {
-                Ok(Some((b, _))) => out.extend_from_slice(b),
+            match resp.advance().await {
+                Ok(Some(_)) => out.extend_from_slice(resp.piece()),
                 Ok(None) => break,
                 Err(e) => return (status, Err(e), false),
             }
@@ -578,9 +596,11 @@ mod tests {
             "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: t\r\n\r\n",
         )
         .await;
-        assert_eq!((s, b.as_deref(), reuse), (200, Ok(&b"hello world"[..]), true));
-        let (s, b, reuse) =
-            body_of("HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy").await;
+        assert_eq!(
+            (s, b.as_deref(), reuse),
+            (200, Ok(&b"hello world"[..]), true)
+        );
+        let (s, b, reuse) = body_of("HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy").await;
         assert_eq!((s, b.as_deref(), reuse), (503, Ok(&b"busy"[..]), true));
         let (_, b, reuse) = body_of("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nto the end").await;
         assert_eq!((b.as_deref(), reuse), (Ok(&b"to the end"[..]), false));

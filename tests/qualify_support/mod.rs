@@ -70,13 +70,14 @@ impl Env {
         )
     }
 
-    /// A plan over `suite.toml` with the two shipped profiles; `extra` is appended.
-    pub fn plan(&self, candidate: &str, extra: &str) -> PathBuf {
+    /// A plan over `suite.toml` with the two shipped profiles; `top` holds
+    /// extra top-level keys (e.g. `repeats = 2`).
+    pub fn plan(&self, candidate: &str, top: &str) -> PathBuf {
         self.write(
             "plan.toml",
             &format!(
-                "name = \"t\"\nsuite = \"suite.toml\"\n\n[baseline]\ndriver = \"process\"\nengine_profile = \"baseline\"\n\n\
-                 [candidate]\ndriver = \"process\"\n{candidate}\n\n[readmission]\nexpected_model = \"{MODEL}\"\ntimeout_s = 30\n{extra}"
+                "name = \"t\"\nsuite = \"suite.toml\"\n{top}\n[baseline]\ndriver = \"process\"\nengine_profile = \"baseline\"\n\n\
+                 [candidate]\ndriver = \"process\"\n{candidate}\n\n[readmission]\nexpected_model = \"{MODEL}\"\ntimeout_s = 30\n"
             ),
         )
     }
