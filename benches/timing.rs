@@ -318,14 +318,21 @@ fn main() {
     }
     if let Some(r) = c64 {
         let worst = pct(&r.ttft, 0.99).max(pct(&r.itl, 0.99));
+        let own = pct(&r.delay, 0.99);
+        let verdict = |x: f64| if x < 200.0 { "met" } else { "not met" };
         let mut tag = if pinned { "pinned" } else { "unpinned" }.to_string();
         if let Some(p) = &policy {
             tag.push_str(&format!(", {p}"));
         }
         println!(
-            "SUMMARY|timing error p99 at c=64, max of TTFT and ITL ({tag})|{worst:.0} µs (client's own delay p99 {:.0} µs)|< 200 µs|{}",
-            pct(&r.delay, 0.99),
-            if worst < 200.0 { "met" } else { "not met" }
+            "SUMMARY|timing error vs schedule, p99 at c=64 sync, worse of TTFT and ITL ({tag})|{worst:.0} µs (TTFT {:.0}, ITL {:.0})|< 200 µs|{}",
+            pct(&r.ttft, 0.99),
+            pct(&r.itl, 0.99),
+            verdict(worst)
+        );
+        println!(
+            "SUMMARY|client's own delay (arrival − source's send stamp), p99 at c=64 sync ({tag})|{own:.0} µs|< 200 µs|{}",
+            verdict(own)
         );
     }
 }

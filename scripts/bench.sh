@@ -155,7 +155,10 @@ section() { grep -v '^SUMMARY|' "$WORK/$1.md" || true; }
     echo
     echo "| measurement | result | target | status |"
     echo "|---|---|---|---|"
-    cat "$WORK"/*.md | grep '^SUMMARY|' | cut -d'|' -f2- | sed 's/^/| /; s/$/ |/'
+    for s in timing timing-pinned timing-rt timing-rt-pinned throughput throughput-pinned compare; do
+        [[ -f "$WORK/$s.md" ]] || continue
+        grep '^SUMMARY|' "$WORK/$s.md" | awk -F'|' '{ printf "| %s | %s | %s | %s |\n", $2, $3, $4, $5 }' || true
+    done
     if [[ -n "$AIPERF_NOTE" ]]; then
         echo "| AIPerf | $AIPERF_NOTE | — | not measured |"
     fi

@@ -3,11 +3,16 @@
 //! One request in, one [`StreamCapture`] out: [`Client::stream`] never fails
 //! and never panics; every problem becomes `capture.failure`. Timing follows
 //! DESIGN.md "Measuring one streamed request": `t_send` is taken right before
-//! the request is handed to reqwest (so connection setup counts), and each
-//! read's arrival time is taken once, as soon as reqwest returns the bytes.
+//! the request is handed to the transport (so connection setup counts), and
+//! each read's arrival time is taken once, as soon as the read returns.
+//!
+//! Two transports: plain-`http` targets use the minimal HTTP/1.1 client in
+//! `client/wire.rs` (the request's own task reads the socket, so no scheduler hop
+//! lies between a read and its timestamp); `https` targets use reqwest.
 //!
 //! The hot loop does no per-chunk allocation it can avoid: SSE events borrow
-//! the read buffer, chunk JSON is parsed into borrowed structs (text only
+//! the read buffer, chunk JSON is parsed into borrowed structs (by the fast
+//! path in `client/fastjson.rs` for the usual chunk, else serde_json; text only
 //! allocates when the server escaped something in it), timers are re-armed
 //! lazily rather than per read, and nothing is tokenized.
 
@@ -266,10 +271,15 @@ impl Client {
     /// Like [`Client::stream`], also returning `t_send`, the instant every
     /// `*_ms` field of the capture is measured from (for run-relative offsets).
     pub async fn stream_timed(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
-        match &self.wire {
+        let (t_send, mut cap) = match &self.wire {
             Some(w) => self.stream_wire(w, endpoint, body).await,
             None => self.stream_reqwest(endpoint, body).await,
-        }
+        };
+        // Captures are kept for the whole run: give back what reading reserved ahead.
+        cap.chunk_ms.shrink_to_fit();
+        cap.content.shrink_to_fit();
+        cap.reasoning.shrink_to_fit();
+        (t_send, cap)
     }
 
     async fn stream_wire(
@@ -816,8 +826,8 @@ struct Sink<'c> {
 
 impl<'c> Sink<'c> {
     fn new(cap: &'c mut StreamCapture, endpoint: Endpoint, cap_bytes: usize) -> Self {
-        // Room for a typical answer up front; amortized growth after that.
-        cap.chunk_ms.reserve(256);
+        // Room for a short answer up front; amortized growth after that.
+        cap.chunk_ms.reserve(64);
         Sink {
             cap,
             endpoint,

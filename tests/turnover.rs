@@ -107,7 +107,7 @@ async fn a_words_run_produces_the_seed_record_with_real_counts() {
         r#"
 name = "words-shape"
 contract = "words"
-requests = 16
+requests = 12
 concurrency = 4
 words = 5
 seed = 1
@@ -119,11 +119,12 @@ seed = 1
     let run = turnover::run_turnover(&c, &s, 0, Some(&mut journal)).await;
     eprintln!("{}", summary(&run, t0.elapsed()));
     assert_consistent(&run);
-    assert_eq!((run.requests, run.concurrency, run.repeat), (16, 4, 0));
+    assert_eq!((run.requests, run.concurrency, run.repeat), (12, 4, 0));
     assert_eq!(run.contract, "words");
     assert_eq!(run.contaminated, 0, "{run:#?}");
-    // Calibrated: this prompt passes 60/60 at concurrency 1, 4 and 8 here.
-    assert!(run.exact_output_passed >= 14, "{run:#?}");
+    // Calibrated: this prompt passed 60/60 at concurrency 1, 4 and 8 here; one
+    // miss is tolerated so the test checks the record, not the model.
+    assert!(run.exact_output_passed >= 11, "{run:#?}");
 
     // The seed's names, exactly, in the serialized record.
     let v = serde_json::to_value(&run).unwrap();
@@ -149,7 +150,7 @@ seed = 1
     }
 
     // One journal record per request, with the run's verdicts.
-    assert_eq!(records.len(), 16);
+    assert_eq!(records.len(), 12);
     let failed: BTreeSet<usize> = run.failures.iter().map(|f| f.request_index).collect();
     for r in &records {
         assert_eq!(r.cell, "turnover:words-shape#0");
@@ -163,7 +164,7 @@ seed = 1
         }
     }
     let idx: BTreeSet<usize> = records.iter().map(|r| r.index).collect();
-    assert_eq!(idx, (0..16).collect());
+    assert_eq!(idx, (0..12).collect());
 }
 
 /// The canary marker a proxied chat request carries in its last turn.
@@ -257,32 +258,36 @@ async fn the_reference_contract_catches_a_real_output_change() {
 name = "reference-sentence"
 contract = "reference"
 prompt = "sentence"
-requests = 6
-concurrency = 2
+requests = 4
 max_tokens = 24
 "#;
     // Control: alone and unchanged, every answer reproduces its reference.
-    let control = spec(&format!("{base}concurrency = 1\n").replace("concurrency = 2\n", ""));
+    let control = spec(&format!("{base}concurrency = 1\n"));
     let t0 = Instant::now();
     let run = turnover::run_turnover(&c, &control, 0, None).await;
     eprintln!("{}", summary(&run, t0.elapsed()));
     assert_consistent(&run);
-    assert_eq!(run.exact_output_passed, 6, "{run:#?}");
+    assert_eq!(run.exact_output_passed, 4, "{run:#?}");
 
     // Change: same prompts sampled at temperature 1 with another seed.
-    let changed = spec(&format!("{base}temperature = 1.0\nseed = 7\n"));
+    let changed = spec(&format!(
+        "{base}concurrency = 2\ntemperature = 1.0\nseed = 7\n"
+    ));
     let mut refs = 0;
     let mut journal = |r: &RequestRecord| refs += usize::from(r.cell.ends_with("/reference"));
     let t0 = Instant::now();
     let run = turnover::run_turnover(&c, &changed, 0, Some(&mut journal)).await;
     eprintln!("{}", summary(&run, t0.elapsed()));
     assert_consistent(&run);
-    assert_eq!(refs, 6, "the reference pass is journaled apart");
-    assert!(run.failed >= 2, "{run:#?}");
+    assert_eq!(refs, 4, "the reference pass is journaled apart");
+    assert!(run.failed >= 1, "{run:#?}");
     let mut diverged = 0;
     for f in &run.failures {
         if f.failure_class == "controlled_output_failed" {
-            let d = f.divergence.as_ref().expect("a divergence position");
+            assert!(f.divergence.is_some(), "{f:?}");
+        }
+        // A canary failure (the sampled answer dropped its marker) keeps its divergence too.
+        if let Some(d) = &f.divergence {
             assert_ne!(d.expected_snippet, d.actual_snippet, "{f:?}");
             assert!(d.expected_snippet.chars().count() <= 40);
             assert!(d.actual_snippet.chars().count() <= 40);
@@ -291,7 +296,10 @@ max_tokens = 24
             diverged += 1;
         }
     }
-    eprintln!("{diverged} failures with a divergence position");
+    eprintln!(
+        "{diverged} failures with a divergence position, e.g. {:?}",
+        run.failures.first().and_then(|f| f.divergence.as_ref())
+    );
     assert!(diverged >= 1, "{run:#?}");
 }
 
