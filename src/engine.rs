@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -367,16 +366,9 @@ pub fn parse_ready_line(line: &str) -> Result<String> {
 /// Copy the compiled-in launcher into `log_dir`, so each run's log directory
 /// also records exactly what ran. Written via rename: engines started at
 /// once never see a half-written file.
-fn write_serve_script(log_dir: &Path) -> Result<PathBuf> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
+pub fn write_serve_script(log_dir: &Path) -> Result<PathBuf> {
     let path = log_dir.join("infergate-serve.py");
-    let tmp = log_dir.join(format!(
-        ".infergate-serve.py.{}.{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::write(&tmp, SERVE_PY).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming onto {}", path.display()))?;
+    crate::atomic::write_atomic(&path, SERVE_PY.as_bytes())?;
     Ok(path)
 }
 

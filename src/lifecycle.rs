@@ -20,10 +20,6 @@ use crate::ledger::{Entry, Ledger, Status};
 use crate::plan::{Driver, Plan, ProcessDriver, Runtime};
 use crate::readmit;
 
-/// The launcher the engine profiles run; written beside the logs so each
-/// qualification also records exactly what ran.
-const SERVE_PY: &str = include_str!("../engine/serve.py");
-
 /// What the ledger records about a started runtime: enough for a later
 /// invocation to check it or stop it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,10 +349,7 @@ async fn start_inner(
         }) => {
             let install = EngineInstall::locate()?;
             let p = engine_profile(profile, profiles_file.as_deref())?;
-            let script = ctx.log_dir().join("infergate-serve.py");
-            std::fs::create_dir_all(ctx.log_dir())
-                .with_context(|| format!("creating {}", ctx.log_dir().display()))?;
-            crate::atomic::write_atomic(&script, SERVE_PY.as_bytes())?;
+            let script = engine::write_serve_script(&ctx.log_dir())?;
             let spec = install.process_spec(&p, &script, &log_path);
             let mut proc = DetachedProcess::spawn(&spec)?;
             let ready = async {

@@ -1,10 +1,8 @@
 //! Files: read run artifacts and reports with errors that name file, line and
 //! column; write a report atomically.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, Result, anyhow};
 use serde::de::DeserializeOwned;
@@ -57,43 +55,7 @@ pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -
 /// the whole new one, never a torn write: temp file in the same directory
 /// (rename is atomic only within a filesystem), fsync, rename, fsync the directory.
 pub fn write_report_atomic(path: &Path, report: &Report) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(report).context("cannot serialize report")?;
-    bytes.push(b'\n');
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("{} is not a file path", path.display()))?;
-    // Unique per process and call, so concurrent writers never share a temp file.
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}.{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| -> Result<()> {
-        let mut f =
-            File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(&bytes)
-            .and_then(|_| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, path)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))?;
-        Ok(())
-    })();
-    if result.is_err() {
-        // Best effort: leave no temp file behind; the original error matters more.
-        let _ = fs::remove_file(&tmp);
-        return result;
-    }
-    // Persist the rename itself; not every platform can open a directory.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    crate::atomic::write_json_atomic(path, report)
 }
 
 #[cfg(test)]
