@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Client, ClientConfig, Endpoint, Timeouts};
 use crate::plan::{Hook, Readmission};
+use crate::turnover::{canary, prompt};
 
 /// The runtime being readmitted.
 #[derive(Debug, Clone)]
@@ -162,27 +163,29 @@ async fn identity(base_url: &str, api_key: Option<&str>, expected: &str) -> Chec
     }
 }
 
-/// A marker no other request carries: "IG" and 10 uppercase hex digits.
+/// A fresh canary marker in the turnover shape (`K48213`): that shape, unlike
+/// long hex strings, is what even the 135M reference model echoes reliably
+/// (a hex marker `IG2E1EE1081C` once came back as `IG2E1EE1E1081C`).
 pub fn new_marker() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let hex = crate::runner::sha256_hex(format!("{nanos}-{}", std::process::id()).as_bytes());
-    format!("IG{}", hex[..10].to_ascii_uppercase())
+    let key = canary::marker_key(&format!("readmit-{nanos}"), u64::from(std::process::id()));
+    canary::marker(key, 0)
 }
 
-/// Messages asking the model to echo `marker`. Two worked examples make even
-/// a 135M-parameter model answer with the marker first.
+/// Code word and count of the canary request: the turnover `words` protocol
+/// at its calibrated setting (see `turnover::prompt`).
+const CANARY_WORD: &str = "cedar";
+const CANARY_WORDS: usize = 4;
+const CANARY_SHOTS: usize = 3;
+
+/// Messages asking the model to write `marker` and then the code word: the
+/// turnover `words` prompt, whose worked examples each begin with their own
+/// marker, so a runtime that answers anything else is not serving correctly.
 pub fn canary_messages(marker: &str) -> Value {
-    json!([
-        {"role": "system", "content": "You repeat the user's message exactly."},
-        {"role": "user", "content": "AB12CD"},
-        {"role": "assistant", "content": "AB12CD"},
-        {"role": "user", "content": "XY99QQ"},
-        {"role": "assistant", "content": "XY99QQ"},
-        {"role": "user", "content": marker},
-    ])
+    prompt::words_messages(marker, CANARY_WORD, CANARY_WORDS, CANARY_SHOTS)
 }
 
 async fn canary(base_url: &str, api_key: Option<String>, model: &str) -> Check {
@@ -221,7 +224,7 @@ async fn canary(base_url: &str, api_key: Option<String>, model: &str) -> Check {
         };
     }
     let answer = cap.content.trim_start();
-    if answer.starts_with(&marker) {
+    if canary::begins_with(answer, &marker) {
         Check {
             name,
             passed: true,
@@ -358,13 +361,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1));
         let b = new_marker();
         assert_ne!(a, b);
-        assert_eq!(a.len(), 12);
-        assert!(
-            a.starts_with("IG")
-                && a[2..]
-                    .bytes()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase())
-        );
+        assert_eq!(canary::marker_shaped(&a).collect::<Vec<_>>(), [a.as_str()]);
+        // Worked examples start with Q or X; a canary marker never does.
+        assert!(!a.starts_with(['Q', 'X']), "{a}");
     }
 
     #[tokio::test]
