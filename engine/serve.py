@@ -95,7 +95,10 @@ def main(argv):
     if not address.startswith(f"http://{HOST}:"):
         print(f"infergate-engine: server listens on {address!r}, not {HOST}; refusing", file=sys.stderr, flush=True)
         return 1
-    print(READY_PREFIX + address, flush=True)
+    # One write, newline included, so the engine's own log lines (same file)
+    # cannot land between the address and its newline.
+    sys.stdout.write(READY_PREFIX + address + "\n")
+    sys.stdout.flush()
 
     received = signal.sigwait(stop_signals)
     print(f"infergate-engine: {signal.Signals(received).name} received, shutting down", file=sys.stderr, flush=True)

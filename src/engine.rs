@@ -353,13 +353,17 @@ pub fn parse_ready_line(line: &str) -> Result<String> {
     let Some(at) = line.find(READY_PREFIX) else {
         bail!("not a ready line: {line:?}");
     };
-    let url = line[at + READY_PREFIX.len()..].trim().trim_end_matches('/');
-    let Some(port) = url.strip_prefix("http://127.0.0.1:") else {
+    let url = line[at + READY_PREFIX.len()..].trim();
+    let Some(rest) = url.strip_prefix("http://127.0.0.1:") else {
         bail!("engine announced {url:?}, expected http://127.0.0.1:PORT");
     };
-    match port.parse::<u16>() {
-        Ok(p) if p != 0 => Ok(url.to_string()),
-        _ => bail!("engine announced {url:?}: {port:?} is not a port"),
+    // The engine's native log shares the file and may follow on the same
+    // line without a newline (seen: `…:39499I srv load_model: …`): the port
+    // is the digits, whatever comes after them.
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[..digits].parse::<u16>() {
+        Ok(p) if p != 0 => Ok(format!("http://127.0.0.1:{p}")),
+        _ => bail!("engine announced {url:?}: {rest:?} does not start with a port"),
     }
 }
 
@@ -457,6 +461,15 @@ mod tests {
         assert!(parse_ready_line("infergate-engine listening http://0.0.0.0:34095").is_err());
         assert!(parse_ready_line("infergate-engine listening http://127.0.0.1:0").is_err());
         assert!(parse_ready_line("listening http://127.0.0.1:1").is_err());
+        assert!(parse_ready_line("infergate-engine listening http://127.0.0.1:x1").is_err());
+    }
+
+    #[test]
+    fn ready_line_survives_native_log_glued_to_it() {
+        let line = "infergate-engine listening http://127.0.0.1:39499I srv    load_model: initializing, n_slots = 2";
+        assert_eq!(parse_ready_line(line).unwrap(), "http://127.0.0.1:39499");
+        let line = "I srv main: x infergate-engine listening http://127.0.0.1:8/";
+        assert_eq!(parse_ready_line(line).unwrap(), "http://127.0.0.1:8");
     }
 
     #[test]

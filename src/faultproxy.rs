@@ -7,13 +7,26 @@
 //! that picks its [`Fault`]; adding a fault means a variant and an arm in
 //! `respond`.
 //!
-//! Faults:
+//! Faults (event counts are SSE events of the upstream stream, from 0):
 //! - [`Fault::SwapContent`]: requests with this fault are paired in the order
 //!   their upstream responses complete, and each gets the other's content
 //!   deltas in its own SSE stream (ids, roles, finish reasons and usage stay
 //!   its own) — request A's answer carries B's canary and vice versa, the way
 //!   a serving engine that mixes up two sequences would look. A request left
 //!   without a partner for `pair_timeout` is passed through unchanged.
+//! - [`Fault::Delay`]: the request reaches the upstream this much later, as
+//!   through a slow router; the stream then keeps its real timing.
+//! - [`Fault::Status`]: an OpenAI-style JSON error with that status; the
+//!   upstream is never asked (as when a router sheds load).
+//! - [`Fault::ResetAfter`], [`Fault::StallAfter`]: after that many events the
+//!   connection is reset (RST), or goes silent but stays open.
+//! - [`Fault::MalformedEvent`], [`Fault::OversizedEvent`]: an extra event
+//!   whose data is cut-off JSON, or is larger than any client should buffer
+//!   (written in pieces, never held whole), then the rest of the stream.
+//! - [`Fault::ErrorInStream`]: an `{"error": …}` chunk, then `[DONE]`, in a
+//!   200 stream (what vLLM and SGLang send when generation fails midway).
+//! - [`Fault::DuplicateDone`], [`Fault::MissingDone`]: `[DONE]` twice, or never
+//!   (the connection closes after the final chunk).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +53,50 @@ pub enum Fault {
     Pass,
     /// Exchange content deltas with another in-flight `SwapContent` response.
     SwapContent,
+    /// Forward the request upstream after this long, then stream untouched.
+    Delay(Duration),
+    /// Answer with this HTTP status and a JSON error body, without asking upstream.
+    Status(u16),
+    /// Forward this many events, then reset the connection.
+    ResetAfter(usize),
+    /// Forward this many events, then send nothing more and keep the connection open.
+    StallAfter(usize),
+    /// After this many events, insert an event whose data is cut-off JSON.
+    MalformedEvent(usize),
+    /// After `after_events` events, insert one event with `bytes` bytes of data.
+    OversizedEvent { after_events: usize, bytes: usize },
+    /// After this many events, send an error object and `[DONE]`, and end the stream.
+    ErrorInStream(usize),
+    /// Send the `[DONE]` event twice.
+    DuplicateDone,
+    /// Drop the `[DONE]` event; the connection closes after the final chunk.
+    MissingDone,
 }
+
+impl Fault {
+    /// Faults applied while forwarding the upstream stream event by event.
+    fn is_event_fault(self) -> bool {
+        matches!(
+            self,
+            Fault::ResetAfter(_)
+                | Fault::StallAfter(_)
+                | Fault::MalformedEvent(_)
+                | Fault::OversizedEvent { .. }
+                | Fault::ErrorInStream(_)
+                | Fault::DuplicateDone
+                | Fault::MissingDone
+        )
+    }
+}
+
+/// The data of the event [`Fault::MalformedEvent`] inserts: JSON cut off mid-string.
+pub const MALFORMED_DATA: &str = r#"{"choices":[{"index":0,"delta":{"content":"trunc"#;
+/// The message of the error object [`Fault::ErrorInStream`] inserts.
+pub const STREAM_ERROR_MESSAGE: &str = "fault proxy: injected error inside a 200 stream";
+/// Pause between the last forwarded event and a reset.
+const RESET_GRACE: Duration = Duration::from_millis(200);
+/// Longest a stalled response keeps its connection open.
+const MAX_STALL: Duration = Duration::from_secs(600);
 
 /// A request as the plan sees it.
 #[derive(Debug, Clone, Copy)]
@@ -238,8 +294,28 @@ async fn serve(mut sock: TcpStream, shared: &Shared) -> Result<()> {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push(event);
-    let _ = sock.shutdown().await;
-    result
+    match result {
+        // Linger 0: closing sends RST instead of FIN.
+        Ok(End::Reset) => {
+            sock.set_zero_linger()?;
+            drop(sock);
+            Ok(())
+        }
+        Ok(End::Close) => {
+            let _ = sock.shutdown().await;
+            Ok(())
+        }
+        Err(e) => {
+            let _ = sock.shutdown().await;
+            Err(e)
+        }
+    }
+}
+
+/// How the proxy ends a connection.
+enum End {
+    Close,
+    Reset,
 }
 
 async fn respond(
@@ -247,7 +323,16 @@ async fn respond(
     shared: &Shared,
     req: Request,
     event: &mut ProxyEvent,
-) -> Result<()> {
+) -> Result<End> {
+    if let Fault::Status(code) = event.fault {
+        write_error_status(sock, code).await?;
+        return Ok(End::Close);
+    }
+    if let Fault::Delay(d) = event.fault {
+        // Before the upstream sees the request, as a slow network or router
+        // would: the stream itself keeps its real timing.
+        tokio::time::sleep(d).await;
+    }
     let method = reqwest::Method::from_bytes(req.method.as_bytes())
         .with_context(|| format!("method {:?}", req.method))?;
     let mut up = shared
@@ -263,18 +348,19 @@ async fn respond(
         Err(e) => {
             event.note = Some(format!("upstream: {e}"));
             write_simple(sock, 502, &format!("fault proxy: upstream: {e}")).await?;
-            return Ok(());
+            return Ok(End::Close);
         }
     };
     event.upstream_status = Some(resp.status().as_u16());
     let head = response_head(&resp);
 
-    match event.fault {
-        Fault::Pass => {
+    let end = match event.fault {
+        Fault::Pass | Fault::Status(_) | Fault::Delay(_) => {
             sock.write_all(head.as_bytes()).await?;
             while let Some(chunk) = resp.chunk().await? {
                 sock.write_all(&chunk).await?;
             }
+            End::Close
         }
         Fault::SwapContent => {
             let mut body = Vec::new();
@@ -307,10 +393,183 @@ async fn respond(
             };
             sock.write_all(head.as_bytes()).await?;
             sock.write_all(out.as_bytes()).await?;
+            End::Close
+        }
+        fault => {
+            debug_assert!(fault.is_event_fault());
+            sock.write_all(head.as_bytes()).await?;
+            forward_events(sock, &mut resp, fault, event).await?
+        }
+    };
+    sock.flush().await?;
+    Ok(end)
+}
+
+/// Forward the upstream stream one SSE event at a time, applying `fault`.
+async fn forward_events(
+    sock: &mut TcpStream,
+    resp: &mut reqwest::Response,
+    fault: Fault,
+    event: &mut ProxyEvent,
+) -> Result<End> {
+    let mut splitter = EventSplitter::default();
+    let mut sent = 0usize;
+    let mut applied = false;
+    loop {
+        let chunk = resp.chunk().await?;
+        let events = match &chunk {
+            Some(c) => splitter.push(c),
+            None => splitter.finish(),
+        };
+        for ev in events {
+            // Faults that act before event number `sent` is forwarded.
+            if !applied {
+                match fault {
+                    Fault::ResetAfter(n) if sent == n => {
+                        event.note = Some(format!("reset after {n} events"));
+                        // An RST makes the peer's kernel drop bytes it has not
+                        // read yet; give the client time to read what was sent,
+                        // so the test sees a reset *mid*-stream.
+                        sock.flush().await?;
+                        tokio::time::sleep(RESET_GRACE).await;
+                        return Ok(End::Reset);
+                    }
+                    Fault::StallAfter(n) if sent == n => {
+                        event.note = Some(format!("stalled after {n} events"));
+                        sock.flush().await?;
+                        stall(sock).await;
+                        return Ok(End::Close);
+                    }
+                    Fault::MalformedEvent(n) if sent == n => {
+                        applied = true;
+                        sock.write_all(format!("data: {MALFORMED_DATA}\n\n").as_bytes())
+                            .await?;
+                    }
+                    Fault::OversizedEvent {
+                        after_events: n,
+                        bytes,
+                    } if sent == n => {
+                        applied = true;
+                        write_oversized(sock, bytes).await?;
+                    }
+                    Fault::ErrorInStream(n) if sent == n => {
+                        let err = serde_json::json!({"error": {
+                            "message": STREAM_ERROR_MESSAGE,
+                            "type": "server_error",
+                            "code": 500,
+                        }});
+                        sock.write_all(format!("data: {err}\n\ndata: [DONE]\n\n").as_bytes())
+                            .await?;
+                        event.note = Some(format!("error object after {n} events"));
+                        return Ok(End::Close);
+                    }
+                    _ => {}
+                }
+            }
+            let done = is_done_event(&ev);
+            match fault {
+                Fault::MissingDone if done => {
+                    applied = true;
+                    continue;
+                }
+                Fault::DuplicateDone if done => {
+                    applied = true;
+                    sock.write_all(&ev).await?;
+                }
+                _ => {}
+            }
+            sock.write_all(&ev).await?;
+            sent += 1;
+        }
+        if chunk.is_none() {
+            break;
         }
     }
-    sock.flush().await?;
+    if !applied {
+        event.note = Some(format!(
+            "stream ended after {sent} events, before the fault"
+        ));
+    }
+    Ok(End::Close)
+}
+
+/// Keep a connection open and silent until the client gives up (or `MAX_STALL`).
+async fn stall(sock: &mut TcpStream) {
+    let mut buf = [0u8; 256];
+    let _ = tokio::time::timeout(MAX_STALL, async {
+        // Returns when the client closes (0) or errors.
+        while let Ok(n) = sock.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+/// One event of `bytes` bytes of data, written in pieces so the proxy never
+/// holds it whole. The client is expected to give up partway: a write error
+/// then ends this request, as it should.
+async fn write_oversized(sock: &mut TcpStream, bytes: usize) -> Result<()> {
+    const PIECE: usize = 64 * 1024;
+    let fill = vec![b'a'; PIECE];
+    sock.write_all(b"data: {\"pad\":\"").await?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(PIECE);
+        sock.write_all(&fill[..n]).await?;
+        left -= n;
+    }
+    sock.write_all(b"\"}\n\n").await?;
     Ok(())
+}
+
+/// Is this (complete) event `data: [DONE]`?
+fn is_done_event(ev: &[u8]) -> bool {
+    std::str::from_utf8(ev).is_ok_and(|t| {
+        t.lines()
+            .filter_map(data_payload)
+            .any(|p| p.trim() == "[DONE]")
+    })
+}
+
+/// Splits a byte stream into SSE event blocks, each with its terminating
+/// blank line (LF or CRLF), for fault injection between events.
+#[derive(Default)]
+struct EventSplitter {
+    buf: Vec<u8>,
+}
+
+impl EventSplitter {
+    fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = event_end(&self.buf) {
+            let rest = self.buf.split_off(end);
+            out.push(std::mem::replace(&mut self.buf, rest));
+        }
+        out
+    }
+
+    /// What is left when the stream ends: a last event without its blank line.
+    fn finish(&mut self) -> Vec<Vec<u8>> {
+        let rest = std::mem::take(&mut self.buf);
+        if rest.iter().all(u8::is_ascii_whitespace) {
+            Vec::new()
+        } else {
+            vec![rest]
+        }
+    }
+}
+
+/// End (exclusive) of the first complete event block in `buf`.
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let lf = find(buf, b"\n\n").map(|p| p + 2);
+    let crlf = find(buf, b"\r\n\r\n").map(|p| p + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 impl Shared {
@@ -447,6 +706,31 @@ async fn write_simple(sock: &mut TcpStream, status: u16, text: &str) -> Result<(
     Ok(())
 }
 
+/// An OpenAI-style JSON error with `status` (and `retry-after` on 429).
+async fn write_error_status(sock: &mut TcpStream, status: u16) -> Result<()> {
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let body = serde_json::json!({"error": {
+        "message": format!("fault proxy: injected HTTP {status}"),
+        "type": if status == 429 { "rate_limit_exceeded" } else { "server_error" },
+        "code": status,
+    }})
+    .to_string();
+    let retry = if status == 429 {
+        "retry-after: 1\r\n"
+    } else {
+        ""
+    };
+    let msg = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n{retry}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(msg.as_bytes()).await?;
+    Ok(())
+}
+
 /// `choices[0].delta.content` of a chunk, if it is a string.
 fn delta_content(v: &Value) -> Option<&str> {
     v.get("choices")?
@@ -561,6 +845,27 @@ mod tests {
         let out = replace_content(&a, &strings(&["B2"]));
         assert_eq!(content_deltas(&out).concat(), "B2");
         assert_eq!(out.matches("\r\n").count(), a.matches("\r\n").count());
+    }
+
+    #[test]
+    fn splitter_yields_whole_events_at_any_split() {
+        let s = stream(&["A1", " x"]).replace("data: [DONE]\n\n", "data: [DONE]\r\n\r\n");
+        let whole = EventSplitter::default().push(s.as_bytes());
+        assert_eq!(whole.concat(), s.as_bytes());
+        assert_eq!(whole.len(), 6);
+        assert!(is_done_event(whole.last().unwrap()));
+        assert!(!whole[..5].iter().any(|e| is_done_event(e)));
+        for cut in 0..s.len() {
+            let mut sp = EventSplitter::default();
+            let mut got = sp.push(&s.as_bytes()[..cut]);
+            got.extend(sp.push(&s.as_bytes()[cut..]));
+            got.extend(sp.finish());
+            assert_eq!(got, whole, "cut at {cut}");
+        }
+        // An unterminated last event still comes out at the end.
+        let mut sp = EventSplitter::default();
+        assert!(sp.push(b"data: [DONE]").is_empty());
+        assert_eq!(sp.finish(), vec![b"data: [DONE]".to_vec()]);
     }
 
     #[tokio::test]

@@ -97,6 +97,9 @@ pub async fn drive<T, F, Fut>(
 /// How long `drive` gathers finished results under a high completion rate.
 const COALESCE: Duration = Duration::from_millis(1);
 
+/// Latest send offset a schedule holds (ten years), seconds.
+const MAX_OFFSET_S: f64 = 10.0 * 365.0 * 86_400.0;
+
 /// Send offsets from the start of an open-loop run. Pure, seeded.
 pub fn schedule(arrival: Arrival, count: usize, seed: u64) -> Vec<Duration> {
     let mut rng = SplitMix64(seed);
@@ -110,7 +113,9 @@ pub fn schedule(arrival: Arrival, count: usize, seed: u64) -> Vec<Duration> {
                 // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
                 Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
             };
-            Duration::from_secs_f64(at)
+            // A rate like 1e-300/s parses; its offsets saturate at a decade
+            // rather than overflow `Duration` or the instant they are added to.
+            Duration::from_secs_f64(at.min(MAX_OFFSET_S))
         })
         .collect()
 }
@@ -147,6 +152,19 @@ mod tests {
                 Duration::from_millis(500)
             ]
         );
+    }
+
+    #[test]
+    fn absurdly_slow_rates_saturate_instead_of_panicking() {
+        for arrival in [
+            Arrival::Constant { rate: 1e-300 },
+            Arrival::Poisson { rate: 1e-300 },
+        ] {
+            let s = schedule(arrival, 3, 1);
+            assert_eq!(s[0], Duration::ZERO);
+            assert_eq!(s[2], Duration::from_secs_f64(MAX_OFFSET_S));
+            let _ = std::time::Instant::now() + s[2];
+        }
     }
 
     #[test]

@@ -120,17 +120,32 @@ struct RunArgs {
 #[derive(clap::Args, Clone)]
 struct TimeoutArgs {
     /// Connect timeout, seconds.
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
     connect_timeout: f64,
     /// Time to the first response byte, seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = 300.0, value_parser = seconds)]
     first_byte_timeout: f64,
     /// Longest gap between stream reads, seconds.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, value_parser = seconds)]
     idle_timeout: f64,
     /// Whole request, seconds.
-    #[arg(long, default_value_t = 900.0)]
+    #[arg(long, default_value_t = 900.0, value_parser = seconds)]
     total_timeout: f64,
+}
+
+/// A timeout in seconds: positive, finite, and small enough for a `Duration`
+/// (`Duration::from_secs_f64` would panic on anything else).
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_nan() || v <= 0.0 || Duration::try_from_secs_f64(v).is_err() {
+        return Err(format!(
+            "{s:?}: a timeout must be a positive, finite number of seconds"
+        ));
+    }
+    Ok(v)
 }
 
 impl TimeoutArgs {
