@@ -28,5 +28,6 @@ pub mod sse;
 pub mod stats;
 pub mod status;
 pub mod suite;
+pub mod tokenizer;
 pub mod turnover;
 pub mod workload;

@@ -110,6 +110,9 @@ struct RunArgs {
     /// Skip the suite's turnover runs.
     #[arg(long)]
     skip_turnover: bool,
+    /// The model's Hugging Face tokenizer.json, for sizing prompts (overrides the suite's).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     #[command(flatten)]
     timeouts: TimeoutArgs,
     /// No progress output.
@@ -195,6 +198,7 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 timeouts: a.timeouts.to_timeouts(),
                 skip_turnover: a.skip_turnover,
                 quiet: a.quiet,
+                tokenizer: a.tokenizer,
             };
             let art = runner::run(&opts).await?;
             for c in &art.cells {

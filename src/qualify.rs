@@ -639,6 +639,7 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         timeouts: Timeouts::default(),
         skip_turnover: ctx.plan.skip_turnover,
         quiet: ctx.quiet,
+        tokenizer: None,
     };
     // A runtime that dies mid-suite ends the pass now, not after every
     // remaining request has timed out.

@@ -15,6 +15,7 @@ use crate::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::journal::{self, Journal};
 use crate::record::{Outcome, RequestRecord};
 use crate::suite::{CellSpec, Suite};
+use crate::tokenizer::TokenizerFile;
 use crate::workload::{self, PromptSizer};
 use crate::{aggregate, atomic, discover, stats};
 
@@ -35,6 +36,8 @@ pub struct RunOptions {
     pub timeouts: Timeouts,
     pub skip_turnover: bool,
     pub quiet: bool,
+    /// The model's `tokenizer.json`; overrides the suite's `tokenizer`.
+    pub tokenizer: Option<PathBuf>,
 }
 
 pub const ARTIFACT_FILE: &str = "run.json";
@@ -55,6 +58,11 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     let started_at = now_rfc3339();
     let (suite, suite_text) = Suite::load(&opts.suite)?;
     let key = api_key(opts.api_key_env.as_deref())?;
+    // Loaded before anything is sent: a bad file is an input error, found first.
+    let tokenizer = match opts.tokenizer.as_ref().or(suite.tokenizer.as_ref()) {
+        Some(p) => Some(Arc::new(TokenizerFile::load(p)?)),
+        None => None,
+    };
     let base = opts.target.trim_end_matches('/').to_string();
     let http = reqwest::Client::builder()
         .connect_timeout(opts.timeouts.connect)
@@ -107,18 +115,22 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         timeouts: opts.timeouts.clone(),
         capture_cap_bytes: 256 * 1024,
     })?);
-    let sizer = PromptSizer::new(
+    let mut sizer = PromptSizer::new(
         http.clone(),
         &base,
         key.clone(),
         &info.model_id,
         info.has_tokenize,
     );
+    if let Some(t) = &tokenizer {
+        sizer = sizer.with_file(t.clone());
+    }
     let nonce = run_nonce();
     let estimator = Estimator {
         http: http.clone(),
         base: base.clone(),
         key: key.clone(),
+        tokenizer: tokenizer.clone(),
     };
     let run_t0 = Instant::now();
     let mut all: Vec<RequestRecord> = previous.clone();
@@ -235,6 +247,13 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         },
         method: {
             let mut m = method_notes();
+            m.insert(
+                "prompt_sizing".into(),
+                format!(
+                    "filler bodies counted with {}; chat template overhead and the result checked against usage.prompt_tokens",
+                    sizer.method()
+                ),
+            );
             let t = &opts.timeouts;
             m.insert(
                 "timeouts".into(),
@@ -331,16 +350,25 @@ struct Estimator {
     http: reqwest::Client,
     base: String,
     key: Option<String>,
+    tokenizer: Option<Arc<TokenizerFile>>,
 }
 
 impl Estimator {
-    /// With the model's own tokenizer (`/tokenize`), after the stream ended —
-    /// never in the per-chunk loop. The value is flagged as estimated.
+    /// With the model's own tokenizer (the `tokenizer.json` given, else the
+    /// server's `/tokenize`), after the stream ended — never in the per-chunk
+    /// loop. The value is flagged as estimated.
     async fn fill(&self, cap: &mut crate::record::StreamCapture) {
         if cap.completion_tokens.is_some() || cap.failure.is_some() {
             return;
         }
         let text = format!("{}{}", cap.reasoning, cap.content);
+        if let Some(t) = &self.tokenizer {
+            if let Ok(n) = t.count(&text) {
+                cap.completion_tokens = Some(n);
+                cap.completion_tokens_estimated = true;
+            }
+            return;
+        }
         if let Ok(Some(n)) =
             discover::tokenize_with_key(&self.http, &self.base, self.key.as_deref(), &text).await
         {

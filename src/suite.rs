@@ -18,6 +18,10 @@ pub struct Suite {
     /// Turnover runs, parsed by `crate::turnover`.
     #[serde(default)]
     pub turnover: Vec<toml::Table>,
+    /// The model's Hugging Face `tokenizer.json`, for sizing prompts; a
+    /// relative path is relative to the suite file (resolved by `load`).
+    #[serde(default)]
+    pub tokenizer: Option<std::path::PathBuf>,
 }
 
 /// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
@@ -154,40 +158,102 @@ impl CellSpec {
 impl Suite {
     pub fn parse(text: &str, origin: &str) -> Result<Suite> {
         let suite: Suite = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        suite.validate().with_context(|| origin.to_string())?;
+        let lines = TableLines::of(text);
+        suite.validate(&lines).with_context(|| origin.to_string())?;
+        // Turnover tables are checked now, not after the cells have run.
+        for (i, t) in suite.turnover.iter().enumerate() {
+            crate::turnover::TurnoverSpec::from_table(t)
+                .with_context(|| format!("{origin}: line {}: [[turnover]]", lines.turnover(i)))?;
+        }
+        crate::turnover::TurnoverSpec::from_tables(&suite.turnover)
+            .with_context(|| format!("{origin}: [[turnover]]"))?;
         Ok(suite)
     }
 
     pub fn load(path: &Path) -> Result<(Suite, String)> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading suite {}", path.display()))?;
-        let suite = Suite::parse(&text, &path.display().to_string())?;
+        let mut suite = Suite::parse(&text, &path.display().to_string())?;
+        if let Some(t) = suite.tokenizer.take() {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            suite.tokenizer = Some(dir.join(t));
+        }
         Ok((suite, text))
     }
 
-    fn validate(&self) -> Result<()> {
+    fn validate(&self, lines: &TableLines) -> Result<()> {
         let mut seen = std::collections::BTreeSet::new();
-        for c in &self.cells {
-            if !seen.insert(&c.name) {
-                bail!("cell '{}' is defined twice", c.name);
-            }
-            if c.prompt_tokens == 0 {
-                bail!("cell '{}': prompt_tokens must be > 0", c.name);
-            }
-            if c.max_tokens == 0 {
-                bail!("cell '{}': max_tokens must be > 0", c.name);
-            }
-            if c.requests == 0 {
-                bail!("cell '{}': requests must be > 0", c.name);
-            }
-            if c.concurrency == 0 {
-                bail!("cell '{}': concurrency must be > 0", c.name);
-            }
-            if !(c.tolerance_percent.is_finite() && c.tolerance_percent >= 0.0) {
-                bail!("cell '{}': tolerance_percent must be >= 0", c.name);
-            }
-            c.arrival()?;
+        for (i, c) in self.cells.iter().enumerate() {
+            c.validate(&mut seen)
+                .with_context(|| format!("line {}: [[cell]]", lines.cell(i)))?;
         }
+        Ok(())
+    }
+}
+
+/// Where each `[[cell]]` and `[[turnover]]` table starts, so checks made
+/// after parsing can still name a line.
+struct TableLines {
+    cells: Vec<usize>,
+    turnover: Vec<usize>,
+}
+
+impl TableLines {
+    fn of(text: &str) -> TableLines {
+        #[derive(Deserialize)]
+        struct Spans {
+            #[serde(default)]
+            cell: Vec<toml::Spanned<toml::Table>>,
+            #[serde(default)]
+            turnover: Vec<toml::Spanned<toml::Table>>,
+        }
+        let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+        let spans: Spans = toml::from_str(text).unwrap_or(Spans {
+            cell: Vec::new(),
+            turnover: Vec::new(),
+        });
+        TableLines {
+            cells: spans.cell.iter().map(|t| line(t.span().start)).collect(),
+            turnover: spans
+                .turnover
+                .iter()
+                .map(|t| line(t.span().start))
+                .collect(),
+        }
+    }
+
+    fn cell(&self, i: usize) -> String {
+        self.cells.get(i).map_or("?".into(), usize::to_string)
+    }
+
+    fn turnover(&self, i: usize) -> String {
+        self.turnover.get(i).map_or("?".into(), usize::to_string)
+    }
+}
+
+impl CellSpec {
+    /// Field checks the TOML types cannot express; `seen` holds the names so far.
+    fn validate<'a>(&'a self, seen: &mut std::collections::BTreeSet<&'a String>) -> Result<()> {
+        let name = &self.name;
+        if !seen.insert(name) {
+            bail!("cell '{name}' is defined twice");
+        }
+        if self.prompt_tokens == 0 {
+            bail!("cell '{name}': prompt_tokens must be > 0");
+        }
+        if self.max_tokens == 0 {
+            bail!("cell '{name}': max_tokens must be > 0");
+        }
+        if self.requests == 0 {
+            bail!("cell '{name}': requests must be > 0");
+        }
+        if self.concurrency == 0 {
+            bail!("cell '{name}': concurrency must be > 0");
+        }
+        if !(self.tolerance_percent.is_finite() && self.tolerance_percent >= 0.0) {
+            bail!("cell '{name}': tolerance_percent must be >= 0");
+        }
+        self.arrival()?;
         Ok(())
     }
 }
@@ -195,6 +261,22 @@ impl Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checks_after_parsing_name_the_line_of_the_table() {
+        let text = "name = \"t\"\n\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\n\n[[cell]]\nname = \"b\"\nprompt_tokens = 10\nmax_tokens = 0\nrequests = 1\n";
+        let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 9: [[cell]]"), "{e}");
+        assert!(e.contains("cell 'b': max_tokens must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_turnover_table_is_refused_at_parse_time_with_its_line() {
+        let text = "name = \"t\"\n[[turnover]]\nname = \"ok\"\ncontract = \"words\"\n\n[[turnover]]\nname = \"bad\"\ncontract = \"words\"\nconcurency = 4\n";
+        let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 6: [[turnover]]"), "{e}");
+        assert!(e.contains("concurency"), "{e}");
+    }
 
     const SUITE: &str = r#"
 name = "t"

@@ -2,10 +2,13 @@
 //! with the model's real tokenizer (server `/tokenize`), or calibrated from the
 //! server's `usage.prompt_tokens` when no tokenizer is reachable.
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::suite::{CachePolicy, CellSpec};
+use crate::tokenizer::TokenizerFile;
 
 /// Word list for filler text: common words, so any tokenizer splits them sanely.
 const WORDS: &[&str] = &[
@@ -59,6 +62,8 @@ pub struct PromptSizer {
     model: String,
     /// Server has `/tokenize` (the model's own tokenizer).
     tokenize: bool,
+    /// The model's `tokenizer.json`, when given: used before `/tokenize`.
+    file: Option<Arc<TokenizerFile>>,
 }
 
 /// What sizing found for one cell.
@@ -69,8 +74,9 @@ pub struct SizedBody {
     pub body: String,
     /// Prompt tokens the server reported for the calibration prompt.
     pub measured_prompt_tokens: u64,
-    /// "server /tokenize" or "usage.prompt_tokens calibration".
-    pub method: &'static str,
+    /// `tokenizer.json <path> (sha256 …)`, "server /tokenize" or
+    /// "usage.prompt_tokens calibration".
+    pub method: String,
 }
 
 impl PromptSizer {
@@ -87,6 +93,22 @@ impl PromptSizer {
             api_key,
             model: model.to_string(),
             tokenize,
+            file: None,
+        }
+    }
+
+    /// Size bodies with the model's own `tokenizer.json` instead of the server.
+    pub fn with_file(mut self, file: Arc<TokenizerFile>) -> Self {
+        self.file = Some(file);
+        self
+    }
+
+    /// How body tokens are counted, for the artifact.
+    pub fn method(&self) -> String {
+        match (&self.file, self.tokenize) {
+            (Some(f), _) => f.describe(),
+            (None, true) => "server /tokenize".into(),
+            (None, false) => "usage.prompt_tokens calibration".into(),
         }
     }
 
@@ -124,8 +146,11 @@ impl PromptSizer {
             .with_context(|| format!("POST {url}: response has no usage.prompt_tokens"))
     }
 
-    /// Token count of raw text: `/tokenize` when the server has it.
+    /// Token count of raw text: the tokenizer file, else `/tokenize`.
     async fn text_tokens(&self, text: &str) -> Result<u64> {
+        if let Some(f) = &self.file {
+            return f.count(text);
+        }
         let url = format!("{}/tokenize", self.base_url);
         let mut req = self
             .http
@@ -170,7 +195,7 @@ impl PromptSizer {
         let pre_ref = &pre;
         let count = move |words: usize| async move {
             let body = filler(words, seed);
-            if self.tokenize {
+            if self.tokenize || self.file.is_some() {
                 self.text_tokens(&body).await
             } else {
                 Ok(self
@@ -205,11 +230,7 @@ impl PromptSizer {
             words,
             body,
             measured_prompt_tokens: measured,
-            method: if self.tokenize {
-                "server /tokenize"
-            } else {
-                "usage.prompt_tokens calibration"
-            },
+            method: self.method(),
         })
     }
 }

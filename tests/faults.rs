@@ -133,6 +133,7 @@ async fn run_with(fault: Fault, idle: Duration) -> FaultRun {
         timeouts: timeouts(idle),
         skip_turnover: true,
         quiet: true,
+        tokenizer: None,
     };
     let art = runner::run(&opts)
         .await

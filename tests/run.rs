@@ -52,6 +52,7 @@ fn opts(target: &str, suite: std::path::PathBuf, out: std::path::PathBuf) -> Run
         },
         skip_turnover: true,
         quiet: true,
+        tokenizer: None,
     }
 }
 
@@ -231,4 +232,66 @@ fn a_killed_run_keeps_every_finished_request() {
         err.contains("is torn") && err.contains(&format!("line {}", recs.len() + 1)),
         "{err}"
     );
+}
+
+/// A Hugging Face tokenizer.json for the served model counts exactly what
+/// the server counts, and a suite naming it sizes prompts with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokenizer_json_sizes_prompts_and_agrees_with_the_server() {
+    use infergate::tokenizer::TokenizerFile;
+    use infergate::workload::filler;
+    let engine = support::engine("baseline");
+    let path = support::tokenizer_json();
+    let tok = TokenizerFile::load(&path).unwrap();
+    let http = support::http();
+    for (words, seed) in [(1, 1), (37, 2), (500, 3), (2000, 4)] {
+        let text = filler(words, seed);
+        let server = infergate::discover::tokenize_with_key(&http, &engine.base_url, None, &text)
+            .await
+            .unwrap()
+            .expect("the reference engine has /tokenize");
+        assert_eq!(tok.count(&text).unwrap(), server as u64, "{words} words");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let suite = SUITE.replacen(
+        "name = \"run-test\"",
+        &format!(
+            "name = \"run-test\"\ntokenizer = {:?}",
+            path.display().to_string()
+        ),
+        1,
+    );
+    assert!(suite.contains("tokenizer = "), "{suite}");
+    let suite = suite.replace("requests = 6", "requests = 2");
+    let out = dir.path().join("out");
+    let art = runner::run(&opts(
+        &engine.base_url,
+        write_suite(dir.path(), &suite),
+        out.clone(),
+    ))
+    .await
+    .expect("run");
+    let sizing = &art.method["prompt_sizing"];
+    assert!(
+        sizing.contains(&format!("tokenizer.json {}", path.display())),
+        "{sizing}"
+    );
+    let cell = &art.cells[0];
+    assert!(cell.performance_eligible, "{:?}", cell.ineligible_reasons);
+    let p = cell.median_prompt_tokens.unwrap();
+    assert!((285.0..=315.0).contains(&p), "median prompt {p}");
+
+    // A file that is not a tokenizer is refused before any request, naming it.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    let mut o = opts(
+        &engine.base_url,
+        write_suite(dir.path(), SUITE),
+        dir.path().join("out2"),
+    );
+    o.tokenizer = Some(bad.clone());
+    let e = format!("{:#}", runner::run(&o).await.unwrap_err());
+    assert!(e.contains(&bad.display().to_string()), "{e}");
+    assert!(!dir.path().join("out2").exists(), "nothing was started");
 }

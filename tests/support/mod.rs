@@ -101,3 +101,23 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// The reference model's `tokenizer.json`, built (cached) by
+/// `scripts/setup-tokenizer.sh`, which prints its path last.
+pub fn tokenizer_json() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-tokenizer.sh");
+    let out = std::process::Command::new(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}); run it by hand to see why",
+        script.display(),
+        out.status
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
+    assert!(path.is_file(), "{} printed {stdout:?}", script.display());
+    path
+}
