@@ -5,11 +5,13 @@
 //! every cell with `aggregate::cell` exactly as `infergate run` does, then
 //! runs `report::compare` with the default policy. Building the records is
 //! not timed. The default policy's bootstrap (10 000 resamples of every p50
-//! metric of every cell) is linear in its iterations; to keep the run short,
-//! its cost is extrapolated from a compare with 1% of the iterations and one
-//! without any (`--full` times the real thing, ~2 minutes at 1M records).
+//! metric of every cell) is timed in full; at 50 000 records per cell and
+//! side it samples the resample median's rank (O(1) per resample, see
+//! `stats::bootstrap::RANK_SAMPLING_MIN_N`). `--extrapolate` instead scales
+//! a run with 1% of the iterations, for record counts where each resample
+//! is O(n).
 //!
-//! Run: `cargo bench --bench compare [-- RECORDS] [-- --full]`.
+//! Run: `cargo bench --bench compare [-- RECORDS] [-- --extrapolate]`.
 
 use std::time::{Duration, Instant};
 
@@ -157,22 +159,24 @@ fn main() {
         Timed(t.elapsed(), cpu_self() - cpu)
     };
     let full = policy.bootstrap.iterations;
-    // The bootstrap is linear in its iterations: a run with 1% of them, minus
-    // one without any, gives the cost of the rest without waiting minutes.
+    // Measured, not extrapolated: above `RANK_SAMPLING_MIN_N` values per side
+    // the bootstrap costs O(1) per resample. `--extrapolate` times 1% of the
+    // iterations and scales (for small cells, where it is O(n) per resample).
     let sample_iters = (full / 100).max(1);
     let c0 = timed(0);
     let cs = timed(sample_iters);
-    let c_full = if flag("--full") {
-        timed(full)
-    } else {
+    let extrapolate = flag("--extrapolate");
+    let c_full = if extrapolate {
         let k = full as f64 / sample_iters as f64;
         let more = |a: Duration, b: Duration| a + b.saturating_sub(a).mul_f64(k);
         Timed(more(c0.0, cs.0), more(c0.1, cs.1))
-    };
-    let how = if flag("--full") {
-        "measured"
     } else {
+        timed(full)
+    };
+    let how = if extrapolate {
         "extrapolated"
+    } else {
+        "measured"
     };
 
     let n = 2 * CELLS * per_cell;
