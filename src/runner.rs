@@ -225,7 +225,15 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     let turnover = if opts.skip_turnover || suite.turnover.is_empty() {
         Vec::new()
     } else {
-        run_turnover(&client, &suite, &info.model_id, &mut journal, opts.quiet).await?
+        run_turnover(
+            &client,
+            &suite,
+            &info.model_id,
+            &mut journal,
+            &previous,
+            opts.quiet,
+        )
+        .await?
     };
 
     let artifact = RunArtifact {
@@ -277,6 +285,7 @@ async fn run_turnover(
     suite: &Suite,
     model: &str,
     journal: &mut Journal,
+    previous: &[RequestRecord],
     quiet: bool,
 ) -> Result<Vec<crate::artifact::TurnoverRun>> {
     let specs = crate::turnover::TurnoverSpec::from_tables(&suite.turnover)
@@ -297,16 +306,29 @@ async fn run_turnover(
                 spec.contract.as_str()
             );
         }
-        let mut on_record = |r: &RequestRecord| {
-            if write_err.is_none()
-                && let Err(e) = journal.append(r)
-            {
-                write_err = Some(e);
+        let mut done = Vec::with_capacity(spec.repeats);
+        for repeat in 0..spec.repeats {
+            // Resuming: a repeat the journal holds whole is judged again, not re-run.
+            if let Some(run) = spec.from_journal(repeat, previous) {
+                if !quiet {
+                    eprintln!("  {} repeat {repeat}: from the journal", spec.name);
+                }
+                done.push(run);
+                continue;
             }
-        };
-        let done = crate::turnover::run_all(client, &spec, Some(&mut on_record)).await;
-        if let Some(e) = write_err.take() {
-            return Err(e);
+            let mut on_record = |r: &RequestRecord| {
+                if write_err.is_none()
+                    && let Err(e) = journal.append(r)
+                {
+                    write_err = Some(e);
+                }
+            };
+            done.push(
+                crate::turnover::run_turnover(client, &spec, repeat, Some(&mut on_record)).await,
+            );
+            if let Some(e) = write_err.take() {
+                return Err(e);
+            }
         }
         if !quiet {
             for r in &done {

@@ -522,7 +522,7 @@ mod tests {
             .collect();
         let (bs, cs) = (sorted_finite(&b), sorted_finite(&c));
         let iterations = 400;
-        let mut deltas = |exact: bool, seed: u64| -> Vec<f64> {
+        let deltas = |exact: bool, seed: u64| -> Vec<f64> {
             let mut rng = Xoshiro256::new(seed);
             let (mut cb, mut cc) = (vec![0u32; n], vec![0u32; n]);
             let mut d: Vec<f64> = (0..iterations)

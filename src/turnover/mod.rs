@@ -557,22 +557,45 @@ pub async fn run_turnover(
     summarize(spec, repeat, judged)
 }
 
-/// Every repeat of `spec`, in order.
-pub async fn run_all(
-    client: &Client,
-    spec: &TurnoverSpec,
-    mut journal: Option<&mut dyn FnMut(&RequestRecord)>,
-) -> Vec<TurnoverRun> {
-    let mut runs = Vec::with_capacity(spec.repeats);
-    for repeat in 0..spec.repeats {
-        // Reborrow per repeat; the explicit match lets the trait object's lifetime shrink.
-        let j: Option<&mut dyn FnMut(&RequestRecord)> = match journal.as_mut() {
-            Some(j) => Some(&mut **j),
-            None => None,
+impl TurnoverSpec {
+    /// Repeat `repeat` rebuilt from a journal that holds all of it (its
+    /// `requests` records once each and, for the `reference` contract, its
+    /// reference pass likewise), judged again from the captured streams —
+    /// judging is deterministic, so this is the run as it was. `None` when
+    /// anything is missing or doubled (a repeat re-run after an interruption
+    /// leaves extra records): then the repeat must run again, whole.
+    pub fn from_journal(&self, repeat: usize, records: &[RequestRecord]) -> Option<TurnoverRun> {
+        let complete = |label: &str| -> Option<Vec<&StreamCapture>> {
+            let mut caps: Vec<Option<&StreamCapture>> = vec![None; self.requests];
+            let mut seen = 0;
+            for r in records.iter().filter(|r| r.cell == label) {
+                seen += 1;
+                let slot = caps.get_mut(r.index)?;
+                if slot.replace(&r.capture).is_some() {
+                    return None;
+                }
+            }
+            (seen == self.requests).then_some(())?;
+            caps.into_iter().collect()
         };
-        runs.push(run_turnover(client, spec, repeat, j).await);
+        let measured = complete(&self.cell_label(repeat))?;
+        let references = match self.contract {
+            Contract::Words => None,
+            Contract::Reference => Some(complete(&self.reference_label(repeat))?),
+        };
+        let plan = self.plan(repeat);
+        let judged = measured.iter().enumerate().map(|(i, cap)| {
+            let expected = match (&references, &plan.requests[i].code_word) {
+                (Some(refs), _) => Expected::Reference(refs[i]),
+                (None, w) => Expected::Words {
+                    code_word: w.as_deref().unwrap_or(""),
+                    n: self.words,
+                },
+            };
+            judge(&plan.markers, i, cap, expected)
+        });
+        Some(summarize(self, repeat, judged))
     }
-    runs
 }
 
 #[cfg(test)]

@@ -414,3 +414,90 @@ fn summary_arithmetic_matches_the_seed_shape() {
     }
     assert_eq!(f["foreign_markers"][0], m(0));
 }
+
+fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<RequestRecord> {
+    caps.into_iter()
+        .enumerate()
+        .map(|(index, capture)| RequestRecord {
+            cell: label.to_string(),
+            index,
+            send_offset_ms: 0.0,
+            queue_ms: 0.0,
+            target_prompt_tokens: None,
+            capture,
+            outcome: Outcome::Ok,
+            detail: None,
+        })
+        .inspect(|r| assert!(r.index < s.requests))
+        .collect()
+}
+
+#[test]
+fn a_whole_repeat_is_rebuilt_from_the_journal_and_a_partial_one_is_not() {
+    let s = words_spec();
+    let plan = s.plan(1);
+    let answers: Vec<StreamCapture> = plan
+        .requests
+        .iter()
+        .map(|r| {
+            let n = if r.index == 2 { 4 } else { 3 };
+            cap(
+                &prompt::words_answer(&r.marker, r.code_word.as_deref().unwrap(), n),
+                "stop",
+            )
+        })
+        .collect();
+    let recs = journaled(&s, &s.cell_label(1), answers.clone());
+    let run = s.from_journal(1, &recs).expect("complete");
+    // The same judgement as a live run: one wrong count.
+    let live = summarize(
+        &s,
+        1,
+        answers.iter().enumerate().map(|(i, c)| {
+            judge(
+                &plan.markers,
+                i,
+                c,
+                words(plan.requests[i].code_word.as_deref().unwrap(), 3),
+            )
+        }),
+    );
+    assert_eq!(run, live);
+    assert_eq!(
+        (run.requests, run.exact_output_passed, run.failed),
+        (4, 3, 1)
+    );
+    assert_eq!(run.failures[0].request_index, 2);
+
+    // Another repeat's records do not count for this one.
+    assert!(s.from_journal(0, &recs).is_none());
+    // Missing one request: must run again.
+    assert!(s.from_journal(1, &recs[..3]).is_none());
+    // A request journaled twice (a re-run after an interruption): run again.
+    let mut doubled = recs.clone();
+    doubled.push(recs[0].clone());
+    assert!(s.from_journal(1, &doubled).is_none());
+}
+
+#[test]
+fn a_reference_repeat_needs_its_reference_pass_in_the_journal() {
+    let s = spec(
+        "name = \"r\"\ncontract = \"reference\"\nprompt = \"words\"\nrequests = 3\nwords = 3\n",
+    );
+    let plan = s.plan(0);
+    let answers: Vec<StreamCapture> = plan
+        .requests
+        .iter()
+        .map(|r| {
+            cap(
+                &prompt::words_answer(&r.marker, r.code_word.as_deref().unwrap(), 3),
+                "stop",
+            )
+        })
+        .collect();
+    let mut recs = journaled(&s, &s.cell_label(0), answers.clone());
+    assert!(s.from_journal(0, &recs).is_none(), "no reference pass");
+    recs.extend(journaled(&s, &s.reference_label(0), answers));
+    let run = s.from_journal(0, &recs).expect("complete");
+    assert_eq!((run.exact_output_passed, run.failed), (3, 0));
+}
