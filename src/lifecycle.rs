@@ -372,7 +372,7 @@ async fn start_inner(
                 spec = spec.env(k, v);
             }
             spec.current_dir = c.cwd.clone();
-            let proc = DetachedProcess::spawn(&spec)?;
+            let mut proc = DetachedProcess::spawn(&spec)?;
             let ready = proc
                 .wait_for_http_ok(&c.health_url, rt.ready_timeout)
                 .await

@@ -9,11 +9,9 @@
 //! ledger records so a later invocation stops exactly that process group and
 //! never a stranger that reused the pid.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,9 +19,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use super::process::{ProcessSpec, describe_status};
-
-const POLL: Duration = Duration::from_millis(50);
-const TAIL_LINES: usize = 30;
+use super::runlog::{self, RunLog, Watched, group_alive, signal_group};
 
 /// Which process group a ledger entry means: the leader's pid and its start
 /// time in clock ticks since boot (`/proc/<pid>/stat` field 22).
@@ -91,48 +87,14 @@ fn pid_unused(pid: i32) -> bool {
 #[derive(Debug)]
 pub struct DetachedProcess {
     identity: ProcessIdentity,
-    command_line: String,
-    log_path: PathBuf,
-    log_start: u64,
-    scanned: u64,
+    log: RunLog,
     /// Set by the reaper thread when the child exits while we still run.
     exit: Arc<Mutex<Option<ExitStatus>>>,
 }
 
 impl DetachedProcess {
     pub fn spawn(spec: &ProcessSpec) -> Result<DetachedProcess> {
-        let log_path = &spec.log_path;
-        if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path)
-            .with_context(|| format!("opening log {}", log_path.display()))?;
-        let command_line = spec.command_line();
-        writeln!(
-            log,
-            "=== infergate: starting (detached) at {}: {command_line}",
-            crate::runner::now_rfc3339()
-        )
-        .with_context(|| format!("writing log {}", log_path.display()))?;
-        let log_start = log
-            .metadata()
-            .with_context(|| format!("reading log {}", log_path.display()))?
-            .len();
-
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(
-                log.try_clone().context("duplicating log handle")?,
-            ))
-            .stderr(Stdio::from(log));
-        if let Some(dir) = &spec.current_dir {
-            cmd.current_dir(dir);
-        }
+        let (log, mut cmd) = RunLog::start(spec, " (detached)")?;
         // SAFETY: setsid is async-signal-safe; the closure allocates nothing.
         unsafe {
             cmd.pre_exec(|| {
@@ -144,18 +106,14 @@ impl DetachedProcess {
         }
         let mut child = cmd
             .spawn()
-            .with_context(|| format!("starting {command_line}"))?;
+            .with_context(|| format!("starting {}", log.command_line()))?;
         let pid = child.id() as i32;
         let Some(identity) = ProcessIdentity::of(pid) else {
             let how = child
                 .wait()
                 .map(describe_status)
                 .unwrap_or_else(|e| e.to_string());
-            bail!(
-                "`{command_line}` exited at once ({how}); last lines of {}:\n{}",
-                log_path.display(),
-                log_tail_from(log_path, log_start, TAIL_LINES)
-            );
+            bail!("{}", log.exit_report(&format!("at once: {how}")));
         };
         let exit = Arc::new(Mutex::new(None));
         let exit2 = exit.clone();
@@ -173,10 +131,7 @@ impl DetachedProcess {
             .context("starting the reaper thread")?;
         Ok(DetachedProcess {
             identity,
-            command_line,
-            log_path: log_path.clone(),
-            log_start,
-            scanned: log_start,
+            log,
             exit,
         })
     }
@@ -186,11 +141,11 @@ impl DetachedProcess {
     }
 
     pub fn command_line(&self) -> &str {
-        &self.command_line
+        self.log.command_line()
     }
 
     pub fn log_path(&self) -> &Path {
-        &self.log_path
+        self.log.path()
     }
 
     /// The exit status, once the child has exited (None while it runs).
@@ -217,125 +172,32 @@ impl DetachedProcess {
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
-        log_tail_from(&self.log_path, self.log_start, lines)
+        self.log.tail(lines)
     }
 
     /// Wait for a log line containing `needle`; fails early if the process exits.
     pub async fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> Result<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let exited = self.exited();
-            if let Some(line) = self.scan_log_for(needle)? {
-                return Ok(line);
-            }
-            if let Some(how) = exited {
-                bail!("{} before printing {needle:?}", self.exit_report(&how));
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "{needle:?} not printed within {timeout:?} by `{}`; last lines of {}:\n{}",
-                    self.command_line,
-                    self.log_path.display(),
-                    self.log_tail(TAIL_LINES)
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    fn scan_log_for(&mut self, needle: &str) -> Result<Option<String>> {
-        let mut f = File::open(&self.log_path)
-            .with_context(|| format!("opening log {}", self.log_path.display()))?;
-        f.seek(SeekFrom::Start(self.scanned))?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)
-            .with_context(|| format!("reading log {}", self.log_path.display()))?;
-        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        self.scanned += end as u64 + 1;
-        Ok(String::from_utf8_lossy(&bytes[..end])
-            .lines()
-            .find(|l| l.contains(needle))
-            .map(str::to_string))
+        runlog::wait_for_line(self, needle, timeout).await
     }
 
     /// Poll `url` until it answers 200; fails early if the process exits.
-    pub async fn wait_for_http_ok(&self, url: &str, timeout: Duration) -> Result<()> {
+    pub async fn wait_for_http_ok(&mut self, url: &str, timeout: Duration) -> Result<()> {
         let http = reqwest::Client::builder()
             .no_proxy()
             .build()
             .context("building HTTP client")?;
-        let deadline = Instant::now() + timeout;
-        let mut last = String::from("no attempt finished");
-        loop {
-            if let Some(how) = self.exited() {
-                bail!(
-                    "{} while waiting for GET {url} to answer 200",
-                    self.exit_report(&how)
-                );
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                bail!(
-                    "GET {url} did not answer 200 within {timeout:?} (last: {last}); `{}` is still running; last lines of {}:\n{}",
-                    self.command_line,
-                    self.log_path.display(),
-                    self.log_tail(TAIL_LINES)
-                );
-            }
-            match http
-                .get(url)
-                .timeout(left.min(Duration::from_secs(2)))
-                .send()
-                .await
-            {
-                Ok(r) if r.status() == reqwest::StatusCode::OK => return Ok(()),
-                Ok(r) => last = format!("HTTP {}", r.status()),
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    fn exit_report(&self, how: &str) -> String {
-        format!(
-            "`{}` exited ({how}); last lines of {}:\n{}",
-            self.command_line,
-            self.log_path.display(),
-            self.log_tail(TAIL_LINES)
-        )
+        runlog::wait_for_http_ok(self, &http, url, timeout).await
     }
 }
 
-/// The last `lines` lines of a log from byte `start` on.
-pub fn log_tail_from(path: &Path, start: u64, lines: usize) -> String {
-    let read = || -> std::io::Result<String> {
-        let mut f = File::open(path)?;
-        f.seek(SeekFrom::Start(start))?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    };
-    match read() {
-        Ok(text) => {
-            let all: Vec<&str> = text.lines().collect();
-            all[all.len().saturating_sub(lines)..].join("\n")
-        }
-        Err(e) => format!("(log {} unreadable: {e})", path.display()),
+impl Watched for DetachedProcess {
+    fn run_log(&mut self) -> &mut RunLog {
+        &mut self.log
     }
-}
 
-fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: kill(2) with a negative pid signals exactly that process group.
-    unsafe {
-        libc::kill(-pgid, sig);
+    fn exited(&mut self) -> Option<String> {
+        DetachedProcess::exited(self)
     }
-}
-
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the group exists.
-    unsafe { libc::kill(-pgid, 0) == 0 }
 }
 
 #[cfg(test)]

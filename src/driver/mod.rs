@@ -3,3 +3,4 @@ pub mod container;
 pub mod detached;
 pub mod external;
 pub mod process;
+mod runlog;

@@ -8,25 +8,20 @@
 //! stops it. Nothing here knows about any particular server.
 
 use std::ffi::{OsStr, OsString};
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+
+use super::runlog::{self, RunLog, Watched, group_alive, signal_group};
 
 /// Grace between SIGTERM and SIGKILL when none is given.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// How often the ready helpers look at the process and its log.
-const POLL: Duration = Duration::from_millis(50);
-
-/// Lines of log quoted in errors.
-const TAIL_LINES: usize = 30;
 
 /// What to run and where its output goes.
 #[derive(Debug, Clone)]
@@ -98,12 +93,7 @@ pub struct ManagedProcess {
     child: Child,
     /// Also the process group id: the child leads its own session.
     pid: i32,
-    command_line: String,
-    log_path: PathBuf,
-    /// Where this run's output starts in the (appended) log.
-    log_start: u64,
-    /// Log bytes already searched by `wait_for_line`.
-    scanned: u64,
+    log: RunLog,
     exit: Option<ExitStatus>,
     /// The group was empty once its leader was reaped: its id may now belong
     /// to another process, so it is never signalled again.
@@ -114,39 +104,7 @@ pub struct ManagedProcess {
 impl ManagedProcess {
     /// Start `spec` in a new session with stdout and stderr appended to its log.
     pub fn spawn(spec: &ProcessSpec) -> Result<Self> {
-        let log_path = &spec.log_path;
-        if let Some(dir) = log_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating log directory {}", dir.display()))?;
-        }
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path)
-            .with_context(|| format!("opening log {}", log_path.display()))?;
-        let command_line = spec.command_line();
-        writeln!(
-            log,
-            "=== infergate: starting at {}: {command_line}",
-            chrono::Utc::now().to_rfc3339()
-        )
-        .with_context(|| format!("writing log {}", log_path.display()))?;
-        let log_start = log
-            .metadata()
-            .with_context(|| format!("reading log {}", log_path.display()))?
-            .len();
-
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(
-                log.try_clone().context("duplicating log handle")?,
-            ))
-            .stderr(Stdio::from(log));
-        if let Some(dir) = &spec.current_dir {
-            cmd.current_dir(dir);
-        }
+        let (log, mut cmd) = RunLog::start(spec, "")?;
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs between fork and exec and only makes
         // async-signal-safe system calls; it allocates nothing.
@@ -172,16 +130,14 @@ impl ManagedProcess {
                 Ok(())
             });
         }
-        let child = spawn_from_keeper(cmd).with_context(|| format!("starting {command_line}"))?;
+        let child =
+            spawn_from_keeper(cmd).with_context(|| format!("starting {}", log.command_line()))?;
         let pid = child.id() as i32;
         register_group(pid);
         Ok(ManagedProcess {
             child,
             pid,
-            command_line,
-            log_path: log_path.clone(),
-            log_start,
-            scanned: log_start,
+            log,
             exit: None,
             group_gone: false,
             stopped: false,
@@ -193,11 +149,11 @@ impl ManagedProcess {
     }
 
     pub fn command_line(&self) -> &str {
-        &self.command_line
+        self.log.command_line()
     }
 
     pub fn log_path(&self) -> &Path {
-        &self.log_path
+        self.log.path()
     }
 
     /// The exit status, if the process has exited (it is reaped then).
@@ -216,79 +172,19 @@ impl ManagedProcess {
 
     /// This run's output so far (lossy UTF-8).
     pub fn log_text(&self) -> io::Result<String> {
-        self.read_log_from(self.log_start)
-    }
-
-    fn read_log_from(&self, offset: u64) -> io::Result<String> {
-        let mut f = File::open(&self.log_path)?;
-        f.seek(SeekFrom::Start(offset))?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        self.log.text()
     }
 
     /// The last `lines` lines of this run's output, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
-        // A long-running server's log can be large; the tail is near the end.
-        const WINDOW: u64 = 64 * 1024;
-        let len = std::fs::metadata(&self.log_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        let from = self.log_start.max(len.saturating_sub(WINDOW));
-        match self.read_log_from(from) {
-            Ok(text) => {
-                let all: Vec<&str> = text.lines().collect();
-                all[all.len().saturating_sub(lines)..].join("\n")
-            }
-            Err(e) => format!("(log {} unreadable: {e})", self.log_path.display()),
-        }
+        self.log.tail(lines)
     }
 
     /// Wait until a line of this run's output contains `needle`; return that line.
     ///
     /// Fails early, quoting the log, if the process exits first.
     pub async fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> Result<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            // Look at the log before the exit status so a line printed just
-            // before exiting is still found.
-            let exited = self.try_exit_status();
-            if let Some(line) = self.scan_log_for(needle)? {
-                return Ok(line);
-            }
-            if let Some(status) = exited {
-                bail!("{} before printing {needle:?}", self.exit_report(status));
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "{needle:?} not printed within {timeout:?} by `{}`; last lines of {}:\n{}",
-                    self.command_line,
-                    self.log_path.display(),
-                    self.log_tail(TAIL_LINES)
-                );
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    /// Read complete new lines of the log; return the first containing `needle`.
-    fn scan_log_for(&mut self, needle: &str) -> Result<Option<String>> {
-        let mut f = File::open(&self.log_path)
-            .with_context(|| format!("opening log {}", self.log_path.display()))?;
-        f.seek(SeekFrom::Start(self.scanned))?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)
-            .with_context(|| format!("reading log {}", self.log_path.display()))?;
-        // Only whole lines: a partial one is read again once it is complete.
-        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
-            return Ok(None);
-        };
-        self.scanned += end as u64 + 1;
-        let found = String::from_utf8_lossy(&bytes[..end])
-            .lines()
-            .find(|l| l.contains(needle))
-            .map(str::to_string);
-        Ok(found)
+        runlog::wait_for_line(self, needle, timeout).await
     }
 
     /// Poll `url` with GET until it answers 200, the process exits, or `timeout` passes.
@@ -298,46 +194,7 @@ impl ManagedProcess {
         url: &str,
         timeout: Duration,
     ) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut last = String::from("no attempt finished");
-        loop {
-            if let Some(status) = self.try_exit_status() {
-                bail!(
-                    "{} while waiting for GET {url} to answer 200",
-                    self.exit_report(status)
-                );
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                bail!(
-                    "GET {url} did not answer 200 within {timeout:?} (last: {last}); `{}` is still running; last lines of {}:\n{}",
-                    self.command_line,
-                    self.log_path.display(),
-                    self.log_tail(TAIL_LINES)
-                );
-            }
-            let attempt = http
-                .get(url)
-                .timeout(left.min(Duration::from_secs(2)))
-                .send()
-                .await;
-            match attempt {
-                Ok(resp) if resp.status() == reqwest::StatusCode::OK => return Ok(()),
-                Ok(resp) => last = format!("HTTP {}", resp.status()),
-                Err(e) => last = format!("{e}"),
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    fn exit_report(&self, status: ExitStatus) -> String {
-        format!(
-            "`{}` exited ({}); last lines of {}:\n{}",
-            self.command_line,
-            describe_status(status),
-            self.log_path.display(),
-            self.log_tail(TAIL_LINES)
-        )
+        runlog::wait_for_http_ok(self, http, url, timeout).await
     }
 
     /// SIGTERM the group, wait up to `grace` for the leader, then SIGKILL the
@@ -346,7 +203,7 @@ impl ManagedProcess {
         if self.stopped {
             return self
                 .exit
-                .with_context(|| format!("`{}` has no exit status", self.command_line));
+                .with_context(|| format!("`{}` has no exit status", self.command_line()));
         }
         if self.exit.is_none() {
             signal_group(self.pid, libc::SIGTERM);
@@ -357,7 +214,7 @@ impl ManagedProcess {
             if self.exit.is_none() {
                 signal_group(self.pid, libc::SIGKILL);
                 let status = self.child.wait().with_context(|| {
-                    format!("waiting for `{}` after SIGKILL", self.command_line)
+                    format!("waiting for `{}` after SIGKILL", self.command_line())
                 })?;
                 self.exit = Some(status);
             }
@@ -371,7 +228,17 @@ impl ManagedProcess {
         unregister_group(self.pid);
         self.stopped = true;
         self.exit
-            .with_context(|| format!("`{}` has no exit status", self.command_line))
+            .with_context(|| format!("`{}` has no exit status", self.command_line()))
+    }
+}
+
+impl Watched for ManagedProcess {
+    fn run_log(&mut self) -> &mut RunLog {
+        &mut self.log
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        self.try_exit_status().map(describe_status)
     }
 }
 
@@ -409,18 +276,6 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGTERM => "SIGTERM",
         _ => "other",
     }
-}
-
-fn signal_group(pgid: i32, sig: i32) {
-    // SAFETY: kill(2) with a negative pid signals exactly that process group.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
-}
-
-fn group_alive(pgid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the group exists.
-    unsafe { libc::kill(-pgid, 0) == 0 }
 }
 
 /// Spawn from one thread that lives as long as the process.
