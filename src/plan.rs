@@ -63,6 +63,8 @@ pub struct Plan {
     /// What serves once a qualification completes without a decision to act on.
     pub after: After,
     pub docker: DockerSettings,
+    /// Client limits for every request of both runtimes' passes (`[timeouts]`).
+    pub timeouts: crate::client::Timeouts,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -343,6 +345,17 @@ struct RawPlan {
     after: Option<Spanned<String>>,
     #[serde(default)]
     docker: Option<RawDocker>,
+    #[serde(default)]
+    timeouts: Option<RawTimeouts>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeouts {
+    connect_s: Option<Spanned<f64>>,
+    first_byte_s: Option<Spanned<f64>>,
+    idle_s: Option<Spanned<f64>>,
+    total_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -452,7 +465,7 @@ impl Plan {
                 file: file.clone(),
                 line: inner.span().map(|s| line_of(text, s.start)),
                 field: (path != ".").then_some(path),
-                message: inner.message().trim().to_string(),
+                message: crate::report::policy::toml_error_message(text, &inner),
             }
         })?;
 
@@ -565,6 +578,31 @@ impl Plan {
             },
         };
 
+        let timeouts = {
+            let d = crate::client::Timeouts::default();
+            let t = raw.timeouts.unwrap_or(RawTimeouts {
+                connect_s: None,
+                first_byte_s: None,
+                idle_s: None,
+                total_s: None,
+            });
+            crate::client::Timeouts {
+                connect: seconds(
+                    t.connect_s,
+                    d.connect.as_secs_f64(),
+                    "timeouts.connect_s",
+                    &err,
+                )?,
+                first_byte: seconds(
+                    t.first_byte_s,
+                    d.first_byte.as_secs_f64(),
+                    "timeouts.first_byte_s",
+                    &err,
+                )?,
+                idle: seconds(t.idle_s, d.idle.as_secs_f64(), "timeouts.idle_s", &err)?,
+                total: seconds(t.total_s, d.total.as_secs_f64(), "timeouts.total_s", &err)?,
+            }
+        };
         let baseline = runtime(text, BASELINE, raw.baseline, &resolve, &err)?;
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
         Ok(Plan {
@@ -587,6 +625,7 @@ impl Plan {
             decision,
             after,
             docker,
+            timeouts,
         })
     }
 
@@ -1038,6 +1077,25 @@ mod tests {
     }
 
     #[test]
+    fn client_timeouts_come_from_the_plan_and_bad_ones_name_their_line() {
+        let plan = parse(&minimal("[timeouts]\nidle_s = 5\ntotal_s = 120.5\n")).unwrap();
+        let d = crate::client::Timeouts::default();
+        assert_eq!(plan.timeouts.idle, Duration::from_secs(5));
+        assert_eq!(plan.timeouts.total, Duration::from_secs_f64(120.5));
+        assert_eq!(
+            (plan.timeouts.connect, plan.timeouts.first_byte),
+            (d.connect, d.first_byte)
+        );
+        assert_eq!(parse(&minimal("")).unwrap().timeouts, d);
+
+        let e = parse(&minimal("[timeouts]\nidle_s = -1\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("timeouts.idle_s"), "{e}");
+        assert_eq!(e.line, Some(9), "{e}");
+        let e = parse(&minimal("[timeouts]\nidle = 5\n")).unwrap_err();
+        assert!(e.message.contains("idle"), "{e}");
+    }
+
+    #[test]
     fn wrong_type_names_the_field_path() {
         let e = parse(&minimal("[readmission]\ncanary = \"yes\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("readmission.canary"), "{e}");
@@ -1086,6 +1144,14 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("policy"), "{e}");
         let ok = parse(&minimal("[policy]\nthreshold_percent = 3\n")).unwrap();
         assert!(matches!(ok.policy, PolicySource::Inline(_)));
+    }
+
+    #[test]
+    fn toml_errors_always_have_a_message() {
+        // Found by fuzzing: a control character in a comment gave `plans/t.toml:2: `.
+        let e = parse(&format!("# x\n# a\u{7}b\n{}", minimal(""))).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("U+0007"), "{e}");
     }
 
     #[test]

@@ -25,7 +25,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::artifact::RunArtifact;
-use crate::client::Timeouts;
 use crate::driver::container::Docker;
 use crate::ledger::{Entry, Ledger, Status};
 use crate::lifecycle::{self, Ctx, Handle};
@@ -636,7 +635,7 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         image: image_label(rt),
         only_cells: Vec::new(),
         resume,
-        timeouts: Timeouts::default(),
+        timeouts: ctx.plan.timeouts.clone(),
         skip_turnover: ctx.plan.skip_turnover,
         quiet: ctx.quiet,
         tokenizer: None,
