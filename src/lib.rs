@@ -14,6 +14,7 @@ pub mod driver;
 pub mod engine;
 pub mod fastsource;
 pub mod faultproxy;
+pub mod fuzzing;
 pub mod journal;
 pub mod ledger;
 pub mod lifecycle;

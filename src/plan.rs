@@ -709,11 +709,19 @@ fn hook(
 ) -> Result<Hook, PlanError> {
     let span = h.span();
     let h = h.into_inner();
-    let timeout = Duration::from_secs_f64(
-        h.timeout_s
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .unwrap_or(30.0),
-    );
+    // Bounded like every other duration here: `Duration::from_secs_f64` panics
+    // on 1e300 (found by review, replayed through `fuzzing::plan`).
+    let timeout = match h.timeout_s {
+        None => Duration::from_secs(30),
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e7 => Duration::from_secs_f64(t),
+        Some(t) => {
+            return Err(err(
+                Some(span),
+                "readmission.hook.timeout_s",
+                format!("must be a positive number of seconds, got {t}"),
+            ));
+        }
+    };
     match (h.command, h.url) {
         (Some(argv), None) => {
             let Some(first) = argv.first() else {
@@ -1144,6 +1152,30 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("policy"), "{e}");
         let ok = parse(&minimal("[policy]\nthreshold_percent = 3\n")).unwrap();
         assert!(matches!(ok.policy, PolicySource::Inline(_)));
+    }
+
+    #[test]
+    fn hook_timeout_out_of_range_is_an_error_not_a_panic() {
+        for bad in ["1e300", "-1", "0", "nan", "inf"] {
+            let e = parse(&minimal(&format!(
+                "[readmission]\nhook = {{ command = [\"x\"], timeout_s = {bad} }}\n"
+            )))
+            .unwrap_err();
+            assert_eq!(
+                e.field.as_deref(),
+                Some("readmission.hook.timeout_s"),
+                "{e}"
+            );
+            assert_eq!(e.line, Some(9), "{e}");
+        }
+        let ok = parse(&minimal(
+            "[readmission]\nhook = { command = [\"x\"], timeout_s = 2.5 }\n",
+        ))
+        .unwrap();
+        assert!(matches!(
+            ok.readmission.hook,
+            Some(Hook::Command { timeout, .. }) if timeout == Duration::from_millis(2500)
+        ));
     }
 
     #[test]

@@ -138,7 +138,8 @@ impl CellSpec {
     pub fn check_fits(&self, context_window: u64) -> Result<()> {
         let worst_prompt =
             (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
-        let need = worst_prompt + self.max_tokens;
+        // Saturating: both come from the suite file (u64::MAX overflowed here).
+        let need = worst_prompt.saturating_add(self.max_tokens);
         if need > context_window {
             bail!(
                 "cell '{}' cannot fit: up to {} prompt tokens ({} + {}% tolerance) plus {} output tokens = {} > the server's context window of {} tokens per request",
@@ -315,6 +316,19 @@ arrival = "poisson:2.5"
         let err = s.cells[0].check_fits(1100).unwrap_err().to_string();
         assert!(err.contains("cell 'a'") && err.contains("1164 > "), "{err}");
         s.cells[0].check_fits(1164).unwrap();
+    }
+
+    #[test]
+    fn huge_cells_are_refused_not_overflowed() {
+        // Found by review, replayed through `fuzzing::plan`: the sum overflowed.
+        let big = SUITE
+            .replace(
+                "prompt_tokens = 1000",
+                "prompt_tokens = 9223372036854775807",
+            )
+            .replace("max_tokens = 64", "max_tokens = 9223372036854775807");
+        let s = Suite::parse(&big, "t").unwrap();
+        assert!(s.cells[0].check_fits(u64::MAX - 1).is_err());
     }
 
     #[test]

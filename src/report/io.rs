@@ -13,12 +13,15 @@ use super::model::Report;
 use super::policy::Policy;
 
 fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T> {
-    let text = fs::read_to_string(path)
-        .with_context(|| format!("cannot read {what} {}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let bytes = fs::read(path).with_context(|| format!("cannot read {what} {}", path.display()))?;
+    parse_json(&bytes, &path.display().to_string(), what)
+}
+
+/// JSON from bytes; `name` stands for the file in errors (`name:line:column: …`).
+fn parse_json<T: DeserializeOwned>(bytes: &[u8], name: &str, what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
         anyhow!(
-            "{}:{}:{}: not a valid {what}: {e}",
-            path.display(),
+            "{name}:{}:{}: not a valid {what}: {e}",
             e.line(),
             e.column()
         )
@@ -32,6 +35,12 @@ pub fn read_artifact(path: &Path) -> Result<RunArtifact> {
 /// Any v1 report as JSON, for `verify` and the renderers.
 pub fn read_report_value(path: &Path) -> Result<serde_json::Value> {
     read_json(path, "JSON report")
+}
+
+/// [`read_report_value`] on bytes already in memory; `name` stands for the
+/// file in errors.
+pub fn parse_report_value(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
+    parse_json(bytes, name, "JSON report")
 }
 
 /// Read both run artifacts and the policy (defaults when `policy` is None), and compare.
@@ -69,5 +78,16 @@ mod tests {
         fs::write(&p, "{\n  \"schema\": \"x\",\n  oops\n}\n").expect("write");
         let e = read_report_value(&p).expect_err("invalid JSON").to_string();
         assert!(e.contains(&format!("{}:3:3", p.display())), "{e}");
+    }
+
+    #[test]
+    fn bytes_parse_like_files_and_name_the_source() {
+        let v = parse_report_value(b"{\"schema\": 1}", "mem.json").expect("valid JSON");
+        assert_eq!(v["schema"], 1);
+        // Invalid UTF-8 inside a string is a located error, not a panic.
+        let e = parse_report_value(b"{\n \"a\": \"\xff\"}", "mem.json")
+            .expect_err("invalid UTF-8")
+            .to_string();
+        assert!(e.starts_with("mem.json:2:"), "{e}");
     }
 }

@@ -19,7 +19,9 @@ pub use compare::{
     CompareError, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_NOT_BLANKET,
     QUAL_PASS, QUAL_PASS_NON_INFERIOR, compare, qualification,
 };
-pub use io::{compare_files, read_artifact, read_report_value, write_report_atomic};
+pub use io::{
+    compare_files, parse_report_value, read_artifact, read_report_value, write_report_atomic,
+};
 pub use model::*;
 pub use policy::{Policy, PolicyError, TurnoverGateMode};
 pub use render::{ReportSource, html, markdown, terminal};

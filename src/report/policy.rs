@@ -199,7 +199,7 @@ impl Policy {
                 line,
                 column,
                 field: span.and_then(|s| field_at(text, s)),
-                message: e.message().trim().to_string(),
+                message: toml_error_message(text, &e),
             }
         })?;
         raw.into_policy(text, file)
@@ -241,6 +241,23 @@ fn line_col(text: &str, at: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
+}
+
+/// The message of a TOML error, never empty: toml leaves it empty for some
+/// lexical errors (a control character in a comment), which would print as
+/// `file:line:` and nothing else.
+pub(crate) fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
+    let m = e.message().trim();
+    if !m.is_empty() {
+        return m.to_string();
+    }
+    match e.span().and_then(|s| text.get(s.start..)?.chars().next()) {
+        Some(c) if c.is_control() => format!(
+            "character U+{:04X} is not allowed here (control characters are not valid TOML, even in comments)",
+            c as u32
+        ),
+        _ => "not valid TOML here".to_string(),
+    }
 }
 
 /// Best-effort dotted name of the field at `span` for toml's own errors,
@@ -512,6 +529,15 @@ impl RawPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_character_in_a_comment_gets_a_message() {
+        // Found by fuzzing: toml's own message is empty here.
+        let e = Policy::from_toml_str("# a\u{7}b\nthreshold_percent = 5\n", "p.toml")
+            .expect_err("BEL in a comment");
+        assert_eq!((e.line, e.column), (Some(1), Some(4)), "{e}");
+        assert!(e.message.contains("U+0007"), "{e}");
+    }
 
     #[test]
     fn default_metrics_are_the_seeds_three() {

@@ -26,11 +26,20 @@ pub struct RunCounts {
     pub contaminated: Option<u64>,
 }
 
+/// Most requests a pool of turnover runs can hold: one workload's requests ×
+/// repeats never exceed the distinct canary markers. Counts above it come
+/// from a hand-made or corrupted report; Fisher's test, linear in the failure
+/// counts, is not run on them (10^12 of each kept `verify` busy for minutes).
+pub const MAX_EXACT_REQUESTS: u64 = crate::turnover::canary::MARKER_SPACE;
+
 fn rate(runs: &[&RunCounts], confidence: f64) -> FailureRate {
-    let requests: u64 = runs.iter().map(|r| r.requests).sum();
-    let failed: u64 = runs.iter().map(|r| r.failed).sum();
+    // Saturating: a report's counts are untrusted, and a plain sum panics on overflow.
+    let requests = runs.iter().fold(0u64, |a, r| a.saturating_add(r.requests));
+    let failed = runs.iter().fold(0u64, |a, r| a.saturating_add(r.failed));
     // Contamination is known for the pool only when every run counted it.
-    let contaminated = runs.iter().map(|r| r.contaminated).sum::<Option<u64>>();
+    let contaminated = runs
+        .iter()
+        .try_fold(0u64, |a, r| r.contaminated.map(|c| a.saturating_add(c)));
     FailureRate {
         runs: runs.iter().map(|r| r.key.clone()).collect(),
         requests,
@@ -45,6 +54,7 @@ fn rate(runs: &[&RunCounts], confidence: f64) -> FailureRate {
 fn against(counts: FailureRate, baseline: Option<&FailureRate>, alpha: f64) -> CandidateTurnover {
     let vs_baseline = baseline
         .filter(|b| b.requests > 0 && counts.requests > 0)
+        .filter(|b| b.requests.max(counts.requests) <= MAX_EXACT_REQUESTS)
         .map(|b| stats::fisher_exact(counts.failed, counts.requests, b.failed, b.requests));
     let non_inferior =
         vs_baseline.map(|t| t.p_candidate_worse >= alpha && counts.contaminated.unwrap_or(0) == 0);
@@ -159,6 +169,10 @@ pub fn non_inferior_gate(cmp: &TurnoverComparison) -> Gate {
                         .contaminated
                         .map_or_else(|| "not counted".to_string(), |n| n.to_string()),
                 ),
+                (None, Some(b)) => format!(
+                    "{} of {} failed vs baseline {} of {}: no exact test (a side without requests, or more than {MAX_EXACT_REQUESTS})",
+                    c.counts.failed, c.counts.requests, b.failed, b.requests,
+                ),
                 _ => format!(
                     "no baseline turnover run named `{}` to compare with",
                     g.name
@@ -230,6 +244,44 @@ mod tests {
         let cmp = compare_turnover(&b, &c, 0.05, 0.95);
         assert!(!strict_gate(&c).passed);
         assert!(!non_inferior_gate(&cmp).passed);
+    }
+
+    #[test]
+    fn untrusted_counts_neither_overflow_nor_hang() {
+        // Found by review, then replayed through `fuzzing::report`: two runs of
+        // 2^63 requests overflowed the pooled sum (a panic in debug builds).
+        let huge = run("baseline_turnover_repeat", 1 << 63, 0);
+        let b = [run("baseline_turnover", 1 << 63, 0), huge];
+        let c = [run("candidate_turnover", 60, 1)];
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let base = cmp.groups[0].baseline.as_ref().expect("pooled baseline");
+        assert_eq!(base.requests, u64::MAX);
+        // Found by review, confirmed with the report fuzz target (past its
+        // timeout): Fisher's test over 10^12 requests and 5·10^11 failures per
+        // side ran for minutes. Beyond MAX_EXACT_REQUESTS there is no test, and
+        // the gate says why instead of passing.
+        let big = 1_000_000_000_000;
+        let b = [run("baseline_turnover", big, big / 2)];
+        let c = [run("candidate_turnover", big, big / 2)];
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let cand = &cmp.groups[0].candidate_runs[0];
+        assert_eq!((cand.vs_baseline, cand.non_inferior), (None, None));
+        let gate = non_inferior_gate(&cmp);
+        assert!(!gate.passed);
+        assert!(
+            gate.parts[0].reason.contains("no exact test"),
+            "{}",
+            gate.parts[0].reason
+        );
+        // At the bound the test still runs.
+        let n = MAX_EXACT_REQUESTS;
+        let cmp = compare_turnover(
+            &[run("baseline_turnover", n, 1)],
+            &[run("candidate_turnover", n, 0)],
+            0.05,
+            0.95,
+        );
+        assert_eq!(cmp.groups[0].candidate_runs[0].non_inferior, Some(true));
     }
 
     #[test]

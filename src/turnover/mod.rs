@@ -227,7 +227,8 @@ impl TurnoverSpec {
 
     pub fn max_tokens(&self) -> u64 {
         self.max_tokens.unwrap_or(match self.prompt_style() {
-            PromptStyle::Words => 2 * self.words as u64 + 16,
+            // Saturating: `words` comes from the suite (i64::MAX overflowed here).
+            PromptStyle::Words => (self.words as u64).saturating_mul(2).saturating_add(16),
             PromptStyle::Sentence => 64,
         })
     }

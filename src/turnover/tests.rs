@@ -52,6 +52,13 @@ fn spec_defaults_and_labels() {
 }
 
 #[test]
+fn huge_word_count_saturates_max_tokens() {
+    // Found by review, replayed through `fuzzing::plan`: 2 × words + 16 overflowed.
+    let s = spec("name = \"w\"\ncontract = \"words\"\nwords = 9223372036854775807\n");
+    assert_eq!(s.max_tokens(), u64::MAX);
+}
+
+#[test]
 fn spec_rejects_nonsense_with_its_name() {
     let bad = |text: &str| {
         let table: toml::Table = toml::from_str(text).unwrap();

@@ -24,8 +24,20 @@ fn md(s: &str) -> String {
 }
 
 fn code(s: &str) -> String {
-    // Inline code cannot escape backticks; replace them, and pipes break tables.
-    format!("`{}`", s.replace('`', "'").replace('|', "\\|"))
+    // Inside a code span a backslash is literal, yet GitHub's table splitter
+    // still reads `\\|` as an escaped backslash then a bare pipe: such text
+    // goes out as escaped plain text instead.
+    if s.contains('\\') {
+        return md(s);
+    }
+    // Inline code cannot escape backticks; replace them. Pipes and line breaks
+    // break tables (a line break in a metric name split its row: found by fuzzing).
+    format!(
+        "`{}`",
+        s.replace('`', "'")
+            .replace(['\n', '\r'], " ")
+            .replace('|', "\\|")
+    )
 }
 
 fn mark(p: Option<bool>) -> &'static str {
@@ -294,4 +306,18 @@ pub(super) fn render(v: &View) -> String {
         let _ = writeln!(out, "\n> **warning:** {}", md(w));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_spans_keep_table_rows_whole() {
+        // Found by fuzzing: a metric name with a line break split its table row.
+        assert_eq!(code("e2e_\np50|x"), "`e2e_ p50\\|x`");
+        assert_eq!(code("a`b"), "`a'b`");
+        // A backslash before a pipe would pair with the pipe's escape.
+        assert_eq!(code("a\\|b"), "a\\\\\\|b");
+    }
 }
