@@ -193,6 +193,25 @@ fn wrong_types_and_schema_are_named() {
 }
 
 #[test]
+fn hostile_strings_cannot_drive_the_terminal() {
+    let mut v = seed();
+    let text = serde_json::to_string(&v).unwrap();
+    // An escape sequence that would clear the screen, a carriage return that
+    // would overwrite a verdict, and a bidi override, in names the renderer shows.
+    let hostile = text.replace("capacity-4k", r"cap\u001b[2J\r\u202eacity-4k");
+    assert_ne!(hostile, text);
+    v = serde_json::from_str(&hostile).unwrap();
+    for color in [false, true] {
+        let t = report::terminal(&v, color);
+        assert!(!t.contains("\x1b[2J") && !t.contains('\r') && !t.contains('\u{202e}'));
+        assert!(
+            t.contains("cap\\u{001b}[2J\\u{000d}\\u{202e}acity-4k"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
 fn seed_renders_in_the_terminal() {
     let t = report::terminal(&seed(), false);
     for needle in [

@@ -260,6 +260,11 @@ pub(crate) fn toml_error_message(text: &str, e: &toml::de::Error) -> String {
     }
 }
 
+/// Most bootstrap resamples a policy may ask for: 100 × the default, far past
+/// any gain in precision; beyond it `compare` would run for hours (and hold
+/// one f64 per resample).
+pub const MAX_BOOTSTRAP_ITERATIONS: usize = 1_000_000;
+
 /// Best-effort dotted name of the field at `span` for toml's own errors,
 /// which give a span but no key path: the key on that line, under the
 /// nearest `[table]` / `[[array]]` header above it.
@@ -496,12 +501,15 @@ impl RawPolicy {
             if let Some(it) = &b.iterations {
                 bootstrap.iterations = usize::try_from(*it.get_ref())
                     .ok()
-                    .filter(|n| *n > 0)
+                    .filter(|n| (1..=MAX_BOOTSTRAP_ITERATIONS).contains(n))
                     .ok_or_else(|| {
                         err(
                             it.span(),
                             "bootstrap.iterations".into(),
-                            format!("{} is not a positive count", it.get_ref()),
+                            format!(
+                                "{} is not a count from 1 to {MAX_BOOTSTRAP_ITERATIONS}",
+                                it.get_ref()
+                            ),
                         )
                     })?;
             }
@@ -630,6 +638,11 @@ mod tests {
             ("[turnover]\nalpah = 0.1\n", 2, "turnover.alpah"),
             ("[turnover]\nalpha = 1.5\n", 2, "turnover.alpha"),
             ("[bootstrap]\niterations = 0\n", 2, "bootstrap.iterations"),
+            (
+                "[bootstrap]\niterations = 1000000000000\n",
+                2,
+                "bootstrap.iterations",
+            ),
             (
                 "[[metric]]\nname = \"a_p50_ms\"\n[[metric]]\nname = \"queue_depth\"\n",
                 4,

@@ -37,7 +37,38 @@ impl ReportSource for Report {
 /// Aligned tables per cell, the turnover table and the gate summary; ANSI
 /// colour only when `color`.
 pub fn terminal<R: ReportSource + ?Sized>(report: &R, color: bool) -> String {
-    terminal::render(&view::View::from_value(&report.report_json()), color)
+    // A report is untrusted text: its strings must not drive the terminal.
+    let shown = printable(&report.report_json());
+    terminal::render(&view::View::from_value(&shown), color)
+}
+
+/// `v` with every string (and key) made safe to print on a terminal: control
+/// characters (ESC sequences, CR, BEL, newlines that would break a table) and
+/// bidirectional overrides become visible `\u{…}` escapes.
+fn printable(v: &Value) -> Value {
+    fn text(s: &str) -> String {
+        let unsafe_char = |c: char| {
+            c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        };
+        if !s.chars().any(unsafe_char) {
+            return s.to_string();
+        }
+        s.chars()
+            .map(|c| {
+                if unsafe_char(c) {
+                    format!("\\u{{{:04x}}}", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    }
+    match v {
+        Value::String(s) => Value::String(text(s)),
+        Value::Array(a) => Value::Array(a.iter().map(printable).collect()),
+        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (text(k), printable(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
