@@ -73,22 +73,6 @@ pub enum Fault {
     MissingDone,
 }
 
-impl Fault {
-    /// Faults applied while forwarding the upstream stream event by event.
-    fn is_event_fault(self) -> bool {
-        matches!(
-            self,
-            Fault::ResetAfter(_)
-                | Fault::StallAfter(_)
-                | Fault::MalformedEvent(_)
-                | Fault::OversizedEvent { .. }
-                | Fault::ErrorInStream(_)
-                | Fault::DuplicateDone
-                | Fault::MissingDone
-        )
-    }
-}
-
 /// The data of the event [`Fault::MalformedEvent`] inserts: JSON cut off mid-string.
 pub const MALFORMED_DATA: &str = r#"{"choices":[{"index":0,"delta":{"content":"trunc"#;
 /// The message of the error object [`Fault::ErrorInStream`] inserts.
@@ -355,6 +339,7 @@ async fn respond(
     let head = response_head(&resp);
 
     let end = match event.fault {
+        // Status was answered above; Delay waited before the upstream call.
         Fault::Pass | Fault::Status(_) | Fault::Delay(_) => {
             sock.write_all(head.as_bytes()).await?;
             while let Some(chunk) = resp.chunk().await? {
@@ -395,8 +380,8 @@ async fn respond(
             sock.write_all(out.as_bytes()).await?;
             End::Close
         }
+        // The rest act between the upstream stream's events.
         fault => {
-            debug_assert!(fault.is_event_fault());
             sock.write_all(head.as_bytes()).await?;
             forward_events(sock, &mut resp, fault, event).await?
         }

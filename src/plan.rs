@@ -406,7 +406,7 @@ struct RawHook {
     command: Option<Vec<String>>,
     url: Option<String>,
     bearer_env: Option<String>,
-    timeout_s: Option<f64>,
+    timeout_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -711,17 +711,7 @@ fn hook(
     let h = h.into_inner();
     // Bounded like every other duration here: `Duration::from_secs_f64` panics
     // on 1e300 (found by review, replayed through `fuzzing::plan`).
-    let timeout = match h.timeout_s {
-        None => Duration::from_secs(30),
-        Some(t) if t.is_finite() && t > 0.0 && t < 1e7 => Duration::from_secs_f64(t),
-        Some(t) => {
-            return Err(err(
-                Some(span),
-                "readmission.hook.timeout_s",
-                format!("must be a positive number of seconds, got {t}"),
-            ));
-        }
-    };
+    let timeout = seconds(h.timeout_s, 30.0, "readmission.hook.timeout_s", err)?;
     match (h.command, h.url) {
         (Some(argv), None) => {
             let Some(first) = argv.first() else {

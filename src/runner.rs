@@ -288,11 +288,10 @@ async fn run_turnover(
     previous: &[RequestRecord],
     quiet: bool,
 ) -> Result<Vec<crate::artifact::TurnoverRun>> {
-    let specs = crate::turnover::TurnoverSpec::from_tables(&suite.turnover)
-        .with_context(|| format!("suite '{}': [[turnover]]", suite.name))?;
     let mut runs = Vec::new();
     let mut write_err: Option<anyhow::Error> = None;
-    for mut spec in specs {
+    // Parsed and checked when the suite was loaded.
+    for mut spec in suite.turnover_specs.iter().cloned() {
         if spec.model.is_none() {
             spec.model = Some(model.to_string());
         }

@@ -15,9 +15,12 @@ pub struct Suite {
     pub description: String,
     #[serde(default, rename = "cell")]
     pub cells: Vec<CellSpec>,
-    /// Turnover runs, parsed by `crate::turnover`.
+    /// Turnover runs as written; `turnover_specs` holds them checked.
     #[serde(default)]
     pub turnover: Vec<toml::Table>,
+    /// `turnover`, parsed and validated by `parse`.
+    #[serde(skip)]
+    pub turnover_specs: Vec<crate::turnover::TurnoverSpec>,
     /// The model's Hugging Face `tokenizer.json`, for sizing prompts; a
     /// relative path is relative to the suite file (resolved by `load`).
     #[serde(default)]
@@ -158,16 +161,31 @@ impl CellSpec {
 
 impl Suite {
     pub fn parse(text: &str, origin: &str) -> Result<Suite> {
-        let suite: Suite = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
-        let lines = TableLines::of(text);
-        suite.validate(&lines).with_context(|| origin.to_string())?;
-        // Turnover tables are checked now, not after the cells have run.
-        for (i, t) in suite.turnover.iter().enumerate() {
-            crate::turnover::TurnoverSpec::from_table(t)
-                .with_context(|| format!("{origin}: line {}: [[turnover]]", lines.turnover(i)))?;
+        let mut suite: Suite =
+            toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        // Lines are only needed to report an error: found then, not before.
+        let at = |which: fn(&TableLines) -> &Vec<usize>, kind: &str, i: usize| {
+            let line = which(&TableLines::of(text))
+                .get(i)
+                .map_or("?".into(), usize::to_string);
+            format!("{origin}: line {line}: [[{kind}]]")
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, c) in suite.cells.iter().enumerate() {
+            c.validate(&mut seen)
+                .with_context(|| at(|l| &l.cells, "cell", i))?;
         }
-        crate::turnover::TurnoverSpec::from_tables(&suite.turnover)
+        // Turnover tables are checked now, not after the cells have run.
+        let mut specs = Vec::with_capacity(suite.turnover.len());
+        for (i, t) in suite.turnover.iter().enumerate() {
+            specs.push(
+                crate::turnover::TurnoverSpec::from_table(t)
+                    .with_context(|| at(|l| &l.turnover, "turnover", i))?,
+            );
+        }
+        crate::turnover::TurnoverSpec::check_unique(&specs)
             .with_context(|| format!("{origin}: [[turnover]]"))?;
+        suite.turnover_specs = specs;
         Ok(suite)
     }
 
@@ -180,15 +198,6 @@ impl Suite {
             suite.tokenizer = Some(dir.join(t));
         }
         Ok((suite, text))
-    }
-
-    fn validate(&self, lines: &TableLines) -> Result<()> {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, c) in self.cells.iter().enumerate() {
-            c.validate(&mut seen)
-                .with_context(|| format!("line {}: [[cell]]", lines.cell(i)))?;
-        }
-        Ok(())
     }
 }
 
@@ -221,14 +230,6 @@ impl TableLines {
                 .map(|t| line(t.span().start))
                 .collect(),
         }
-    }
-
-    fn cell(&self, i: usize) -> String {
-        self.cells.get(i).map_or("?".into(), usize::to_string)
-    }
-
-    fn turnover(&self, i: usize) -> String {
-        self.turnover.get(i).map_or("?".into(), usize::to_string)
     }
 }
 

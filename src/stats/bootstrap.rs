@@ -163,28 +163,30 @@ pub fn bootstrap_delta_ci(
 /// minutes into well under a second. Below it, the exact method is cheap.
 pub const RANK_SAMPLING_MIN_N: usize = 20_000;
 
-/// One side of the bootstrap: sorted values and the method fit for their count.
-struct Resampler<'a> {
-    sorted: &'a [f64],
-    /// Draw counts for the exact method; empty when ranks are sampled.
-    counts: Vec<u32>,
+/// One side of the bootstrap, with the method fit for its size.
+enum Resampler<'a> {
+    /// Draw each resample in full; `counts` is the reused draw-count buffer.
+    Exact { sorted: &'a [f64], counts: Vec<u32> },
+    /// Draw each resample's median by its rank.
+    Ranked(&'a [f64]),
 }
 
 impl<'a> Resampler<'a> {
     fn new(sorted: &'a [f64]) -> Self {
-        let counts = if sorted.len() >= RANK_SAMPLING_MIN_N {
-            Vec::new()
+        if sorted.len() >= RANK_SAMPLING_MIN_N {
+            Resampler::Ranked(sorted)
         } else {
-            vec![0; sorted.len()]
-        };
-        Resampler { sorted, counts }
+            Resampler::Exact {
+                sorted,
+                counts: vec![0; sorted.len()],
+            }
+        }
     }
 
     fn median(&mut self, rng: &mut Xoshiro256) -> f64 {
-        if self.sorted.len() >= RANK_SAMPLING_MIN_N {
-            rank_sampled_median(self.sorted, rng)
-        } else {
-            resampled_median(self.sorted, &mut self.counts, rng)
+        match self {
+            Resampler::Exact { sorted, counts } => resampled_median(sorted, counts, rng),
+            Resampler::Ranked(sorted) => rank_sampled_median(sorted, rng),
         }
     }
 }

@@ -160,12 +160,18 @@ impl TurnoverSpec {
             .iter()
             .map(TurnoverSpec::from_table)
             .collect::<Result<Vec<_>>>()?;
+        TurnoverSpec::check_unique(&specs)?;
+        Ok(specs)
+    }
+
+    /// Turnover names must be unique within a suite.
+    pub fn check_unique(specs: &[TurnoverSpec]) -> Result<()> {
         for (i, s) in specs.iter().enumerate() {
             if specs[..i].iter().any(|o| o.name == s.name) {
                 bail!("turnover '{}' is defined twice", s.name);
             }
         }
-        Ok(specs)
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<()> {
