@@ -105,6 +105,7 @@ fn artifact(label: &str, cells: Vec<CellResult>) -> RunArtifact {
         method: Default::default(),
         cells,
         turnover: Vec::new(),
+        schedule: None,
     }
 }
 

@@ -7,8 +7,19 @@ use crate::record::{Outcome, RequestRecord};
 use crate::stats;
 use crate::suite::CellSpec;
 
-/// Aggregate one cell's records (any order; sorted by index here).
+/// Aggregate one cell's records (any order; sorted by index here), all in one cluster.
 pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
+    cell_clustered(spec, records, |_| 0)
+}
+
+/// [`cell`], with each request's cluster (its pass, process lifetime or
+/// interleaved block) kept beside every sample value it gives, so `compare`
+/// can resample clusters. A single cluster writes no `sample_clusters`.
+pub fn cell_clustered(
+    spec: &CellSpec,
+    records: &[RequestRecord],
+    cluster_of: impl Fn(&RequestRecord) -> u32,
+) -> CellResult {
     let mut recs: Vec<&RequestRecord> = records.iter().filter(|r| r.cell == spec.name).collect();
     recs.sort_by_key(|r| r.index);
 
@@ -27,6 +38,8 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
     // One column per metric, filled in request order; keyed only at the end
     // (a map entry per push would allocate a key per request and metric).
     let mut cols: [Vec<f64>; COLUMNS.len()] = std::array::from_fn(|_| Vec::with_capacity(ok.len()));
+    let mut clusters: [Vec<u32>; COLUMNS.len()] =
+        std::array::from_fn(|_| Vec::with_capacity(ok.len()));
     let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
     for r in &ok {
         let d = r.capture.derived();
@@ -41,13 +54,29 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
             r.capture.prompt_tokens.map(|v| v as f64),
             r.capture.completion_tokens.map(|v| v as f64),
         ];
-        for (col, v) in cols.iter_mut().zip(row) {
+        let k = cluster_of(r);
+        for ((col, cl), v) in cols.iter_mut().zip(clusters.iter_mut()).zip(row) {
             if let Some(v) = v.filter(|v| v.is_finite()) {
                 col.push(v);
+                cl.push(k);
             }
         }
         itl.extend(r.capture.itl_ms());
     }
+    let multi_cluster = clusters
+        .iter()
+        .flatten()
+        .any(|&k| k != clusters_first(&clusters));
+    let sample_clusters: BTreeMap<String, Vec<u32>> = if multi_cluster {
+        COLUMNS
+            .iter()
+            .zip(clusters)
+            .filter(|(k, v)| !v.is_empty() && GATING_SAMPLES.contains(k))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let samples: BTreeMap<String, Vec<f64>> = COLUMNS
         .iter()
         .zip(cols)
@@ -129,7 +158,12 @@ pub fn cell(spec: &CellSpec, records: &[RequestRecord]) -> CellResult {
             .filter(|(k, _)| GATING_SAMPLES.contains(&k.as_str()))
             .collect(),
         tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
+        sample_clusters,
     }
+}
+
+fn clusters_first(clusters: &[Vec<u32>]) -> u32 {
+    clusters.iter().flatten().next().copied().unwrap_or(0)
 }
 
 /// Per-request metrics, in the order of the row built for each request in [`cell`].

@@ -30,6 +30,38 @@ pub struct RunArtifact {
     pub cells: Vec<CellResult>,
     #[serde(default)]
     pub turnover: Vec<TurnoverRun>,
+    /// How this side's requests were scheduled against the other runtime's;
+    /// absent (a plain `infergate run`) means one pass, [`Schedule::Single`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// How the requests of the two runtimes were placed in time. `compare` picks
+/// its resampling from it: what varies between clusters (passes, restarts,
+/// drift) must be inside the interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    /// One pass per side at different times: nothing in the data measures the
+    /// drift between them.
+    Single,
+    /// Whole passes in A B B A order, each a fresh start: each pass (and each
+    /// process lifetime) is a cluster of its side.
+    AlternatingPasses,
+    /// Both runtimes up at once, a cell's requests alternating between them in
+    /// short windows of one timeline; block `k` of the baseline and block `k`
+    /// of the candidate ran next to each other (cluster ids are shared).
+    Interleaved,
+}
+
+impl Schedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schedule::Single => "single",
+            Schedule::AlternatingPasses => "alternating_passes",
+            Schedule::Interleaved => "interleaved",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -117,6 +149,10 @@ pub struct CellResult {
     /// True when any request's completion tokens were counted client-side.
     #[serde(default)]
     pub tokens_estimated: bool,
+    /// The cluster (pass, process lifetime or interleaved block) of each value
+    /// in `samples[k]`, same key, order and length. Absent: one cluster.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sample_clusters: BTreeMap<String, Vec<u32>>,
 }
 
 /// One turnover run, in the seed's shape (extra fields are additions).

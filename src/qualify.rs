@@ -24,7 +24,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::artifact::RunArtifact;
+use crate::artifact::{RunArtifact, Schedule};
 use crate::driver::container::Docker;
 use crate::ledger::{Entry, Ledger, Status};
 use crate::lifecycle::{self, Ctx, Handle};
@@ -795,7 +795,9 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         .map(|spec| {
             let mut pooled = spec.clone();
             pooled.requests = spec.requests * dirs.len();
-            aggregate::cell(&pooled, &records)
+            // Each pass is a fresh start of the runtime: a cluster of its own.
+            let per_pass = spec.requests;
+            aggregate::cell_clustered(&pooled, &records, |r| (r.index / per_pass) as u32)
         })
         .collect();
     let mut turnover = Vec::new();
@@ -824,6 +826,7 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         method,
         cells,
         turnover,
+        schedule: Some(Schedule::AlternatingPasses),
     })
 }
 

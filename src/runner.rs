@@ -274,6 +274,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         },
         cells: results,
         turnover,
+        schedule: None,
     };
     atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
     Ok(artifact)

@@ -85,6 +85,7 @@ fn cell(
         metrics,
         samples,
         tokens_estimated: false,
+        sample_clusters: BTreeMap::new(),
     }
 }
 
@@ -128,6 +129,7 @@ fn artifact(
         method: BTreeMap::new(),
         cells,
         turnover,
+        schedule: None,
     }
 }
 
