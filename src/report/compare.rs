@@ -516,6 +516,7 @@ pub fn compare(
             candidate: c_runs.iter().map(|r| turnover_report(r)).collect(),
         },
         human_decision: PENDING.to_string(),
+        performance_outcome: None,
         turnover_gate: Some(TurnoverGateResult {
             mode,
             passed: turnover_gate_passed,

@@ -16,7 +16,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::artifact::{Provenance, TurnoverFailure};
-use crate::stats::{Direction, ExactTest, Interval, Verdict};
+use crate::stats::{Direction, ExactTest, GateOutcome, Interval, Verdict};
 
 use super::policy::TurnoverGateMode;
 
@@ -104,6 +104,10 @@ pub struct Report {
     pub human_decision: String,
 
     // ---- additions ----
+    /// The performance gate decided from confidence bounds (pass, fail,
+    /// inconclusive); see `statistics.evidence_rule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance_outcome: Option<GateOutcome>,
     /// Which turnover gate the policy counts toward qualification, and its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turnover_gate: Option<TurnoverGateResult>,

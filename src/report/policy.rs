@@ -129,6 +129,9 @@ pub struct Policy {
     pub metrics: Vec<MetricSpec>,
     pub turnover: TurnoverPolicy,
     pub bootstrap: BootstrapConfig,
+    /// Looks at the data the experiment may take before it stops (adaptive
+    /// mode); each look spends `alpha / sequential_looks`. 1: a fixed-size run.
+    pub sequential_looks: usize,
 }
 
 impl Default for Policy {
@@ -145,6 +148,7 @@ impl Default for Policy {
                 confidence: DEFAULT_TURNOVER_CONFIDENCE,
             },
             bootstrap: BootstrapConfig::default(),
+            sequential_looks: 1,
         }
     }
 }
@@ -530,6 +534,7 @@ impl RawPolicy {
             metrics,
             turnover,
             bootstrap,
+            sequential_looks: 1,
         })
     }
 }

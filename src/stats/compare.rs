@@ -88,6 +88,28 @@ impl Interval {
     }
 }
 
+/// A gate decided by evidence: three outcomes, never a guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateOutcome {
+    /// Confidently no worse than the margin.
+    Pass,
+    /// Confidently worse than the margin.
+    Fail,
+    /// Neither: more data would decide it.
+    Inconclusive,
+}
+
+impl GateOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateOutcome::Pass => "pass",
+            GateOutcome::Fail => "fail",
+            GateOutcome::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// What the evidence says about one metric of one cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

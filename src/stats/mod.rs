@@ -23,7 +23,7 @@ pub use bootstrap::{
     median_delta_percent, requests_to_resolve,
 };
 pub use compare::{
-    Direction, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
+    Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 pub use percentile::{
