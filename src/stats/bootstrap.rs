@@ -131,17 +131,32 @@ pub fn bootstrap_delta_ci(
     candidate: &[f64],
     cfg: &BootstrapConfig,
 ) -> Option<Interval> {
-    let base = sorted_finite(baseline);
-    let cand = sorted_finite(candidate);
-    if base.is_empty() || cand.is_empty() || cfg.iterations == 0 {
-        return None;
-    }
     if !(cfg.confidence > 0.0 && cfg.confidence < 1.0) {
         return None;
     }
+    let deltas =
+        independent_median_deltas(&sorted_finite(baseline), &sorted_finite(candidate), cfg)?;
+    let alpha = 1.0 - cfg.confidence;
+    Some(Interval {
+        low: percentile_sorted(&deltas, alpha / 2.0)?,
+        high: percentile_sorted(&deltas, 1.0 - alpha / 2.0)?,
+        confidence: cfg.confidence,
+    })
+}
+
+/// The sorted resampled median deltas behind [`bootstrap_delta_ci`], from
+/// sorted finite sides. `None` as there (confidence is not used here).
+pub(super) fn independent_median_deltas(
+    base: &[f64],
+    cand: &[f64],
+    cfg: &BootstrapConfig,
+) -> Option<Vec<f64>> {
+    if base.is_empty() || cand.is_empty() || cfg.iterations == 0 {
+        return None;
+    }
     let mut rng = Xoshiro256::new(cfg.seed);
-    let mut base_side = Resampler::new(&base);
-    let mut cand_side = Resampler::new(&cand);
+    let mut base_side = Resampler::new(base);
+    let mut cand_side = Resampler::new(cand);
     let mut deltas = Vec::with_capacity(cfg.iterations);
     for _ in 0..cfg.iterations {
         let mb = base_side.median(&mut rng);
@@ -149,12 +164,16 @@ pub fn bootstrap_delta_ci(
         deltas.push(delta_percent(mb, mc)?);
     }
     deltas.sort_unstable_by(f64::total_cmp);
-    let alpha = 1.0 - cfg.confidence;
-    Some(Interval {
-        low: percentile_sorted(&deltas, alpha / 2.0)?,
-        high: percentile_sorted(&deltas, 1.0 - alpha / 2.0)?,
-        confidence: cfg.confidence,
-    })
+    Some(deltas)
+}
+
+/// [`rank_sampled_median`] for any quantile `q`: the resample's q-quantile
+/// has rank ≈ `Binomial`-driven, normal with mean `n·q` and s.d. `√(n·q(1−q))`.
+pub(super) fn rank_sampled_quantile(sorted: &[f64], q: f64, rng: &mut Xoshiro256) -> f64 {
+    let n = sorted.len() as f64;
+    let z = standard_normal(rng);
+    let j = (n * q + z * (n * q * (1.0 - q)).sqrt()).floor();
+    sorted[j.clamp(0.0, n - 1.0) as usize]
 }
 
 /// From this many values on, a resample's median is drawn by its rank

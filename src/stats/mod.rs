@@ -14,6 +14,7 @@
 
 mod bootstrap;
 mod compare;
+pub mod evidence;
 mod exact;
 mod percentile;
 pub mod special;
@@ -24,6 +25,10 @@ pub use bootstrap::{
 };
 pub use compare::{
     Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
+};
+pub use evidence::{
+    Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, alpha_levels, bootstrap_deltas,
+    combine, newcombe_difference,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 pub use percentile::{

@@ -1,0 +1,544 @@
+//! Evidence for gates: a bootstrap that resamples what actually varies
+//! (requests, and the clusters they came in), one-sided confidence bounds
+//! against a margin, a drift floor where the data cannot see drift, the
+//! three-way outcome, and how many requests would decide an undecided one.
+//!
+//! Everything is in *worse-change* percent: the change of a metric in its
+//! worse direction (latency as is, throughput negated), so "≤ T" always means
+//! "no more than T percent worse".
+
+use serde::{Deserialize, Serialize};
+
+use super::bootstrap::{independent_median_deltas, rank_sampled_quantile};
+use super::percentile::{percentile_sorted, sorted_finite};
+use super::special::{chi_square_quantile_approx, normal_quantile, t_quantile};
+use super::{BootstrapConfig, Direction, GateOutcome, delta_percent};
+
+/// How the bootstrap draws a side's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resampling {
+    /// Requests as independent draws, each side on its own.
+    Independent,
+    /// Two stages per side: clusters (passes, process lifetimes, time blocks)
+    /// with replacement, then requests within each drawn cluster. Between-
+    /// cluster variance is inside the interval.
+    Clustered,
+    /// Interleaved blocks shared by both sides: block ids drawn once per
+    /// iteration for both sides together, then requests within each side's
+    /// block. Drift common to a block cancels in the delta.
+    Paired,
+}
+
+impl Resampling {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Resampling::Independent => {
+                "requests resampled with replacement, each side independently"
+            }
+            Resampling::Clustered => {
+                "two-stage cluster bootstrap per side: clusters (passes, process lifetimes or time blocks) with replacement, then requests within each drawn cluster"
+            }
+            Resampling::Paired => {
+                "paired block bootstrap: interleaved block ids drawn with replacement once for both sides, then requests within each side's drawn blocks"
+            }
+        }
+    }
+}
+
+/// One side's values of a sample, with the cluster of each (same length).
+#[derive(Debug, Clone, Copy)]
+pub struct Clustered<'a> {
+    pub values: &'a [f64],
+    /// `None`: every value in one cluster.
+    pub clusters: Option<&'a [u32]>,
+}
+
+impl<'a> Clustered<'a> {
+    pub fn flat(values: &'a [f64]) -> Self {
+        Clustered {
+            values,
+            clusters: None,
+        }
+    }
+
+    /// Values grouped by cluster id, groups in ascending id order; non-finite
+    /// values dropped. `None` when the cluster list has the wrong length.
+    fn groups(&self) -> Option<Vec<(u32, Vec<f64>)>> {
+        let mut out: Vec<(u32, Vec<f64>)> = Vec::new();
+        match self.clusters {
+            None => out.push((0, self.values.to_vec())),
+            Some(c) => {
+                if c.len() != self.values.len() {
+                    return None;
+                }
+                let mut ids: Vec<u32> = c.to_vec();
+                ids.sort_unstable();
+                ids.dedup();
+                out = ids.into_iter().map(|id| (id, Vec::new())).collect();
+                for (&v, &id) in self.values.iter().zip(c) {
+                    let g = out.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+                    out[g].1.push(v);
+                }
+            }
+        }
+        for (_, g) in &mut out {
+            g.retain(|x| x.is_finite());
+        }
+        out.retain(|(_, g)| !g.is_empty());
+        Some(out)
+    }
+
+    /// Distinct clusters holding at least one finite value.
+    pub fn cluster_count(&self) -> usize {
+        self.groups().map_or(0, |g| g.len())
+    }
+}
+
+/// Smallest cluster count per side from which a clustered interval is taken
+/// to carry the between-cluster variance: with two clusters a two-stage
+/// bootstrap sees almost none of it.
+pub const MIN_CLUSTERS: usize = 3;
+
+/// The sorted bootstrap distribution of `delta_percent(q(baseline*), q(candidate*))`.
+///
+/// `Independent` at `q = 0.5` is exactly [`super::bootstrap_delta_ci`]'s
+/// stream (same seed, same resamples). `Paired` needs every block on both
+/// sides; otherwise it gives `None` (the caller falls back to `Clustered`).
+/// `None` also when a side is empty, `iterations` is 0, `q` is outside
+/// [0, 1], or a resampled baseline statistic is 0.
+pub fn bootstrap_deltas(
+    baseline: Clustered,
+    candidate: Clustered,
+    q: f64,
+    resampling: Resampling,
+    iterations: usize,
+    seed: u64,
+) -> Option<Vec<f64>> {
+    if iterations == 0 || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    match resampling {
+        Resampling::Independent => {
+            let b = sorted_finite(baseline.values);
+            let c = sorted_finite(candidate.values);
+            if q == 0.5 {
+                let cfg = BootstrapConfig {
+                    iterations,
+                    confidence: 0.95,
+                    seed,
+                };
+                return independent_median_deltas(&b, &c, &cfg);
+            }
+            let bg = [(0, b)];
+            let cg = [(0, c)];
+            clustered_deltas(&bg, &cg, q, iterations, seed)
+        }
+        Resampling::Clustered => {
+            let (bg, cg) = (baseline.groups()?, candidate.groups()?);
+            clustered_deltas(&bg, &cg, q, iterations, seed)
+        }
+        Resampling::Paired => paired_deltas(baseline, candidate, q, iterations, seed),
+    }
+}
+
+fn clustered_deltas(
+    base: &[(u32, Vec<f64>)],
+    cand: &[(u32, Vec<f64>)],
+    q: f64,
+    iterations: usize,
+    seed: u64,
+) -> Option<Vec<f64>> {
+    if base.is_empty() || cand.is_empty() {
+        return None;
+    }
+    let mut rng = super::Xoshiro256::new(seed);
+    let (mut bb, mut cb) = (Vec::new(), Vec::new());
+    let mut out = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let vb = two_stage(base, &mut bb, q, &mut rng)?;
+        let vc = two_stage(cand, &mut cb, q, &mut rng)?;
+        out.push(delta_percent(vb, vc)?);
+    }
+    out.sort_unstable_by(f64::total_cmp);
+    Some(out)
+}
+
+/// One two-stage resample of `groups`' statistic. Big single groups take the
+/// rank shortcut (see [`rank_sampled_quantile`]).
+fn two_stage(
+    groups: &[(u32, Vec<f64>)],
+    buf: &mut Vec<f64>,
+    q: f64,
+    rng: &mut super::Xoshiro256,
+) -> Option<f64> {
+    if let [(_, only)] = groups
+        && only.len() >= super::bootstrap::RANK_SAMPLING_MIN_N
+    {
+        // Sorted once by the caller's sorted_finite (Independent) — or sort here.
+        if only.is_sorted_by(|a, b| a <= b) {
+            return Some(rank_sampled_quantile(only, q, rng));
+        }
+    }
+    buf.clear();
+    let g = groups.len() as u64;
+    for _ in 0..groups.len() {
+        let (_, vals) = &groups[rng.below(g) as usize];
+        draw_within(vals, buf, rng);
+    }
+    quantile_in_place(buf, q)
+}
+
+fn draw_within(vals: &[f64], buf: &mut Vec<f64>, rng: &mut super::Xoshiro256) {
+    let n = vals.len() as u64;
+    for _ in 0..vals.len() {
+        buf.push(vals[rng.below(n) as usize]);
+    }
+}
+
+fn paired_deltas(
+    baseline: Clustered,
+    candidate: Clustered,
+    q: f64,
+    iterations: usize,
+    seed: u64,
+) -> Option<Vec<f64>> {
+    let (bg, cg) = (baseline.groups()?, candidate.groups()?);
+    let ids: Vec<u32> = bg.iter().map(|(k, _)| *k).collect();
+    if ids.is_empty() || ids != cg.iter().map(|(k, _)| *k).collect::<Vec<_>>() {
+        return None;
+    }
+    let mut rng = super::Xoshiro256::new(seed);
+    let (mut bb, mut cb) = (Vec::new(), Vec::new());
+    let mut out = Vec::with_capacity(iterations);
+    let n = ids.len() as u64;
+    for _ in 0..iterations {
+        bb.clear();
+        cb.clear();
+        for _ in 0..ids.len() {
+            let k = rng.below(n) as usize;
+            draw_within(&bg[k].1, &mut bb, &mut rng);
+            draw_within(&cg[k].1, &mut cb, &mut rng);
+        }
+        let (vb, vc) = (
+            quantile_in_place(&mut bb, q)?,
+            quantile_in_place(&mut cb, q)?,
+        );
+        out.push(delta_percent(vb, vc)?);
+    }
+    out.sort_unstable_by(f64::total_cmp);
+    Some(out)
+}
+
+/// Type-7 quantile of unsorted finite values, reordering them (O(n)).
+fn quantile_in_place(v: &mut [f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let h = (v.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let (_, &mut a, rest) = v.select_nth_unstable_by(lo, f64::total_cmp);
+    let t = h - lo as f64;
+    if t == 0.0 || rest.is_empty() {
+        return Some(a);
+    }
+    let b = rest.iter().copied().fold(f64::INFINITY, f64::min);
+    Some(super::percentile::lerp(a, b, t))
+}
+
+/// The drift floor: between-run variation the data cannot measure, as the
+/// standard deviation (percent) of one pass's statistic around the runtime's
+/// long-run value. A delta of two such passes has √2 times that.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftFloor {
+    pub pass_sd_percent: f64,
+    /// Where the number came from: a calibration file and its date, or the
+    /// policy's default.
+    pub source: String,
+}
+
+/// What the evidence says about one gating metric of one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub outcome: GateOutcome,
+    /// Margin: the tolerated worse change, percent.
+    pub margin_percent: f64,
+    /// Point change in the worse direction.
+    pub worse_change_percent: f64,
+    /// One-sided upper bound of the worse change at `1 − alpha_pass`: at or
+    /// below the margin means *pass* (confidently no worse than T).
+    pub upper_bound_percent: f64,
+    /// One-sided lower bound at `1 − alpha_fail`: above the margin means
+    /// *fail* (confidently worse than T).
+    pub lower_bound_percent: f64,
+    pub alpha_pass: f64,
+    pub alpha_fail: f64,
+    pub resampling: Resampling,
+    /// Drift floor folded into both bounds; `None` when the design measures drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_floor: Option<DriftFloor>,
+    /// Standard error of the worse change, percent (bootstrap, robust: half the
+    /// 15.9–84.1 percentile spread), drift floor included.
+    pub standard_error_percent: f64,
+    /// A true worse change at least this large fails the gate with
+    /// probability ≥ [`POWER`] at this n.
+    pub detectable_regression_percent: f64,
+    /// Requests per side that would decide an inconclusive outcome with
+    /// probability ≥ [`POWER`] if the true change is the point estimate;
+    /// `None` when decided, or when no number of requests can (see `unresolvable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_to_resolve: Option<usize>,
+    /// Why more requests of this design cannot decide it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unresolvable: Option<String>,
+}
+
+/// Power the sample-size and detectable-effect figures aim for.
+pub const POWER: f64 = 0.8;
+/// Above this, `requests_to_resolve` is reported as unresolvable.
+pub const MAX_REQUESTS_TO_RESOLVE: f64 = 1_000_000.0;
+
+/// Levels of the two one-sided bounds for `m` gating (cell, metric) pairs and
+/// `looks` looks at the data.
+///
+/// - *fail* is a union over pairs (any one failing fails the gate): Bonferroni,
+///   `alpha / (m × looks)`, keeps the chance that a runtime no worse than its
+///   margins fails anywhere at or below `alpha`.
+/// - *pass* needs every pair to pass (intersection-union): each at `alpha /
+///   looks` keeps the chance of passing a runtime worse than some margin at
+///   or below `alpha` with no split across pairs.
+/// - Looks: Bonferroni alpha spending over the planned maximum number of
+///   looks, valid under any stopping rule that looks at most that often.
+pub fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
+    let looks = looks.max(1) as f64;
+    let m = m.max(1) as f64;
+    (alpha / looks, alpha / (m * looks))
+}
+
+/// Inputs of [`evidence`] beyond the distribution.
+#[derive(Debug, Clone)]
+pub struct EvidenceInput<'a> {
+    pub direction: Direction,
+    pub margin_percent: f64,
+    pub point_delta_percent: f64,
+    pub alpha_pass: f64,
+    pub alpha_fail: f64,
+    pub resampling: Resampling,
+    pub drift_floor: Option<&'a DriftFloor>,
+    /// Requests per side now (n_eff of the two sides).
+    pub n_eff: f64,
+    /// Independent resampling units behind the distribution: blocks
+    /// (paired), the smaller side's cluster count (clustered), requests
+    /// (independent). Few units make a bootstrap too narrow; see [`evidence`].
+    pub units: usize,
+}
+
+/// The outcome of one gating metric from its sorted bootstrap distribution of
+/// `delta_percent`.
+///
+/// Bounds are percentiles of the worse change; a drift floor `s` (pass SD)
+/// adds `√2·s` in quadrature to each bound's distance from the point
+/// (`w + √(d² + (z·√2·s)²)`), as independent variances add. *fail* if the
+/// lower bound > margin, *pass* if the upper bound ≤ margin, else
+/// *inconclusive*. `None` when the distribution is empty or an input is not finite.
+pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> {
+    let t = inp.margin_percent;
+    let w = inp.direction.worse_change_percent(inp.point_delta_percent);
+    if deltas_sorted.is_empty() || !(w.is_finite() && t.is_finite() && t >= 0.0) {
+        return None;
+    }
+    let (ap, af) = (inp.alpha_pass, inp.alpha_fail);
+    if !(ap > 0.0 && ap < 0.5 && af > 0.0 && af <= ap) {
+        return None;
+    }
+    // Worse-change percentile p of the delta distribution.
+    let worse_q = |p: f64| -> Option<f64> {
+        match inp.direction {
+            Direction::LowerIsBetter => percentile_sorted(deltas_sorted, p),
+            Direction::HigherIsBetter => percentile_sorted(deltas_sorted, 1.0 - p).map(|x| -x),
+        }
+    };
+    let drift_sd = inp
+        .drift_floor
+        .map_or(0.0, |d| std::f64::consts::SQRT_2 * d.pass_sd_percent);
+    let (zp, zf) = (normal_quantile(1.0 - ap), normal_quantile(1.0 - af));
+    // Few units: a bootstrap's spread is short by √((B−1)/B), and its tails
+    // by t_{B−1}/z; both are put back (as a t interval would).
+    let b = inp.units.max(2) as f64;
+    let df = b - 1.0;
+    let shrink = (b / df).sqrt();
+    let (kp, kf) = (
+        shrink * t_quantile(1.0 - ap, df) / zp,
+        shrink * t_quantile(1.0 - af, df) / zf,
+    );
+    let up = worse_q(1.0 - ap)?;
+    let lo = worse_q(af)?;
+    let upper = w + ((kp * (up - w).max(0.0)).powi(2) + (zp * drift_sd).powi(2)).sqrt();
+    let lower = w - ((kf * (w - lo).max(0.0)).powi(2) + (zf * drift_sd).powi(2)).sqrt();
+    let se_boot = shrink * (worse_q(0.841_344_746)? - worse_q(0.158_655_254)?).abs() / 2.0;
+    let se = (se_boot.powi(2) + drift_sd.powi(2)).sqrt();
+    let outcome = if lower > t {
+        GateOutcome::Fail
+    } else if upper <= t {
+        GateOutcome::Pass
+    } else {
+        GateOutcome::Inconclusive
+    };
+    let zb = normal_quantile(POWER);
+    // The pilot's standard error is itself an estimate from `df` units: plan
+    // with its one-sided 80 % upper bound, so the count is not a coin flip.
+    let se_plan = se_boot * (df / chi_square_quantile_approx(0.2, df)).sqrt();
+    let (requests_to_resolve, unresolvable) = if outcome == GateOutcome::Inconclusive {
+        resolve(
+            w,
+            t,
+            se_plan,
+            drift_sd,
+            if w > t { zf } else { zp },
+            zb,
+            inp.n_eff,
+        )
+    } else {
+        (None, None)
+    };
+    Some(Evidence {
+        outcome,
+        margin_percent: t,
+        worse_change_percent: w,
+        upper_bound_percent: upper,
+        lower_bound_percent: lower,
+        alpha_pass: ap,
+        alpha_fail: af,
+        resampling: inp.resampling,
+        drift_floor: inp.drift_floor.cloned(),
+        standard_error_percent: se,
+        detectable_regression_percent: t + (zf + zb) * se,
+        requests_to_resolve,
+        unresolvable,
+    })
+}
+
+/// Requests per side at which the bound on the side the point estimate lies
+/// clears the margin with probability [`POWER`], if the true change is `w`:
+/// `(z_a + z_b)²·se(n)² + (z_a·drift)² ≤ (T − w)²` with `se(n)² = se²·n_now/n`.
+fn resolve(
+    w: f64,
+    t: f64,
+    se_boot: f64,
+    drift_sd: f64,
+    za: f64,
+    zb: f64,
+    n_now: f64,
+) -> (Option<usize>, Option<String>) {
+    let d = (t - w).abs();
+    let room = d.powi(2) - (za * drift_sd).powi(2);
+    if room <= 0.0 {
+        return (
+            None,
+            Some(format!(
+                "the point change ({w:+.2}%) is within the drift floor of the margin; more requests of this design cannot decide it: interleave the runtimes, run several passes per side, or calibrate the drift"
+            )),
+        );
+    }
+    if !(se_boot.is_finite() && n_now.is_finite() && n_now > 0.0) {
+        return (None, Some("no spread to scale from".into()));
+    }
+    let n = n_now * (za + zb).powi(2) * se_boot.powi(2) / room;
+    if !n.is_finite() || n > MAX_REQUESTS_TO_RESOLVE {
+        return (
+            None,
+            Some(format!(
+                "more than {MAX_REQUESTS_TO_RESOLVE} requests per side: the point change ({w:+.2}%) sits on the margin ({t}%)"
+            )),
+        );
+    }
+    // An undecided run needs more than it has: never fewer than n_now + 1.
+    (
+        Some((n.ceil() as usize).max(n_now.ceil() as usize + 1)),
+        None,
+    )
+}
+
+/// Requests per side at which a true worse change of `shift_percent` fails
+/// a margin of `margin_percent` with probability `power`, given the standard
+/// error `se_percent` seen at `n_now` requests per side (se ∝ 1/√n; the
+/// drift part does not shrink). `None` when the shift is not beyond the
+/// margin or the drift alone prevents it.
+pub fn requests_to_detect(
+    se_percent: f64,
+    drift_sd_percent: f64,
+    n_now: f64,
+    margin_percent: f64,
+    shift_percent: f64,
+    alpha_fail: f64,
+    power: f64,
+) -> Option<usize> {
+    let (zf, zb) = (normal_quantile(1.0 - alpha_fail), normal_quantile(power));
+    let room =
+        (shift_percent - margin_percent).powi(2) / (zf + zb).powi(2) - drift_sd_percent.powi(2);
+    if shift_percent <= margin_percent || room <= 0.0 || !(n_now > 0.0) {
+        return None;
+    }
+    let within = (se_percent.powi(2) - drift_sd_percent.powi(2)).max(0.0);
+    let n = n_now * within / room;
+    n.is_finite().then(|| (n.ceil() as usize).max(2))
+}
+
+/// `2 / (1/a + 1/b)`: the equal-split size with the same precision.
+pub fn n_eff(a: usize, b: usize) -> f64 {
+    if a == 0 || b == 0 {
+        return 0.0;
+    }
+    2.0 * a as f64 * b as f64 / (a + b) as f64
+}
+
+/// The gate over every gating (cell, metric) pair: *fail* if any fails, else
+/// *pass* if all pass (and there is at least one), else *inconclusive*.
+pub fn combine(outcomes: impl IntoIterator<Item = GateOutcome>) -> GateOutcome {
+    let mut any = false;
+    let mut all_pass = true;
+    for o in outcomes {
+        any = true;
+        match o {
+            GateOutcome::Fail => return GateOutcome::Fail,
+            GateOutcome::Inconclusive => all_pass = false,
+            GateOutcome::Pass => {}
+        }
+    }
+    if any && all_pass {
+        GateOutcome::Pass
+    } else {
+        GateOutcome::Inconclusive
+    }
+}
+
+/// Wilson score interval of `x / n` at two-sided normal quantile `z`.
+pub fn wilson(x: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (x, n) = (x.min(n) as f64, n as f64);
+    let p = x / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// Newcombe's hybrid score interval (method 10, 1998) of `p1 − p2` at
+/// two-sided confidence `confidence`: good coverage at small counts and at 0
+/// failures, where the Wald interval collapses.
+pub fn newcombe_difference(x1: u64, n1: u64, x2: u64, n2: u64, confidence: f64) -> (f64, f64) {
+    let z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    let p1 = if n1 == 0 { 0.0 } else { x1 as f64 / n1 as f64 };
+    let p2 = if n2 == 0 { 0.0 } else { x2 as f64 / n2 as f64 };
+    let (l1, u1) = wilson(x1, n1, z);
+    let (l2, u2) = wilson(x2, n2, z);
+    let d = p1 - p2;
+    let lo = d - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
+    let hi = d + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+    (lo.max(-1.0), hi.min(1.0))
+}
+
+#[cfg(test)]
+mod tests;

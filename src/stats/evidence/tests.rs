@@ -1,0 +1,518 @@
+//! Unit tests, and the simulations that show the gate's error rates: A/A
+//! false fails, power against a known shift, interval coverage and whether
+//! `requests_to_resolve` resolves. Fixed seeds: deterministic, not timed.
+
+use super::*;
+use crate::stats::{Xoshiro256, percentile};
+
+// ---- small exact cases ----
+
+#[test]
+fn wilson_and_newcombe_match_published_values() {
+    // Newcombe (1998), Statistics in Medicine 17:873, table II example (a):
+    // 56/70 vs 48/80, method 10 interval 0.0524 to 0.3339.
+    let (lo, hi) = newcombe_difference(56, 70, 48, 80, 0.95);
+    assert!(
+        (lo - 0.0524).abs() < 5e-4 && (hi - 0.3339).abs() < 5e-4,
+        "{lo} {hi}"
+    );
+    // Example (h): 0/10 vs 0/20 gives −0.1611 to 0.2775.
+    let (lo, hi) = newcombe_difference(0, 10, 0, 20, 0.95);
+    assert!(
+        (lo + 0.1611).abs() < 5e-4 && (hi - 0.2775).abs() < 5e-4,
+        "{lo} {hi}"
+    );
+    // Wilson 0/60 at 95%: upper 0.0602 (R: prop.test(0, 60, correct=FALSE)).
+    let (l, u) = wilson(0, 60, 1.959_963_984_540_054);
+    assert!(l == 0.0 && (u - 0.0602).abs() < 5e-4, "{u}");
+}
+
+#[test]
+fn alpha_levels_split_fail_not_pass() {
+    assert_eq!(alpha_levels(0.05, 1, 1), (0.05, 0.05));
+    let (p, f) = alpha_levels(0.05, 6, 1);
+    assert_eq!(p, 0.05);
+    assert!((f - 0.05 / 6.0).abs() < 1e-15);
+    let (p, f) = alpha_levels(0.05, 2, 5);
+    assert!((p - 0.01).abs() < 1e-15 && (f - 0.005).abs() < 1e-15);
+    // Degenerate counts are taken as 1.
+    assert_eq!(alpha_levels(0.05, 0, 0), (0.05, 0.05));
+}
+
+#[test]
+fn combine_fail_dominates_then_inconclusive() {
+    use GateOutcome::*;
+    assert_eq!(combine([Pass, Pass]), Pass);
+    assert_eq!(combine([Pass, Inconclusive]), Inconclusive);
+    assert_eq!(combine([Inconclusive, Fail, Pass]), Fail);
+    assert_eq!(combine([]), Inconclusive);
+}
+
+fn inp(direction: Direction, point: f64, drift: Option<&DriftFloor>) -> EvidenceInput<'_> {
+    EvidenceInput {
+        direction,
+        margin_percent: 5.0,
+        point_delta_percent: point,
+        alpha_pass: 0.05,
+        alpha_fail: 0.05,
+        resampling: Resampling::Independent,
+        drift_floor: drift,
+        n_eff: 20.0,
+        units: 100_000,
+    }
+}
+
+/// A distribution of deltas: `centre ± spread`, uniform, 2001 points.
+fn dist(centre: f64, spread: f64) -> Vec<f64> {
+    (0..=2000)
+        .map(|i| centre + spread * (i as f64 / 1000.0 - 1.0))
+        .collect()
+}
+
+#[test]
+fn outcome_follows_the_bounds() {
+    use Direction::*;
+    let e = |d: &[f64], dir, p| evidence(d, &inp(dir, p, None)).unwrap();
+    // Latency +1% ± 2%: upper 95% ≈ 2.8 ≤ 5: pass.
+    let x = e(&dist(1.0, 2.0), LowerIsBetter, 1.0);
+    assert_eq!(x.outcome, GateOutcome::Pass);
+    assert!((x.upper_bound_percent - 2.8).abs() < 0.01, "{x:?}");
+    // +12% ± 4%: lower 5% ≈ 8.4 > 5: fail.
+    assert_eq!(
+        e(&dist(12.0, 4.0), LowerIsBetter, 12.0).outcome,
+        GateOutcome::Fail
+    );
+    // +5% ± 4%: straddles: inconclusive, and a count is given.
+    let x = e(&dist(5.5, 4.0), LowerIsBetter, 5.5);
+    assert_eq!(x.outcome, GateOutcome::Inconclusive);
+    assert!(x.requests_to_resolve.is_some_and(|n| n > 20), "{x:?}");
+    // Throughput −12% ± 4% is 12% worse: fail; +12% is better: pass.
+    assert_eq!(
+        e(&dist(-12.0, 4.0), HigherIsBetter, -12.0).outcome,
+        GateOutcome::Fail
+    );
+    assert_eq!(
+        e(&dist(12.0, 4.0), HigherIsBetter, 12.0).outcome,
+        GateOutcome::Pass
+    );
+    // A large confident improvement of latency passes (non-inferiority).
+    assert_eq!(
+        e(&dist(-20.0, 4.0), LowerIsBetter, -20.0).outcome,
+        GateOutcome::Pass
+    );
+}
+
+#[test]
+fn drift_floor_widens_and_can_make_it_unresolvable() {
+    let floor = DriftFloor {
+        pass_sd_percent: 6.0,
+        source: "test".into(),
+    };
+    let d = dist(0.0, 1.0);
+    let narrow = evidence(&d, &inp(Direction::LowerIsBetter, 0.0, None)).unwrap();
+    let wide = evidence(&d, &inp(Direction::LowerIsBetter, 0.0, Some(&floor))).unwrap();
+    assert_eq!(narrow.outcome, GateOutcome::Pass);
+    // z(0.95)·√2·6 ≈ 13.96 in quadrature with 0.9: upper ≈ 13.99 > 5.
+    assert!((wide.upper_bound_percent - 13.99).abs() < 0.05, "{wide:?}");
+    assert_eq!(wide.outcome, GateOutcome::Inconclusive);
+    assert!(wide.requests_to_resolve.is_none());
+    assert!(wide.unresolvable.as_deref().unwrap().contains("drift"));
+    // A change far beyond the floor still fails.
+    let big = evidence(
+        &dist(40.0, 1.0),
+        &inp(Direction::LowerIsBetter, 40.0, Some(&floor)),
+    )
+    .unwrap();
+    assert_eq!(big.outcome, GateOutcome::Fail);
+}
+
+#[test]
+fn independent_median_path_is_the_legacy_stream() {
+    let b: Vec<f64> = (0..30).map(|i| 100.0 + (i * 7 % 11) as f64).collect();
+    let c: Vec<f64> = (0..30).map(|i| 103.0 + (i * 5 % 13) as f64).collect();
+    let cfg = BootstrapConfig::default();
+    let ci = crate::stats::bootstrap_delta_ci(&b, &c, &cfg).unwrap();
+    let d = bootstrap_deltas(
+        Clustered::flat(&b),
+        Clustered::flat(&c),
+        0.5,
+        Resampling::Independent,
+        cfg.iterations,
+        cfg.seed,
+    )
+    .unwrap();
+    assert_eq!(percentile_sorted(&d, 0.025), Some(ci.low));
+    assert_eq!(percentile_sorted(&d, 0.975), Some(ci.high));
+}
+
+#[test]
+fn paired_needs_the_same_blocks_on_both_sides() {
+    let v = [1.0, 2.0, 3.0, 4.0];
+    let (ca, cb) = ([0, 0, 1, 1], [0, 0, 2, 2]);
+    let a = Clustered {
+        values: &v,
+        clusters: Some(&ca),
+    };
+    let b = Clustered {
+        values: &v,
+        clusters: Some(&cb),
+    };
+    assert!(bootstrap_deltas(a, b, 0.5, Resampling::Paired, 10, 1).is_none());
+    assert!(bootstrap_deltas(a, a, 0.5, Resampling::Paired, 10, 1).is_some());
+    // Wrong-length cluster list is refused, not guessed.
+    let short = Clustered {
+        values: &v,
+        clusters: Some(&ca[..3]),
+    };
+    assert!(bootstrap_deltas(short, a, 0.5, Resampling::Clustered, 10, 1).is_none());
+    assert_eq!(a.cluster_count(), 2);
+}
+
+#[test]
+fn quantile_in_place_is_type_7() {
+    let mut r = Xoshiro256::new(5);
+    for n in [1usize, 2, 3, 10, 51] {
+        let v: Vec<f64> = (0..n).map(|_| r.next_f64() * 100.0).collect();
+        for q in [0.0, 0.1, 0.5, 0.9, 0.99, 1.0] {
+            let mut w = v.clone();
+            assert_eq!(
+                quantile_in_place(&mut w, q),
+                percentile(&v, q),
+                "n={n} q={q}"
+            );
+        }
+    }
+}
+
+// ---- simulations ----
+
+/// Per-request latencies as seen on this machine's reference engine, in a
+/// form a test can vary: lognormal around 1000 ms with a per-request CV
+/// `cv`, AR(1) correlation `phi` between consecutive requests of a block,
+/// and a drift per block: shared by both sides in an interleaved design,
+/// independent per side when blocks are separate passes.
+#[derive(Clone, Copy)]
+struct Sim {
+    blocks: usize,
+    per_block: usize,
+    cv: f64,
+    phi: f64,
+    drift_sd: f64,
+    /// True: block k of both sides shares its drift (interleaved).
+    shared: bool,
+}
+
+struct Draw {
+    b: Vec<f64>,
+    bc: Vec<u32>,
+    c: Vec<f64>,
+    cc: Vec<u32>,
+}
+
+fn normal(r: &mut Xoshiro256) -> f64 {
+    let u1 = 1.0 - r.next_f64();
+    let u2 = r.next_f64();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+impl Sim {
+    /// `shift`: the candidate's true change in percent (its median is ×(1 + shift/100)).
+    fn draw(&self, shift: f64, r: &mut Xoshiro256) -> Draw {
+        let (mut b, mut bc, mut c, mut cc) = (vec![], vec![], vec![], vec![]);
+        let factor = (1.0 + shift / 100.0).ln();
+        for k in 0..self.blocks {
+            let common = normal(r) * self.drift_sd;
+            for (side, out, cl) in [(0.0, &mut b, &mut bc), (factor, &mut c, &mut cc)] {
+                let drift = if self.shared {
+                    common
+                } else {
+                    normal(r) * self.drift_sd
+                };
+                let mut e = normal(r);
+                for _ in 0..self.per_block {
+                    out.push(1000.0 * (side + drift + self.cv * e).exp());
+                    cl.push(k as u32);
+                    e = self.phi * e + (1.0 - self.phi * self.phi).sqrt() * normal(r);
+                }
+            }
+        }
+        Draw { b, bc, c, cc }
+    }
+}
+
+struct Judged {
+    outcome: GateOutcome,
+    ev: Evidence,
+    ci: (f64, f64),
+}
+
+fn judge(
+    d: &Draw,
+    resampling: Resampling,
+    alpha: (f64, f64),
+    floor: Option<&DriftFloor>,
+    seed: u64,
+) -> Judged {
+    let (bs, cs) = (
+        Clustered {
+            values: &d.b,
+            clusters: Some(&d.bc),
+        },
+        Clustered {
+            values: &d.c,
+            clusters: Some(&d.cc),
+        },
+    );
+    let deltas = bootstrap_deltas(bs, cs, 0.5, resampling, 500, seed).unwrap();
+    let point = delta_percent(
+        crate::stats::median(&d.b).unwrap(),
+        crate::stats::median(&d.c).unwrap(),
+    )
+    .unwrap();
+    let ev = evidence(
+        &deltas,
+        &EvidenceInput {
+            direction: Direction::LowerIsBetter,
+            margin_percent: 5.0,
+            point_delta_percent: point,
+            alpha_pass: alpha.0,
+            alpha_fail: alpha.1,
+            resampling,
+            drift_floor: floor,
+            n_eff: d.b.len() as f64,
+            units: match resampling {
+                Resampling::Independent => d.b.len().min(d.c.len()),
+                _ => d.bc.last().map_or(1, |&k| k as usize + 1),
+            },
+        },
+    )
+    .unwrap();
+    Judged {
+        outcome: ev.outcome,
+        ci: (
+            percentile_sorted(&deltas, 0.025).unwrap(),
+            percentile_sorted(&deltas, 0.975).unwrap(),
+        ),
+        ev,
+    }
+}
+
+/// Reference-engine-like noise: CV 10 %, consecutive requests correlated
+/// 0.5, drift 6 % per block (the ±12 % run-to-run range seen here).
+const INTERLEAVED: Sim = Sim {
+    blocks: 8,
+    per_block: 4,
+    cv: 0.10,
+    phi: 0.5,
+    drift_sd: 0.06,
+    shared: true,
+};
+
+/// Three cells gate together (m = 3): a family-wise false fail is any cell failing.
+fn family(sim: Sim, shift: f64, resampling: Resampling, trials: usize, seed: u64) -> [usize; 3] {
+    let mut r = Xoshiro256::new(seed);
+    let alpha = alpha_levels(0.05, 3, 1);
+    let mut counts = [0usize; 3]; // pass, fail, inconclusive
+    for t in 0..trials {
+        let outcomes: Vec<GateOutcome> = (0..3)
+            .map(|cell| {
+                let d = sim.draw(shift, &mut r);
+                judge(&d, resampling, alpha, None, (t * 3 + cell) as u64).outcome
+            })
+            .collect();
+        counts[match combine(outcomes) {
+            GateOutcome::Pass => 0,
+            GateOutcome::Fail => 1,
+            GateOutcome::Inconclusive => 2,
+        }] += 1;
+    }
+    counts
+}
+
+/// The tool's recommendation, as `infergate calibrate` makes it: an A/A
+/// pilot gives the standard error; the n that fails a 2×margin shift with
+/// 95 % follows. At that n the gate must rarely fail an A/A, mostly pass
+/// it, and fail a +10 % regression.
+#[test]
+fn interleaved_gate_error_rates_at_the_recommended_n() {
+    let mut r = Xoshiro256::new(21);
+    let pilot = INTERLEAVED.draw(0.0, &mut r);
+    let j = judge(
+        &pilot,
+        Resampling::Paired,
+        alpha_levels(0.05, 3, 1),
+        None,
+        1,
+    );
+    let n = requests_to_detect(
+        j.ev.standard_error_percent,
+        0.0,
+        pilot.b.len() as f64,
+        5.0,
+        10.0,
+        j.ev.alpha_fail,
+        0.95,
+    )
+    .unwrap();
+    let sim = Sim {
+        blocks: n.div_ceil(INTERLEAVED.per_block).max(INTERLEAVED.blocks),
+        ..INTERLEAVED
+    };
+    let trials = 100;
+    let [pass, fail, _] = family(sim, 0.0, Resampling::Paired, trials, 11);
+    assert!(
+        fail * 100 <= trials * 5,
+        "n={n}: A/A family false fails {fail}/{trials}"
+    );
+    assert!(
+        pass * 100 >= trials * 80,
+        "n={n}: A/A passes {pass}/{trials}"
+    );
+    let [pass, fail, _] = family(sim, 10.0, Resampling::Paired, trials, 22);
+    assert!(
+        fail * 100 >= trials * 95,
+        "n={n}: +10% failed {fail}/{trials}"
+    );
+    assert!(
+        pass * 100 <= trials * 5,
+        "n={n}: +10% passed {pass}/{trials}"
+    );
+}
+
+/// Without pairing or a floor the same family, at a small n, still keeps
+/// its false fails down (Bonferroni over the three cells).
+#[test]
+fn interleaved_a_a_family_false_fails_at_small_n() {
+    let trials = 150;
+    let [_, fail, _] = family(INTERLEAVED, 0.0, Resampling::Paired, trials, 12);
+    assert!(
+        fail * 100 <= trials * 5,
+        "A/A family false fails {fail}/{trials}"
+    );
+}
+
+fn coverage(sim: Sim, shift: f64, resampling: Resampling, trials: usize, seed: u64) -> f64 {
+    let mut r = Xoshiro256::new(seed);
+    let covered = (0..trials)
+        .filter(|&t| {
+            let d = sim.draw(shift, &mut r);
+            let (lo, hi) = judge(&d, resampling, (0.05, 0.05), None, t as u64).ci;
+            lo <= shift && shift <= hi
+        })
+        .count();
+    covered as f64 / trials as f64
+}
+
+#[test]
+fn paired_block_bootstrap_covers_95_percent() {
+    let c = coverage(
+        Sim {
+            blocks: 12,
+            ..INTERLEAVED
+        },
+        10.0,
+        Resampling::Paired,
+        300,
+        31,
+    );
+    assert!((0.92..=0.98).contains(&c), "coverage {c}");
+}
+
+#[test]
+fn clustered_bootstrap_covers_95_percent_across_passes() {
+    // Separate passes, each with its own drift: only resampling the passes
+    // puts that variance inside the interval.
+    let sim = Sim {
+        blocks: 12,
+        per_block: 6,
+        shared: false,
+        drift_sd: 0.03,
+        ..INTERLEAVED
+    };
+    let c = coverage(sim, 0.0, Resampling::Clustered, 300, 41);
+    assert!((0.92..=0.98).contains(&c), "clustered coverage {c}");
+    // The same data resampled as independent requests covers far less.
+    let naive = coverage(sim, 0.0, Resampling::Independent, 300, 41);
+    assert!(naive < 0.85, "independent coverage {naive}");
+}
+
+#[test]
+fn single_pass_a_a_needs_the_drift_floor() {
+    // One pass per side at different times: each side's whole run drifts.
+    let sim = Sim {
+        blocks: 1,
+        per_block: 24,
+        shared: false,
+        ..INTERLEAVED
+    };
+    let floor = DriftFloor {
+        pass_sd_percent: 6.0,
+        source: "test".into(),
+    };
+    let mut r = Xoshiro256::new(51);
+    let trials = 200usize;
+    let (mut fail_naive, mut fail_floor) = (0, 0);
+    for t in 0..trials {
+        let d = sim.draw(0.0, &mut r);
+        let a = (0.05, 0.05);
+        let t = t as u64;
+        fail_naive +=
+            (judge(&d, Resampling::Independent, a, None, t).outcome == GateOutcome::Fail) as usize;
+        fail_floor += (judge(&d, Resampling::Independent, a, Some(&floor), t).outcome
+            == GateOutcome::Fail) as usize;
+    }
+    assert!(
+        fail_naive * 10 >= trials,
+        "naive false fails {fail_naive}/{trials}"
+    );
+    assert!(
+        fail_floor * 20 <= trials,
+        "floored false fails {fail_floor}/{trials}"
+    );
+}
+
+/// `requests_to_resolve` promises resolution with probability ≥ 80 % if the
+/// true change is the pilot's point estimate. Check that promise: pilots of
+/// a noisy cell, then fresh runs at the predicted n with that true change.
+#[test]
+fn requests_to_resolve_resolves_at_least_80_percent() {
+    let sim = Sim {
+        blocks: 6,
+        cv: 0.25,
+        ..INTERLEAVED
+    };
+    let mut r = Xoshiro256::new(61);
+    let mut checked = 0;
+    for pilot_seed in 0..6u64 {
+        let pilot = sim.draw(3.0, &mut r);
+        let j = judge(&pilot, Resampling::Paired, (0.05, 0.05), None, pilot_seed);
+        let Some(n) = j.ev.requests_to_resolve else {
+            continue;
+        };
+        if n > 400 {
+            continue; // a point estimate on the margin: too slow to simulate here
+        }
+        checked += 1;
+        let truth = j.ev.worse_change_percent;
+        let big = Sim {
+            blocks: n.div_ceil(sim.per_block),
+            ..sim
+        };
+        let trials = 50usize;
+        let resolved = (0..trials)
+            .filter(|&t| {
+                let d = big.draw(truth, &mut r);
+                judge(&d, Resampling::Paired, (0.05, 0.05), None, 1000 + t as u64).outcome
+                    != GateOutcome::Inconclusive
+            })
+            .count();
+        assert!(
+            resolved * 10 >= trials * 8,
+            "pilot {pilot_seed}: n={n} at {truth:+.2}% resolved {resolved}/{trials}"
+        );
+    }
+    assert!(
+        checked >= 2,
+        "too few inconclusive pilots ({checked}): the test tested nothing"
+    );
+}
