@@ -140,9 +140,16 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             println!("{}", report::terminal(&v, std::io::stdout().is_terminal()));
         }
     }
+    // 3: compared, but the evidence could not decide (more requests would).
+    let undecided = o.verdict == Verdict::NotQualified
+        && o.report
+            .as_ref()
+            .and_then(|r| report::read_report(r).ok())
+            .is_some_and(|r| report::exit_code(&r) == report::EXIT_INCONCLUSIVE);
     Ok(ExitCode::from(match o.verdict {
         Verdict::Qualified => 0,
         Verdict::RolledBack if o.failure.is_none() => 0,
+        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
         Verdict::NotQualified => 1,
         _ => 2,
     }))
@@ -151,7 +158,9 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
 fn verdict_text(v: &Verdict) -> &'static str {
     match v {
         Verdict::Qualified => "QUALIFIED (every gate passed)",
-        Verdict::NotQualified => "NOT QUALIFIED (a gate failed)",
+        Verdict::NotQualified => {
+            "NOT QUALIFIED (a gate failed, or the evidence could not decide: see the report)"
+        }
         Verdict::Failed => "FAILED before a comparison",
         Verdict::Refused => "REFUSED at preflight; nothing was changed",
         Verdict::RolledBack => "rolled back",

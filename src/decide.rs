@@ -189,6 +189,22 @@ fn phrase(action: DecisionAction) -> &'static str {
 
 /// "failed strict turnover", as the seed says it.
 fn gate_summary(r: &Report) -> String {
+    let decides_by_evidence = r
+        .statistics
+        .as_ref()
+        .and_then(|s| s.gate_decides.as_deref())
+        == Some("evidence");
+    if decides_by_evidence && let Some(o) = r.performance_outcome {
+        return format!(
+            "performance evidence {}, strict turnover {}",
+            o.as_str(),
+            if r.strict_turnover_gate_passed {
+                "passed"
+            } else {
+                "failed"
+            }
+        );
+    }
     match (r.performance_gate_passed, r.strict_turnover_gate_passed) {
         (true, true) => "all gates passed".into(),
         (true, false) => "failed strict turnover".into(),

@@ -227,7 +227,7 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 "{}",
                 report::terminal(&report, std::io::stdout().is_terminal())
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(ExitCode::from(report::exit_code(&report)))
         }
         Cmd::Verify { file } => {
             let value = report::read_report_value(&file)?;

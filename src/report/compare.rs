@@ -20,15 +20,17 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-use crate::artifact::{CellResult, CellShape, RUN_SCHEMA, RunArtifact, TurnoverRun};
-use crate::stats::{self, Verdict};
+use crate::artifact::{CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, TurnoverRun};
+use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
+use crate::stats::{self, Clustered, DriftFloor, GateOutcome, Resampling};
 
 use super::model::{
-    BootstrapSettings, CellComparison, Decision, Gate, GatePart, Gates, MetricComparison,
-    OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA, Report, SamplePair, Side, Statistics,
-    TurnoverGateResult, TurnoverRunReport, TurnoverRuns, turnover_key,
+    BootstrapSettings, CellComparison, Decision, Design, EvidenceGate, EvidencePart, FamilyWise,
+    Gate, GatePart, Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA,
+    Report, SamplePair, Side, Statistics, TurnoverGateResult, TurnoverRunReport, TurnoverRuns,
+    turnover_key,
 };
-use super::policy::{MetricSpec, Policy, TurnoverGateMode};
+use super::policy::{GateRule, MetricSpec, Policy, TurnoverGateMode};
 use super::turnover::{self, RunCounts};
 
 pub const QUAL_PASS: &str = "pass";
@@ -39,6 +41,44 @@ pub const QUAL_PASS_NON_INFERIOR: &str =
 pub const QUAL_FAIL_TURNOVER: &str = "fail: turnover worse than baseline";
 pub const QUAL_FAIL_PERFORMANCE: &str = "fail: performance gate";
 pub const QUAL_FAIL_BOTH: &str = "fail: performance and turnover gates";
+
+pub const QUAL_INCONCLUSIVE: &str =
+    "inconclusive: the performance gate could not be decided from this data";
+pub const QUAL_FAIL_TURNOVER_INCONCLUSIVE: &str = "fail: turnover gate; performance inconclusive";
+
+pub const EVIDENCE_RULE: &str = "per gating (cell, metric): fail if the one-sided lower confidence bound of the worse-direction change exceeds the margin T; pass if the one-sided upper bound is at most T; inconclusive otherwise. The gate fails if any pair fails, passes if every pair passes, else is inconclusive. Bounds are bootstrap percentiles of the design's resampling, widened for few resampling units (sqrt(B/(B-1)) and t_{B-1}/z) and, where the design cannot see drift between runs, by the drift floor in quadrature (sqrt(2) x pass s.d.)";
+
+/// The qualification under the evidence rule, from the performance outcome
+/// and the turnover gate the policy counts:
+///
+/// | performance | turnover | qualification |
+/// |---|---|---|
+/// | pass | – | as [`qualification`] with performance passed |
+/// | fail | – | as [`qualification`] with performance failed |
+/// | inconclusive | passes | `inconclusive: …` (not qualified) |
+/// | inconclusive | fails | `fail: turnover gate; performance inconclusive` |
+pub fn evidence_qualification(
+    performance: GateOutcome,
+    strict: bool,
+    non_inferior: bool,
+    mode: TurnoverGateMode,
+) -> (&'static str, bool) {
+    match performance {
+        GateOutcome::Pass => qualification(true, strict, non_inferior, mode),
+        GateOutcome::Fail => qualification(false, strict, non_inferior, mode),
+        GateOutcome::Inconclusive => {
+            let turnover_ok = match mode {
+                TurnoverGateMode::Strict => strict,
+                TurnoverGateMode::NonInferior => non_inferior || strict,
+            };
+            if turnover_ok {
+                (QUAL_INCONCLUSIVE, false)
+            } else {
+                (QUAL_FAIL_TURNOVER_INCONCLUSIVE, false)
+            }
+        }
+    }
+}
 
 pub const PERFORMANCE_RULE: &str = "at least one cell; every cell performance-eligible on both sides; every gating metric present on both sides with its no_more_than_<T>_percent_regression flag true";
 
@@ -288,11 +328,116 @@ fn direction_word(d: stats::Direction) -> &'static str {
 
 /// One metric of one cell (both sides non-empty and finite), or the failed
 /// gate part saying why it could not be computed.
+/// How one comparison resamples, and what it assumes about drift.
+#[derive(Debug, Clone)]
+pub struct DesignChoice {
+    pub schedule: Schedule,
+    pub resampling: Resampling,
+    /// Levels of the pass and fail bounds.
+    pub alpha_pass: f64,
+    pub alpha_fail: f64,
+    pub drift: DriftFloor,
+}
+
+/// The design both artifacts declare: interleaved on both sides → paired
+/// blocks; alternating passes → clustered; else one pass per side.
+pub fn design_of(b: &RunArtifact, c: &RunArtifact) -> (Schedule, Resampling) {
+    let sb = b.schedule.unwrap_or(Schedule::Single);
+    let sc = c.schedule.unwrap_or(Schedule::Single);
+    match (sb, sc) {
+        (Schedule::Interleaved, Schedule::Interleaved) => {
+            (Schedule::Interleaved, Resampling::Paired)
+        }
+        (Schedule::Single, _) | (_, Schedule::Single) => {
+            (Schedule::Single, Resampling::Independent)
+        }
+        _ => (Schedule::AlternatingPasses, Resampling::Clustered),
+    }
+}
+
+/// One side's samples with their clusters, as the bootstrap takes them.
+fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
+    Clustered {
+        values: v,
+        clusters: clusters.filter(|c| c.len() == v.len()),
+    }
+}
+
+/// Whether the drift floor applies to this pair of samples, and why.
+pub fn drift_floor_reason(
+    design: &DesignChoice,
+    b: Clustered,
+    c: Clustered,
+    used: Resampling,
+) -> Option<String> {
+    match used {
+        Resampling::Paired => None,
+        Resampling::Independent => Some(match design.schedule {
+            Schedule::Single => "one pass per side, run at different times: nothing in the data measures the drift between them".into(),
+            _ => "clusters could not be paired or resampled; requests were resampled as independent".into(),
+        }),
+        Resampling::Clustered => {
+            let k = b.cluster_count().min(c.cluster_count());
+            (k < MIN_CLUSTERS).then(|| {
+                format!("{k} cluster(s) on a side: fewer than {MIN_CLUSTERS} passes cannot measure the drift between them")
+            })
+        }
+    }
+}
+
+/// The evidence of one gating metric: the sorted bootstrap distribution
+/// under the design (paired falls back to clustered when blocks do not
+/// match), then the bounds. Shared with `verify`.
+pub fn metric_evidence(
+    spec: &MetricSpec,
+    b: Clustered,
+    c: Clustered,
+    point_delta: f64,
+    design: &DesignChoice,
+    policy: &Policy,
+) -> Option<(Vec<f64>, stats::Evidence)> {
+    let bs = &policy.bootstrap;
+    let run = |r| stats::bootstrap_deltas(b, c, spec.quantile, r, bs.iterations, bs.seed);
+    let (deltas, used) = match run(design.resampling) {
+        Some(d) => (d, design.resampling),
+        None if design.resampling == Resampling::Paired => {
+            (run(Resampling::Clustered)?, Resampling::Clustered)
+        }
+        None => return None,
+    };
+    let floor = drift_floor_reason(design, b, c, used).map(|why| DriftFloor {
+        pass_sd_percent: design.drift.pass_sd_percent,
+        source: format!("{}; applied because {why}", design.drift.source),
+    });
+    let units = match used {
+        Resampling::Independent => b.values.len().min(c.values.len()),
+        _ => b.cluster_count().min(c.cluster_count()),
+    };
+    let e = ev::evidence(
+        &deltas,
+        &stats::EvidenceInput {
+            direction: spec.direction,
+            margin_percent: spec.threshold_percent,
+            point_delta_percent: point_delta,
+            alpha_pass: design.alpha_pass,
+            alpha_fail: design.alpha_fail,
+            resampling: used,
+            drift_floor: floor.as_ref(),
+            n_eff: ev::n_eff(b.values.len(), c.values.len()),
+            units,
+        },
+    )?;
+    Some((deltas, e))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn compare_metric(
     spec: &MetricSpec,
     cell: &str,
     b: &[f64],
     c: &[f64],
+    clusters: (Option<&[u32]>, Option<&[u32]>),
+    design: &DesignChoice,
     policy: &Policy,
 ) -> Result<(MetricComparison, GatePart), GatePart> {
     let subject = format!("cells.{cell}.metrics.{}", spec.name);
@@ -312,17 +457,28 @@ fn compare_metric(
     let within = delta.is_some_and(|d| {
         stats::within_regression_threshold(spec.direction, d, spec.threshold_percent)
     });
-    // The bootstrap is of medians only; other quantiles get no CI.
-    let ci = (spec.quantile == 0.5)
-        .then(|| stats::bootstrap_delta_ci(b, c, &policy.bootstrap))
-        .flatten();
+    let found = delta.and_then(|d| {
+        metric_evidence(
+            spec,
+            clustered(b, clusters.0),
+            clustered(c, clusters.1),
+            d,
+            design,
+            policy,
+        )
+    });
+    let conf = policy.bootstrap.confidence;
+    let ci = found.as_ref().and_then(|(deltas, _)| {
+        Some(stats::Interval {
+            low: stats::percentile_sorted(deltas, (1.0 - conf) / 2.0)?,
+            high: stats::percentile_sorted(deltas, 1.0 - (1.0 - conf) / 2.0)?,
+            confidence: conf,
+        })
+    });
+    let evidence = found.map(|(_, e)| e);
     let verdict = ci.map(|ci| stats::verdict(spec.direction, &ci, spec.threshold_percent));
-    let requests_to_resolve = match (ci, verdict) {
-        (Some(ci), Some(Verdict::Inconclusive)) => {
-            stats::requests_to_resolve(b, c, &ci, spec.threshold_percent)
-        }
-        _ => None,
-    };
+    // Requests to resolve the gate (not the descriptive verdict): the evidence's figure.
+    let requests_to_resolve = evidence.as_ref().and_then(|e| e.requests_to_resolve);
     let reason = match delta {
         Some(d) => format!(
             "delta {} ({}); worse-direction change {} {} threshold {}%",
@@ -348,6 +504,7 @@ fn compare_metric(
         ci_delta_percent: ci,
         verdict,
         requests_to_resolve,
+        evidence,
     };
     let part = GatePart {
         subject,
@@ -355,6 +512,90 @@ fn compare_metric(
         reason,
     };
     Ok((m, part))
+}
+
+/// One pair's evidence outcome. An ineligible cell decides nothing, except
+/// that candidate requests failing where the baseline's did not is a fail.
+fn evidence_part(
+    subject: &str,
+    m: &MetricComparison,
+    eligible: bool,
+    bc: &CellResult,
+    cc: &CellResult,
+) -> EvidencePart {
+    let part = |outcome, reason| EvidencePart {
+        subject: subject.to_string(),
+        outcome,
+        reason,
+    };
+    if !eligible {
+        if cc.failed > 0 && bc.failed == 0 {
+            return part(
+                GateOutcome::Fail,
+                format!(
+                    "{} candidate requests failed, none of the baseline's",
+                    cc.failed
+                ),
+            );
+        }
+        return part(
+            GateOutcome::Inconclusive,
+            "the cell is not performance-eligible on both sides".into(),
+        );
+    }
+    let Some(e) = &m.evidence else {
+        return part(
+            GateOutcome::Inconclusive,
+            "no interval could be computed (a baseline value of 0, or too few values)".into(),
+        );
+    };
+    let bounds = format!(
+        "worse-direction change {:+.2}%, bounds [{:+.2}%, {:+.2}%] (fail if lower > {}%, pass if upper <= {}%)",
+        e.worse_change_percent,
+        e.lower_bound_percent,
+        e.upper_bound_percent,
+        e.margin_percent,
+        e.margin_percent
+    );
+    let more = match (e.requests_to_resolve, &e.unresolvable) {
+        (Some(n), _) => format!("; about {n} requests per side would decide it"),
+        (None, Some(why)) => format!("; {why}"),
+        _ => String::new(),
+    };
+    part(e.outcome, format!("{bounds}{more}"))
+}
+
+fn evidence_gate(parts: Vec<EvidencePart>, cells: &[(String, CellComparison)]) -> EvidenceGate {
+    let outcome = ev::combine(parts.iter().map(|p| p.outcome));
+    // The most any undecided pair needs; unknown if one cannot be decided by more.
+    let requests_to_resolve = if outcome == GateOutcome::Inconclusive {
+        let mut need = Some(0usize);
+        for p in parts
+            .iter()
+            .filter(|p| p.outcome == GateOutcome::Inconclusive)
+        {
+            let n = cells.iter().find_map(|(cell, c)| {
+                c.metrics.iter().find_map(|(name, m)| {
+                    (p.subject == format!("cells.{cell}.metrics.{name}"))
+                        .then(|| m.evidence.as_ref().and_then(|e| e.requests_to_resolve))
+                        .flatten()
+                })
+            });
+            need = match (need, n) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            };
+        }
+        need.filter(|&n| n > 0)
+    } else {
+        None
+    };
+    EvidenceGate {
+        outcome,
+        rule: EVIDENCE_RULE.to_string(),
+        parts,
+        requests_to_resolve,
+    }
 }
 
 pub fn compare(
@@ -375,8 +616,23 @@ pub fn compare(
         return Err(CompareError::Incomparable { differences: diffs });
     }
 
+    let (schedule, resampling) = design_of(baseline, candidate);
+    let gating_pairs = baseline.cells.len() * policy.metrics.len();
+    let looks = policy.sequential_looks.max(1);
+    let (alpha_pass, alpha_fail) = ev::alpha_levels(policy.gate.alpha, gating_pairs, looks);
+    let design = DesignChoice {
+        schedule,
+        resampling,
+        alpha_pass,
+        alpha_fail,
+        drift: DriftFloor {
+            pass_sd_percent: policy.gate.drift_sd_percent,
+            source: policy.gate.drift_source.clone(),
+        },
+    };
     let mut cells = Vec::new();
     let mut perf_parts = Vec::new();
+    let mut evidence_parts: Vec<EvidencePart> = Vec::new();
     let mut warnings = Vec::new();
     for bc in &baseline.cells {
         // differences() guarantees the candidate has this cell.
@@ -406,9 +662,11 @@ pub fn compare(
             }
         }
 
+        let eligible = bc.performance_eligible && cc.performance_eligible;
         let mut metrics = Vec::new();
         let mut sample_pairs: Vec<(String, SamplePair)> = Vec::new();
         for spec in &policy.metrics {
+            let subject = format!("cells.{name}.metrics.{}", spec.name);
             let b = samples(Side::Baseline, bc, &spec.sample)?;
             let c = samples(Side::Candidate, cc, &spec.sample)?;
             let (Some(b), Some(c)) = (b, c) else {
@@ -416,24 +674,38 @@ pub fn compare(
                     .into_iter()
                     .filter_map(|(m, s)| m.then_some(s))
                     .collect();
+                let reason = format!(
+                    "no `{}` samples in the {} run",
+                    spec.sample,
+                    missing.join(" and ")
+                );
+                evidence_parts.push(EvidencePart {
+                    subject: subject.clone(),
+                    outcome: GateOutcome::Inconclusive,
+                    reason: reason.clone(),
+                });
                 perf_parts.push(GatePart {
-                    subject: format!("cells.{name}.metrics.{}", spec.name),
+                    subject,
                     passed: false,
-                    reason: format!(
-                        "no `{}` samples in the {} run",
-                        spec.sample,
-                        missing.join(" and ")
-                    ),
+                    reason,
                 });
                 continue;
             };
-            let (m, part) = match compare_metric(spec, name, b, c, policy) {
+            let bcl = bc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+            let ccl = cc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+            let (m, part) = match compare_metric(spec, name, b, c, (bcl, ccl), &design, policy) {
                 Ok(x) => x,
                 Err(part) => {
+                    evidence_parts.push(EvidencePart {
+                        subject: part.subject.clone(),
+                        outcome: GateOutcome::Inconclusive,
+                        reason: part.reason.clone(),
+                    });
                     perf_parts.push(part);
                     continue;
                 }
             };
+            evidence_parts.push(evidence_part(&subject, &m, eligible, bc, cc));
             metrics.push((spec.name.clone(), m));
             perf_parts.push(part);
             if !sample_pairs.iter().any(|(k, _)| *k == spec.sample) {
@@ -442,6 +714,8 @@ pub fn compare(
                     SamplePair {
                         baseline: b.to_vec(),
                         candidate: c.to_vec(),
+                        baseline_clusters: bcl.map(<[u32]>::to_vec),
+                        candidate_clusters: ccl.map(<[u32]>::to_vec),
                     },
                 ));
             }
@@ -480,6 +754,14 @@ pub fn compare(
         });
     }
     let performance = Gate::new(PERFORMANCE_RULE, perf_parts);
+    if cells.is_empty() {
+        evidence_parts.push(EvidencePart {
+            subject: "cells".into(),
+            outcome: GateOutcome::Inconclusive,
+            reason: "no cells: nothing was measured".into(),
+        });
+    }
+    let evidence_gate = evidence_gate(evidence_parts, &cells);
 
     let b_runs = ordered_turnover(&baseline.turnover);
     let c_runs = ordered_turnover(&candidate.turnover);
@@ -490,12 +772,29 @@ pub fn compare(
         &c_counts,
         policy.turnover.alpha,
         policy.turnover.confidence,
+        Some(policy.turnover.margin),
     );
     let strict = turnover::strict_gate(&c_counts);
     let non_inferior = turnover::non_inferior_gate(&tcmp);
     let mode = policy.turnover.gate;
-    let (qual, qualified) =
-        qualification(performance.passed, strict.passed, non_inferior.passed, mode);
+    let (qual, qualified) = match policy.gate.decide {
+        GateRule::Point => {
+            qualification(performance.passed, strict.passed, non_inferior.passed, mode)
+        }
+        GateRule::Evidence => evidence_qualification(
+            evidence_gate.outcome,
+            strict.passed,
+            non_inferior.passed,
+            mode,
+        ),
+    };
+    let performance_outcome = evidence_gate.outcome;
+    if schedule == Schedule::Single {
+        warnings.push(format!(
+            "one pass per side at different times: the drift between the runs is not in the data, so the evidence bounds include a drift floor of {}% per pass ({}); interleave the runtimes (`infergate qualify` with schedule = \"interleaved\") to decide small effects",
+            policy.gate.drift_sd_percent, policy.gate.drift_source
+        ));
+    }
     let turnover_gate_passed = match mode {
         TurnoverGateMode::Strict => strict.passed,
         TurnoverGateMode::NonInferior => non_inferior.passed || strict.passed,
@@ -516,7 +815,7 @@ pub fn compare(
             candidate: c_runs.iter().map(|r| turnover_report(r)).collect(),
         },
         human_decision: PENDING.to_string(),
-        performance_outcome: None,
+        performance_outcome: Some(performance_outcome),
         turnover_gate: Some(TurnoverGateResult {
             mode,
             passed: turnover_gate_passed,
@@ -530,7 +829,10 @@ pub fn compare(
                 confidence: bs.confidence,
                 seed: bs.seed,
             },
-            bootstrap_statistic: "percentile bootstrap CI of delta_percent of the medians, baseline and candidate requests resampled independently; p50 metrics only".to_string(),
+            bootstrap_statistic: format!(
+                "percentile bootstrap CI of delta_percent of each metric's quantile; {}",
+                resampling.describe()
+            ),
             verdict_rule: VERDICT_RULE.to_string(),
             regression_flag_rule: "no_more_than_<T>_percent_regression is true when the point delta_percent in the worse direction (latency: as is; throughput: negated) is at most T; false when delta_percent is undefined".to_string(),
             turnover_test: "Fisher's exact test on failed/requests of each candidate turnover run, and of the candidate's runs pooled, against the baseline's runs of the same name pooled; p_candidate_worse is one-sided (candidate failure rate higher)".to_string(),
@@ -538,9 +840,29 @@ pub fn compare(
                 "Clopper-Pearson exact binomial interval of failed/requests at confidence {}",
                 policy.turnover.confidence
             ),
+            gate_decides: Some(policy.gate.decide.as_str().to_string()),
+            evidence_rule: Some(EVIDENCE_RULE.to_string()),
+            family_wise: Some(FamilyWise {
+                method: "Bonferroni over gating (cell, metric) pairs and planned looks for the fail bound (alpha / (pairs x looks)); intersection-union for pass (every pair at alpha / looks)".into(),
+                alpha: policy.gate.alpha,
+                gating_pairs,
+                looks,
+                alpha_pass,
+                alpha_fail,
+            }),
+            design: Some(Design {
+                schedule: schedule.as_str().to_string(),
+                resampling,
+                resampling_method: resampling.describe().to_string(),
+                drift_floor_reason: (schedule == Schedule::Single).then(|| {
+                    "one pass per side, run at different times: nothing in the data measures the drift between them".to_string()
+                }),
+            }),
+            turnover_margin: Some(policy.turnover.margin),
         }),
         gates: Some(Gates {
             performance,
+            performance_evidence: Some(evidence_gate),
             strict_turnover: strict,
             non_inferior_turnover: non_inferior,
             qualified,

@@ -16,7 +16,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::artifact::{Provenance, TurnoverFailure};
-use crate::stats::{Direction, ExactTest, GateOutcome, Interval, Verdict};
+use crate::stats::{Direction, Evidence, ExactTest, GateOutcome, Interval, Resampling, Verdict};
 
 use super::policy::TurnoverGateMode;
 
@@ -160,6 +160,11 @@ pub struct CellComparison {
 pub struct SamplePair {
     pub baseline: Vec<f64>,
     pub candidate: Vec<f64>,
+    /// Cluster of each value (same order), when a side has more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_clusters: Option<Vec<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_clusters: Option<Vec<u32>>,
 }
 
 /// One gating metric of one cell.
@@ -186,6 +191,9 @@ pub struct MetricComparison {
     /// Requests per side that should resolve an inconclusive verdict; only
     /// written for inconclusive verdicts.
     pub requests_to_resolve: Option<usize>,
+    /// The gate's evidence for this metric: one-sided bounds against the
+    /// margin and the outcome they give.
+    pub evidence: Option<Evidence>,
 }
 
 const FLAG_PREFIX: &str = "no_more_than_";
@@ -233,7 +241,8 @@ impl Serialize for MetricComparison {
             candidate_n,
             ci_delta_percent,
             verdict,
-            requests_to_resolve
+            requests_to_resolve,
+            evidence
         );
         m.end()
     }
@@ -264,6 +273,8 @@ impl<'de> Deserialize<'de> for MetricComparison {
             verdict: Option<Verdict>,
             #[serde(default)]
             requests_to_resolve: Option<usize>,
+            #[serde(default)]
+            evidence: Option<Evidence>,
             // Catches the flag, whose name is not known in advance.
             #[serde(flatten)]
             rest: BTreeMap<String, serde_json::Value>,
@@ -305,6 +316,7 @@ impl<'de> Deserialize<'de> for MetricComparison {
             ci_delta_percent: r.ci_delta_percent,
             verdict: r.verdict,
             requests_to_resolve: r.requests_to_resolve,
+            evidence: r.evidence,
         })
     }
 }
@@ -470,6 +482,10 @@ pub struct CandidateTurnover {
     /// Not significantly worse than the baseline (p_candidate_worse ≥ alpha)
     /// and zero contamination. None when there is no baseline to compare with.
     pub non_inferior: Option<bool>,
+    /// One-sided upper bound (at 1 − alpha) of the failure-rate difference
+    /// candidate − baseline (Newcombe), when the policy sets a margin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference_upper_bound: Option<f64>,
 }
 
 /// Turnover runs that share a name (one workload), compared side by side.
@@ -487,6 +503,10 @@ pub struct TurnoverGroup {
 pub struct TurnoverComparison {
     pub alpha: f64,
     pub confidence: f64,
+    /// Non-inferiority margin on the failure-rate difference; absent in
+    /// reports made before margins (their rule was Fisher p ≥ alpha).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<f64>,
     pub groups: Vec<TurnoverGroup>,
 }
 
@@ -513,6 +533,45 @@ pub struct Statistics {
     pub regression_flag_rule: String,
     pub turnover_test: String,
     pub turnover_interval: String,
+    // ---- evidence gate ----
+    /// Which rule decides the qualification: `evidence` or `point`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_decides: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_rule: Option<String>,
+    /// Family-wise error control across gating metrics × cells and looks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_wise: Option<FamilyWise>,
+    /// How the two sides were scheduled, and how the bootstrap resampled them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<Design>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turnover_margin: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyWise {
+    pub method: String,
+    /// One-sided error of the gate as a whole.
+    pub alpha: f64,
+    /// Gating (cell, metric) pairs in the family.
+    pub gating_pairs: usize,
+    /// Planned maximum looks at the data (1: fixed size).
+    pub looks: usize,
+    /// Level of each pair's pass bound and fail bound.
+    pub alpha_pass: f64,
+    pub alpha_fail: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Design {
+    /// `single`, `alternating_passes` or `interleaved` (baseline's; both must agree).
+    pub schedule: String,
+    pub resampling: Resampling,
+    pub resampling_method: String,
+    /// Why the drift floor applies, when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_floor_reason: Option<String>,
 }
 
 /// One checked condition of a gate.
@@ -544,10 +603,32 @@ impl Gate {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gates {
     pub performance: Gate,
+    /// The performance gate decided by confidence bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance_evidence: Option<EvidenceGate>,
     pub strict_turnover: Gate,
     pub non_inferior_turnover: Gate,
     /// Performance gate and the policy's turnover gate both passed.
     pub qualified: bool,
+}
+
+/// One gating (cell, metric) pair's evidence outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidencePart {
+    pub subject: String,
+    pub outcome: GateOutcome,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceGate {
+    pub outcome: GateOutcome,
+    pub rule: String,
+    pub parts: Vec<EvidencePart>,
+    /// For an inconclusive gate: the largest requests-per-side any
+    /// undecided pair needs (None when some pair cannot be decided by more requests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_to_resolve: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

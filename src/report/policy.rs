@@ -120,6 +120,59 @@ pub struct TurnoverPolicy {
     pub alpha: f64,
     /// Confidence of the Clopper–Pearson failure-rate intervals.
     pub confidence: f64,
+    /// Non-inferiority margin on the failure-rate difference (candidate −
+    /// baseline): the one-sided upper bound at `1 − alpha` must be below it.
+    pub margin: f64,
+}
+
+/// Which rule decides the qualification's performance part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateRule {
+    /// Confidence bounds against each margin: pass, fail or inconclusive.
+    Evidence,
+    /// The seed's point-delta flags (`no_more_than_<T>_percent_regression`).
+    Point,
+}
+
+impl GateRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateRule::Evidence => "evidence",
+            GateRule::Point => "point",
+        }
+    }
+}
+
+/// The evidence gate's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatePolicy {
+    pub decide: GateRule,
+    /// One-sided error of the gate: the chance of failing a runtime no worse
+    /// than its margins (family-wise), and of passing one that is worse.
+    pub alpha: f64,
+    /// Between-pass s.d. (percent) assumed when the design cannot measure
+    /// drift (one pass per side at different times) and no calibration is given.
+    pub drift_sd_percent: f64,
+    /// Where `drift_sd_percent` came from.
+    pub drift_source: String,
+}
+
+pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
+/// ±12 % run-to-run range of p50 TTFT measured on the reference engine ≈ ±2 s.d.
+pub const DEFAULT_DRIFT_SD_PERCENT: f64 = 6.0;
+/// Default turnover non-inferiority margin: 5 percentage points of failure rate.
+pub const DEFAULT_TURNOVER_MARGIN: f64 = 0.05;
+
+impl Default for GatePolicy {
+    fn default() -> Self {
+        GatePolicy {
+            decide: GateRule::Evidence,
+            alpha: DEFAULT_GATE_ALPHA,
+            drift_sd_percent: DEFAULT_DRIFT_SD_PERCENT,
+            drift_source: "policy default (6%: the ±12% run-to-run range measured on the reference engine); run `infergate calibrate` for this runtime and suite".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +185,7 @@ pub struct Policy {
     /// Looks at the data the experiment may take before it stops (adaptive
     /// mode); each look spends `alpha / sequential_looks`. 1: a fixed-size run.
     pub sequential_looks: usize,
+    pub gate: GatePolicy,
 }
 
 impl Default for Policy {
@@ -146,9 +200,11 @@ impl Default for Policy {
                 gate: TurnoverGateMode::Strict,
                 alpha: DEFAULT_ALPHA,
                 confidence: DEFAULT_TURNOVER_CONFIDENCE,
+                margin: DEFAULT_TURNOVER_MARGIN,
             },
             bootstrap: BootstrapConfig::default(),
             sequential_looks: 1,
+            gate: GatePolicy::default(),
         }
     }
 }
@@ -327,6 +383,19 @@ struct RawPolicy {
     turnover: Option<RawTurnover>,
     #[serde(default)]
     bootstrap: Option<RawBootstrap>,
+    #[serde(default)]
+    gate: Option<RawGate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    #[serde(default)]
+    decide: Option<GateRule>,
+    #[serde(default)]
+    alpha: Option<Spanned<f64>>,
+    #[serde(default)]
+    drift_sd_percent: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -352,6 +421,8 @@ struct RawTurnover {
     alpha: Option<Spanned<f64>>,
     #[serde(default)]
     confidence: Option<Spanned<f64>>,
+    #[serde(default)]
+    margin: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -492,6 +563,30 @@ impl RawPolicy {
             turnover.gate = t.gate.unwrap_or(turnover.gate);
             turnover.alpha = t.alpha.map_or(turnover.alpha, |s| *s.get_ref());
             turnover.confidence = t.confidence.map_or(turnover.confidence, |s| *s.get_ref());
+            check(&t.margin, "turnover.margin".into(), open_unit, "in (0, 1)")?;
+            turnover.margin = t.margin.map_or(turnover.margin, |s| *s.get_ref());
+        }
+
+        let mut gate = defaults.gate.clone();
+        if let Some(g) = self.gate {
+            check(
+                &g.alpha,
+                "gate.alpha".into(),
+                |a| a > 0.0 && a < 0.5,
+                "in (0, 0.5)",
+            )?;
+            check(
+                &g.drift_sd_percent,
+                "gate.drift_sd_percent".into(),
+                threshold_ok,
+                "a finite percentage ≥ 0",
+            )?;
+            gate.decide = g.decide.unwrap_or(gate.decide);
+            gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
+            if let Some(d) = g.drift_sd_percent {
+                gate.drift_sd_percent = *d.get_ref();
+                gate.drift_source = format!("policy {file}");
+            }
         }
 
         let mut bootstrap = defaults.bootstrap;
@@ -535,6 +630,7 @@ impl RawPolicy {
             turnover,
             bootstrap,
             sequential_looks: 1,
+            gate,
         })
     }
 }

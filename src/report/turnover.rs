@@ -11,7 +11,7 @@ use super::model::{
 };
 
 pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";
-pub const NON_INFERIOR_RULE: &str = "for each turnover workload, every candidate run and the candidate's runs pooled are not significantly worse than the baseline's pooled runs (one-sided Fisher exact p_candidate_worse >= alpha) and have zero contaminated answers";
+pub const NON_INFERIOR_RULE: &str = "for each turnover workload, every candidate run and the candidate's runs pooled: the one-sided upper confidence bound (at 1 - alpha; Newcombe hybrid score interval) of the failure-rate difference candidate - baseline is below the margin, and zero contaminated answers; Fisher's exact test is reported beside it";
 
 /// Counts of one turnover run as the comparison needs them.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,17 +51,39 @@ fn rate(runs: &[&RunCounts], confidence: f64) -> FailureRate {
     }
 }
 
-fn against(counts: FailureRate, baseline: Option<&FailureRate>, alpha: f64) -> CandidateTurnover {
-    let vs_baseline = baseline
+fn against(
+    counts: FailureRate,
+    baseline: Option<&FailureRate>,
+    alpha: f64,
+    margin: Option<f64>,
+) -> CandidateTurnover {
+    let comparable = baseline
         .filter(|b| b.requests > 0 && counts.requests > 0)
-        .filter(|b| b.requests.max(counts.requests) <= MAX_EXACT_REQUESTS)
+        .filter(|b| b.requests.max(counts.requests) <= MAX_EXACT_REQUESTS);
+    let vs_baseline = comparable
         .map(|b| stats::fisher_exact(counts.failed, counts.requests, b.failed, b.requests));
-    let non_inferior =
-        vs_baseline.map(|t| t.p_candidate_worse >= alpha && counts.contaminated.unwrap_or(0) == 0);
+    let clean = counts.contaminated.unwrap_or(0) == 0;
+    // With a margin: non-inferiority proper (an upper bound below it).
+    // Without (older reports): the absence-of-evidence rule they were made with.
+    let upper = margin.and(comparable).map(|b| {
+        stats::newcombe_difference(
+            counts.failed,
+            counts.requests,
+            b.failed,
+            b.requests,
+            1.0 - 2.0 * alpha,
+        )
+        .1
+    });
+    let non_inferior = match margin {
+        Some(m) => upper.map(|u| u < m && clean),
+        None => vs_baseline.map(|t| t.p_candidate_worse >= alpha && clean),
+    };
     CandidateTurnover {
         counts,
         vs_baseline,
         non_inferior,
+        difference_upper_bound: upper,
     }
 }
 
@@ -71,6 +93,7 @@ pub fn compare_turnover(
     candidate: &[RunCounts],
     alpha: f64,
     confidence: f64,
+    margin: Option<f64>,
 ) -> TurnoverComparison {
     let mut names: Vec<&str> = Vec::new();
     for r in baseline.iter().chain(candidate) {
@@ -88,10 +111,10 @@ pub fn compare_turnover(
                 name: name.to_string(),
                 candidate_runs: c
                     .iter()
-                    .map(|r| against(rate(&[*r], confidence), base.as_ref(), alpha))
+                    .map(|r| against(rate(&[*r], confidence), base.as_ref(), alpha, margin))
                     .collect(),
                 candidate_pooled: (!c.is_empty())
-                    .then(|| against(rate(&c, confidence), base.as_ref(), alpha)),
+                    .then(|| against(rate(&c, confidence), base.as_ref(), alpha, margin)),
                 baseline: base,
             }
         })
@@ -99,6 +122,7 @@ pub fn compare_turnover(
     TurnoverComparison {
         alpha,
         confidence,
+        margin,
         groups,
     }
 }
@@ -151,8 +175,27 @@ pub fn non_inferior_gate(cmp: &TurnoverComparison) -> Gate {
                     }),
             );
         for (subject, c) in entries {
-            let reason = match (&c.vs_baseline, &g.baseline) {
-                (Some(t), Some(b)) => format!(
+            let reason = match (
+                &c.vs_baseline,
+                &g.baseline,
+                c.difference_upper_bound,
+                cmp.margin,
+            ) {
+                (Some(t), Some(b), Some(u), Some(m)) => format!(
+                    "{} of {} failed vs baseline {} of {}: upper bound of the failure-rate difference {:+.4} {} margin {}; Fisher p_candidate_worse = {:.4}; {} contaminated",
+                    c.counts.failed,
+                    c.counts.requests,
+                    b.failed,
+                    b.requests,
+                    u,
+                    if u < m { "<" } else { ">=" },
+                    m,
+                    t.p_candidate_worse,
+                    c.counts
+                        .contaminated
+                        .map_or_else(|| "not counted".to_string(), |n| n.to_string()),
+                ),
+                (Some(t), Some(b), _, _) => format!(
                     "{} of {} failed vs baseline {} of {}: p_candidate_worse = {:.4} {} alpha {}; {} contaminated",
                     c.counts.failed,
                     c.counts.requests,
@@ -169,7 +212,7 @@ pub fn non_inferior_gate(cmp: &TurnoverComparison) -> Gate {
                         .contaminated
                         .map_or_else(|| "not counted".to_string(), |n| n.to_string()),
                 ),
-                (None, Some(b)) => format!(
+                (None, Some(b), _, _) => format!(
                     "{} of {} failed vs baseline {} of {}: no exact test (a side without requests, or more than {MAX_EXACT_REQUESTS})",
                     c.counts.failed, c.counts.requests, b.failed, b.requests,
                 ),
@@ -199,6 +242,29 @@ pub fn non_inferior_gate(cmp: &TurnoverComparison) -> Gate {
 mod tests {
     use super::*;
 
+    /// The case: baseline 0/60, candidate 4/60 passed the old rule
+    /// (Fisher p 0.059 ≥ 0.05: absence of evidence). With a 5-point margin the
+    /// upper bound of the difference (≈ 0.16) is far above it: not non-inferior.
+    #[test]
+    fn margin_rule_refuses_absence_of_evidence() {
+        let b = [run("baseline_turnover", 60, 0)];
+        let c = [run("candidate_turnover", 60, 4)];
+        let old = compare_turnover(&b, &c, 0.05, 0.95, None);
+        assert_eq!(old.groups[0].candidate_runs[0].non_inferior, Some(true));
+        let new = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
+        let r = &new.groups[0].candidate_runs[0];
+        assert_eq!(r.non_inferior, Some(false));
+        let u = r.difference_upper_bound.unwrap();
+        assert!((0.10..0.20).contains(&u), "{u}");
+        // Many clean requests on both sides do show non-inferiority.
+        let b = [run("baseline_turnover", 600, 3)];
+        let c = [run("candidate_turnover", 600, 2)];
+        let ok = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
+        assert_eq!(ok.groups[0].candidate_runs[0].non_inferior, Some(true));
+        assert!(!non_inferior_gate(&new).passed);
+        assert!(non_inferior_gate(&ok).passed);
+    }
+
     fn run(key: &str, requests: u64, failed: u64) -> RunCounts {
         RunCounts {
             key: key.into(),
@@ -216,7 +282,7 @@ mod tests {
             run("candidate_turnover", 60, 2),
             run("candidate_turnover_repeat", 60, 3),
         ];
-        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95, None);
         assert_eq!(cmp.groups.len(), 1);
         let g = &cmp.groups[0];
         let pooled = g.candidate_pooled.as_ref().expect("pooled");
@@ -241,7 +307,7 @@ mod tests {
         let b = [run("baseline_turnover", 60, 0)];
         let mut c = [run("candidate_turnover", 60, 0)];
         c[0].contaminated = Some(1);
-        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95, None);
         assert!(!strict_gate(&c).passed);
         assert!(!non_inferior_gate(&cmp).passed);
     }
@@ -253,7 +319,7 @@ mod tests {
         let huge = run("baseline_turnover_repeat", 1 << 63, 0);
         let b = [run("baseline_turnover", 1 << 63, 0), huge];
         let c = [run("candidate_turnover", 60, 1)];
-        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95, None);
         let base = cmp.groups[0].baseline.as_ref().expect("pooled baseline");
         assert_eq!(base.requests, u64::MAX);
         // Found by review, confirmed with the report fuzz target (past its
@@ -263,7 +329,7 @@ mod tests {
         let big = 1_000_000_000_000;
         let b = [run("baseline_turnover", big, big / 2)];
         let c = [run("candidate_turnover", big, big / 2)];
-        let cmp = compare_turnover(&b, &c, 0.05, 0.95);
+        let cmp = compare_turnover(&b, &c, 0.05, 0.95, None);
         let cand = &cmp.groups[0].candidate_runs[0];
         assert_eq!((cand.vs_baseline, cand.non_inferior), (None, None));
         let gate = non_inferior_gate(&cmp);
@@ -280,13 +346,14 @@ mod tests {
             &[run("candidate_turnover", n, 0)],
             0.05,
             0.95,
+            None,
         );
         assert_eq!(cmp.groups[0].candidate_runs[0].non_inferior, Some(true));
     }
 
     #[test]
     fn no_candidate_runs_fails_both_gates() {
-        let cmp = compare_turnover(&[run("baseline_turnover", 60, 0)], &[], 0.05, 0.95);
+        let cmp = compare_turnover(&[run("baseline_turnover", 60, 0)], &[], 0.05, 0.95, None);
         assert!(!strict_gate(&[]).passed);
         assert!(!non_inferior_gate(&cmp).passed);
     }

@@ -24,14 +24,16 @@ use serde_json::{Map, Value};
 use crate::stats::{self, Direction, Interval, Verdict};
 
 use super::compare::{
-    QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_NOT_BLANKET, QUAL_PASS,
-    QUAL_PASS_NON_INFERIOR, qualification,
+    QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE,
+    QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification,
+    qualification,
 };
 use super::model::{REPORT_SCHEMA, Side, parse_regression_flag, parse_turnover_key, turnover_key};
 use super::policy::{
     DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE, TurnoverGateMode, infer_direction, split_quantile,
 };
 use super::turnover::{self, RunCounts};
+use crate::stats::GateOutcome;
 
 /// One thing in a report that does not follow from the rest of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -310,6 +312,12 @@ pub fn verify(json: &Value) -> Vec<Disagreement> {
     if let Some(found) = perf_found {
         ck.expect_bool("performance_gate_passed", found, perf_expected);
     }
+    let evidence_outcome = check_evidence_gate(&mut ck, root);
+    let decides_by_evidence = root
+        .get("statistics")
+        .and_then(|s| s.get("gate_decides"))
+        .and_then(Value::as_str)
+        == Some("evidence");
 
     // Turnover runs, by side and ordinal.
     let mut runs: BTreeMap<(Side, usize), (&str, &Value)> = BTreeMap::new();
@@ -350,7 +358,8 @@ pub fn verify(json: &Value) -> Vec<Disagreement> {
         .and_then(|t| t.get("confidence"))
         .and_then(Value::as_f64)
         .unwrap_or(DEFAULT_TURNOVER_CONFIDENCE);
-    let cmp = turnover::compare_turnover(b_counts, c_counts, alpha, confidence);
+    let margin = tc.and_then(|t| t.get("margin")).and_then(Value::as_f64);
+    let cmp = turnover::compare_turnover(b_counts, c_counts, alpha, confidence, margin);
     if tc.is_some() {
         match serde_json::to_value(&cmp) {
             Ok(expected) => ck.expect_value("turnover_comparison", tc, &expected),
@@ -398,15 +407,33 @@ pub fn verify(json: &Value) -> Vec<Disagreement> {
             }
         }
         if let Some(mode) = mode {
-            let (_, qualified) =
-                qualification(perf_expected, strict.passed, non_inferior.passed, mode);
+            let (_, qualified) = match (decides_by_evidence, evidence_outcome) {
+                (true, Some(o)) => {
+                    evidence_qualification(o, strict.passed, non_inferior.passed, mode)
+                }
+                _ => qualification(perf_expected, strict.passed, non_inferior.passed, mode),
+            };
             if let Some(found) = ck.boolean("gates.qualified", g.get("qualified")) {
                 ck.expect_bool("gates.qualified", found, qualified);
             }
         }
     }
 
-    if let Some(q) = ck.string("qualification", root.get("qualification")) {
+    if let (true, Some(o), Some(mode), Some(q)) = (
+        decides_by_evidence,
+        evidence_outcome,
+        mode,
+        root.get("qualification").and_then(Value::as_str),
+    ) {
+        let (expected, _) = evidence_qualification(o, strict.passed, non_inferior.passed, mode);
+        if q != expected {
+            ck.push(
+                "qualification",
+                format!("\"{q}\""),
+                format!("\"{expected}\""),
+            );
+        }
+    } else if let Some(q) = ck.string("qualification", root.get("qualification")) {
         check_qualification(
             &mut ck,
             q,
@@ -439,6 +466,145 @@ pub fn verify(json: &Value) -> Vec<Disagreement> {
     ck.out
 }
 
+fn parse_outcome(v: &Value) -> Option<GateOutcome> {
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// The evidence gate, when the report has one: each metric's outcome from its
+/// own bounds and margin, each gate part against its metric, the gate's
+/// outcome from its parts, and `performance_outcome` against the gate.
+/// Returns the recomputed gate outcome.
+fn check_evidence_gate(ck: &mut Checker, root: &Map<String, Value>) -> Option<GateOutcome> {
+    let gate = root.get("gates")?.get("performance_evidence")?;
+    let mut metric_outcomes: BTreeMap<String, GateOutcome> = BTreeMap::new();
+    if let Some(cells) = root.get("cells").and_then(Value::as_object) {
+        for (cell, c) in cells {
+            let Some(metrics) = c.get("metrics").and_then(Value::as_object) else {
+                continue;
+            };
+            for (name, m) in metrics {
+                let Some(e) = m.get("evidence") else { continue };
+                let path = format!("cells.{cell}.metrics.{name}.evidence");
+                let lo = ck.num(
+                    &join(&path, "lower_bound_percent"),
+                    e.get("lower_bound_percent"),
+                );
+                let hi = ck.num(
+                    &join(&path, "upper_bound_percent"),
+                    e.get("upper_bound_percent"),
+                );
+                let t = ck.num(&join(&path, "margin_percent"), e.get("margin_percent"));
+                if let (Some(t), Some(flag_t)) = (
+                    t,
+                    m.as_object()
+                        .and_then(|o| o.keys().find_map(|k| parse_regression_flag(k))),
+                ) && t != flag_t
+                {
+                    ck.push(
+                        join(&path, "margin_percent"),
+                        t.to_string(),
+                        format!("{flag_t}, the threshold in the flag's name"),
+                    );
+                }
+                let (Some(lo), Some(hi), Some(t)) = (lo, hi, t) else {
+                    continue;
+                };
+                let expected = if lo > t {
+                    GateOutcome::Fail
+                } else if hi <= t {
+                    GateOutcome::Pass
+                } else {
+                    GateOutcome::Inconclusive
+                };
+                if lo > hi {
+                    ck.push(
+                        join(&path, "lower_bound_percent"),
+                        lo.to_string(),
+                        format!("at most the upper bound ({hi})"),
+                    );
+                }
+                match e.get("outcome").and_then(parse_outcome) {
+                    Some(found) if found == expected => {}
+                    _ => ck.push(
+                        join(&path, "outcome"),
+                        show(e.get("outcome")),
+                        format!("\"{}\" from its bounds and margin", expected.as_str()),
+                    ),
+                }
+                metric_outcomes.insert(format!("cells.{cell}.metrics.{name}"), expected);
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    for (i, part) in gate
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("gates.performance_evidence.parts[{i}]");
+        let Some(found) = part.get("outcome").and_then(parse_outcome) else {
+            ck.wrong(
+                &join(&path, "outcome"),
+                part.get("outcome"),
+                "\"pass\", \"fail\" or \"inconclusive\"",
+            );
+            continue;
+        };
+        let subject = part.get("subject").and_then(Value::as_str).unwrap_or("");
+        // A part for an eligible metric must carry its metric's outcome; parts
+        // for ineligible cells or missing samples can only hold it back.
+        if let Some(&m) = metric_outcomes.get(subject)
+            && found != m
+            && found == GateOutcome::Pass
+        {
+            ck.push(
+                join(&path, "outcome"),
+                "\"pass\"".into(),
+                format!("\"{}\", its metric's outcome", m.as_str()),
+            );
+        }
+        parts.push(found);
+    }
+    // Every metric with evidence must be in the gate.
+    for subject in metric_outcomes.keys() {
+        let listed = gate
+            .get("parts")
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.iter()
+                    .any(|p| p.get("subject").and_then(Value::as_str) == Some(subject))
+            });
+        if !listed {
+            ck.push(
+                "gates.performance_evidence.parts",
+                format!("no part for {subject}"),
+                "a part for every metric with evidence",
+            );
+        }
+    }
+    let expected = stats::combine(parts);
+    match gate.get("outcome").and_then(parse_outcome) {
+        Some(found) if found == expected => {}
+        _ => ck.push(
+            "gates.performance_evidence.outcome",
+            show(gate.get("outcome")),
+            format!("\"{}\" from its parts", expected.as_str()),
+        ),
+    }
+    if let Some(v) = root.get("performance_outcome")
+        && v.as_str() != Some(expected.as_str())
+    {
+        ck.push(
+            "performance_outcome",
+            show(Some(v)),
+            format!("\"{}\", the evidence gate's outcome", expected.as_str()),
+        );
+    }
+    Some(expected)
+}
+
 /// The qualification must be one the gates allow. Unknown wordings (other
 /// tools) are accepted; the ones `compare` writes are checked, against the
 /// exact table of [`qualification`] when the report names its turnover mode.
@@ -456,6 +622,8 @@ fn check_qualification(
         QUAL_PASS_NON_INFERIOR => perf && !strict && non_inferior,
         QUAL_FAIL_TURNOVER => perf && !strict && !non_inferior,
         QUAL_FAIL_PERFORMANCE | QUAL_FAIL_BOTH => !perf,
+        // Evidence-rule wordings need the evidence gate, checked above.
+        QUAL_INCONCLUSIVE | QUAL_FAIL_TURNOVER_INCONCLUSIVE => false,
         _ => return,
     };
     let expected = mode.map(|m| qualification(perf, strict, non_inferior, m).0);

@@ -430,7 +430,8 @@ mod tests {
             verdict(Direction::LowerIsBetter, &ci, 5.0),
             Verdict::Regressed
         );
-        // The same numbers as a rate: 10% more throughput is an improvement.
+        // The same numbers as a rate: 10% more throughput is an improvement
+        // beyond the band when the whole interval is past 5%.
         assert_eq!(
             verdict(Direction::HigherIsBetter, &ci, 5.0),
             Verdict::Improved

@@ -120,34 +120,22 @@ pub enum Verdict {
     Inconclusive,
 }
 
-/// Verdict for one metric from the CI of its `delta_percent`.
+/// Verdict for one metric from the CI of its `delta_percent`: a symmetric
+/// description of the change against the band ±T.
 ///
 /// Map the CI into worse-change terms `[w_lo, w_hi]` (see
-/// [`Direction::worse_interval`]; positive = worse), let `T = threshold_percent`,
-/// and take the first rule that holds:
+/// [`Direction::worse_interval`]; positive = worse), `T = threshold_percent`:
 ///
-/// 1. **Regressed** if `w_lo > T`: every plausible change is worse than the
-///    tolerance, so the regression gate fails with confidence.
-/// 2. **Improved** if `w_hi < 0`: every plausible change is better than the baseline.
-/// 3. **Equivalent** if `-T <= w_lo` and `w_hi <= T`: every plausible change is
-///    within the tolerance either way (the interval lies inside ±T).
-/// 4. **Inconclusive** otherwise: the interval straddles `T` (may or may not
-///    exceed the tolerance), or straddles 0 while reaching past `-T` (cannot
-///    tell a large gain from a small loss). More requests would resolve it;
-///    see [`requests_to_resolve`](super::requests_to_resolve).
+/// 1. **Regressed** if `w_lo > T`: confidently worse by more than T.
+/// 2. **Improved** if `w_hi < -T`: confidently better by more than T.
+/// 3. **Equivalent** if `-T <= w_lo` and `w_hi <= T`: inside ±T either way.
+/// 4. **Inconclusive** otherwise: the interval crosses `T` or `-T`.
 ///
-/// Why this shape: `T` is a tolerated regression (the gate's "no more than 5%
-/// worse"), not a noise band, so "regressed" means *beyond the tolerance*
-/// with confidence, while "improved" needs only a confidently better change.
-/// Each non-inconclusive verdict is a statement that holds at the CI's
-/// confidence, so more data should refine it rather than contradict it (a CI
-/// of [+1%, +8%] stays inconclusive rather than being called a regression
-/// that more requests might turn into "equivalent").
-///
-/// Exclusivity: Regressed needs `w_lo > T >= 0`, which rules out both
-/// `w_hi < 0` and `w_hi <= T`, since `w_lo <= w_hi`. Improved and Equivalent
-/// overlap only when `-T <= w_lo <= w_hi < 0` (a small, confident gain); rule 2
-/// comes first, so that case is Improved — the more specific statement.
+/// The two directions are mirror images (a CI of [+6, +9] is regressed
+/// exactly when [−9, −6] is improved), so an A/A comparison is as likely to
+/// be called one as the other. The gate is decided apart from this, by
+/// one-sided bounds (`evidence`): a confident 2–8 % improvement is
+/// inconclusive here but passes the gate.
 ///
 /// A CI with a non-finite bound or `low > high`, or a negative or non-finite
 /// `T`, gives Inconclusive: such inputs carry no usable evidence.
@@ -160,7 +148,7 @@ pub fn verdict(direction: Direction, ci: &Interval, threshold_percent: f64) -> V
     let (w_lo, w_hi) = direction.worse_interval(ci);
     if w_lo > t {
         Verdict::Regressed
-    } else if w_hi < 0.0 {
+    } else if w_hi < -t {
         Verdict::Improved
     } else if -t <= w_lo && w_hi <= t {
         Verdict::Equivalent
@@ -241,9 +229,10 @@ mod tests {
         assert_eq!(v(6.0, 9.0), Verdict::Regressed);
         assert_eq!(v(5.0, 9.0), Verdict::Inconclusive); // w_lo == T: not beyond
         assert_eq!(v(1.0, 8.0), Verdict::Inconclusive); // worse, maybe within T
-        assert_eq!(v(-10.0, -2.0), Verdict::Improved);
-        assert_eq!(v(-3.0, -1.0), Verdict::Improved); // also inside ±T; Improved wins
-        assert_eq!(v(-3.0, 0.0), Verdict::Equivalent); // w_hi == 0: not confidently better
+        assert_eq!(v(-10.0, -6.0), Verdict::Improved); // mirror of [6, 9]... beyond -T
+        assert_eq!(v(-10.0, -2.0), Verdict::Inconclusive); // mirror of [2, 10]
+        assert_eq!(v(-3.0, -1.0), Verdict::Equivalent); // inside ±T
+        assert_eq!(v(-3.0, 0.0), Verdict::Equivalent);
         assert_eq!(v(1.0, 3.0), Verdict::Equivalent); // tolerated regression
         assert_eq!(v(-5.0, 5.0), Verdict::Equivalent); // boundaries inclusive
         assert_eq!(v(-6.0, 4.0), Verdict::Inconclusive);
@@ -256,7 +245,8 @@ mod tests {
     fn verdict_examples_higher_is_better() {
         let v = |l, h| verdict(HigherIsBetter, &ci(l, h), 5.0);
         assert_eq!(v(-9.0, -6.0), Verdict::Regressed); // throughput down 6..9%
-        assert_eq!(v(2.0, 10.0), Verdict::Improved);
+        assert_eq!(v(6.0, 10.0), Verdict::Improved);
+        assert_eq!(v(2.0, 10.0), Verdict::Inconclusive);
         assert_eq!(v(-3.0, 3.0), Verdict::Equivalent);
         assert_eq!(v(-8.0, -1.0), Verdict::Inconclusive);
     }
@@ -285,7 +275,7 @@ mod tests {
             for &hi in pts.iter().filter(|&&h| h >= lo) {
                 let got = verdict(LowerIsBetter, &ci(lo, hi), t);
                 let regressed = lo > t;
-                let improved = hi < 0.0;
+                let improved = hi < -t;
                 let equivalent = -t <= lo && hi <= t;
                 let want = if regressed {
                     Verdict::Regressed
@@ -298,7 +288,16 @@ mod tests {
                 };
                 assert_eq!(got, want, "[{lo}, {hi}]");
                 assert!(!(regressed && (improved || equivalent)));
+                assert!(!(improved && equivalent));
                 assert_eq!(verdict(HigherIsBetter, &ci(-hi, -lo), t), got);
+                // Symmetry: the mirrored interval swaps regressed and improved.
+                let mirrored = verdict(LowerIsBetter, &ci(-hi, -lo), t);
+                let swap = |v| match v {
+                    Verdict::Regressed => Verdict::Improved,
+                    Verdict::Improved => Verdict::Regressed,
+                    v => v,
+                };
+                assert_eq!(mirrored, swap(got), "[{lo}, {hi}] mirrored");
             }
         }
     }

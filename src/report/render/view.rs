@@ -308,6 +308,7 @@ impl View {
                     &counts(Side::Candidate),
                     DEFAULT_ALPHA,
                     DEFAULT_TURNOVER_CONFIDENCE,
+                    None,
                 );
                 (cmp, true)
             }
