@@ -392,6 +392,29 @@ pub(super) fn render(v: &View) -> String {
         }
         out.push_str("</table>\n");
     }
+    if let Some(e) = v.evidence() {
+        let _ = writeln!(
+            out,
+            "<h3>Evidence gate: {}</h3>\n<table><tr><th>outcome</th><th>subject</th><th>reason</th></tr>",
+            escape(&e.outcome)
+        );
+        for (subject, outcome, reason) in &e.parts {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+                escape(outcome),
+                escape(subject),
+                escape(reason)
+            );
+        }
+        out.push_str("</table>\n");
+        if let Some(n) = e.requests_to_resolve {
+            let _ = writeln!(out, "<p>About {n} requests per side would decide it.</p>");
+        }
+        if let Some(d) = &e.design {
+            let _ = writeln!(out, "<p>Design: {}</p>", escape(d));
+        }
+    }
     let _ = writeln!(
         out,
         "<table><tr><th>qualification</th><td>{}</td></tr><tr><th>promotion</th><td>{}</td></tr><tr><th>human decision</th><td>{}</td></tr>",

@@ -254,6 +254,19 @@ pub(super) fn render(v: &View) -> String {
         let _ = writeln!(out);
     }
 
+    if let Some(e) = v.evidence() {
+        let _ = writeln!(out, "### Evidence gate: {}\n", md(&e.outcome));
+        for (subject, outcome, reason) in &e.parts {
+            let _ = writeln!(out, "- {} {}: {}", md(outcome), code(subject), md(reason));
+        }
+        if let Some(n) = e.requests_to_resolve {
+            let _ = writeln!(out, "- about {n} requests per side would decide it");
+        }
+        if let Some(d) = &e.design {
+            let _ = writeln!(out, "- design: {}", md(d));
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "### Decision\n");
     let _ = writeln!(
         out,

@@ -316,6 +316,24 @@ pub(super) fn render(v: &View, color: bool) -> String {
         );
     }
     let _ = writeln!(out);
+    if let Some(e) = v.evidence() {
+        let c = match e.outcome.as_str() {
+            "pass" => Some(GREEN),
+            "fail" => Some(RED),
+            _ => Some(YELLOW),
+        };
+        let _ = writeln!(out, "evidence gate   {}", paint(&e.outcome, c, color));
+        for (subject, outcome, reason) in &e.parts {
+            let _ = writeln!(out, "  {outcome:<12} {subject}: {reason}");
+        }
+        if let Some(n) = e.requests_to_resolve {
+            let _ = writeln!(out, "  about {n} requests per side would decide it");
+        }
+        if let Some(d) = &e.design {
+            let _ = writeln!(out, "  design: {d}");
+        }
+        let _ = writeln!(out);
+    }
     let qual_color = match v.qualification.as_deref() {
         Some("pass") => Some(GREEN),
         Some(q) if q.starts_with("pass") => Some(YELLOW),

@@ -92,6 +92,49 @@ pub struct FailureView {
     pub canary_passed: Option<bool>,
 }
 
+/// The evidence gate in words: outcome, each pair, what would decide it.
+pub struct EvidenceView {
+    pub outcome: String,
+    pub parts: Vec<(String, String, String)>,
+    pub requests_to_resolve: Option<usize>,
+    pub design: Option<String>,
+}
+
+impl View {
+    pub fn evidence(&self) -> Option<EvidenceView> {
+        let g = self.gates.as_ref()?.performance_evidence.as_ref()?;
+        let design = self.statistics.as_ref().and_then(|s| {
+            let d = s.design.as_ref()?;
+            let fw = s.family_wise.as_ref();
+            Some(format!(
+                "schedule {}, {}; {}",
+                d.schedule,
+                d.resampling_method,
+                fw.map_or(String::new(), |f| format!(
+                    "alpha {} over {} gating pair(s) and {} look(s): pass bound at {:.4}, fail bound at {:.4}",
+                    f.alpha, f.gating_pairs, f.looks, f.alpha_pass, f.alpha_fail
+                ))
+            ))
+        });
+        Some(EvidenceView {
+            outcome: g.outcome.as_str().to_string(),
+            parts: g
+                .parts
+                .iter()
+                .map(|p| {
+                    (
+                        p.subject.clone(),
+                        p.outcome.as_str().to_string(),
+                        p.reason.clone(),
+                    )
+                })
+                .collect(),
+            requests_to_resolve: g.requests_to_resolve,
+            design,
+        })
+    }
+}
+
 fn s(v: Option<&Value>) -> Option<String> {
     v.and_then(Value::as_str).map(String::from)
 }
