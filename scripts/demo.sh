@@ -47,13 +47,33 @@ id="reference-$(date -u +%Y%m%dT%H%M%SZ)"
 args=(qualify plans/reference.toml --id "$id")
 ((keep)) || args+=(--then-stop)
 say "infergate ${args[*]}"
-# 0 qualified, 1 not qualified: both are a finished demo. 2 is a failure.
+# 0 qualified, 1 not qualified, 3 inconclusive (the evidence could not decide):
+# all are a finished demo. 2 is a failure.
+started=$(date +%s)
 set +e
 target/release/infergate "${args[@]}"
 rc=$?
 set -e
-if ((rc > 1)); then
+if ((rc == 2 || rc > 3)); then
     echo "demo: the qualification did not finish (exit $rc); see: target/release/infergate status $id" >&2
     exit "$rc"
+fi
+# The verdict and what it cost, from the report itself.
+report="out/qualify/$id/report.json"
+if [[ -f "$report" ]]; then
+    python3 - "$report" "$(($(date +%s) - started))" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+g = (r.get("gates") or {}).get("performance_evidence") or {}
+cells = r.get("cells", {})
+measured = sum(c.get("baseline_requests", 0) + c.get("candidate_requests", 0) for c in cells.values())
+turn = sum(t.get("requests", 0) for k, t in r.items() if k.endswith("_turnover") or "_turnover_repeat" in k)
+print()
+print(f"== verdict: performance evidence {g.get('outcome', '?')}; qualification: {r.get('qualification')}")
+need = g.get("requests_to_resolve")
+if need:
+    print(f"   about {need} requests per side per cell would decide it")
+print(f"   cost: {measured} measured requests (both sides, warmups and probes not counted), {turn} turnover requests, {int(sys.argv[2]) / 60:.1f} minutes")
+PY
 fi
 exit 0

@@ -29,6 +29,9 @@ enum Cmd {
     Run(RunArgs),
     /// Compare two run artifacts into a runtime-profile-comparison/v1 report.
     Compare(CompareArgs),
+    /// Measure a runtime's noise from several runs of it (A/A): drift between
+    /// runs, false-alarm rates of every A/A pair, requests per side needed.
+    Calibrate(CalibrateArgs),
     /// Recompute every delta, flag and gate of a v1 report; exit 0 only when all agree.
     Verify {
         /// Report file (JSON).
@@ -44,6 +47,22 @@ enum Cmd {
     Status(cli_qualify::StatusArgs),
     /// Stop the runtime a qualification left serving.
     Stop(cli_qualify::StopArgs),
+}
+
+#[derive(clap::Args)]
+struct CalibrateArgs {
+    /// Run artifacts (run.json) or run directories of ONE runtime with one suite, at least two.
+    #[arg(required = true, num_args = 2..)]
+    runs: Vec<PathBuf>,
+    /// Gate policy (TOML) whose metrics, margins and alpha to calibrate for.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Where to write the calibration (infergate-calibration/v1 JSON).
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Also write a policy (the given one, or the defaults) with the measured drift floor.
+    #[arg(long)]
+    write_policy: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -229,6 +248,7 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             );
             Ok(ExitCode::from(report::exit_code(&report)))
         }
+        Cmd::Calibrate(a) => calibrate(a),
         Cmd::Verify { file } => {
             let value = report::read_report_value(&file)?;
             let problems = report::verify(&value);
@@ -265,4 +285,85 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
+    use anyhow::Context;
+    let policy = match &a.policy {
+        Some(p) => report::Policy::from_file(p)?,
+        None => report::Policy::default(),
+    };
+    let mut runs = Vec::new();
+    for p in &a.runs {
+        let file = if p.is_dir() {
+            p.join(runner::ARTIFACT_FILE)
+        } else {
+            p.clone()
+        };
+        runs.push((file.display().to_string(), report::read_artifact(&file)?));
+    }
+    let c = report::calibrate::calibrate(&runs, &policy, &runner::now_rfc3339())
+        .context("calibrating")?;
+    infergate::atomic::write_json_atomic(&a.out, &c)?;
+    println!(
+        "{} runs, {} A/A pairs: point rule failed {}, evidence pass {} / fail {} / inconclusive {}",
+        c.runs.len(),
+        c.aa_pairs.pairs,
+        c.aa_pairs.point_rule_failed,
+        c.aa_pairs.evidence_pass,
+        c.aa_pairs.evidence_fail,
+        c.aa_pairs.evidence_inconclusive
+    );
+    for cell in &c.cells {
+        for m in &cell.metrics {
+            println!(
+                "  {}/{}: per-request CV {:.1}%, within-run s.e. {:.2}%, between runs {:.2}%, drift {:.2}%, interleaved needs {} req/side",
+                cell.cell,
+                m.metric,
+                m.per_request_cv_percent,
+                m.within_run_se_percent,
+                m.between_runs_sd_percent,
+                m.drift_sd_percent,
+                m.requests_per_side_interleaved
+                    .map_or_else(|| "?".to_string(), |n| n.to_string())
+            );
+        }
+    }
+    println!("drift floor: {}% per run", c.drift_sd_percent);
+    if let Some(path) = &a.write_policy {
+        let base = match &a.policy {
+            Some(p) => {
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+            }
+            None => include_str!("../policies/default.toml").to_string(),
+        };
+        let text = with_drift(&base, &c.policy_snippet).with_context(|| {
+            format!(
+                "--write-policy: add this to the policy by hand:\n{}",
+                c.policy_snippet
+            )
+        })?;
+        infergate::atomic::write_atomic(path, text.as_bytes())?;
+        println!("wrote {}", path.display());
+    }
+    println!("wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `base` with the calibration's `[gate]` lines: appended as a table, or
+/// inserted under an existing `[gate]` header. `None` when the policy sets
+/// `drift_sd_percent` itself already.
+fn with_drift(base: &str, snippet: &str) -> Option<String> {
+    let sets_it = base
+        .lines()
+        .any(|l| l.trim_start().starts_with("drift_sd_percent"));
+    if sets_it {
+        return None;
+    }
+    let Some(at) = base.find("\n[gate]\n") else {
+        return Some(format!("{}\n\n{snippet}", base.trim_end()));
+    };
+    let body = snippet.strip_prefix("[gate]\n").unwrap_or(snippet);
+    let split = at + "\n[gate]\n".len();
+    Some(format!("{}{body}{}", &base[..split], &base[split..]))
 }

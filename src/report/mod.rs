@@ -7,6 +7,7 @@
 //! is a valid v1 report: every function reading reports accepts it, and
 //! every report written here keeps its fields and their meanings.
 
+pub mod calibrate;
 mod compare;
 mod io;
 mod model;

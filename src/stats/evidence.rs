@@ -476,7 +476,7 @@ pub fn requests_to_detect(
     let (zf, zb) = (normal_quantile(1.0 - alpha_fail), normal_quantile(power));
     let room =
         (shift_percent - margin_percent).powi(2) / (zf + zb).powi(2) - drift_sd_percent.powi(2);
-    if shift_percent <= margin_percent || room <= 0.0 || !(n_now > 0.0) {
+    if shift_percent <= margin_percent || room <= 0.0 || n_now.is_nan() || n_now <= 0.0 {
         return None;
     }
     let within = (se_percent.powi(2) - drift_sd_percent.powi(2)).max(0.0);
