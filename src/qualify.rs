@@ -30,7 +30,7 @@ use crate::ledger::{Entry, Ledger, Status};
 use crate::lifecycle::{self, Ctx, Handle};
 use crate::plan::{After, BASELINE, CANDIDATE, Driver, OnOutcome, Plan, ProcessDriver, Runtime};
 use crate::report::{self, DecisionAction, Report};
-use crate::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions};
+use crate::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
 use crate::suite::Suite;
 use crate::{aggregate, decide, journal};
 
@@ -639,6 +639,7 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         skip_turnover: ctx.plan.skip_turnover,
         quiet: ctx.quiet,
         tokenizer: None,
+        part: RunPart::Whole,
     };
     // A runtime that dies mid-suite ends the pass now, not after every
     // remaining request has timed out.
