@@ -55,7 +55,7 @@ pub struct Block {
 /// The two sides of block `k`, in the order they run: baseline first for
 /// even `k`, candidate first for odd `k`.
 pub fn pair(k: u32) -> [&'static str; 2] {
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         [BASELINE, CANDIDATE]
     } else {
         [CANDIDATE, BASELINE]
