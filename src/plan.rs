@@ -1418,6 +1418,10 @@ mod tests {
         assert_eq!(default_window(1), 4);
         assert_eq!(default_window(2), 4);
         assert_eq!(default_window(8), 16);
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/reference.toml");
+        let shipped = Plan::load(&shipped).unwrap();
+        assert_eq!(shipped.schedule, PlanSchedule::Interleaved);
+        assert!(!shipped.adaptive.enabled);
     }
 
     #[test]

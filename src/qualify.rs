@@ -1006,7 +1006,7 @@ async fn interleaved_body(
             }
             done += 1;
             let report = compare_interleaved(ctx, suite, cells, Some(done))
-                .map_err(|e| fail("compare", BASELINE, e))?;
+                .map_err(|e| fail("compare", "adaptive round", e))?;
             let outcome = report.performance_outcome;
             let why =
                 interleave::stop_after(done, max_rounds, minutes(), budget.max_minutes, outcome);
