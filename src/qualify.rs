@@ -1057,12 +1057,13 @@ async fn interleaved_body(
         .zip(totals(cells, rounds))
         .map(|((s, c), n)| s.warmup * n.div_ceil(c.window))
         .sum();
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let spent = format!(
-        "{per_side} requests per side (+{warmups} warmup) in {} cells, {:.1} min{}",
-        cells.len(),
+        "{per_side} requests per side (+{warmups} warmup) in {}, {:.1} min{}",
+        plural(cells.len(), "cell"),
         minutes(),
         match (&rounds, &stopped) {
-            (Some(r), Some(s)) => format!("; adaptive: {r} rounds, {s}"),
+            (Some(r), Some(s)) => format!("; adaptive: {}, {s}", plural(*r, "round")),
             _ => String::new(),
         }
     );
