@@ -12,9 +12,12 @@
 //! policy = "../policies/default.toml"         # or an inline [policy] table
 //!
 //! [adaptive]             # interleaved only: add rounds until the gate resolves
-//! enabled = true         # or `infergate qualify --adaptive`
-//! max_requests = 200     # per side per cell
-//! max_minutes = 30       # wall clock
+//! enabled = true         # or `infergate qualify --adaptive` (default false)
+//! max_requests = 200     # per side per cell (default 200)
+//! max_minutes = 30       # wall clock, checked after each round (default 30)
+//! # A round is one A B B A pair of blocks (2 × window requests per side) for
+//! # every cell, then a look at the gate; the suite's `requests` is not used.
+//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
 //!
 //! [baseline]
 //! driver = "process"                 # external | process | container
