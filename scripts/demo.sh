@@ -6,9 +6,9 @@
 #
 #   infergate qualify plans/reference.toml
 #
-# (preflight; baseline pass; candidate pass; compare; report; decision left
-# pending; baseline restored and readmitted), and ends with the rendered
-# report. Every step is in the ledger: `infergate status <id>`.
+# (preflight; both profiles started, each cell's requests interleaved
+# between them in blocks, A B B A; compare; report; decision left pending;
+# baseline restored and readmitted), and ends with the rendered report. Every step is in the ledger: `infergate status <id>`.
 #
 # By default the demo then retires the baseline it left serving, so nothing
 # keeps running. With --keep-serving it stays up, and you can decide:

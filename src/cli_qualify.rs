@@ -33,6 +33,11 @@ pub struct QualifyArgs {
     /// Abandon the interrupted qualification --id and restore the baseline.
     #[arg(long, requires = "id")]
     pub rollback: bool,
+    /// Adaptive mode: add interleaved rounds of blocks until the performance
+    /// gate resolves or the plan's `[adaptive]` budget (default 200 requests
+    /// per side per cell, 30 minutes) is spent. Interleaved plans only.
+    #[arg(long)]
+    pub adaptive: bool,
     /// Afterwards, retire whatever the qualification left serving (demos, CI);
     /// `infergate decide` can still restore or promote later.
     #[arg(long)]
@@ -93,6 +98,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         out_root: Some(a.out),
         ledger: a.ledger,
         rollback: a.rollback,
+        adaptive: a.adaptive,
         quiet: a.quiet,
     };
     let mut o = qualify::run(&a.plan, &opts).await?;
@@ -113,6 +119,9 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {
         println!("  {f}");
+    }
+    if let Some(spent) = &o.spent {
+        println!("  spent:   {spent}");
     }
     match &o.serving {
         Some((label, h)) => println!("  serving: {label} — {}", h.describe()),

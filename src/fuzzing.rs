@@ -544,6 +544,16 @@ fn check_plan(text: &str, is_toml: bool) {
         "repeats {}",
         plan.repeats
     );
+    if plan.schedule == crate::plan::PlanSchedule::Interleaved {
+        assert_eq!(
+            plan.repeats, 1,
+            "repeats belong to the alternating schedule"
+        );
+    } else {
+        assert!(plan.window.is_none() && !plan.adaptive.enabled);
+    }
+    assert!(plan.window.is_none_or(|w| w >= 1));
+    assert!(plan.adaptive.max_requests >= 1 && plan.adaptive.max_minutes > 0.0);
     let order = plan.pass_order();
     assert_eq!(order.len(), 2 * plan.repeats);
     for label in [BASELINE, CANDIDATE] {

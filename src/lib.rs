@@ -15,6 +15,7 @@ pub mod engine;
 pub mod fastsource;
 pub mod faultproxy;
 pub mod fuzzing;
+pub mod interleave;
 pub mod journal;
 pub mod ledger;
 pub mod lifecycle;

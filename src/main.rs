@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 use infergate::client::Timeouts;
-use infergate::runner::{self, RunOptions};
+use infergate::runner::{self, RunOptions, RunPart};
 use infergate::{cli_qualify, report};
 use std::io::IsTerminal;
 
@@ -218,6 +218,7 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 skip_turnover: a.skip_turnover,
                 quiet: a.quiet,
                 tokenizer: a.tokenizer,
+                part: RunPart::Whole,
             };
             let art = runner::run(&opts).await?;
             for c in &art.cells {

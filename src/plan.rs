@@ -5,8 +5,19 @@
 //! ```toml
 //! name = "reference-engine"
 //! suite = "../suites/reference-engine.toml"   # relative to this file
-//! repeats = 1            # 1: A B; 2: A B B A; 3: A B B A A B
+//! schedule = "interleaved"   # both up at once, short alternating blocks (default
+//!                            # when both can serve at once); or "alternating" passes
+//! window = 4             # interleaved: requests per block (default max(4, 2 × concurrency))
+//! # repeats = 2          # alternating only: 1: A B; 2: A B B A; 3: A B B A A B
 //! policy = "../policies/default.toml"         # or an inline [policy] table
+//!
+//! [adaptive]             # interleaved only: add rounds until the gate resolves
+//! enabled = true         # or `infergate qualify --adaptive` (default false)
+//! max_requests = 200     # per side per cell (default 200)
+//! max_minutes = 30       # wall clock, checked after each round (default 30)
+//! # A round is one A B B A pair of blocks (2 × window requests per side) for
+//! # every cell, then a look at the gate; the suite's `requests` is not used.
+//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
 //!
 //! [baseline]
 //! driver = "process"                 # external | process | container
@@ -53,8 +64,14 @@ pub struct Plan {
     pub text: String,
     pub suite: PathBuf,
     pub policy: PolicySource,
-    /// Passes per runtime, in alternating order (A B B A …).
+    /// Passes per runtime, in alternating order (A B B A …); 1 when interleaved.
     pub repeats: usize,
+    /// How the two runtimes' requests are placed in time.
+    pub schedule: PlanSchedule,
+    /// Interleaved: requests per block, for every cell; `None`: [`default_window`].
+    pub window: Option<usize>,
+    /// Interleaved: keep adding rounds of blocks until the gate resolves.
+    pub adaptive: Adaptive,
     pub skip_turnover: bool,
     pub baseline: Runtime,
     pub candidate: Runtime,
@@ -65,6 +82,56 @@ pub struct Plan {
     pub docker: DockerSettings,
     /// Client limits for every request of both runtimes' passes (`[timeouts]`).
     pub timeouts: crate::client::Timeouts,
+}
+
+/// The plan's `schedule`: how the two runtimes share the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanSchedule {
+    /// Both runtimes up at once; each cell's requests in blocks of `window`
+    /// alternating between them (A B B A …) in one timeline, never both loaded at once.
+    Interleaved,
+    /// One runtime up at a time, whole passes in A B B A order (`repeats`).
+    Alternating,
+}
+
+impl PlanSchedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanSchedule::Interleaved => "interleaved",
+            PlanSchedule::Alternating => "alternating",
+        }
+    }
+}
+
+/// Requests per interleaved block when the plan gives no `window`: at least
+/// 4, and twice the cell's concurrency so a block is more than one batch
+/// (every in-flight slot filled, then drained) of the runtime.
+pub fn default_window(concurrency: usize) -> usize {
+    (2 * concurrency).max(4)
+}
+
+/// `[adaptive]`: budgets of an adaptive interleaved qualification.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// On for every run of this plan (else only with `qualify --adaptive`).
+    pub enabled: bool,
+    /// Most requests per side per cell (blocks of warmups not counted).
+    pub max_requests: usize,
+    /// Most wall-clock time for the measuring, checked after every round.
+    pub max_minutes: f64,
+}
+
+pub const DEFAULT_ADAPTIVE_MAX_REQUESTS: usize = 200;
+pub const DEFAULT_ADAPTIVE_MAX_MINUTES: f64 = 30.0;
+
+impl Default for Adaptive {
+    fn default() -> Self {
+        Adaptive {
+            enabled: false,
+            max_requests: DEFAULT_ADAPTIVE_MAX_REQUESTS,
+            max_minutes: DEFAULT_ADAPTIVE_MAX_MINUTES,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -334,6 +401,12 @@ struct RawPlan {
     #[serde(default)]
     repeats: Option<Spanned<i64>>,
     #[serde(default)]
+    schedule: Option<Spanned<String>>,
+    #[serde(default)]
+    window: Option<Spanned<i64>>,
+    #[serde(default)]
+    adaptive: Option<Spanned<RawAdaptive>>,
+    #[serde(default)]
     skip_turnover: bool,
     baseline: Spanned<RawRuntime>,
     candidate: Spanned<RawRuntime>,
@@ -347,6 +420,15 @@ struct RawPlan {
     docker: Option<RawDocker>,
     #[serde(default)]
     timeouts: Option<RawTimeouts>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAdaptive {
+    #[serde(default)]
+    enabled: bool,
+    max_requests: Option<Spanned<i64>>,
+    max_minutes: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -503,6 +585,7 @@ impl Plan {
             .load(path)
             .map_err(|e| err(None, "policy", format!("{e:#}")))?;
 
+        let repeats_given = raw.repeats.as_ref().map(|r| r.span());
         let repeats = match raw.repeats {
             None => 1,
             Some(r) if *r.get_ref() >= 1 && *r.get_ref() <= 100 => *r.get_ref() as usize,
@@ -605,6 +688,106 @@ impl Plan {
         };
         let baseline = runtime(text, BASELINE, raw.baseline, &resolve, &err)?;
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
+
+        let clash = same_fixed_address(&baseline, &candidate);
+        let schedule = match &raw.schedule {
+            // `repeats` is the alternating schedule's knob: a plan that sets
+            // it keeps meaning what it meant.
+            None if repeats_given.is_some() || clash.is_some() => PlanSchedule::Alternating,
+            None => PlanSchedule::Interleaved,
+            Some(s) => match s.get_ref().as_str() {
+                "interleaved" => PlanSchedule::Interleaved,
+                "alternating" => PlanSchedule::Alternating,
+                other => {
+                    return Err(err(
+                        Some(s.span()),
+                        "schedule",
+                        format!("{other:?}: expected \"interleaved\" or \"alternating\""),
+                    ));
+                }
+            },
+        };
+        if schedule == PlanSchedule::Interleaved {
+            if let Some(span) = repeats_given {
+                return Err(err(
+                    Some(span),
+                    "repeats",
+                    "applies only to schedule = \"alternating\" (interleaved blocks replace passes; size them with `window`)".into(),
+                ));
+            }
+            if let (Some(why), Some(s)) = (&clash, &raw.schedule) {
+                return Err(err(
+                    Some(s.span()),
+                    "schedule",
+                    format!(
+                        "\"interleaved\" needs both runtimes up at once, but {why}: use schedule = \"alternating\""
+                    ),
+                ));
+            }
+        }
+        let window = match raw.window {
+            None => None,
+            Some(w) if schedule == PlanSchedule::Alternating => {
+                return Err(err(
+                    Some(w.span()),
+                    "window",
+                    "applies only to schedule = \"interleaved\"".into(),
+                ));
+            }
+            Some(w) if (1..=100_000).contains(w.get_ref()) => Some(*w.get_ref() as usize),
+            Some(w) => {
+                return Err(err(
+                    Some(w.span()),
+                    "window",
+                    format!("must be 1..=100000 requests per block, got {}", w.get_ref()),
+                ));
+            }
+        };
+        let adaptive = match raw.adaptive {
+            None => Adaptive::default(),
+            Some(a) => {
+                let span = a.span();
+                let a = a.into_inner();
+                let max_requests = match a.max_requests {
+                    None => DEFAULT_ADAPTIVE_MAX_REQUESTS,
+                    Some(m) if (1..=10_000_000).contains(m.get_ref()) => *m.get_ref() as usize,
+                    Some(m) => {
+                        return Err(err(
+                            Some(m.span()),
+                            "adaptive.max_requests",
+                            format!("must be 1..=10000000 requests, got {}", m.get_ref()),
+                        ));
+                    }
+                };
+                let max_minutes = match a.max_minutes {
+                    None => DEFAULT_ADAPTIVE_MAX_MINUTES,
+                    Some(m)
+                        if m.get_ref().is_finite() && *m.get_ref() > 0.0 && *m.get_ref() <= 1e6 =>
+                    {
+                        *m.get_ref()
+                    }
+                    Some(m) => {
+                        return Err(err(
+                            Some(m.span()),
+                            "adaptive.max_minutes",
+                            format!("must be a positive number of minutes, got {}", m.get_ref()),
+                        ));
+                    }
+                };
+                if a.enabled && schedule == PlanSchedule::Alternating {
+                    return Err(err(
+                        Some(key_span(text, span, "enabled")),
+                        "adaptive.enabled",
+                        "adaptive mode adds interleaved blocks: it needs schedule = \"interleaved\"".into(),
+                    ));
+                }
+                Adaptive {
+                    enabled: a.enabled,
+                    max_requests,
+                    max_minutes,
+                }
+            }
+        };
         Ok(Plan {
             name: raw.name.unwrap_or_else(|| {
                 path.file_stem()
@@ -618,6 +801,9 @@ impl Plan {
             suite: resolve(raw.suite.get_ref()),
             policy,
             repeats,
+            schedule,
+            window,
+            adaptive,
             skip_turnover: raw.skip_turnover,
             baseline,
             candidate,
@@ -992,6 +1178,40 @@ fn runtime(
     })
 }
 
+/// Why the two runtimes cannot both serve at once, if they cannot: both
+/// bind one fixed address (a command's base_url, a container's host port).
+/// The reference engine announces a free port; an external URL is already up.
+fn same_fixed_address(a: &Runtime, b: &Runtime) -> Option<String> {
+    fn fixed(r: &Runtime) -> Option<(String, u16)> {
+        match &r.driver {
+            Driver::Process(ProcessDriver::Command(c)) => {
+                let rest = c.base_url.split_once("://")?.1;
+                let authority = rest.split('/').next()?;
+                let authority = authority.rsplit('@').next()?;
+                let (host, port) = match authority.rsplit_once(':') {
+                    Some((h, p)) => (h, p.parse().ok()?),
+                    None if c.base_url.starts_with("https") => (authority, 443),
+                    None => (authority, 80),
+                };
+                let host = match host {
+                    "localhost" | "127.0.0.1" | "0.0.0.0" | "[::1]" => "local",
+                    h => h,
+                };
+                Some((host.to_string(), port))
+            }
+            Driver::Container(c) => Some(("local".into(), c.port)),
+            _ => None,
+        }
+    }
+    match (fixed(a), fixed(b)) {
+        (Some(x), Some(y)) if x == y => Some(format!(
+            "the baseline and the candidate both listen on port {}",
+            x.1
+        )),
+        _ => None,
+    }
+}
+
 fn check_http_url(url: &str) -> Result<(), String> {
     if url.starts_with("http://") || url.starts_with("https://") {
         Ok(())
@@ -1174,6 +1394,148 @@ mod tests {
         let e = parse(&format!("# x\n# a\u{7}b\n{}", minimal(""))).unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
         assert!(e.message.contains("U+0007"), "{e}");
+    }
+
+    #[test]
+    fn schedule_defaults_to_interleaved_and_repeats_means_alternating() {
+        let plan = parse(&minimal("")).unwrap();
+        assert_eq!(plan.schedule, PlanSchedule::Interleaved);
+        assert_eq!((plan.window, plan.repeats), (None, 1));
+        assert_eq!(plan.adaptive, Adaptive::default());
+        let plan = parse(&format!("repeats = 2\n{}", minimal(""))).unwrap();
+        assert_eq!(plan.schedule, PlanSchedule::Alternating);
+        let plan = parse(&format!("schedule = \"alternating\"\n{}", minimal(""))).unwrap();
+        assert_eq!(
+            (plan.schedule, plan.repeats),
+            (PlanSchedule::Alternating, 1)
+        );
+        let plan = parse(&format!(
+            "schedule = \"interleaved\"\nwindow = 6\n{}",
+            minimal("")
+        ))
+        .unwrap();
+        assert_eq!(
+            (plan.schedule, plan.window),
+            (PlanSchedule::Interleaved, Some(6))
+        );
+        assert_eq!(default_window(1), 4);
+        assert_eq!(default_window(2), 4);
+        assert_eq!(default_window(8), 16);
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/reference.toml");
+        let shipped = Plan::load(&shipped).unwrap();
+        assert_eq!(shipped.schedule, PlanSchedule::Interleaved);
+        assert!(!shipped.adaptive.enabled);
+    }
+
+    #[test]
+    fn schedule_errors_name_line_and_field() {
+        let e = parse(&format!("schedule = \"zigzag\"\n{}", minimal(""))).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(1), Some("schedule")),
+            "{e}"
+        );
+        assert!(e.message.contains("zigzag"), "{e}");
+        let e = parse(&format!(
+            "schedule = \"interleaved\"\nrepeats = 2\n{}",
+            minimal("")
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("repeats")),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "schedule = \"alternating\"\nwindow = 4\n{}",
+            minimal("")
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("window")),
+            "{e}"
+        );
+        let e = parse(&format!("\nwindow = 0\n{}", minimal(""))).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("window")),
+            "{e}"
+        );
+        let e = parse(&format!("window = \"4\"\n{}", minimal(""))).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(1), Some("window")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn runtimes_on_one_fixed_port_cannot_interleave() {
+        let cmd = |port: u16| {
+            format!(
+                "driver = \"process\"\ncommand = \"srv\"\nbase_url = \"http://127.0.0.1:{port}\""
+            )
+        };
+        let two = |a: &str, b: &str, top: &str| {
+            format!("{top}suite = \"s.toml\"\n[baseline]\n{a}\n[candidate]\n{b}\n")
+        };
+        let plan = parse(&two(
+            &cmd(9000),
+            &cmd(9000).replace("127.0.0.1", "localhost"),
+            "",
+        ))
+        .unwrap();
+        assert_eq!(plan.schedule, PlanSchedule::Alternating);
+        let plan = parse(&two(&cmd(9000), &cmd(9001), "")).unwrap();
+        assert_eq!(plan.schedule, PlanSchedule::Interleaved);
+        let e = parse(&two(&cmd(9000), &cmd(9000), "schedule = \"interleaved\"\n")).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(1), Some("schedule")),
+            "{e}"
+        );
+        assert!(e.message.contains("port 9000"), "{e}");
+    }
+
+    #[test]
+    fn adaptive_table_is_checked_and_needs_interleaving() {
+        let plan = parse(&minimal(
+            "[adaptive]\nenabled = true\nmax_requests = 64\nmax_minutes = 2.5\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            plan.adaptive,
+            Adaptive {
+                enabled: true,
+                max_requests: 64,
+                max_minutes: 2.5
+            }
+        );
+        let plan = parse(&minimal("[adaptive]\nmax_requests = 10\n")).unwrap();
+        assert!(!plan.adaptive.enabled);
+        assert_eq!(plan.adaptive.max_minutes, DEFAULT_ADAPTIVE_MAX_MINUTES);
+        for (bad, field, line) in [
+            ("max_requests = 0", "adaptive.max_requests", 9),
+            ("max_minutes = -1", "adaptive.max_minutes", 9),
+            ("max_minutes = nan", "adaptive.max_minutes", 9),
+            ("max_requets = 5", "adaptive.max_requets", 9),
+            ("enabled = \"yes\"", "adaptive.enabled", 9),
+        ] {
+            let e = parse(&minimal(&format!("[adaptive]\n{bad}\n"))).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{bad}: {e}");
+            assert_eq!(e.line, Some(line), "{bad}: {e}");
+        }
+        let e = parse(&format!(
+            "schedule = \"alternating\"\n{}",
+            minimal("[adaptive]\nmax_requests = 8\nenabled = true\n")
+        ))
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(11), Some("adaptive.enabled")),
+            "{e}"
+        );
     }
 
     #[test]

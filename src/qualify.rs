@@ -4,19 +4,28 @@
 //! 1. Preflight: both runtimes present (engine installed, command and its
 //!    sha256, or image by digest). A baseline that could not be restored
 //!    refuses the qualification before anything changes.
-//! 2. Passes in alternating order (A B, or A B B A … with repeats): start the
-//!    runtime, run the suite (warmups, cells, turnover), stop it. A runtime
-//!    that dies mid-suite ends the pass at once.
-//! 3. Compare (passes of one runtime pooled), write the report.
+//! 2. Measure, as the plan's `schedule` says:
+//!    - interleaved (the default where both runtimes can serve at once): both
+//!      started, then each cell's requests in blocks of `window`, alternating
+//!      between the two in one timeline (A B B A …, see [`crate::interleave`]),
+//!      then each runtime's turnover, then both stopped. In adaptive mode,
+//!      rounds of blocks are added until the performance gate resolves or a
+//!      budget (`[adaptive]`) is spent; every round is a look, and the
+//!      comparison is told how many looks the budget allows.
+//!    - alternating passes (A B, or A B B A … with repeats): start the
+//!      runtime, run the suite (warmups, cells, turnover), stop it.
+//!
+//!    A runtime that dies mid-suite ends the measuring at once.
+//! 3. Compare (a runtime's passes or blocks pooled), write the report.
 //! 4. Decision: pending, unless the plan declares a policy; meanwhile the
 //!    baseline is restored and readmitted (or nothing left running with
 //!    `after = "stop"`).
 //!
 //! Any failure rolls back: what was started is stopped (logs kept) and the
 //! baseline is restored and readmitted. Rerunning with the same `--id`
-//! resumes: finished passes are kept, an interrupted one continues from its
-//! journal, and anything an interrupted invocation left running is stopped
-//! first. `--rollback` abandons it instead and restores the baseline.
+//! resumes: finished passes (or blocks, rounds) are kept, an interrupted one
+//! continues from its journal, and anything an interrupted invocation left
+//! running is stopped first. `--rollback` abandons it instead and restores the baseline.
 
 use std::path::{Path, PathBuf};
 
@@ -26,11 +35,15 @@ use serde_json::json;
 
 use crate::artifact::{RunArtifact, Schedule};
 use crate::driver::container::Docker;
+use crate::interleave::{self, Block, CellLayout, StopReason};
 use crate::ledger::{Entry, Ledger, Status};
+use crate::lifecycle::Started;
 use crate::lifecycle::{self, Ctx, Handle};
-use crate::plan::{After, BASELINE, CANDIDATE, Driver, OnOutcome, Plan, ProcessDriver, Runtime};
+use crate::plan::{
+    After, BASELINE, CANDIDATE, Driver, OnOutcome, Plan, PlanSchedule, ProcessDriver, Runtime,
+};
 use crate::report::{self, DecisionAction, Report};
-use crate::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions};
+use crate::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
 use crate::suite::Suite;
 use crate::{aggregate, decide, journal};
 
@@ -51,6 +64,9 @@ pub struct Options {
     pub ledger: Option<PathBuf>,
     /// Abandon the (interrupted) qualification and restore the baseline.
     pub rollback: bool,
+    /// Adaptive mode even when the plan's `[adaptive]` is not enabled
+    /// (interleaved plans only). A resumed qualification keeps the mode it began with.
+    pub adaptive: bool,
     pub quiet: bool,
 }
 
@@ -81,6 +97,8 @@ pub struct Outcome {
     pub decision: DecisionAction,
     /// What serves now, per the ledger.
     pub serving: Option<(String, Handle)>,
+    /// What the measuring cost (interleaved: requests per side, minutes), per the ledger.
+    pub spent: Option<String>,
 }
 
 /// The sidecar file beside the report.
@@ -133,6 +151,13 @@ struct PassFailure {
 
 pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     let plan = Plan::load(plan_path)?;
+    if opts.adaptive && plan.schedule != PlanSchedule::Interleaved {
+        bail!(
+            "--adaptive adds interleaved blocks, but {} runs schedule = \"{}\"",
+            plan_path.display(),
+            plan.schedule.as_str()
+        );
+    }
     let ledger_path = match &opts.ledger {
         Some(p) => p.clone(),
         None => Ledger::default_path()?,
@@ -147,6 +172,8 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
     let entries = ledger.entries(&id)?;
     let resuming = !entries.is_empty();
+    let mut adaptive =
+        plan.schedule == PlanSchedule::Interleaved && (plan.adaptive.enabled || opts.adaptive);
     let out_dir = if resuming {
         let plan_entry = entries
             .iter()
@@ -159,6 +186,17 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
                 plan_path.display(),
                 plan.sha256
             );
+        }
+        // The mode it began with: a look taken is a look spent.
+        let began = plan_entry.detail.get("adaptive").and_then(|a| a.as_bool());
+        if let Some(began) = began {
+            if began != adaptive && !opts.quiet {
+                eprintln!(
+                    "qualification {id}: began {}adaptive; resuming it so",
+                    if began { "" } else { "not " }
+                );
+            }
+            adaptive = began;
         }
         PathBuf::from(
             plan_entry
@@ -214,7 +252,17 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
                 "plan_sha256": plan.sha256,
                 "out_dir": out_dir,
                 "suite": plan.suite,
-                "order": plan.pass_order().iter().map(|(l, n)| format!("{l}-{n}")).collect::<Vec<_>>(),
+                "schedule": plan.schedule.as_str(),
+                "order": match plan.schedule {
+                    PlanSchedule::Alternating => json!(plan.pass_order().iter().map(|(l, n)| format!("{l}-{n}")).collect::<Vec<_>>()),
+                    PlanSchedule::Interleaved => json!("blocks of each cell alternating A B B A"),
+                },
+                "window": plan.window,
+                "adaptive": adaptive,
+                "adaptive_budget": adaptive.then(|| json!({
+                    "max_requests": plan.adaptive.max_requests,
+                    "max_minutes": plan.adaptive.max_minutes,
+                })),
                 "baseline": plan.baseline.driver.kind(),
                 "candidate": plan.candidate.driver.kind(),
                 "host": runner::hostname(),
@@ -281,8 +329,14 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
         );
     }
 
+    let measure = async {
+        match plan.schedule {
+            PlanSchedule::Alternating => run_passes(&ctx).await,
+            PlanSchedule::Interleaved => run_interleaved(&ctx, adaptive).await,
+        }
+    };
     let passes = tokio::select! {
-        r = run_passes(&ctx) => r,
+        r = measure => r,
         _ = tokio::signal::ctrl_c() => Err(PassFailure { step: "interrupted", runtime: BASELINE, error: anyhow!("interrupted (Ctrl-C)") }),
     };
     if let Err(f) = passes {
@@ -301,7 +355,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     }
 
     let report_path = out_dir.join(REPORT_FILE);
-    let report = match compare(&ctx) {
+    let report = match compare(&ctx, adaptive) {
         Ok(r) => r,
         Err(e) => {
             ctx.log(
@@ -486,6 +540,7 @@ async fn finish(
         failure,
         decision,
         serving,
+        spent: spent_in(&entries),
     })
 }
 
@@ -510,7 +565,17 @@ fn finished_outcome(
         failure: done.detail_str("failure").map(str::to_string),
         decision: decision_in(entries),
         serving: lifecycle::serving(entries),
+        spent: spent_in(entries),
     })
+}
+
+/// The cost of the measuring, as the last `interleaved` entry records it.
+pub fn spent_in(entries: &[Entry]) -> Option<String> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "interleaved" && e.status == Status::Ok)
+        .and_then(|e| e.detail_str("spent").map(str::to_string))
 }
 
 /// The last decision recorded for the qualification.
@@ -639,6 +704,7 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         skip_turnover: ctx.plan.skip_turnover,
         quiet: ctx.quiet,
         tokenizer: None,
+        part: RunPart::Whole,
     };
     // A runtime that dies mid-suite ends the pass now, not after every
     // remaining request has timed out.
@@ -705,6 +771,605 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
     }
 }
 
+/// Where a side's interleaved blocks are journaled (one journal for all its blocks).
+pub fn interleaved_dir(out_dir: &Path, label: &str) -> PathBuf {
+    out_dir.join(format!("{label}-interleaved"))
+}
+
+/// Where a side's turnover runs after its interleaved blocks.
+pub fn turnover_dir(out_dir: &Path, label: &str) -> PathBuf {
+    out_dir.join(format!("{label}-turnover"))
+}
+
+/// Both runtimes, up for the interleaved schedule.
+struct Up {
+    baseline: Started,
+    candidate: Started,
+}
+
+impl Up {
+    fn get(&self, label: &str) -> &Started {
+        if label == BASELINE {
+            &self.baseline
+        } else {
+            &self.candidate
+        }
+    }
+
+    /// Which runtime stopped, and why, if one did.
+    async fn down(&self, ctx: &Ctx<'_>) -> Option<(&'static str, String)> {
+        for (label, s) in [(BASELINE, &self.baseline), (CANDIDATE, &self.candidate)] {
+            if let Some(why) = lifecycle::down_reason(s, &ctx.docker).await {
+                return Some((label, why));
+            }
+        }
+        None
+    }
+
+    /// Run `opts` against `label`, ended at once if either runtime stops.
+    async fn run(
+        &self,
+        ctx: &Ctx<'_>,
+        label: &'static str,
+        opts: &RunOptions,
+    ) -> Result<RunArtifact, (&'static str, anyhow::Error)> {
+        let stopped =
+            |l: &str, why: String| anyhow!("the {l} runtime stopped during the suite: {why}");
+        let result = tokio::select! {
+            r = runner::run(opts) => r.map_err(|e| (label, e)),
+            why = lifecycle::watch(&self.baseline, &ctx.docker) => Err((BASELINE, stopped(BASELINE, why))),
+            why = lifecycle::watch(&self.candidate, &ctx.docker) => Err((CANDIDATE, stopped(CANDIDATE, why))),
+        };
+        // As in a pass: requests failing because a server died are the
+        // server's failure (its exit may take a moment to be reaped).
+        let mut down = self.down(ctx).await;
+        if result.is_err() && down.is_none() {
+            for _ in 0..10 {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                down = self.down(ctx).await;
+                if down.is_some() {
+                    break;
+                }
+            }
+        }
+        match (result, down) {
+            (Ok(_), Some((l, why))) => Err((l, stopped(l, why))),
+            (Err((_, e)), Some((l, why)))
+                if !format!("{e}").contains("stopped during the suite") =>
+            {
+                Err((
+                    l,
+                    anyhow!(
+                        "the {l} runtime stopped during the suite: {why}; the suite failed with: {e:#}"
+                    ),
+                ))
+            }
+            (r, _) => r,
+        }
+    }
+}
+
+fn ok_entry<'a>(entries: &'a [Entry], step: &str, label: &str) -> impl Iterator<Item = &'a Entry> {
+    entries.iter().filter(move |e| {
+        e.step == step && e.status == Status::Ok && e.runtime.as_deref() == Some(label)
+    })
+}
+
+fn side_finished(entries: &[Entry], label: &str) -> bool {
+    ok_entry(entries, "run", label).any(|e| e.detail_str("schedule") == Some("interleaved"))
+}
+
+fn block_finished(entries: &[Entry], b: &Block) -> bool {
+    ok_entry(entries, "block", b.side).any(|e| {
+        e.detail_str("cell") == Some(b.cell.as_str())
+            && e.detail.get("block").and_then(|k| k.as_u64()) == Some(b.k as u64)
+    })
+}
+
+/// Adaptive rounds finished (looked at), per the ledger.
+fn rounds_done(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.step == "round" && e.status == Status::Ok)
+        .filter_map(|e| e.detail.get("round").and_then(|r| r.as_u64()))
+        .max()
+        .unwrap_or(0) as usize
+}
+
+/// Requests per side of each cell: the suite's, or what `rounds` adaptive rounds hold.
+fn totals(cells: &[CellLayout], rounds: Option<usize>) -> Vec<usize> {
+    cells
+        .iter()
+        .map(|c| match rounds {
+            Some(r) => interleave::adaptive_requests(c, r),
+            None => c.requests,
+        })
+        .collect()
+}
+
+/// The interleaved schedule: both runtimes up, every block in order, then
+/// each runtime's turnover, then both stopped. Finished blocks (ledger
+/// `block` ok) are kept on resume; an interrupted one continues from its journal.
+async fn run_interleaved(ctx: &Ctx<'_>, adaptive: bool) -> Result<(), PassFailure> {
+    let t0 = std::time::Instant::now();
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let (suite, _) = Suite::load(&ctx.plan.suite).map_err(|e| fail("run", BASELINE, e))?;
+    let cells = interleave::layout(&suite.cells, ctx.plan.window);
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", BASELINE, e))?;
+    if side_finished(&entries, BASELINE) && side_finished(&entries, CANDIDATE) {
+        ctx.say("interleaved blocks: already measured");
+        return Ok(());
+    }
+    // Each start of the pair is a process lifetime of its own (logs, container names).
+    let life = 1 + entries
+        .iter()
+        .filter(|e| {
+            e.step == "start"
+                && e.status == Status::Started
+                && e.runtime.as_deref() == Some(BASELINE)
+                && e.detail_str("tag")
+                    .is_some_and(|t| t.starts_with("interleaved"))
+        })
+        .count();
+    let tag = format!("interleaved-{life}");
+    let baseline = lifecycle::start(ctx, &ctx.plan.baseline, &tag)
+        .await
+        .map_err(|e| fail("start", BASELINE, e))?;
+    let candidate = match lifecycle::start(ctx, &ctx.plan.candidate, &tag).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = lifecycle::stop(
+                ctx,
+                BASELINE,
+                &baseline.handle,
+                "the candidate failed to start",
+            )
+            .await;
+            return Err(fail("start", CANDIDATE, e));
+        }
+    };
+    let up = Up {
+        baseline,
+        candidate,
+    };
+    let result = interleaved_body(ctx, &suite, &cells, adaptive, &up, t0).await;
+    let reason = if result.is_ok() {
+        "interleaved blocks finished"
+    } else {
+        "interleaved blocks failed"
+    };
+    let stopped_b = lifecycle::stop(ctx, BASELINE, &up.baseline.handle, reason).await;
+    let stopped_c = lifecycle::stop(ctx, CANDIDATE, &up.candidate.handle, reason).await;
+    result?;
+    stopped_b.map_err(|e| fail("stop", BASELINE, e))?;
+    stopped_c.map_err(|e| fail("stop", CANDIDATE, e))?;
+    Ok(())
+}
+
+async fn interleaved_body(
+    ctx: &Ctx<'_>,
+    suite: &Suite,
+    cells: &[CellLayout],
+    adaptive: bool,
+    up: &Up,
+    t0: std::time::Instant,
+) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", BASELINE, e))?;
+    let logged = |step: &str, status, detail| {
+        ctx.log(step, None, status, detail)
+            .map_err(|e| fail("ledger", BASELINE, e))
+    };
+    // Minutes spent by earlier invocations of this qualification (as their
+    // last round recorded them) plus this one's.
+    let earlier_minutes = entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "round" && e.status == Status::Ok)
+        .and_then(|e| e.detail.get("minutes").and_then(|m| m.as_f64()))
+        .unwrap_or(0.0);
+    let minutes = || earlier_minutes + t0.elapsed().as_secs_f64() / 60.0;
+    let mut rounds = None;
+    let mut stopped = None;
+    if adaptive {
+        let budget = ctx.plan.adaptive;
+        let max_rounds = interleave::max_rounds(cells, budget.max_requests);
+        let mut done = rounds_done(&entries);
+        let mut stop: Option<String> = entries
+            .iter()
+            .rev()
+            .find(|e| e.step == "round" && e.status == Status::Ok)
+            .and_then(|e| e.detail_str("stop").map(str::to_string));
+        if done == 0 {
+            ctx.say(&format!(
+                "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
+                budget.max_requests, budget.max_minutes
+            ));
+        }
+        while stop.is_none() {
+            for b in interleave::round_schedule(cells, done) {
+                run_block(ctx, suite, cells, &b, up).await?;
+            }
+            done += 1;
+            let report = compare_interleaved(ctx, suite, cells, Some(done))
+                .map_err(|e| fail("compare", "adaptive round", e))?;
+            let outcome = report.performance_outcome;
+            let why =
+                interleave::stop_after(done, max_rounds, minutes(), budget.max_minutes, outcome);
+            let per_cell: serde_json::Map<String, serde_json::Value> = cells
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.clone(),
+                        json!(interleave::adaptive_requests(c, done)),
+                    )
+                })
+                .collect();
+            logged(
+                "round",
+                Status::Ok,
+                json!({
+                    "round": done,
+                    "looks": max_rounds,
+                    "performance_outcome": outcome.map(|o| o.as_str()),
+                    "requests_per_side": per_cell,
+                    "minutes": minutes(),
+                    "stop": why.map(StopReason::as_str),
+                }),
+            )?;
+            ctx.say(&format!(
+                "adaptive round {done}/{max_rounds}: performance {}; {}",
+                outcome.map_or("not decided by this compare", |o| o.as_str()),
+                why.map_or("another round", StopReason::as_str)
+            ));
+            stop = why.map(|w| w.as_str().to_string());
+        }
+        rounds = Some(done);
+        stopped = stop;
+    } else {
+        for b in interleave::fixed_schedule(cells) {
+            run_block(ctx, suite, cells, &b, up).await?;
+        }
+    }
+    // Correctness, not performance: once per side, after the blocks.
+    for label in [BASELINE, CANDIDATE] {
+        finish_side(ctx, suite, label, up).await?;
+    }
+    let per_side: usize = totals(cells, rounds).iter().sum();
+    let warmups: usize = suite
+        .cells
+        .iter()
+        .zip(cells)
+        .zip(totals(cells, rounds))
+        .map(|((s, c), n)| s.warmup * n.div_ceil(c.window))
+        .sum();
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let spent = format!(
+        "{per_side} requests per side (+{warmups} warmup) in {}, {:.1} min{}",
+        plural(cells.len(), "cell"),
+        minutes(),
+        match (&rounds, &stopped) {
+            (Some(r), Some(s)) => format!("; adaptive: {}, {s}", plural(*r, "round")),
+            _ => String::new(),
+        }
+    );
+    let detail = json!({
+        "adaptive": adaptive,
+        "rounds": rounds,
+        "stopped": stopped,
+        "requests_per_side": per_side,
+        "warmup_requests_per_side": warmups,
+        "minutes": minutes(),
+        "spent": spent,
+    });
+    if adaptive {
+        logged("adaptive", Status::Ok, detail.clone())?;
+    }
+    logged("interleaved", Status::Ok, detail)?;
+    ctx.say(&format!("interleaved: spent {spent}"));
+    Ok(())
+}
+
+/// One block on one runtime, journaled into the side's interleaved journal.
+async fn run_block(
+    ctx: &Ctx<'_>,
+    suite: &Suite,
+    cells: &[CellLayout],
+    b: &Block,
+    up: &Up,
+) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", b.side, e))?;
+    if block_finished(&entries, b) {
+        return Ok(());
+    }
+    let rt = ctx
+        .plan
+        .runtime(b.side)
+        .ok_or_else(|| fail("run", b.side, anyhow!("no runtime {}", b.side)))?;
+    let warmup = suite
+        .cells
+        .iter()
+        .find(|c| c.name == b.cell)
+        .map_or(0, |c| c.warmup);
+    let window = cells
+        .iter()
+        .find(|c| c.name == b.cell)
+        .map_or(1, |c| c.window);
+    let dir = interleaved_dir(ctx.out_dir, b.side);
+    let resume = dir.join(JOURNAL_FILE).exists();
+    let detail = json!({
+        "cell": b.cell,
+        "block": b.k,
+        "first": b.first,
+        "count": b.count,
+        "window": window,
+        "warmup": warmup,
+        "dir": dir,
+    });
+    ctx.log("block", Some(b.side), Status::Started, detail.clone())
+        .map_err(|e| fail("ledger", b.side, e))?;
+    let opts = RunOptions {
+        target: up.get(b.side).handle.base_url().to_string(),
+        api_key_env: rt.api_key_env.clone(),
+        suite: ctx.plan.suite.clone(),
+        out_dir: dir,
+        runtime_label: Some(b.side.to_string()),
+        image: image_label(rt),
+        only_cells: vec![b.cell.clone()],
+        resume,
+        timeouts: ctx.plan.timeouts.clone(),
+        skip_turnover: true,
+        // One line per block here instead of the runner's per-cell lines.
+        quiet: true,
+        tokenizer: None,
+        part: RunPart::Block {
+            first: b.first,
+            count: b.count,
+        },
+    };
+    match up.run(ctx, b.side, &opts).await {
+        Ok(_) => {
+            let records: Vec<_> = journal::read(&opts.out_dir.join(JOURNAL_FILE))
+                .map_err(|e| fail("run", b.side, e))?
+                .into_iter()
+                .filter(|r| r.cell == b.cell && (b.first..b.first + b.count).contains(&r.index))
+                .collect();
+            let failed = records
+                .iter()
+                .filter(|r| r.outcome != crate::record::Outcome::Ok)
+                .count();
+            let mut detail = detail;
+            detail["recorded"] = json!(records.len());
+            detail["failed"] = json!(failed);
+            ctx.log("block", Some(b.side), Status::Ok, detail)
+                .map_err(|e| fail("ledger", b.side, e))?;
+            ctx.say(&format!(
+                "{} block {} {:<9} {} requests (#{}..{}, after {warmup} warmup), {failed} failed",
+                b.cell,
+                b.k,
+                b.side,
+                records.len(),
+                b.first,
+                b.first + b.count
+            ));
+            Ok(())
+        }
+        Err((label, e)) => {
+            let mut detail = detail;
+            detail["error"] = json!(format!("{e:#}"));
+            detail["log"] = json!(up.get(label).handle.log());
+            let _ = ctx.log("block", Some(b.side), Status::Failed, detail);
+            Err(fail("run", label, e))
+        }
+    }
+}
+
+/// A side after its blocks: its turnover (once), then its `run` entry (the
+/// model it served, for readmission).
+async fn finish_side(
+    ctx: &Ctx<'_>,
+    suite: &Suite,
+    label: &'static str,
+    up: &Up,
+) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", label, e))?;
+    if side_finished(&entries, label) {
+        return Ok(());
+    }
+    let rt = ctx
+        .plan
+        .runtime(label)
+        .ok_or_else(|| fail("run", label, anyhow!("no runtime {label}")))?;
+    let log = |status, detail| {
+        ctx.log("run", Some(label), status, detail)
+            .map_err(|e| fail("ledger", label, e))
+    };
+    let dir = interleaved_dir(ctx.out_dir, label);
+    let tdir = turnover_dir(ctx.out_dir, label);
+    let turnover = !ctx.plan.skip_turnover && !suite.turnover.is_empty();
+    log(
+        Status::Started,
+        json!({"schedule": "interleaved", "dir": dir, "turnover_dir": turnover.then_some(&tdir)}),
+    )?;
+    let mut turnover_runs = 0;
+    if turnover {
+        ctx.say(&format!("{label}: turnover runs"));
+        let opts = RunOptions {
+            target: up.get(label).handle.base_url().to_string(),
+            api_key_env: rt.api_key_env.clone(),
+            suite: ctx.plan.suite.clone(),
+            out_dir: tdir.clone(),
+            runtime_label: Some(label.to_string()),
+            image: image_label(rt),
+            only_cells: Vec::new(),
+            resume: tdir.join(JOURNAL_FILE).exists(),
+            timeouts: ctx.plan.timeouts.clone(),
+            skip_turnover: false,
+            quiet: ctx.quiet,
+            tokenizer: None,
+            part: RunPart::TurnoverOnly,
+        };
+        match up.run(ctx, label, &opts).await {
+            Ok(art) => turnover_runs = art.turnover.len(),
+            Err((who, e)) => {
+                log(
+                    Status::Failed,
+                    json!({"schedule": "interleaved", "dir": tdir, "error": format!("{e:#}"), "log": up.get(who).handle.log()}),
+                )?;
+                return Err(fail("run", who, e));
+            }
+        }
+    }
+    let art = report::read_artifact(&dir.join(ARTIFACT_FILE)).map_err(|e| fail("run", label, e))?;
+    if let Some(exp) = ctx
+        .plan
+        .expected_model(label)
+        .filter(|e| *e != art.provenance.model)
+    {
+        log(
+            Status::Info,
+            json!({"schedule": "interleaved", "warning": format!("served model {:?}, but readmission expects {exp:?}", art.provenance.model)}),
+        )?;
+    }
+    let blocks = ok_entry(
+        &ctx.ledger.entries(ctx.qualification).unwrap_or_default(),
+        "block",
+        label,
+    )
+    .count();
+    log(
+        Status::Ok,
+        json!({
+            "schedule": "interleaved",
+            "dir": dir,
+            "model": art.provenance.model,
+            "blocks": blocks,
+            "turnover_runs": turnover_runs,
+        }),
+    )
+}
+
+/// Merge each side's blocks (requests `0 .. totals` of every cell) and compare,
+/// telling the comparison how many looks an adaptive budget allows.
+fn compare_interleaved(
+    ctx: &Ctx<'_>,
+    suite: &Suite,
+    cells: &[CellLayout],
+    rounds: Option<usize>,
+) -> Result<Report> {
+    let mut policy = ctx.plan.policy.load(&ctx.plan.path)?;
+    policy.sequential_looks = match rounds {
+        Some(_) => interleave::max_rounds(cells, ctx.plan.adaptive.max_requests),
+        None => 1,
+    };
+    let totals = totals(cells, rounds);
+    let entries = ctx.ledger.entries(ctx.qualification)?;
+    let side = |label: &str| -> Result<RunArtifact> {
+        let started_at = entries
+            .iter()
+            .find(|e| e.step == "block" && e.runtime.as_deref() == Some(label))
+            .map(|e| e.at.clone());
+        let merged = merge_interleaved(
+            suite,
+            cells,
+            &totals,
+            &interleaved_dir(ctx.out_dir, label),
+            &turnover_dir(ctx.out_dir, label),
+            started_at,
+        )?;
+        crate::atomic::write_json_atomic(&ctx.out_dir.join(format!("{label}.json")), &merged)?;
+        Ok(merged)
+    };
+    let (b, c) = (side(BASELINE)?, side(CANDIDATE)?);
+    report::compare(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
+}
+
+/// One side of an interleaved qualification as one artifact: each cell pooled
+/// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
+/// index, the same numbering on both sides), the turnover from its own run
+/// when there was one, provenance from the last block.
+pub fn merge_interleaved(
+    suite: &Suite,
+    cells: &[CellLayout],
+    totals: &[usize],
+    dir: &Path,
+    turnover_dir: &Path,
+    started_at: Option<String>,
+) -> Result<RunArtifact> {
+    let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
+    let records = journal::read(&dir.join(JOURNAL_FILE))?;
+    let pooled = suite
+        .cells
+        .iter()
+        .zip(cells)
+        .zip(totals)
+        .map(|((spec, c), &n)| interleave::pool_cell(spec, c.window, n, &records))
+        .collect();
+    let mut provenance = last.provenance.clone();
+    if let Some(at) = started_at {
+        provenance.started_at = at;
+    }
+    let tfile = turnover_dir.join(ARTIFACT_FILE);
+    let turnover = if tfile.exists() {
+        let t = report::read_artifact(&tfile)?;
+        provenance.ended_at = t.provenance.ended_at.clone();
+        t.turnover
+    } else {
+        Vec::new()
+    };
+    let mut method = last.method.clone();
+    let windows: Vec<String> = cells
+        .iter()
+        .zip(&suite.cells)
+        .map(|(c, s)| format!("{} {} (+{} warmup)", c.name, c.window, s.warmup))
+        .collect();
+    method.insert(
+        "schedule".into(),
+        format!(
+            "interleaved: both runtimes up at once; each cell's requests in blocks alternating between them in one timeline (block k: baseline then candidate for even k, candidate then baseline for odd k), never both loaded at once; each block after the cell's warmup requests (not recorded); requests per block: {}; sample_clusters is the block index, shared by the two sides",
+            windows.join(", ")
+        ),
+    );
+    Ok(RunArtifact {
+        schema: last.schema.clone(),
+        provenance,
+        method,
+        cells: pooled,
+        turnover,
+        schedule: Some(Schedule::Interleaved),
+    })
+}
+
 /// What the report names as the runtime's "image": the digest for containers,
 /// the executable's path for commands, the engine profile for the reference engine.
 fn image_label(rt: &Runtime) -> Option<String> {
@@ -748,8 +1413,15 @@ pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
     out_dir.join(format!("{label}-{n}"))
 }
 
-/// Compare the pooled passes of each side.
-fn compare(ctx: &Ctx<'_>) -> Result<Report> {
+/// Compare the pooled passes (or blocks) of each side.
+fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
+    if ctx.plan.schedule == PlanSchedule::Interleaved {
+        let (suite, _) = Suite::load(&ctx.plan.suite)?;
+        let cells = interleave::layout(&suite.cells, ctx.plan.window);
+        let rounds = adaptive
+            .then(|| rounds_done(&ctx.ledger.entries(ctx.qualification).unwrap_or_default()));
+        return compare_interleaved(ctx, &suite, &cells, rounds);
+    }
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
     let side = |label: &str| -> Result<RunArtifact> {
         let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats)

@@ -38,6 +38,26 @@ pub struct RunOptions {
     pub quiet: bool,
     /// The model's `tokenizer.json`; overrides the suite's `tokenizer`.
     pub tokenizer: Option<PathBuf>,
+    /// The whole suite, one block of its cells, or only its turnover.
+    pub part: RunPart,
+}
+
+/// Which part of the suite one `run` measures. `qualify`'s interleaved
+/// schedule runs a cell as blocks, alternating targets between them, then
+/// the turnover once per target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RunPart {
+    /// Every selected cell's `requests`, then the turnover.
+    #[default]
+    Whole,
+    /// Requests `first .. first + count` of each selected cell (indices, so
+    /// prompts and journal entries stay unique across blocks), each block
+    /// after the cell's own warmup requests (never recorded); no turnover.
+    /// The journal is shared by the blocks (`resume`), and the artifact
+    /// describes requests `0 .. first + count` of the selected cells.
+    Block { first: usize, count: usize },
+    /// No cell: only the suite's turnover.
+    TurnoverOnly,
 }
 
 pub const ARTIFACT_FILE: &str = "run.json";
@@ -77,7 +97,15 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .cells
         .iter()
         .filter(|c| opts.only_cells.is_empty() || opts.only_cells.contains(&c.name))
+        .filter(|_| opts.part != RunPart::TurnoverOnly)
         .cloned()
+        .map(|mut c| {
+            if let RunPart::Block { first, count } = opts.part {
+                // Aggregated over the requests so far; the block is the last `count`.
+                c.requests = first + count;
+            }
+            c
+        })
         .collect();
     for name in &opts.only_cells {
         if !suite.cells.iter().any(|c| &c.name == name) {
@@ -141,13 +169,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             .filter(|r| r.cell == cell.name)
             .map(|r| r.index)
             .collect();
-        let todo: Vec<usize> = (0..cell.requests).filter(|i| !done.contains(i)).collect();
+        let range = match opts.part {
+            RunPart::Block { first, count } => first..first + count,
+            _ => 0..cell.requests,
+        };
+        let todo: Vec<usize> = range.clone().filter(|i| !done.contains(i)).collect();
         if todo.is_empty() {
             say(
                 opts,
                 &format!(
                     "cell {}: all {} requests already in the journal",
-                    cell.name, cell.requests
+                    cell.name,
+                    range.len()
                 ),
             );
             continue;
@@ -156,12 +189,17 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             .size(cell, &nonce)
             .await
             .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        let what = match opts.part {
+            RunPart::Block { first, count } => {
+                format!("block of {count} requests (#{first}..{})", first + count)
+            }
+            _ => format!("{} requests", cell.requests),
+        };
         say(
             opts,
             &format!(
-                "cell {}: {} requests, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
+                "cell {}: {what}, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
                 cell.name,
-                cell.requests,
                 cell.concurrency,
                 sized.measured_prompt_tokens,
                 cell.prompt_tokens,
@@ -222,7 +260,10 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         results.push(aggregate::cell(c, &all));
     }
 
-    let turnover = if opts.skip_turnover || suite.turnover.is_empty() {
+    let turnover = if opts.skip_turnover
+        || suite.turnover.is_empty()
+        || matches!(opts.part, RunPart::Block { .. })
+    {
         Vec::new()
     } else {
         run_turnover(

@@ -231,6 +231,11 @@ fn summarize(v: &Value) -> String {
         "note",
         "result",
         "pass",
+        "cell",
+        "block",
+        "round",
+        "stop",
+        "spent",
         "path",
         "promotion",
     ];

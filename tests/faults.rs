@@ -22,7 +22,7 @@ use infergate::faultproxy::{
 };
 use infergate::journal;
 use infergate::record::{Outcome, RequestRecord};
-use infergate::runner::{self, RunOptions};
+use infergate::runner::{self, RunOptions, RunPart};
 use serde_json::Value;
 
 const REQUESTS: usize = 6;
@@ -134,6 +134,7 @@ async fn run_with(fault: Fault, idle: Duration) -> FaultRun {
         skip_turnover: true,
         quiet: true,
         tokenizer: None,
+        part: RunPart::Whole,
     };
     let art = runner::run(&opts)
         .await

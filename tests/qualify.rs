@@ -6,6 +6,7 @@ mod qualify_support;
 
 use std::time::Duration;
 
+use infergate::artifact::Schedule;
 use infergate::decide;
 use infergate::ledger::Ledger;
 use infergate::lifecycle::{self, Handle};
@@ -186,7 +187,10 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
     let _serial = serial().await;
     let env = Env::new();
     env.suite(8, 16);
-    let plan = env.plan("engine_profile = \"candidate\"", "");
+    let plan = env.plan(
+        "engine_profile = \"candidate\"",
+        "schedule = \"alternating\"",
+    );
     // Interrupt mid-way (as a crash or Ctrl-C would): drop the future once the
     // candidate's pass has begun, leaving its server running.
     let ledger = Ledger::open(&env.ledger).unwrap();
@@ -277,4 +281,257 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
     // Every candidate request is in the pooled journal exactly once.
     let art = report::read_artifact(&o.out_dir.join("candidate-1/run.json")).unwrap();
     assert_eq!(art.cells[0].requests, 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block() {
+    let _serial = serial().await;
+    let env = Env::new();
+    // 5 requests per side in blocks of 2: blocks 0 and 1 whole, block 2 of one.
+    env.suite(5, 8);
+    let plan = env.plan(
+        "engine_profile = \"candidate\"",
+        "schedule = \"interleaved\"\nwindow = 2",
+    );
+    let o = qualify::run(&plan, &env.opts("q-inter"))
+        .await
+        .expect("qualify");
+    let entries = env.entries("q-inter");
+    let s = steps(&entries);
+    assert!(
+        matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),
+        "{:?} {:?}\n{}",
+        o.verdict,
+        o.failure,
+        s.join("\n")
+    );
+    // Both up at once (one start each before any block), blocks in one
+    // timeline, A B B A, each finished before the next began.
+    let first_block = s.iter().position(|x| x.starts_with("block ")).unwrap();
+    assert_eq!(
+        s[..first_block]
+            .iter()
+            .filter(|x| x.starts_with("start ") && x.ends_with(" ok"))
+            .collect::<Vec<_>>(),
+        ["start baseline ok", "start candidate ok"],
+        "{}",
+        s.join("\n")
+    );
+    let blocks: Vec<String> = entries
+        .iter()
+        .filter(|e| e.step == "block")
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e.detail["block"],
+                e.runtime.as_deref().unwrap_or("-"),
+                e.status.as_str()
+            )
+        })
+        .collect();
+    let want: Vec<String> = [
+        (0, "baseline"),
+        (0, "candidate"),
+        (1, "candidate"),
+        (1, "baseline"),
+        (2, "baseline"),
+        (2, "candidate"),
+    ]
+    .iter()
+    .flat_map(|(k, side)| [format!("{k} {side} started"), format!("{k} {side} ok")])
+    .collect();
+    assert_eq!(blocks, want, "{}", s.join("\n"));
+    // Turnover-free suite: each side's run entry names the model, then both stop.
+    for want in [
+        "run baseline ok",
+        "run candidate ok",
+        "stop baseline ok",
+        "stop candidate ok",
+        "interleaved - ok",
+        "compare - ok",
+        "report - ok",
+        "serving baseline ok",
+        "done - ok",
+    ] {
+        assert!(has(&entries, want), "missing {want:?} in\n{}", s.join("\n"));
+    }
+    assert!(!has(&entries, "round - ok"), "not adaptive");
+    assert!(
+        o.spent
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("5 requests per side"),
+        "{:?}",
+        o.spent
+    );
+
+    // One merged artifact per side: every block pooled, clusters = blocks,
+    // the same ids on both sides; every block's requests in the journal.
+    let mut clusters = Vec::new();
+    for label in ["baseline", "candidate"] {
+        let art = report::read_artifact(&o.out_dir.join(format!("{label}.json"))).unwrap();
+        assert_eq!(art.schedule, Some(Schedule::Interleaved), "{label}");
+        assert!(art.method["schedule"].contains("interleaved"), "{label}");
+        let cell = &art.cells[0];
+        assert_eq!((cell.requests, cell.succeeded), (5, 5), "{label}: {cell:?}");
+        assert!(
+            cell.performance_eligible,
+            "{label}: {:?}",
+            cell.ineligible_reasons
+        );
+        let journal =
+            infergate::journal::read(&o.out_dir.join(format!("{label}-interleaved/journal.jsonl")))
+                .unwrap();
+        let mut idx: Vec<usize> = journal.iter().map(|r| r.index).collect();
+        idx.sort();
+        assert_eq!(idx, [0, 1, 2, 3, 4], "{label}");
+        for (k, v) in &cell.samples {
+            assert_eq!(cell.sample_clusters[k].len(), v.len(), "{label} {k}");
+        }
+        clusters.push(cell.sample_clusters["ttft_ms"].clone());
+    }
+    assert_eq!(clusters[0], [0, 0, 1, 1, 2]);
+    assert_eq!(clusters[0], clusters[1]);
+
+    // The report compares the pooled blocks; the baseline serves again.
+    let v = report::read_report_value(&o.report.clone().expect("report")).unwrap();
+    assert_eq!(
+        v["cells"]["tiny"]["baseline_requests"], 5,
+        "{}",
+        v["cells"]["tiny"]
+    );
+    assert_eq!(v["cells"]["tiny"]["candidate_requests"], 5);
+    assert!(
+        v["promotion"]
+            .as_str()
+            .unwrap()
+            .starts_with("pending; baseline restored and readmitted"),
+        "{}",
+        v["promotion"]
+    );
+    assert_baseline_serving(&entries).await;
+    assert!(lifecycle::leftovers(&entries).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
+    let _serial = serial().await;
+    let env = Env::new();
+    env.suite(4, 8);
+    // Blocks of 2; 8 requests per side per cell allow 2 rounds (A B B A each).
+    let plan = env.plan(
+        "engine_profile = \"candidate\"",
+        "window = 2\n[adaptive]\nmax_requests = 8\nmax_minutes = 30",
+    );
+    // Adaptive by the flag (as `--adaptive`); interrupted inside round 2.
+    let ledger = Ledger::open(&env.ledger).unwrap();
+    let mut opts = env.opts("q-adaptive");
+    opts.adaptive = true;
+    let interrupted = tokio::select! {
+        r = qualify::run(&plan, &opts) => Some(r),
+        _ = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let e = ledger.entries("q-adaptive").unwrap_or_default();
+                let round = e.iter().any(|e| e.step == "round");
+                let blocks = e.iter().filter(|e| e.step == "block" && e.status.as_str() == "started").count();
+                if round && blocks >= 6 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    break;
+                }
+            }
+        } => None,
+    };
+    assert!(
+        interrupted.is_none(),
+        "finished before it could be interrupted"
+    );
+    let before = env.entries("q-adaptive");
+    assert_eq!(
+        lifecycle::leftovers(&before).len(),
+        2,
+        "both runtimes up at once:\n{}",
+        steps(&before).join("\n")
+    );
+
+    // Resumed without the flag: it keeps the mode it began with.
+    let o = qualify::run(&plan, &env.opts("q-adaptive"))
+        .await
+        .expect("resume");
+    let entries = env.entries("q-adaptive");
+    let s = steps(&entries);
+    assert!(
+        matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),
+        "{:?} {:?}\n{}",
+        o.verdict,
+        o.failure,
+        s.join("\n")
+    );
+    let rounds = detail_of(&entries, "round", "-", "ok");
+    assert_eq!(rounds.len(), 2, "{}", s.join("\n"));
+    for (i, r) in rounds.iter().enumerate() {
+        assert_eq!(r["round"], i as u64 + 1);
+        // Every look is told how many looks the budget allows.
+        assert_eq!(r["looks"], 2);
+        assert_eq!(r["requests_per_side"]["tiny"], 4 * (i as u64 + 1));
+    }
+    assert!(rounds[0]["stop"].is_null());
+    assert_eq!(rounds[1]["stop"], "budget spent: max_requests");
+    let spent = detail_of(&entries, "adaptive", "-", "ok");
+    assert_eq!(spent.len(), 1, "{}", s.join("\n"));
+    assert_eq!(spent[0]["rounds"], 2);
+    assert_eq!(spent[0]["requests_per_side"], 8);
+    assert!(spent[0]["minutes"].as_f64().unwrap() > 0.0);
+    assert!(
+        o.spent
+            .as_deref()
+            .unwrap_or("")
+            .contains("adaptive: 2 rounds"),
+        "{:?}",
+        o.spent
+    );
+    // Blocks finished before the interruption were kept, none ran twice.
+    let mut done: Vec<String> = entries
+        .iter()
+        .filter(|e| e.step == "block" && e.status.as_str() == "ok")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e.detail["block"],
+                e.runtime.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(done.len(), 8, "{}", s.join("\n"));
+    done.sort();
+    done.dedup();
+    assert_eq!(done.len(), 8, "a block ran twice:\n{}", s.join("\n"));
+    assert!(
+        entries.iter().any(|e| e.step == "stop"
+            && e.detail["reason"] == "left running by an interrupted invocation"),
+        "{}",
+        s.join("\n")
+    );
+    let mut clusters = Vec::new();
+    for label in ["baseline", "candidate"] {
+        let journal =
+            infergate::journal::read(&o.out_dir.join(format!("{label}-interleaved/journal.jsonl")))
+                .unwrap();
+        let mut idx: Vec<usize> = journal.iter().map(|r| r.index).collect();
+        idx.sort();
+        assert_eq!(
+            idx,
+            (0..8).collect::<Vec<_>>(),
+            "{label}: each request once"
+        );
+        let art = report::read_artifact(&o.out_dir.join(format!("{label}.json"))).unwrap();
+        assert_eq!(art.schedule, Some(Schedule::Interleaved));
+        assert_eq!(art.cells[0].requests, 8);
+        clusters.push(art.cells[0].sample_clusters["ttft_ms"].clone());
+    }
+    assert_eq!(clusters[0], clusters[1]);
+    assert_eq!(clusters[0], [0, 0, 1, 1, 2, 2, 3, 3]);
+    assert!(has(&entries, "report - ok"), "{}", s.join("\n"));
+    assert_baseline_serving(&entries).await;
+    assert!(lifecycle::leftovers(&entries).is_empty());
 }

@@ -31,9 +31,10 @@ async fn candidate_that_fails_to_start_leaves_the_baseline_serving() {
     let env = Env::new();
     env.suite(2, 4);
     broken_profiles(&env);
+    // Passes, one runtime at a time: the baseline is measured before the candidate starts.
     let plan = env.plan(
         "engine_profile = \"broken\"\nengine_profiles = \"profiles.toml\"",
-        "",
+        "schedule = \"alternating\"",
     );
     let o = qualify::run(&plan, &env.opts("q-nostart"))
         .await
@@ -79,7 +80,10 @@ async fn candidate_crashing_mid_run_ends_the_pass_and_restores_the_baseline() {
     let _serial = serial().await;
     let env = Env::new();
     env.suite(12, 16);
-    let plan = env.plan("engine_profile = \"candidate\"", "");
+    let plan = env.plan(
+        "engine_profile = \"candidate\"",
+        "schedule = \"alternating\"",
+    );
     let ledger = Ledger::open(&env.ledger).unwrap();
     let journal = env.out.join("q-crash/candidate-1/journal.jsonl");
     // Kill the candidate's server (SIGKILL, as a crash) once its suite has

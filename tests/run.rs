@@ -11,7 +11,7 @@ use infergate::artifact::{RunArtifact, metric};
 use infergate::client::Timeouts;
 use infergate::journal;
 use infergate::record::Outcome;
-use infergate::runner::{self, RunOptions};
+use infergate::runner::{self, RunOptions, RunPart};
 use infergate::stats;
 
 const SUITE: &str = r#"
@@ -53,6 +53,7 @@ fn opts(target: &str, suite: std::path::PathBuf, out: std::path::PathBuf) -> Run
         skip_turnover: true,
         quiet: true,
         tokenizer: None,
+        part: RunPart::Whole,
     }
 }
 

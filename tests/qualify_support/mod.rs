@@ -88,6 +88,7 @@ impl Env {
             out_root: Some(self.out.clone()),
             ledger: Some(self.ledger.clone()),
             rollback: false,
+            adaptive: false,
             quiet: false,
         }
     }
