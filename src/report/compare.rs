@@ -409,9 +409,13 @@ pub fn metric_evidence(
         pass_sd_percent: design.drift.pass_sd_percent,
         source: format!("{}; applied because {why}", design.drift.source),
     });
+    // The resampling units: requests, or clusters (blocks, passes). Few
+    // clusters widen the bounds a lot (t with B−1 degrees of freedom): that
+    // is the price of not knowing the between-block variance, so designs
+    // should give each cell several blocks.
     let units = match used {
         Resampling::Independent => b.values.len().min(c.values.len()),
-        _ => b.cluster_count().min(c.cluster_count()),
+        Resampling::Paired | Resampling::Clustered => b.cluster_count().min(c.cluster_count()),
     };
     let e = ev::evidence(
         &deltas,

@@ -418,6 +418,34 @@ fn paired_block_bootstrap_covers_95_percent() {
     assert!((0.92..=0.98).contains(&c), "coverage {c}");
 }
 
+/// Few blocks: the raw percentile interval under-covers (the bootstrap
+/// cannot see between-block variance from three blocks), so the gate's
+/// bounds are widened by √(B/(B−1))·t/z. Their two-sided 95 % interval
+/// (each bound at 2.5 %) must cover at least 92 %; over-covering is the
+/// stated cost of few blocks.
+#[test]
+fn gate_bounds_with_few_blocks_cover_at_least_95_percent() {
+    let sim = Sim {
+        blocks: 3,
+        per_block: 4,
+        ..INTERLEAVED
+    };
+    let mut r = Xoshiro256::new(33);
+    let trials = 300;
+    let (mut raw, mut gate) = (0, 0);
+    for t in 0..trials {
+        let d = sim.draw(10.0, &mut r);
+        let j = judge(&d, Resampling::Paired, (0.025, 0.025), None, t as u64);
+        raw += usize::from(j.ci.0 <= 10.0 && 10.0 <= j.ci.1);
+        gate += usize::from(
+            j.ev.lower_bound_percent <= 10.0 && 10.0 <= j.ev.upper_bound_percent,
+        );
+    }
+    let (raw, gate) = (raw as f64 / trials as f64, gate as f64 / trials as f64);
+    assert!(gate >= 0.92, "gate bounds coverage {gate} (raw {raw})");
+    assert!(gate >= raw, "widening cannot lower coverage: {gate} < {raw}");
+}
+
 #[test]
 fn clustered_bootstrap_covers_95_percent_across_passes() {
     // Separate passes, each with its own drift: only resampling the passes
