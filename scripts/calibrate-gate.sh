@@ -59,10 +59,12 @@ pids+=($!)
 engine_url=$(wait_line "$work/engine.out" "infergate-engine listening ")
 engine_port=${engine_url##*:}
 
-forwarder() { # NAME DELAY_MS → port
+fwd_pids=()
+forwarder() { # NAME DELAY_MS; sets $port (runs in this shell, so its pid is kept)
     python3 scripts/delay_forwarder.py 0 "$engine_port" "$2" >"$work/$1.out" 2>"$work/$1.log" &
+    fwd_pids+=($!)
     pids+=($!)
-    wait_line "$work/$1.out" "listening "
+    port=$(wait_line "$work/$1.out" "listening ")
 }
 
 plan() { # FILE BASE_PORT CAND_PORT
@@ -96,8 +98,11 @@ results="$work/results.tsv"
 : >"$results"
 trial() { # SCENARIO MODE DELAY_MS N
     local scen=$1 mode=$2 delay=$3 n=$4 a b id flags started
-    a=$(forwarder "fa-$scen-$mode-$n" 0)
-    b=$(forwarder "fb-$scen-$mode-$n" "$delay")
+    fwd_pids=()
+    forwarder "fa-$scen-$mode-$n" 0
+    a=$port
+    forwarder "fb-$scen-$mode-$n" "$delay"
+    b=$port
     plan "$work/plan-$scen-$mode-$n.toml" "$a" "$b"
     id="gate-$scen-$mode-$n-$(date -u +%H%M%S)"
     flags=()
@@ -108,6 +113,7 @@ trial() { # SCENARIO MODE DELAY_MS N
         --ledger "$work/ledger.sqlite" --then-stop --quiet "${flags[@]}" >"$work/$id.log" 2>&1
     local rc=$?
     set -e
+    kill "${fwd_pids[@]}" 2>/dev/null || true
     local report="$work/q/$id/report.json"
     if [[ ! -f "$report" ]]; then
         say "trial $id: no report (exit $rc); log: $work/$id.log"

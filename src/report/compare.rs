@@ -405,6 +405,12 @@ pub fn metric_evidence(
         }
         None => return None,
     };
+    // Paired: the evidence is about the per-block ratios (see
+    // `paired_point_delta`); its point estimate is theirs.
+    let point_delta = match used {
+        Resampling::Paired => stats::paired_point_delta(b, c, spec.quantile)?,
+        _ => point_delta,
+    };
     let floor = drift_floor_reason(design, b, c, used).map(|why| DriftFloor {
         pass_sd_percent: design.drift.pass_sd_percent,
         source: format!("{}; applied because {why}", design.drift.source),

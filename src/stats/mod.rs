@@ -28,7 +28,7 @@ pub use compare::{
 };
 pub use evidence::{
     Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, alpha_levels, bootstrap_deltas,
-    combine, newcombe_difference,
+    combine, newcombe_difference, paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 pub use percentile::{

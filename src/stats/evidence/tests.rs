@@ -264,11 +264,14 @@ fn judge(
         },
     );
     let deltas = bootstrap_deltas(bs, cs, 0.5, resampling, 500, seed).unwrap();
-    let point = delta_percent(
-        crate::stats::median(&d.b).unwrap(),
-        crate::stats::median(&d.c).unwrap(),
-    )
-    .unwrap();
+    let point = match resampling {
+        Resampling::Paired => paired_point_delta(bs, cs, 0.5).unwrap(),
+        _ => delta_percent(
+            crate::stats::median(&d.b).unwrap(),
+            crate::stats::median(&d.c).unwrap(),
+        )
+        .unwrap(),
+    };
     let ev = evidence(
         &deltas,
         &EvidenceInput {
@@ -437,13 +440,14 @@ fn gate_bounds_with_few_blocks_cover_at_least_95_percent() {
         let d = sim.draw(10.0, &mut r);
         let j = judge(&d, Resampling::Paired, (0.025, 0.025), None, t as u64);
         raw += usize::from(j.ci.0 <= 10.0 && 10.0 <= j.ci.1);
-        gate += usize::from(
-            j.ev.lower_bound_percent <= 10.0 && 10.0 <= j.ev.upper_bound_percent,
-        );
+        gate += usize::from(j.ev.lower_bound_percent <= 10.0 && 10.0 <= j.ev.upper_bound_percent);
     }
     let (raw, gate) = (raw as f64 / trials as f64, gate as f64 / trials as f64);
     assert!(gate >= 0.92, "gate bounds coverage {gate} (raw {raw})");
-    assert!(gate >= raw, "widening cannot lower coverage: {gate} < {raw}");
+    assert!(
+        gate >= raw,
+        "widening cannot lower coverage: {gate} < {raw}"
+    );
 }
 
 #[test]
