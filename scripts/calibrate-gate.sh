@@ -163,7 +163,7 @@ lines = [
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
     "adaptive: up to 48 requests per side or 8 minutes. Outcome = the report's `performance_outcome`.",
     "",
-    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (max, mean) | minutes per trial (mean) |",
+    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 for (scen, mode), rs in groups.items():

@@ -54,22 +54,18 @@ fn timeouts(idle: Duration) -> Timeouts {
 }
 
 /// Index of a measured (not warmup) request of the cell, from its prefix
-/// `[run <nonce> cell <cell> request <k>]`.
+/// `[<hex> cell <cell> request <k> run <nonce>]`.
 fn request_index(req: &ProxiedRequest<'_>) -> Option<usize> {
     if req.path != "/v1/chat/completions" {
         return None;
     }
     let msgs = req.body?.get("messages")?.as_array()?;
     let text = msgs.last()?.get("content")?.as_str()?;
-    let head = text.strip_prefix("[run ")?.split(']').next()?;
-    let mut words = head.split(' ');
-    let nonce = words.next()?;
-    if nonce.ends_with("-warm") {
-        return None;
-    }
-    let rest: Vec<&str> = words.collect();
-    match rest.as_slice() {
-        ["cell", _, "request", k] => k.parse().ok(),
+    // `[<hex> cell <cell> request <index> run <nonce>]` (workload::prefix).
+    let head = text.strip_prefix('[')?.split(']').next()?;
+    let words: Vec<&str> = head.split(' ').collect();
+    match words.as_slice() {
+        [_, "cell", _, "request", k, "run", nonce] if !nonce.ends_with("-warm") => k.parse().ok(),
         _ => None,
     }
 }

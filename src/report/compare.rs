@@ -67,11 +67,7 @@ pub fn evidence_qualification(
         GateOutcome::Pass => qualification(true, strict, non_inferior, mode),
         GateOutcome::Fail => qualification(false, strict, non_inferior, mode),
         GateOutcome::Inconclusive => {
-            let turnover_ok = match mode {
-                TurnoverGateMode::Strict => strict,
-                TurnoverGateMode::NonInferior => non_inferior || strict,
-            };
-            if turnover_ok {
+            if turnover_ok(strict, non_inferior, mode) {
                 (QUAL_INCONCLUSIVE, false)
             } else {
                 (QUAL_FAIL_TURNOVER_INCONCLUSIVE, false)
@@ -102,10 +98,7 @@ pub fn qualification(
     non_inferior: bool,
     mode: TurnoverGateMode,
 ) -> (&'static str, bool) {
-    let turnover_ok = match mode {
-        TurnoverGateMode::Strict => strict,
-        TurnoverGateMode::NonInferior => non_inferior || strict,
-    };
+    let turnover_ok = turnover_ok(strict, non_inferior, mode);
     match (performance, strict, mode) {
         (true, true, _) => (QUAL_PASS, true),
         (true, false, TurnoverGateMode::Strict) => (QUAL_NOT_BLANKET, false),
@@ -115,6 +108,15 @@ pub fn qualification(
         (true, false, TurnoverGateMode::NonInferior) => (QUAL_FAIL_TURNOVER, false),
         (false, _, _) if turnover_ok => (QUAL_FAIL_PERFORMANCE, false),
         (false, _, _) => (QUAL_FAIL_BOTH, false),
+    }
+}
+
+/// The turnover gate the policy counts: strict, or non-inferior (which a
+/// strict pass implies).
+pub fn turnover_ok(strict: bool, non_inferior: bool, mode: TurnoverGateMode) -> bool {
+    match mode {
+        TurnoverGateMode::Strict => strict,
+        TurnoverGateMode::NonInferior => non_inferior || strict,
     }
 }
 
@@ -805,10 +807,7 @@ pub fn compare(
             policy.gate.drift_sd_percent, policy.gate.drift_source
         ));
     }
-    let turnover_gate_passed = match mode {
-        TurnoverGateMode::Strict => strict.passed,
-        TurnoverGateMode::NonInferior => non_inferior.passed || strict.passed,
-    };
+    let turnover_gate_passed = turnover_ok(strict.passed, non_inferior.passed, mode);
 
     let bs = &policy.bootstrap;
     Ok(Report {

@@ -227,11 +227,11 @@ fn paired_deltas(
     Some(out)
 }
 
+/// A side's values grouped by cluster id, ascending.
+type Groups = Vec<(u32, Vec<f64>)>;
+
 /// Both sides grouped by block; `None` unless they hold the same blocks.
-fn paired_groups(
-    baseline: Clustered,
-    candidate: Clustered,
-) -> Option<(Vec<(u32, Vec<f64>)>, Vec<(u32, Vec<f64>)>)> {
+fn paired_groups(baseline: Clustered, candidate: Clustered) -> Option<(Groups, Groups)> {
     let (bg, cg) = (baseline.groups()?, candidate.groups()?);
     let same =
         !bg.is_empty() && bg.len() == cg.len() && bg.iter().zip(&cg).all(|((a, _), (b, _))| a == b);
