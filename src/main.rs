@@ -338,33 +338,16 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
             }
             None => include_str!("../policies/default.toml").to_string(),
         };
-        let text = with_drift(&base, &c.policy_snippet).with_context(|| {
-            format!(
-                "--write-policy: add this to the policy by hand:\n{}",
-                c.policy_snippet
-            )
-        })?;
+        let text =
+            report::calibrate::policy_with_drift(&base, &c.policy_snippet).with_context(|| {
+                format!(
+                    "--write-policy: add this to the policy by hand:\n{}",
+                    c.policy_snippet
+                )
+            })?;
         infergate::atomic::write_atomic(path, text.as_bytes())?;
         println!("wrote {}", path.display());
     }
     println!("wrote {}", a.out.display());
     Ok(ExitCode::SUCCESS)
-}
-
-/// `base` with the calibration's `[gate]` lines: appended as a table, or
-/// inserted under an existing `[gate]` header. `None` when the policy sets
-/// `drift_sd_percent` itself already.
-fn with_drift(base: &str, snippet: &str) -> Option<String> {
-    let sets_it = base
-        .lines()
-        .any(|l| l.trim_start().starts_with("drift_sd_percent"));
-    if sets_it {
-        return None;
-    }
-    let Some(at) = base.find("\n[gate]\n") else {
-        return Some(format!("{}\n\n{snippet}", base.trim_end()));
-    };
-    let body = snippet.strip_prefix("[gate]\n").unwrap_or(snippet);
-    let split = at + "\n[gate]\n".len();
-    Some(format!("{}{body}{}", &base[..split], &base[split..]))
 }

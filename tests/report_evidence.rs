@@ -229,6 +229,10 @@ fn exit_codes_are_distinct() {
     assert_eq!(report::exit_code(&q), EXIT_PASS);
 }
 
+fn paths_of(v: &serde_json::Value) -> Vec<String> {
+    verify(v).into_iter().map(|d| d.path).collect()
+}
+
 #[test]
 fn verify_catches_an_edited_outcome() {
     let b = artifact("b", 96, 8, 0.0, &DRIFT, Some(Schedule::Interleaved), 1);
@@ -236,7 +240,7 @@ fn verify_catches_an_edited_outcome() {
     let r = compare(&b, &c, &policy()).unwrap();
     let mut v = r.to_value();
     v["cells"]["c1"]["metrics"]["ttft_p50_ms"]["evidence"]["outcome"] = "pass".into();
-    let paths: Vec<String> = verify(&v).into_iter().map(|d| d.path).collect();
+    let paths = paths_of(&v);
     assert!(
         paths.contains(&"cells.c1.metrics.ttft_p50_ms.evidence.outcome".to_string()),
         "{paths:?}"
@@ -244,13 +248,13 @@ fn verify_catches_an_edited_outcome() {
     let mut v = r.to_value();
     v["gates"]["performance_evidence"]["outcome"] = "pass".into();
     v["performance_outcome"] = "pass".into();
-    let paths: Vec<String> = verify(&v).into_iter().map(|d| d.path).collect();
+    let paths = paths_of(&v);
     assert!(
         paths.contains(&"gates.performance_evidence.outcome".to_string()),
         "{paths:?}"
     );
     let mut v = r.to_value();
     v["qualification"] = "pass".into();
-    let paths: Vec<String> = verify(&v).into_iter().map(|d| d.path).collect();
+    let paths = paths_of(&v);
     assert!(paths.contains(&"qualification".to_string()), "{paths:?}");
 }

@@ -225,6 +225,24 @@ pub fn calibrate(
     })
 }
 
+/// `base` with the calibration's `[gate]` lines: appended as a table, or
+/// inserted under an existing `[gate]` header. `None` when the policy sets
+/// `drift_sd_percent` itself already.
+pub fn policy_with_drift(base: &str, snippet: &str) -> Option<String> {
+    let sets_it = base
+        .lines()
+        .any(|l| l.trim_start().starts_with("drift_sd_percent"));
+    if sets_it {
+        return None;
+    }
+    let Some(at) = base.find("\n[gate]\n") else {
+        return Some(format!("{}\n\n{snippet}", base.trim_end()));
+    };
+    let body = snippet.strip_prefix("[gate]\n").unwrap_or(snippet);
+    let split = at + "\n[gate]\n".len();
+    Some(format!("{}{body}{}", &base[..split], &base[split..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +336,22 @@ mod tests {
             c.cells[0]
         );
         assert!(calibrate(&same[..1], &p, "t").is_err());
+    }
+
+    #[test]
+    fn drift_goes_under_the_gate_header_or_in_a_new_table() {
+        let snip = "[gate]\n# calibrated\ndrift_sd_percent = 3.2\n";
+        let under = policy_with_drift("a = 1\n[gate]\nalpha = 0.05\n", snip).unwrap();
+        assert_eq!(
+            under,
+            "a = 1\n[gate]\n# calibrated\ndrift_sd_percent = 3.2\nalpha = 0.05\n"
+        );
+        let appended = policy_with_drift("a = 1\n", snip).unwrap();
+        assert!(appended.ends_with("\n\n[gate]\n# calibrated\ndrift_sd_percent = 3.2\n"));
+        assert!(policy_with_drift("[gate]\ndrift_sd_percent = 1\n", snip).is_none());
+        // The default policy takes it and still parses.
+        let text = policy_with_drift(include_str!("../../policies/default.toml"), snip).unwrap();
+        let p = Policy::from_toml_str(&text, "t").unwrap();
+        assert_eq!(p.gate.drift_sd_percent, 3.2);
     }
 }

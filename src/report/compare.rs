@@ -330,9 +330,11 @@ fn direction_word(d: stats::Direction) -> &'static str {
 
 /// One metric of one cell (both sides non-empty and finite), or the failed
 /// gate part saying why it could not be computed.
+const SINGLE_PASS_DRIFT: &str = "one pass per side, run at different times: nothing in the data measures the drift between them";
+
 /// How one comparison resamples, and what it assumes about drift.
 #[derive(Debug, Clone)]
-pub struct DesignChoice {
+struct DesignChoice {
     pub schedule: Schedule,
     pub resampling: Resampling,
     /// Levels of the pass and fail bounds.
@@ -343,7 +345,7 @@ pub struct DesignChoice {
 
 /// The design both artifacts declare: interleaved on both sides → paired
 /// blocks; alternating passes → clustered; else one pass per side.
-pub fn design_of(b: &RunArtifact, c: &RunArtifact) -> (Schedule, Resampling) {
+fn design_of(b: &RunArtifact, c: &RunArtifact) -> (Schedule, Resampling) {
     let sb = b.schedule.unwrap_or(Schedule::Single);
     let sc = c.schedule.unwrap_or(Schedule::Single);
     match (sb, sc) {
@@ -366,31 +368,24 @@ fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
 }
 
 /// Whether the drift floor applies to this pair of samples, and why.
-pub fn drift_floor_reason(
-    design: &DesignChoice,
-    b: Clustered,
-    c: Clustered,
-    used: Resampling,
-) -> Option<String> {
+/// `clusters`: the smaller side's cluster count.
+fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) -> Option<String> {
     match used {
         Resampling::Paired => None,
         Resampling::Independent => Some(match design.schedule {
-            Schedule::Single => "one pass per side, run at different times: nothing in the data measures the drift between them".into(),
+            Schedule::Single => SINGLE_PASS_DRIFT.into(),
             _ => "clusters could not be paired or resampled; requests were resampled as independent".into(),
         }),
-        Resampling::Clustered => {
-            let k = b.cluster_count().min(c.cluster_count());
-            (k < MIN_CLUSTERS).then(|| {
-                format!("{k} cluster(s) on a side: fewer than {MIN_CLUSTERS} passes cannot measure the drift between them")
-            })
-        }
+        Resampling::Clustered => (clusters < MIN_CLUSTERS).then(|| {
+            format!("{clusters} cluster(s) on a side: fewer than {MIN_CLUSTERS} passes cannot measure the drift between them")
+        }),
     }
 }
 
 /// The evidence of one gating metric: the sorted bootstrap distribution
 /// under the design (paired falls back to clustered when blocks do not
-/// match), then the bounds. Shared with `verify`.
-pub fn metric_evidence(
+/// match), then the bounds.
+fn metric_evidence(
     spec: &MetricSpec,
     b: Clustered,
     c: Clustered,
@@ -413,7 +408,8 @@ pub fn metric_evidence(
         Resampling::Paired => stats::paired_point_delta(b, c, spec.quantile)?,
         _ => point_delta,
     };
-    let floor = drift_floor_reason(design, b, c, used).map(|why| DriftFloor {
+    let clusters = b.cluster_count().min(c.cluster_count());
+    let floor = drift_floor_reason(design, clusters, used).map(|why| DriftFloor {
         pass_sd_percent: design.drift.pass_sd_percent,
         source: format!("{}; applied because {why}", design.drift.source),
     });
@@ -423,7 +419,7 @@ pub fn metric_evidence(
     // should give each cell several blocks.
     let units = match used {
         Resampling::Independent => b.values.len().min(c.values.len()),
-        Resampling::Paired | Resampling::Clustered => b.cluster_count().min(c.cluster_count()),
+        Resampling::Paired | Resampling::Clustered => clusters,
     };
     let e = ev::evidence(
         &deltas,
@@ -539,6 +535,7 @@ fn evidence_part(
         subject: subject.to_string(),
         outcome,
         reason,
+        requests_to_resolve: None,
     };
     if !eligible {
         if cc.failed > 0 && bc.failed == 0 {
@@ -574,34 +571,24 @@ fn evidence_part(
         (None, Some(why)) => format!("; {why}"),
         _ => String::new(),
     };
-    part(e.outcome, format!("{bounds}{more}"))
+    EvidencePart {
+        requests_to_resolve: e.requests_to_resolve,
+        ..part(e.outcome, format!("{bounds}{more}"))
+    }
 }
 
-fn evidence_gate(parts: Vec<EvidencePart>, cells: &[(String, CellComparison)]) -> EvidenceGate {
+fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
     let outcome = ev::combine(parts.iter().map(|p| p.outcome));
     // The most any undecided pair needs; unknown if one cannot be decided by more.
-    let requests_to_resolve = if outcome == GateOutcome::Inconclusive {
-        let mut need = Some(0usize);
-        for p in parts
-            .iter()
-            .filter(|p| p.outcome == GateOutcome::Inconclusive)
-        {
-            let n = cells.iter().find_map(|(cell, c)| {
-                c.metrics.iter().find_map(|(name, m)| {
-                    (p.subject == format!("cells.{cell}.metrics.{name}"))
-                        .then(|| m.evidence.as_ref().and_then(|e| e.requests_to_resolve))
-                        .flatten()
-                })
-            });
-            need = match (need, n) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                _ => None,
-            };
-        }
-        need.filter(|&n| n > 0)
-    } else {
-        None
-    };
+    let requests_to_resolve = (outcome == GateOutcome::Inconclusive)
+        .then(|| {
+            parts
+                .iter()
+                .filter(|p| p.outcome == GateOutcome::Inconclusive)
+                .try_fold(0usize, |most, p| Some(most.max(p.requests_to_resolve?)))
+        })
+        .flatten()
+        .filter(|&n| n > 0);
     EvidenceGate {
         outcome,
         rule: EVIDENCE_RULE.to_string(),
@@ -695,6 +682,7 @@ pub fn compare(
                     subject: subject.clone(),
                     outcome: GateOutcome::Inconclusive,
                     reason: reason.clone(),
+                    requests_to_resolve: None,
                 });
                 perf_parts.push(GatePart {
                     subject,
@@ -712,6 +700,7 @@ pub fn compare(
                         subject: part.subject.clone(),
                         outcome: GateOutcome::Inconclusive,
                         reason: part.reason.clone(),
+                        requests_to_resolve: None,
                     });
                     perf_parts.push(part);
                     continue;
@@ -771,9 +760,10 @@ pub fn compare(
             subject: "cells".into(),
             outcome: GateOutcome::Inconclusive,
             reason: "no cells: nothing was measured".into(),
+            requests_to_resolve: None,
         });
     }
-    let evidence_gate = evidence_gate(evidence_parts, &cells);
+    let evidence_gate = evidence_gate(evidence_parts);
 
     let b_runs = ordered_turnover(&baseline.turnover);
     let c_runs = ordered_turnover(&candidate.turnover);
@@ -863,9 +853,8 @@ pub fn compare(
                 schedule: schedule.as_str().to_string(),
                 resampling,
                 resampling_method: resampling.describe().to_string(),
-                drift_floor_reason: (schedule == Schedule::Single).then(|| {
-                    "one pass per side, run at different times: nothing in the data measures the drift between them".to_string()
-                }),
+                drift_floor_reason: (schedule == Schedule::Single)
+                    .then(|| SINGLE_PASS_DRIFT.to_string()),
             }),
             turnover_margin: Some(policy.turnover.margin),
         }),

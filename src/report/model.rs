@@ -618,6 +618,10 @@ pub struct EvidencePart {
     pub subject: String,
     pub outcome: GateOutcome,
     pub reason: String,
+    /// Requests per side that would decide an inconclusive pair, when more
+    /// requests can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_to_resolve: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -535,14 +535,13 @@ fn check_evidence_gate(ck: &mut Checker, root: &Map<String, Value>) -> Option<Ga
             }
         }
     }
-    let mut parts = Vec::new();
-    for (i, part) in gate
+    let listed: &[Value] = gate
         .get("parts")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
+        .map_or(&[], Vec::as_slice);
+    let mut parts = Vec::new();
+    let mut subjects = BTreeSet::new();
+    for (i, part) in listed.iter().enumerate() {
         let path = format!("gates.performance_evidence.parts[{i}]");
         let Some(found) = part.get("outcome").and_then(parse_outcome) else {
             ck.wrong(
@@ -553,6 +552,7 @@ fn check_evidence_gate(ck: &mut Checker, root: &Map<String, Value>) -> Option<Ga
             continue;
         };
         let subject = part.get("subject").and_then(Value::as_str).unwrap_or("");
+        subjects.insert(subject);
         // A part for an eligible metric must carry its metric's outcome; parts
         // for ineligible cells or missing samples can only hold it back.
         if let Some(&m) = metric_outcomes.get(subject)
@@ -568,21 +568,15 @@ fn check_evidence_gate(ck: &mut Checker, root: &Map<String, Value>) -> Option<Ga
         parts.push(found);
     }
     // Every metric with evidence must be in the gate.
-    for subject in metric_outcomes.keys() {
-        let listed = gate
-            .get("parts")
-            .and_then(Value::as_array)
-            .is_some_and(|a| {
-                a.iter()
-                    .any(|p| p.get("subject").and_then(Value::as_str) == Some(subject))
-            });
-        if !listed {
-            ck.push(
-                "gates.performance_evidence.parts",
-                format!("no part for {subject}"),
-                "a part for every metric with evidence",
-            );
-        }
+    for subject in metric_outcomes
+        .keys()
+        .filter(|s| !subjects.contains(s.as_str()))
+    {
+        ck.push(
+            "gates.performance_evidence.parts",
+            format!("no part for {subject}"),
+            "a part for every metric with evidence",
+        );
     }
     let expected = stats::combine(parts);
     match gate.get("outcome").and_then(parse_outcome) {

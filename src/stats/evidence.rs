@@ -152,33 +152,43 @@ fn clustered_deltas(
     if base.is_empty() || cand.is_empty() {
         return None;
     }
+    let (rb, rc) = (ranked(base), ranked(cand));
     let mut rng = super::Xoshiro256::new(seed);
     let (mut bb, mut cb) = (Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(iterations);
     for _ in 0..iterations {
-        let vb = two_stage(base, &mut bb, q, &mut rng)?;
-        let vc = two_stage(cand, &mut cb, q, &mut rng)?;
+        let vb = two_stage(base, rb.as_deref(), &mut bb, q, &mut rng)?;
+        let vc = two_stage(cand, rc.as_deref(), &mut cb, q, &mut rng)?;
         out.push(delta_percent(vb, vc)?);
     }
     out.sort_unstable_by(f64::total_cmp);
     Some(out)
 }
 
-/// One two-stage resample of `groups`' statistic. Big single groups take the
-/// rank shortcut (see [`rank_sampled_quantile`]).
+/// One big cluster is drawn by rank (see [`rank_sampled_quantile`]): its
+/// values sorted once here, not checked or sorted per iteration.
+fn ranked(groups: &[(u32, Vec<f64>)]) -> Option<Vec<f64>> {
+    match groups {
+        [(_, only)] if only.len() >= super::bootstrap::RANK_SAMPLING_MIN_N => {
+            let mut v = only.clone();
+            v.sort_unstable_by(f64::total_cmp);
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// One two-stage resample of `groups`' statistic (clusters, then requests
+/// within each), or a rank draw from `ranked` when it is given.
 fn two_stage(
     groups: &[(u32, Vec<f64>)],
+    ranked: Option<&[f64]>,
     buf: &mut Vec<f64>,
     q: f64,
     rng: &mut super::Xoshiro256,
 ) -> Option<f64> {
-    if let [(_, only)] = groups
-        && only.len() >= super::bootstrap::RANK_SAMPLING_MIN_N
-    {
-        // Sorted once by the caller's sorted_finite (Independent) — or sort here.
-        if only.is_sorted_by(|a, b| a <= b) {
-            return Some(rank_sampled_quantile(only, q, rng));
-        }
+    if let Some(sorted) = ranked {
+        return Some(rank_sampled_quantile(sorted, q, rng));
     }
     buf.clear();
     let g = groups.len() as u64;
