@@ -15,11 +15,11 @@
 
 use std::time::{Duration, Instant};
 
-use infergate::aggregate;
 use infergate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
-use infergate::record::{Outcome, RequestRecord, StreamCapture};
+use infergate::config::suite::{CachePolicy, CellSpec};
+use infergate::measure::aggregate;
+use infergate::measure::record::{Outcome, RequestRecord, StreamCapture};
 use infergate::report::{self, Policy};
-use infergate::suite::{CachePolicy, CellSpec};
 
 mod common;
 

@@ -32,11 +32,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use infergate::client::{Client, ClientConfig, Endpoint, chat_body};
-use infergate::fastsource::{FastSource, FastSourceConfig};
-use infergate::loadgen;
-use infergate::record::{Outcome, RequestRecord};
-use infergate::suite::Arrival;
+use infergate::config::suite::Arrival;
+use infergate::measure::client::{Client, ClientConfig, Endpoint, chat_body};
+use infergate::measure::loadgen;
+use infergate::measure::record::{Outcome, RequestRecord};
+use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
 use serde_json::{Map, Value, json};
 
 use common::{arg, cpu_children, cpu_of_pid, cpu_self, flag, pin_to_cpu, status_kb};

@@ -32,9 +32,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use infergate::client::{Client, ClientConfig, Endpoint, chat_body};
-use infergate::fastsource::{FastSource, FastSourceConfig, STAMP_DIGITS, monotonic_ns};
-use infergate::record::StreamCapture;
+use infergate::measure::client::{Client, ClientConfig, Endpoint, chat_body};
+use infergate::measure::record::StreamCapture;
+use infergate_testkit::fastsource::{FastSource, FastSourceConfig, STAMP_DIGITS, monotonic_ns};
 use serde_json::{Map, Value, json};
 
 use common::{flag, pct, pin_to_cpu, sched_policy, sorted};

@@ -19,11 +19,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::plan::{BASELINE, CANDIDATE, Driver, OnOutcome, Plan, PolicySource};
+use crate::config::plan::{BASELINE, CANDIDATE, Driver, OnOutcome, Plan, PolicySource};
+use crate::config::suite::Suite;
+use crate::measure::sse::{DEFAULT_MAX_EVENT_BYTES, Event, SseError, SseParser};
+use crate::measure::turnover::TurnoverSpec;
 use crate::report::{self, Policy, Report};
-use crate::sse::{DEFAULT_MAX_EVENT_BYTES, Event, SseError, SseParser};
-use crate::suite::Suite;
-use crate::turnover::TurnoverSpec;
 
 // ---------------------------------------------------------------- SSE ----
 
@@ -538,13 +538,13 @@ fn check_plan(text: &str, is_toml: bool) {
     };
     assert!(is_toml, "a plan was read from text that is not TOML");
     assert_eq!(plan.text, text);
-    assert_eq!(plan.sha256, crate::runner::sha256_hex(text.as_bytes()));
+    assert_eq!(plan.sha256, crate::util::sha256_hex(text.as_bytes()));
     assert!(
         (1..=100).contains(&plan.repeats),
         "repeats {}",
         plan.repeats
     );
-    if plan.schedule == crate::plan::PlanSchedule::Interleaved {
+    if plan.schedule == crate::config::plan::PlanSchedule::Interleaved {
         assert_eq!(
             plan.repeats, 1,
             "repeats belong to the alternating schedule"
@@ -573,7 +573,7 @@ fn check_plan(text: &str, is_toml: bool) {
             Driver::Container(c) => {
                 assert_ne!(c.port, 0);
                 assert!(c.health_path.starts_with('/'));
-                let again = crate::plan::ImageRef::parse(&c.image.to_string());
+                let again = crate::config::plan::ImageRef::parse(&c.image.to_string());
                 assert_eq!(again.as_ref(), Ok(&c.image), "image ref round trip");
             }
         }

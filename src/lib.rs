@@ -1,35 +1,28 @@
 //! infergate: qualify an LLM serving runtime against the one in service.
 //!
-//! Data flows one way: suite → workload → loadgen → client → records (journal)
-//! → aggregate → compare → gates → report. Each module is one stage.
+//! Data flows one way, and the modules follow it:
+//!
+//! 1. [`config`]: the plan, suite and policy files, read and checked.
+//! 2. [`driver`]: start, stop and health-check a runtime (external URL,
+//!    local process, container) and the bundled reference engine.
+//! 3. [`measure`]: discover the target, build each cell's workload, drive
+//!    the load, stream through the client, journal every request, aggregate
+//!    a run artifact; turnover (churn and canary checks) is measured here too.
+//! 4. [`report`] (the `infergate-report` crate): artifacts in; compare, gate,
+//!    verify and render the `runtime-profile-comparison/v1` report.
+//! 5. [`qualify`]: the whole qualification as named steps over the above,
+//!    then the decision ledger, restore and readmission.
+//!
+//! [`util`] holds the few helpers every stage shares; [`stats`] and
+//! [`artifact`] are re-exported from the report crate, where they live.
 
-pub mod aggregate;
-pub mod artifact;
-pub mod atomic;
-pub mod cli_qualify;
-pub mod client;
-pub mod decide;
-pub mod discover;
+pub mod config;
 pub mod driver;
-pub mod engine;
-pub mod fastsource;
-pub mod faultproxy;
-pub mod fuzzing;
-pub mod interleave;
-pub mod journal;
-pub mod ledger;
-pub mod lifecycle;
-pub mod loadgen;
-pub mod plan;
+pub mod measure;
 pub mod qualify;
-pub mod readmit;
-pub mod record;
-pub mod report;
-pub mod runner;
-pub mod sse;
-pub mod stats;
-pub mod status;
-pub mod suite;
-pub mod tokenizer;
-pub mod turnover;
-pub mod workload;
+pub mod util;
+
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+
+pub use infergate_report::{self as report, artifact, atomic, stats};

@@ -2,9 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use infergate::client::{Client, ClientConfig, Endpoint, Timeouts, chat_body, completions_body};
-use infergate::fastsource::{FastSource, FastSourceConfig};
-use infergate::record::{Outcome, StreamCapture};
+use infergate::measure::client::{
+    Client, ClientConfig, Endpoint, Timeouts, chat_body, completions_body,
+};
+use infergate::measure::record::{Outcome, StreamCapture};
+use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
 use serde_json::{Map, Value, json};
 
 fn source(cfg: FastSourceConfig) -> (FastSource, Client) {

@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use infergate::decide;
+use infergate::config::plan::ContainerDriver;
 use infergate::driver::container::{self, Docker};
-use infergate::engine::{self, EngineInstall};
-use infergate::lifecycle::{self, Handle};
-use infergate::plan::ContainerDriver;
+use infergate::driver::engine::{self, EngineInstall};
+use infergate::qualify::decide;
+use infergate::qualify::lifecycle::{self, Handle};
+use infergate::qualify::status;
 use infergate::qualify::{self, Verdict};
 use infergate::report::DecisionAction;
-use infergate::status;
 use qualify_support::*;
 use serde_json::Value;
 
@@ -312,7 +312,7 @@ async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
 
     // A container whose server cannot start: its logs are captured, then it is removed.
     let spec = ContainerDriver {
-        image: infergate::plan::ImageRef::parse(&image).unwrap(),
+        image: infergate::config::plan::ImageRef::parse(&image).unwrap(),
         args: vec![
             "/engine/serve.py".into(),
             "--model".into(),

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use infergate::discover;
+use infergate::measure::discover;
 use serde_json::{Value, json};
 
 /// What one streamed chat completion delivered.
@@ -224,7 +224,7 @@ async fn baseline_and_candidate_serve_at_the_same_time() {
     assert_ne!(baseline.pid, candidate.pid);
 
     let http = support::http();
-    let ask = |engine: &'static infergate::engine::RunningEngine| {
+    let ask = |engine: &'static infergate::driver::engine::RunningEngine| {
         let http = http.clone();
         async move {
             let model = engine.profile.alias.as_deref().expect("alias");
@@ -285,7 +285,7 @@ async fn discovered_context_is_the_per_slot_context_of_the_profile() {
 async fn a_started_engine_stops_when_dropped() {
     // Its own instance, not the shared one.
     let profile = support::profile("baseline");
-    let running = infergate::engine::start(&profile, &support::log_dir().join("drop-test"))
+    let running = infergate::driver::engine::start(&profile, &support::log_dir().join("drop-test"))
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let (pid, health) = (running.pid, format!("{}/health", running.base_url));

@@ -15,14 +15,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use infergate::artifact::{CellResult, RunArtifact};
-use infergate::client::Timeouts;
-use infergate::faultproxy::{
+use infergate::measure::client::Timeouts;
+use infergate::measure::journal;
+use infergate::measure::record::{Outcome, RequestRecord};
+use infergate::measure::runner::{self, RunOptions, RunPart};
+use infergate_testkit::faultproxy::{
     Fault, FaultProxy, FaultProxyConfig, MALFORMED_DATA, ProxiedRequest, ProxyEvent,
     STREAM_ERROR_MESSAGE,
 };
-use infergate::journal;
-use infergate::record::{Outcome, RequestRecord};
-use infergate::runner::{self, RunOptions, RunPart};
 use serde_json::Value;
 
 const REQUESTS: usize = 6;
@@ -300,7 +300,10 @@ async fn an_oversized_event_is_refused_without_buffering_it() {
     assert_failed(
         &run,
         Outcome::StreamValidationFailed,
-        &format!("larger than {} bytes", infergate::client::MAX_EVENT_BYTES),
+        &format!(
+            "larger than {} bytes",
+            infergate::measure::client::MAX_EVENT_BYTES
+        ),
     );
     for r in run.faulty() {
         // Nothing of the 8 MiB event reached the capture.
@@ -359,8 +362,8 @@ async fn a_missing_done_ends_at_the_close_after_the_final_chunk() {
 /// Request index parsing matches the workload's own prefix format.
 #[test]
 fn request_index_reads_the_workload_prefix() {
-    use infergate::suite::CachePolicy;
-    use infergate::workload::{prefix, user_content};
+    use infergate::config::suite::CachePolicy;
+    use infergate::measure::workload::{prefix, user_content};
     let body = |content: String| -> Value {
         serde_json::json!({"messages": [{"role": "user", "content": content}]})
     };

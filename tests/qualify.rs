@@ -7,12 +7,12 @@ mod qualify_support;
 use std::time::Duration;
 
 use infergate::artifact::Schedule;
-use infergate::decide;
-use infergate::ledger::Ledger;
-use infergate::lifecycle::{self, Handle};
+use infergate::qualify::decide;
+use infergate::qualify::ledger::Ledger;
+use infergate::qualify::lifecycle::{self, Handle};
+use infergate::qualify::status;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
-use infergate::status;
 use qualify_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -379,9 +379,10 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
             "{label}: {:?}",
             cell.ineligible_reasons
         );
-        let journal =
-            infergate::journal::read(&o.out_dir.join(format!("{label}-interleaved/journal.jsonl")))
-                .unwrap();
+        let journal = infergate::measure::journal::read(
+            &o.out_dir.join(format!("{label}-interleaved/journal.jsonl")),
+        )
+        .unwrap();
         let mut idx: Vec<usize> = journal.iter().map(|r| r.index).collect();
         idx.sort();
         assert_eq!(idx, [0, 1, 2, 3, 4], "{label}");
@@ -514,9 +515,10 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     );
     let mut clusters = Vec::new();
     for label in ["baseline", "candidate"] {
-        let journal =
-            infergate::journal::read(&o.out_dir.join(format!("{label}-interleaved/journal.jsonl")))
-                .unwrap();
+        let journal = infergate::measure::journal::read(
+            &o.out_dir.join(format!("{label}-interleaved/journal.jsonl")),
+        )
+        .unwrap();
         let mut idx: Vec<usize> = journal.iter().map(|r| r.index).collect();
         idx.sort();
         assert_eq!(

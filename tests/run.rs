@@ -8,10 +8,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use infergate::artifact::{RunArtifact, metric};
-use infergate::client::Timeouts;
-use infergate::journal;
-use infergate::record::Outcome;
-use infergate::runner::{self, RunOptions, RunPart};
+use infergate::measure::client::Timeouts;
+use infergate::measure::journal;
+use infergate::measure::record::Outcome;
+use infergate::measure::runner::{self, RunOptions, RunPart};
 use infergate::stats;
 
 const SUITE: &str = r#"
@@ -239,18 +239,19 @@ fn a_killed_run_keeps_every_finished_request() {
 /// the server counts, and a suite naming it sizes prompts with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tokenizer_json_sizes_prompts_and_agrees_with_the_server() {
-    use infergate::tokenizer::TokenizerFile;
-    use infergate::workload::filler;
+    use infergate::measure::tokenizer::TokenizerFile;
+    use infergate::measure::workload::filler;
     let engine = support::engine("baseline");
     let path = support::tokenizer_json();
     let tok = TokenizerFile::load(&path).unwrap();
     let http = support::http();
     for (words, seed) in [(1, 1), (37, 2), (500, 3), (2000, 4)] {
         let text = filler(words, seed);
-        let server = infergate::discover::tokenize_with_key(&http, &engine.base_url, None, &text)
-            .await
-            .unwrap()
-            .expect("the reference engine has /tokenize");
+        let server =
+            infergate::measure::discover::tokenize_with_key(&http, &engine.base_url, None, &text)
+                .await
+                .unwrap()
+                .expect("the reference engine has /tokenize");
         assert_eq!(tok.count(&text).unwrap(), server as u64, "{words} words");
     }
 

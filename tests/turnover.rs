@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use infergate::artifact::TurnoverRun;
-use infergate::client::{Client, ClientConfig, Timeouts};
-use infergate::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxiedRequest};
-use infergate::record::{Outcome, RequestRecord};
-use infergate::turnover::{self, TurnoverSpec};
+use infergate::measure::client::{Client, ClientConfig, Timeouts};
+use infergate::measure::record::{Outcome, RequestRecord};
+use infergate::measure::turnover::{self, TurnoverSpec};
+use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxiedRequest};
 
 /// Four slots, like the server the suites were calibrated on.
 const PROFILE: &str = "candidate";
@@ -343,7 +343,8 @@ async fn calibrate() {
         .first()
         .copied();
     for path in suites.split(',') {
-        let (suite, _) = infergate::suite::Suite::load(&root.join(path.trim())).expect("suite");
+        let (suite, _) =
+            infergate::config::suite::Suite::load(&root.join(path.trim())).expect("suite");
         for mut s in TurnoverSpec::from_tables(&suite.turnover).expect("turnover specs") {
             s.requests = requests.unwrap_or(s.requests);
             s.repeats = repeats.unwrap_or(s.repeats);

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use crate::plan::{ContainerDriver, DockerSettings, ImageRef};
+use crate::config::plan::{ContainerDriver, DockerSettings, ImageRef};
 
 /// Bound on one API call that does no long work.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);

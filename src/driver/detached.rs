@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::process::{ProcessSpec, describe_status};
+use super::process::describe_status;
 use super::runlog::{self, RunLog, Watched, group_alive, signal_group};
+use super::spec::ProcessSpec;
 
 /// Which process group a ledger entry means: the leader's pid and its start
 /// time in clock ticks since boot (`/proc/<pid>/stat` field 22).

@@ -20,7 +20,7 @@ pub async fn wait_healthy(url: &str, health_path: &str, timeout: Duration) -> Re
             bail!(
                 "external runtime {}: GET {health} did not answer 200 within {timeout:?} (last: {last}); \
                  infergate does not control it, so it cannot restart it",
-                crate::runner::redact_url(url)
+                crate::util::redact_url(url)
             );
         }
         match http

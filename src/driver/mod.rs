@@ -1,6 +1,11 @@
 //! Runtime drivers: start a runtime profile and tell when it is ready.
+//! [`external`] (a URL someone else runs), [`process`] and [`detached`]
+//! (local processes, [`spec`] their command), [`container`] (Docker, by
+//! image digest), and the bundled reference [`engine`].
 pub mod container;
 pub mod detached;
+pub mod engine;
 pub mod external;
 pub mod process;
 mod runlog;
+pub mod spec;

@@ -7,10 +7,9 @@
 //! waits a bounded grace, then sends SIGKILL; dropping a `ManagedProcess`
 //! stops it. Nothing here knows about any particular server.
 
-use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::sync::{Mutex, Once, OnceLock};
@@ -23,69 +22,7 @@ use super::runlog::{self, RunLog, Watched, group_alive, signal_group};
 /// Grace between SIGTERM and SIGKILL when none is given.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// What to run and where its output goes.
-#[derive(Debug, Clone)]
-pub struct ProcessSpec {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    /// Added to (or overriding) the inherited environment.
-    pub env: Vec<(OsString, OsString)>,
-    pub current_dir: Option<PathBuf>,
-    /// stdout and stderr are appended here (created if missing).
-    pub log_path: PathBuf,
-}
-
-impl ProcessSpec {
-    pub fn new(program: impl Into<OsString>, log_path: impl Into<PathBuf>) -> Self {
-        ProcessSpec {
-            program: program.into(),
-            args: Vec::new(),
-            env: Vec::new(),
-            current_dir: None,
-            log_path: log_path.into(),
-        }
-    }
-
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    pub fn args<I, S>(mut self, args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        self.args.extend(args.into_iter().map(Into::into));
-        self
-    }
-
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    /// The command line as a shell would show it, for logs and errors.
-    pub fn command_line(&self) -> String {
-        std::iter::once(self.program.as_os_str())
-            .chain(self.args.iter().map(OsString::as_os_str))
-            .map(shell_quote)
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-fn shell_quote(s: &OsStr) -> String {
-    let s = s.to_string_lossy();
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-    if plain {
-        s.into_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
+pub use super::spec::ProcessSpec;
 
 /// A running (or exited, not yet stopped) process group.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use super::process::ProcessSpec;
+use super::spec::ProcessSpec;
 
 /// How often a wait looks at the log, the URL and the process again.
 pub(super) const POLL: Duration = Duration::from_millis(50);
@@ -49,7 +49,7 @@ impl RunLog {
         writeln!(
             log,
             "=== infergate: starting{how} at {}: {command_line}",
-            crate::runner::now_rfc3339()
+            crate::util::now_rfc3339()
         )
         .with_context(|| format!("writing log {}", path.display()))?;
         let start = log

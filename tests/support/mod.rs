@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use infergate::engine::{self, EngineProfile, RunningEngine};
+use infergate::driver::engine::{self, EngineProfile, RunningEngine};
 
 /// The engine profiles in the repository's `engine/profiles.toml`.
 pub fn profiles_path() -> PathBuf {

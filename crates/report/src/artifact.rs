@@ -1,0 +1,232 @@
+//! The run artifact (`infergate-run/v1`): what one `infergate run` measured
+//! against one target. `compare` reads two of these.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const RUN_SCHEMA: &str = "infergate-run/v1";
+
+/// Names of per-request metrics, as keys of `CellResult::metrics` and `::samples`.
+pub mod metric {
+    pub const TTFT_MS: &str = "ttft_ms";
+    pub const TTFO_MS: &str = "ttfo_ms";
+    pub const E2E_MS: &str = "e2e_ms";
+    pub const DECODE_TOK_S: &str = "decode_tok_s";
+    pub const TPOT_MS: &str = "tpot_ms";
+    pub const ITL_MS: &str = "itl_ms";
+    pub const PREFILL_TOK_S: &str = "prefill_tok_s";
+    pub const QUEUE_MS: &str = "queue_ms";
+    pub const PROMPT_TOKENS: &str = "prompt_tokens";
+    pub const COMPLETION_TOKENS: &str = "completion_tokens";
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunArtifact {
+    pub schema: String,
+    pub provenance: Provenance,
+    /// Definitions used, spelled out so a reader need not guess.
+    pub method: BTreeMap<String, String>,
+    pub cells: Vec<CellResult>,
+    #[serde(default)]
+    pub turnover: Vec<TurnoverRun>,
+    /// How this side's requests were scheduled against the other runtime's;
+    /// absent (a plain `infergate run`) means one pass, [`Schedule::Single`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+}
+
+/// How the requests of the two runtimes were placed in time. `compare` picks
+/// its resampling from it: what varies between clusters (passes, restarts,
+/// drift) must be inside the interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    /// One pass per side at different times: nothing in the data measures the
+    /// drift between them.
+    Single,
+    /// Whole passes in A B B A order, each a fresh start: each pass (and each
+    /// process lifetime) is a cluster of its side.
+    AlternatingPasses,
+    /// Both runtimes up at once, a cell's requests alternating between them in
+    /// short windows of one timeline; block `k` of the baseline and block `k`
+    /// of the candidate ran next to each other (cluster ids are shared).
+    Interleaved,
+}
+
+impl Schedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Schedule::Single => "single",
+            Schedule::AlternatingPasses => "alternating_passes",
+            Schedule::Interleaved => "interleaved",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Base URL of the target, never with credentials.
+    pub target: String,
+    /// Model id as served (`/v1/models`).
+    pub model: String,
+    /// Runtime profile label (e.g. "baseline"), when known.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// Image reference pinned by digest, when the runtime is a container image.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// What the server says about its build (system_fingerprint, /props build info).
+    #[serde(default)]
+    pub server_build: Option<String>,
+    /// Context window per request as the server reports it.
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Name of the environment variable the API key came from (never the key).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    pub suite: String,
+    /// sha256 of the suite file's bytes, so two runs can be shown to share a suite.
+    #[serde(default)]
+    pub suite_sha256: Option<String>,
+    pub tool_version: String,
+    pub host: String,
+    pub started_at: String,
+    pub ended_at: String,
+}
+
+/// Computed by [`crate::stats::summarize`]; defined beside it so `stats` stays a leaf.
+pub use crate::stats::Summary;
+
+/// The shape of a cell: what was asked of the target. Two runs compare only
+/// when their cells have equal shapes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellShape {
+    pub prompt_tokens: u64,
+    pub tolerance_percent: f64,
+    pub max_tokens: u64,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub warmup: usize,
+    /// "unique" (cache-busting prefix per request) or "shared".
+    pub cache: String,
+    /// "closed", or "constant:<rps>" / "poisson:<rps>" for open loop.
+    pub arrival: String,
+    pub temperature: f64,
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub name: String,
+    pub shape: CellShape,
+    /// Requests recorded (warmups excluded).
+    pub requests: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    /// Count of failed requests per failure class.
+    #[serde(default)]
+    pub failures_by_class: BTreeMap<String, usize>,
+    pub performance_eligible: bool,
+    /// Why not eligible; empty when eligible.
+    #[serde(default)]
+    pub ineligible_reasons: Vec<String>,
+    pub median_prompt_tokens: Option<f64>,
+    /// Per-metric summary over successful requests (ITL: over all gaps).
+    pub metrics: BTreeMap<String, Summary>,
+    /// Per-request values of the gating metrics, in request order, for resampling.
+    pub samples: BTreeMap<String, Vec<f64>>,
+    /// True when any request's completion tokens were counted client-side.
+    #[serde(default)]
+    pub tokens_estimated: bool,
+    /// The cluster (pass, process lifetime or interleaved block) of each value
+    /// in `samples[k]`, same key, order and length. Absent: one cluster.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sample_clusters: BTreeMap<String, Vec<u32>>,
+}
+
+/// One turnover run, in the seed's shape (extra fields are additions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnoverRun {
+    pub name: String,
+    /// 0 for the first run, 1 for the first repeat, …
+    pub repeat: usize,
+    /// "words" or "reference".
+    pub contract: String,
+    pub concurrency: usize,
+    pub requests: usize,
+    pub exact_output_passed: usize,
+    pub failed: usize,
+    pub responses_received: usize,
+    pub performance_eligible: bool,
+    /// Requests whose answer carried another request's canary: cross-request contamination.
+    pub contaminated: usize,
+    pub failures: Vec<TurnoverFailure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnoverFailure {
+    pub request_index: usize,
+    pub failure_class: String,
+    /// Words in the answer after its canary (the seed's field).
+    pub words: usize,
+    pub finish_reasons: Vec<String>,
+    pub canary_passed: bool,
+    /// Other requests' markers found in this answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_markers: Vec<String>,
+    /// Bounded error text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bounded captured output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Reference contract: where the output first diverged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<Divergence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    /// Character (Unicode scalar) index of the first difference.
+    pub char_index: usize,
+    /// Token index of the first difference, when a tokenizer was available.
+    #[serde(default)]
+    pub token_index: Option<usize>,
+    pub expected_snippet: String,
+    pub actual_snippet: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Direction;
+
+    #[test]
+    fn metric_directions() {
+        for m in [
+            metric::TTFT_MS,
+            metric::TTFO_MS,
+            metric::E2E_MS,
+            metric::TPOT_MS,
+            metric::ITL_MS,
+            metric::QUEUE_MS,
+        ] {
+            assert_eq!(
+                Direction::of_metric(m),
+                Some(Direction::LowerIsBetter),
+                "{m}"
+            );
+        }
+        for m in [metric::DECODE_TOK_S, metric::PREFILL_TOK_S] {
+            assert_eq!(
+                Direction::of_metric(m),
+                Some(Direction::HigherIsBetter),
+                "{m}"
+            );
+        }
+        assert_eq!(Direction::of_metric(metric::PROMPT_TOKENS), None);
+        assert_eq!(Direction::of_metric(metric::COMPLETION_TOKENS), None);
+    }
+}

@@ -1,0 +1,357 @@
+//! `infergate calibrate`: several runs of ONE runtime with one suite in, its
+//! noise out. For each cell and gating metric: the per-request spread, the
+//! within-run standard error, the drift between runs (what a one-pass-per-side
+//! comparison cannot see), the false-alarm rates the point rule and the
+//! evidence gate have on every A/A pair of the runs, and the requests per
+//! side an interleaved comparison needs to decide the policy's margins.
+//! Pure: artifacts and a policy in, a calibration out.
+
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::RunArtifact;
+use crate::stats::evidence::{self as ev, Clustered, Resampling, alpha_levels};
+use crate::stats::special::normal_quantile;
+use crate::stats::{self, GateOutcome};
+
+use super::compare::{CompareError, compare};
+use super::policy::Policy;
+
+pub const CALIBRATION_SCHEMA: &str = "infergate-calibration/v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    pub schema: String,
+    pub created_at: String,
+    pub model: String,
+    pub runtime: Option<String>,
+    pub suite: String,
+    pub suite_sha256: Option<String>,
+    /// The run artifacts read, in order.
+    pub runs: Vec<String>,
+    pub cells: Vec<CellNoise>,
+    /// Every pair of runs compared as baseline vs candidate (i < j).
+    pub aa_pairs: AaPairs,
+    /// The largest between-run drift (s.d., percent) over gating metrics:
+    /// the value for a policy's `[gate] drift_sd_percent`.
+    pub drift_sd_percent: f64,
+    /// A policy fragment carrying the measured drift, dated.
+    pub policy_snippet: String,
+    pub method: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellNoise {
+    pub cell: String,
+    pub metrics: Vec<MetricNoise>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricNoise {
+    pub metric: String,
+    pub margin_percent: f64,
+    /// The metric's statistic in each run.
+    pub per_run: Vec<f64>,
+    /// Requests per run (the smallest).
+    pub requests_per_run: usize,
+    /// Per-request coefficient of variation within a run, percent (median over runs).
+    pub per_request_cv_percent: f64,
+    /// Standard error of one run's statistic from its own requests, percent
+    /// (bootstrap; root mean square over runs).
+    pub within_run_se_percent: f64,
+    /// S.d. of the runs' statistics around their mean, percent.
+    pub between_runs_sd_percent: f64,
+    /// The part of that the within-run error does not explain:
+    /// `√max(0, between² − within²)`. The drift a one-pass comparison cannot see.
+    pub drift_sd_percent: f64,
+    /// Requests per side an interleaved comparison (drift cancels) needs to
+    /// pass an unchanged runtime with 80 % and fail a 2×margin regression
+    /// with 95 %, at the policy's alpha over this suite's gating pairs.
+    pub requests_per_side_interleaved: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AaPairs {
+    pub pairs: usize,
+    /// Pairs whose seed-style point gate (`performance_gate_passed`) failed.
+    pub point_rule_failed: usize,
+    /// Evidence outcomes with the policy as given.
+    pub evidence_pass: usize,
+    pub evidence_fail: usize,
+    pub evidence_inconclusive: usize,
+}
+
+fn pct_sd(values: &[f64]) -> Option<f64> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (mean != 0.0).then(|| 100.0 * var.sqrt() / mean.abs())
+}
+
+/// Bootstrap s.e. (percent) of one run's statistic: the s.d. of the deltas
+/// of two independent resamples of the run, over √2.
+fn within_se(values: &[f64], q: f64, policy: &Policy) -> Option<f64> {
+    let iterations = policy.bootstrap.iterations.min(2000);
+    let d = ev::bootstrap_deltas(
+        Clustered::flat(values),
+        Clustered::flat(values),
+        q,
+        Resampling::Independent,
+        iterations,
+        policy.bootstrap.seed,
+    )?;
+    let spread =
+        stats::percentile_sorted(&d, 0.841_344_746)? - stats::percentile_sorted(&d, 0.158_655_254)?;
+    Some(spread / 2.0 / std::f64::consts::SQRT_2)
+}
+
+/// Calibrate from `runs` (at least two, one runtime, one suite).
+pub fn calibrate(
+    runs: &[(String, RunArtifact)],
+    policy: &Policy,
+    created_at: &str,
+) -> Result<Calibration, CompareError> {
+    let Some((_, first)) = runs.first() else {
+        return Err(CompareError::Incomparable {
+            differences: vec!["no runs given".into()],
+        });
+    };
+    if runs.len() < 2 {
+        return Err(CompareError::Incomparable {
+            differences: vec!["calibration needs at least two runs of the runtime".into()],
+        });
+    }
+    // Every pair must be comparable; compare() says why not.
+    let mut aa = AaPairs {
+        pairs: 0,
+        point_rule_failed: 0,
+        evidence_pass: 0,
+        evidence_fail: 0,
+        evidence_inconclusive: 0,
+    };
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            let r = compare(&runs[i].1, &runs[j].1, policy)?;
+            aa.pairs += 1;
+            aa.point_rule_failed += usize::from(!r.performance_gate_passed);
+            match r.performance_outcome {
+                Some(GateOutcome::Pass) => aa.evidence_pass += 1,
+                Some(GateOutcome::Fail) => aa.evidence_fail += 1,
+                _ => aa.evidence_inconclusive += 1,
+            }
+        }
+    }
+    let pairs_in_family = first.cells.len() * policy.metrics.len();
+    let (alpha_pass, alpha_fail) = alpha_levels(policy.gate.alpha, pairs_in_family, 1);
+    let mut cells = Vec::new();
+    let mut drift_max: f64 = 0.0;
+    for cell in &first.cells {
+        let mut metrics = Vec::new();
+        for spec in &policy.metrics {
+            let per_run_samples: Vec<&[f64]> = runs
+                .iter()
+                .filter_map(|(_, a)| a.cells.iter().find(|c| c.name == cell.name))
+                .filter_map(|c| c.samples.get(&spec.sample).map(Vec::as_slice))
+                .filter(|v| !v.is_empty())
+                .collect();
+            if per_run_samples.len() < 2 {
+                continue;
+            }
+            let per_run: Vec<f64> = per_run_samples
+                .iter()
+                .filter_map(|v| stats::percentile(v, spec.quantile))
+                .collect();
+            let n = per_run_samples.iter().map(|v| v.len()).min().unwrap_or(0);
+            let mut cvs: Vec<f64> = per_run_samples.iter().filter_map(|v| pct_sd(v)).collect();
+            cvs.sort_by(f64::total_cmp);
+            let ses: Vec<f64> = per_run_samples
+                .iter()
+                .filter_map(|v| within_se(v, spec.quantile, policy))
+                .collect();
+            let within = (ses.iter().map(|s| s * s).sum::<f64>() / ses.len().max(1) as f64).sqrt();
+            let between = pct_sd(&per_run).unwrap_or(0.0);
+            let drift = (between.powi(2) - within.powi(2)).max(0.0).sqrt();
+            drift_max = drift_max.max(drift);
+            let t = spec.threshold_percent;
+            // Interleaved: the delta's s.e. is √2 × within at n per side.
+            let se_delta = std::f64::consts::SQRT_2 * within;
+            let (zp, zb) = (normal_quantile(1.0 - alpha_pass), normal_quantile(0.8));
+            let for_pass =
+                (t > 0.0).then(|| (n as f64 * (se_delta * (zp + zb) / t).powi(2)).ceil() as usize);
+            let for_fail =
+                ev::requests_to_detect(se_delta, 0.0, n as f64, t, 2.0 * t, alpha_fail, 0.95);
+            metrics.push(MetricNoise {
+                metric: spec.name.clone(),
+                margin_percent: t,
+                per_run,
+                requests_per_run: n,
+                per_request_cv_percent: stats::median(&cvs).unwrap_or(f64::NAN),
+                within_run_se_percent: within,
+                between_runs_sd_percent: between,
+                drift_sd_percent: drift,
+                requests_per_side_interleaved: match (for_pass, for_fail) {
+                    (Some(a), Some(b)) => Some(a.max(b).max(2)),
+                    (a, b) => a.or(b),
+                },
+            });
+        }
+        cells.push(CellNoise {
+            cell: cell.name.clone(),
+            metrics,
+        });
+    }
+    let p = &first.provenance;
+    let drift_sd_percent = (drift_max * 100.0).ceil() / 100.0;
+    Ok(Calibration {
+        schema: CALIBRATION_SCHEMA.into(),
+        created_at: created_at.to_string(),
+        model: p.model.clone(),
+        runtime: p.runtime.clone(),
+        suite: p.suite.clone(),
+        suite_sha256: p.suite_sha256.clone(),
+        runs: runs.iter().map(|(n, _)| n.clone()).collect(),
+        cells,
+        aa_pairs: aa,
+        drift_sd_percent,
+        policy_snippet: format!(
+            "[gate]\n# calibrated {created_at} from {} runs of {} (suite {}); infergate calibrate\ndrift_sd_percent = {drift_sd_percent}\n",
+            runs.len(),
+            p.runtime.as_deref().unwrap_or(&p.target),
+            p.suite
+        ),
+        method: "per metric: the policy's quantile in each run; within-run s.e. by bootstrap of each run's requests; between-run s.d. of the runs' values; drift = sqrt(max(0, between^2 - within^2)); A/A pairs compared with the policy as given; requests per side for an interleaved comparison: max(n passing an unchanged runtime with 80%, n failing a 2x margin regression with 95%) at alpha over the suite's gating pairs".into(),
+    })
+}
+
+/// `base` with the calibration's `[gate]` lines: appended as a table, or
+/// inserted under an existing `[gate]` header. `None` when the policy sets
+/// `drift_sd_percent` itself already.
+pub fn policy_with_drift(base: &str, snippet: &str) -> Option<String> {
+    let sets_it = base
+        .lines()
+        .any(|l| l.trim_start().starts_with("drift_sd_percent"));
+    if sets_it {
+        return None;
+    }
+    let Some(at) = base.find("\n[gate]\n") else {
+        return Some(format!("{}\n\n{snippet}", base.trim_end()));
+    };
+    let body = snippet.strip_prefix("[gate]\n").unwrap_or(snippet);
+    let split = at + "\n[gate]\n".len();
+    Some(format!("{}{body}{}", &base[..split], &base[split..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::{CellResult, CellShape, Provenance, RUN_SCHEMA};
+    use crate::stats::Xoshiro256;
+    use std::collections::BTreeMap;
+
+    fn run(shift: f64, seed: u64) -> RunArtifact {
+        let mut r = Xoshiro256::new(seed);
+        let mut samples = BTreeMap::new();
+        for (k, base) in [
+            ("ttft_ms", 1000.0),
+            ("e2e_ms", 3000.0),
+            ("decode_tok_s", 200.0),
+        ] {
+            let v: Vec<f64> = (0..40)
+                .map(|_| base * (1.0 + shift) * (1.0 + 0.1 * (2.0 * r.next_f64() - 1.0)))
+                .collect();
+            samples.insert(k.to_string(), v);
+        }
+        RunArtifact {
+            schema: RUN_SCHEMA.into(),
+            provenance: Provenance {
+                model: "m".into(),
+                suite: "s".into(),
+                ..Default::default()
+            },
+            method: BTreeMap::new(),
+            cells: vec![CellResult {
+                name: "c".into(),
+                shape: CellShape {
+                    prompt_tokens: 100,
+                    tolerance_percent: 5.0,
+                    max_tokens: 8,
+                    concurrency: 1,
+                    requests: 40,
+                    warmup: 0,
+                    cache: "unique".into(),
+                    arrival: "closed".into(),
+                    temperature: 0.0,
+                    seed: None,
+                },
+                requests: 40,
+                succeeded: 40,
+                failed: 0,
+                failures_by_class: BTreeMap::new(),
+                performance_eligible: true,
+                ineligible_reasons: vec![],
+                median_prompt_tokens: Some(100.0),
+                metrics: BTreeMap::new(),
+                samples,
+                tokens_estimated: false,
+                sample_clusters: BTreeMap::new(),
+            }],
+            turnover: vec![],
+            schedule: None,
+        }
+    }
+
+    #[test]
+    fn drift_between_runs_is_measured_beyond_the_within_run_error() {
+        let mut p = Policy::default();
+        p.bootstrap.iterations = 500;
+        // Run-level shifts of ±8 %: far more than 40 requests' own error (~1 %).
+        let runs: Vec<(String, RunArtifact)> = [0.0, 0.08, -0.06, 0.03, -0.08]
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (format!("r{i}"), run(s, i as u64 + 1)))
+            .collect();
+        let c = calibrate(&runs, &p, "2026-12-01T00:00:00Z").unwrap();
+        let m = &c.cells[0].metrics[0];
+        assert_eq!(m.metric, "ttft_p50_ms");
+        assert!((5.0..9.0).contains(&m.drift_sd_percent), "{m:?}");
+        assert!(m.within_run_se_percent < 2.0, "{m:?}");
+        assert_eq!(c.aa_pairs.pairs, 10);
+        // Point deltas of ±8 % drift fail the 5 % rule in most pairs; the
+        // evidence gate with its drift floor does not call them failures.
+        assert!(c.aa_pairs.point_rule_failed >= 5, "{:?}", c.aa_pairs);
+        assert!(c.aa_pairs.evidence_fail <= 1, "{:?}", c.aa_pairs);
+        assert!(c.policy_snippet.contains("drift_sd_percent ="));
+        assert!(m.requests_per_side_interleaved.is_some_and(|n| n >= 2));
+        // Unchanged runs: what is left beyond the requests' own error is
+        // sampling noise of a few runs, far below the real drift above.
+        let same: Vec<(String, RunArtifact)> = (0..8)
+            .map(|i| (format!("s{i}"), run(0.0, 10 + i)))
+            .collect();
+        let c = calibrate(&same, &p, "t").unwrap();
+        assert!(
+            c.cells[0].metrics[0].drift_sd_percent < 2.5,
+            "{:?}",
+            c.cells[0]
+        );
+        assert!(calibrate(&same[..1], &p, "t").is_err());
+    }
+
+    #[test]
+    fn drift_goes_under_the_gate_header_or_in_a_new_table() {
+        let snip = "[gate]\n# calibrated\ndrift_sd_percent = 3.2\n";
+        let under = policy_with_drift("a = 1\n[gate]\nalpha = 0.05\n", snip).unwrap();
+        assert_eq!(
+            under,
+            "a = 1\n[gate]\n# calibrated\ndrift_sd_percent = 3.2\nalpha = 0.05\n"
+        );
+        let appended = policy_with_drift("a = 1\n", snip).unwrap();
+        assert!(appended.ends_with("\n\n[gate]\n# calibrated\ndrift_sd_percent = 3.2\n"));
+        assert!(policy_with_drift("[gate]\ndrift_sd_percent = 1\n", snip).is_none());
+        // The default policy takes it and still parses.
+        let text = policy_with_drift(include_str!("../../../policies/default.toml"), snip).unwrap();
+        let p = Policy::from_toml_str(&text, "t").unwrap();
+        assert_eq!(p.gate.drift_sd_percent, 3.2);
+    }
+}

@@ -1,0 +1,775 @@
+//! `compare`: two run artifacts and a policy in, a report out.
+//!
+//! Rules (also written into the report's `statistics` and `gates` blocks):
+//! - The runs must be comparable: same model, same suite (name; sha256 when
+//!   both have it), the same cell names with equal shapes, and turnover runs
+//!   of one name with the same contract, concurrency and request count.
+//!   Otherwise `compare` refuses and lists every difference.
+//! - Cells are never pooled; each gating metric is the policy's quantile of
+//!   that cell's per-request samples on each side.
+//! - `performance_gate_passed`: at least one cell, every cell eligible on both
+//!   sides, and every gating metric of every cell present on both sides with
+//!   its regression flag true (point delta within threshold).
+//! - `strict_turnover_gate_passed`: see [`super::gate::STRICT_RULE`].
+//! - `qualification`: see [`qualification`].
+//! - `median_prompt_tokens`: the baseline run's median prompt tokens (the
+//!   workload as measured on the runtime in service), the candidate's when the
+//!   baseline has none; both sides are kept as added fields.
+
+use std::collections::BTreeSet;
+
+use thiserror::Error;
+
+use crate::artifact::{CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, TurnoverRun};
+use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
+use crate::stats::{self, Clustered, DriftFloor, GateOutcome, Resampling};
+
+use super::gate::{
+    self, EVIDENCE_RULE, PERFORMANCE_RULE, evidence_gate, evidence_qualification, qualification,
+    turnover_ok,
+};
+use super::model::{
+    BootstrapSettings, CellComparison, Decision, Design, EvidencePart, FamilyWise, Gate, GatePart,
+    Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA, Report,
+    SamplePair, Side, Statistics, TurnoverGateResult, TurnoverRunReport, TurnoverRuns,
+    turnover_key,
+};
+use super::policy::{GateRule, MetricSpec, Policy};
+use super::turnover::{self, RunCounts};
+
+pub const VERDICT_RULE: &str = "map the CI of delta_percent to the change in the worse direction [w_lo, w_hi] (latency: as is; throughput: negated) and take the first that holds, T the threshold: regressed if w_lo > T; improved if w_hi < 0; equivalent if -T <= w_lo and w_hi <= T; inconclusive otherwise";
+
+#[derive(Debug, Error)]
+pub enum CompareError {
+    #[error("{side} run artifact has schema {found:?}, expected {RUN_SCHEMA:?}")]
+    Schema { side: Side, found: String },
+    #[error("baseline and candidate runs are not comparable:\n  - {}", .differences.join("\n  - "))]
+    Incomparable { differences: Vec<String> },
+    #[error("{side} cell `{cell}`: sample `{sample}` has a non-finite value at position {index}")]
+    NonFiniteSample {
+        side: Side,
+        cell: String,
+        sample: String,
+        index: usize,
+    },
+}
+
+fn shape_differences(a: &CellShape, b: &CellShape) -> Vec<String> {
+    let mut out = Vec::new();
+    macro_rules! field {
+        ($($f:ident),*) => {$(
+            if a.$f != b.$f {
+                out.push(format!("{} {:?} vs {:?}", stringify!($f), a.$f, b.$f));
+            }
+        )*};
+    }
+    field!(
+        prompt_tokens,
+        tolerance_percent,
+        max_tokens,
+        concurrency,
+        requests,
+        warmup,
+        cache,
+        arrival,
+        temperature,
+        seed
+    );
+    out
+}
+
+/// Every reason the two runs cannot be compared; empty when they can.
+fn differences(b: &RunArtifact, c: &RunArtifact) -> Vec<String> {
+    let mut out = Vec::new();
+    let (bp, cp) = (&b.provenance, &c.provenance);
+    if bp.model != cp.model {
+        out.push(format!(
+            "model: baseline {:?} vs candidate {:?}",
+            bp.model, cp.model
+        ));
+    }
+    if bp.suite != cp.suite {
+        out.push(format!(
+            "suite: baseline {:?} vs candidate {:?}",
+            bp.suite, cp.suite
+        ));
+    }
+    if let (Some(x), Some(y)) = (&bp.suite_sha256, &cp.suite_sha256)
+        && x != y
+    {
+        out.push(format!("suite_sha256: baseline {x} vs candidate {y}"));
+    }
+    for (side, art) in [(Side::Baseline, b), (Side::Candidate, c)] {
+        let mut seen = BTreeSet::new();
+        for cell in &art.cells {
+            if !seen.insert(cell.name.as_str()) {
+                out.push(format!("{side} has two cells named `{}`", cell.name));
+            }
+        }
+    }
+    for cell in &b.cells {
+        match c.cells.iter().find(|x| x.name == cell.name) {
+            None => out.push(format!("cell `{}` is in the baseline run only", cell.name)),
+            Some(other) => {
+                let d = shape_differences(&cell.shape, &other.shape);
+                if !d.is_empty() {
+                    out.push(format!(
+                        "cell `{}` shape differs (baseline vs candidate): {}",
+                        cell.name,
+                        d.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    for cell in &c.cells {
+        if !b.cells.iter().any(|x| x.name == cell.name) {
+            out.push(format!("cell `{}` is in the candidate run only", cell.name));
+        }
+    }
+    // Turnover runs of one name are one workload on both sides.
+    for run in &c.turnover {
+        for base in b.turnover.iter().filter(|x| x.name == run.name) {
+            let mut d = Vec::new();
+            if base.contract != run.contract {
+                d.push(format!(
+                    "contract {:?} vs {:?}",
+                    base.contract, run.contract
+                ));
+            }
+            if base.concurrency != run.concurrency {
+                d.push(format!(
+                    "concurrency {} vs {}",
+                    base.concurrency, run.concurrency
+                ));
+            }
+            if base.requests != run.requests {
+                d.push(format!("requests {} vs {}", base.requests, run.requests));
+            }
+            if !d.is_empty() {
+                let msg = format!(
+                    "turnover `{}` differs (baseline vs candidate): {}",
+                    run.name,
+                    d.join(", ")
+                );
+                if !out.contains(&msg) {
+                    out.push(msg);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A side's turnover runs in report order: grouped by name in first-appearance
+/// order, repeats ascending. The index in this list is the key's ordinal.
+fn ordered_turnover(runs: &[TurnoverRun]) -> Vec<&TurnoverRun> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        if !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    let mut out = Vec::with_capacity(runs.len());
+    for n in names {
+        let mut group: Vec<&TurnoverRun> = runs.iter().filter(|r| r.name == n).collect();
+        group.sort_by_key(|r| r.repeat);
+        out.extend(group);
+    }
+    out
+}
+
+fn turnover_report(r: &TurnoverRun) -> TurnoverRunReport {
+    TurnoverRunReport {
+        requests: r.requests,
+        exact_output_passed: r.exact_output_passed,
+        failed: r.failed,
+        responses_received: r.responses_received,
+        performance_eligible: r.performance_eligible,
+        failures: r.failures.clone(),
+        name: Some(r.name.clone()),
+        repeat: Some(r.repeat),
+        contract: Some(r.contract.clone()),
+        concurrency: Some(r.concurrency),
+        contaminated: Some(r.contaminated),
+    }
+}
+
+fn run_counts(side: Side, runs: &[&TurnoverRun]) -> Vec<RunCounts> {
+    runs.iter()
+        .enumerate()
+        .map(|(i, r)| RunCounts {
+            key: turnover_key(side, i),
+            name: r.name.clone(),
+            requests: r.requests as u64,
+            failed: r.failed as u64,
+            contaminated: Some(r.contaminated as u64),
+        })
+        .collect()
+}
+
+/// Image reference of a run: the pinned image, else the runtime label, else the target.
+fn image_ref(a: &RunArtifact) -> String {
+    let p = &a.provenance;
+    p.image
+        .clone()
+        .or_else(|| p.runtime.clone())
+        .unwrap_or_else(|| p.target.clone())
+}
+
+fn samples<'a>(
+    side: Side,
+    cell: &'a CellResult,
+    sample: &str,
+) -> Result<Option<&'a [f64]>, CompareError> {
+    let Some(v) = cell.samples.get(sample) else {
+        return Ok(None);
+    };
+    if let Some(index) = v.iter().position(|x| !x.is_finite()) {
+        return Err(CompareError::NonFiniteSample {
+            side,
+            cell: cell.name.clone(),
+            sample: sample.to_string(),
+            index,
+        });
+    }
+    Ok((!v.is_empty()).then_some(v.as_slice()))
+}
+
+fn fmt_pct(x: f64) -> String {
+    format!("{x:+.2}%")
+}
+
+fn direction_word(d: stats::Direction) -> &'static str {
+    match d {
+        stats::Direction::LowerIsBetter => "lower is better",
+        stats::Direction::HigherIsBetter => "higher is better",
+    }
+}
+
+/// One metric of one cell (both sides non-empty and finite), or the failed
+/// gate part saying why it could not be computed.
+const SINGLE_PASS_DRIFT: &str = "one pass per side, run at different times: nothing in the data measures the drift between them";
+
+/// How one comparison resamples, and what it assumes about drift.
+#[derive(Debug, Clone)]
+struct DesignChoice {
+    pub schedule: Schedule,
+    pub resampling: Resampling,
+    /// Levels of the pass and fail bounds.
+    pub alpha_pass: f64,
+    pub alpha_fail: f64,
+    pub drift: DriftFloor,
+}
+
+/// The design both artifacts declare: interleaved on both sides → paired
+/// blocks; alternating passes → clustered; else one pass per side.
+fn design_of(b: &RunArtifact, c: &RunArtifact) -> (Schedule, Resampling) {
+    let sb = b.schedule.unwrap_or(Schedule::Single);
+    let sc = c.schedule.unwrap_or(Schedule::Single);
+    match (sb, sc) {
+        (Schedule::Interleaved, Schedule::Interleaved) => {
+            (Schedule::Interleaved, Resampling::Paired)
+        }
+        (Schedule::Single, _) | (_, Schedule::Single) => {
+            (Schedule::Single, Resampling::Independent)
+        }
+        _ => (Schedule::AlternatingPasses, Resampling::Clustered),
+    }
+}
+
+/// One side's samples with their clusters, as the bootstrap takes them.
+fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
+    Clustered {
+        values: v,
+        clusters: clusters.filter(|c| c.len() == v.len()),
+    }
+}
+
+/// Whether the drift floor applies to this pair of samples, and why.
+/// `clusters`: the smaller side's cluster count.
+fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) -> Option<String> {
+    match used {
+        Resampling::Paired => None,
+        Resampling::Independent => Some(match design.schedule {
+            Schedule::Single => SINGLE_PASS_DRIFT.into(),
+            _ => "clusters could not be paired or resampled; requests were resampled as independent".into(),
+        }),
+        Resampling::Clustered => (clusters < MIN_CLUSTERS).then(|| {
+            format!("{clusters} cluster(s) on a side: fewer than {MIN_CLUSTERS} passes cannot measure the drift between them")
+        }),
+    }
+}
+
+/// The evidence of one gating metric: the sorted bootstrap distribution
+/// under the design (paired falls back to clustered when blocks do not
+/// match), then the bounds.
+fn metric_evidence(
+    spec: &MetricSpec,
+    b: Clustered,
+    c: Clustered,
+    point_delta: f64,
+    design: &DesignChoice,
+    policy: &Policy,
+) -> Option<(Vec<f64>, stats::Evidence)> {
+    let bs = &policy.bootstrap;
+    let run = |r| stats::bootstrap_deltas(b, c, spec.quantile, r, bs.iterations, bs.seed);
+    let (deltas, used) = match run(design.resampling) {
+        Some(d) => (d, design.resampling),
+        None if design.resampling == Resampling::Paired => {
+            (run(Resampling::Clustered)?, Resampling::Clustered)
+        }
+        None => return None,
+    };
+    // Paired: the evidence is about the per-block ratios (see
+    // `paired_point_delta`); its point estimate is theirs.
+    let point_delta = match used {
+        Resampling::Paired => stats::paired_point_delta(b, c, spec.quantile)?,
+        _ => point_delta,
+    };
+    let clusters = b.cluster_count().min(c.cluster_count());
+    let floor = drift_floor_reason(design, clusters, used).map(|why| DriftFloor {
+        pass_sd_percent: design.drift.pass_sd_percent,
+        source: format!("{}; applied because {why}", design.drift.source),
+    });
+    // The resampling units: requests, or clusters (blocks, passes). Few
+    // clusters widen the bounds a lot (t with B−1 degrees of freedom): that
+    // is the price of not knowing the between-block variance, so designs
+    // should give each cell several blocks.
+    let units = match used {
+        Resampling::Independent => b.values.len().min(c.values.len()),
+        Resampling::Paired | Resampling::Clustered => clusters,
+    };
+    let e = ev::evidence(
+        &deltas,
+        &stats::EvidenceInput {
+            direction: spec.direction,
+            margin_percent: spec.threshold_percent,
+            point_delta_percent: point_delta,
+            alpha_pass: design.alpha_pass,
+            alpha_fail: design.alpha_fail,
+            resampling: used,
+            drift_floor: floor.as_ref(),
+            n_eff: ev::n_eff(b.values.len(), c.values.len()),
+            units,
+        },
+    )?;
+    Some((deltas, e))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare_metric(
+    spec: &MetricSpec,
+    cell: &str,
+    b: &[f64],
+    c: &[f64],
+    clusters: (Option<&[u32]>, Option<&[u32]>),
+    design: &DesignChoice,
+    policy: &Policy,
+) -> Result<(MetricComparison, GatePart), GatePart> {
+    let subject = format!("cells.{cell}.metrics.{}", spec.name);
+    let q = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        stats::percentile_sorted(&s, spec.quantile)
+    };
+    let (Some(bv), Some(cv)) = (q(b), q(c)) else {
+        return Err(GatePart {
+            subject,
+            passed: false,
+            reason: format!("quantile {} is outside [0, 1]", spec.quantile),
+        });
+    };
+    let delta = stats::delta_percent(bv, cv);
+    let within = delta.is_some_and(|d| {
+        stats::within_regression_threshold(spec.direction, d, spec.threshold_percent)
+    });
+    let found = delta.and_then(|d| {
+        metric_evidence(
+            spec,
+            clustered(b, clusters.0),
+            clustered(c, clusters.1),
+            d,
+            design,
+            policy,
+        )
+    });
+    let conf = policy.bootstrap.confidence;
+    let ci = found.as_ref().and_then(|(deltas, _)| {
+        Some(stats::Interval {
+            low: stats::percentile_sorted(deltas, (1.0 - conf) / 2.0)?,
+            high: stats::percentile_sorted(deltas, 1.0 - (1.0 - conf) / 2.0)?,
+            confidence: conf,
+        })
+    });
+    let evidence = found.map(|(_, e)| e);
+    let verdict = ci.map(|ci| stats::verdict(spec.direction, &ci, spec.threshold_percent));
+    // Requests to resolve the gate (not the descriptive verdict): the evidence's figure.
+    let requests_to_resolve = evidence.as_ref().and_then(|e| e.requests_to_resolve);
+    let reason = match delta {
+        Some(d) => format!(
+            "delta {} ({}); worse-direction change {} {} threshold {}%",
+            fmt_pct(d),
+            direction_word(spec.direction),
+            fmt_pct(spec.direction.worse_change_percent(d)),
+            if within { "<=" } else { ">" },
+            spec.threshold_percent
+        ),
+        None => "delta undefined: baseline value is 0".to_string(),
+    };
+    let m = MetricComparison {
+        baseline: bv,
+        candidate: cv,
+        delta_percent: delta,
+        within_threshold: within,
+        threshold_percent: spec.threshold_percent,
+        direction: Some(spec.direction),
+        sample: Some(spec.sample.clone()),
+        quantile: Some(spec.quantile),
+        baseline_n: Some(b.len()),
+        candidate_n: Some(c.len()),
+        ci_delta_percent: ci,
+        verdict,
+        requests_to_resolve,
+        evidence,
+    };
+    let part = GatePart {
+        subject,
+        passed: within,
+        reason,
+    };
+    Ok((m, part))
+}
+
+/// One pair's evidence outcome. An ineligible cell decides nothing, except
+/// that candidate requests failing where the baseline's did not is a fail.
+fn evidence_part(
+    subject: &str,
+    m: &MetricComparison,
+    eligible: bool,
+    bc: &CellResult,
+    cc: &CellResult,
+) -> EvidencePart {
+    let part = |outcome, reason| EvidencePart {
+        subject: subject.to_string(),
+        outcome,
+        reason,
+        requests_to_resolve: None,
+    };
+    if !eligible {
+        if cc.failed > 0 && bc.failed == 0 {
+            return part(
+                GateOutcome::Fail,
+                format!(
+                    "{} candidate requests failed, none of the baseline's",
+                    cc.failed
+                ),
+            );
+        }
+        return part(
+            GateOutcome::Inconclusive,
+            "the cell is not performance-eligible on both sides".into(),
+        );
+    }
+    let Some(e) = &m.evidence else {
+        return part(
+            GateOutcome::Inconclusive,
+            "no interval could be computed (a baseline value of 0, or too few values)".into(),
+        );
+    };
+    let bounds = format!(
+        "worse-direction change {:+.2}%, bounds [{:+.2}%, {:+.2}%] (fail if lower > {}%, pass if upper <= {}%)",
+        e.worse_change_percent,
+        e.lower_bound_percent,
+        e.upper_bound_percent,
+        e.margin_percent,
+        e.margin_percent
+    );
+    let more = match (e.requests_to_resolve, &e.unresolvable) {
+        (Some(n), _) => format!("; about {n} requests per side would decide it"),
+        (None, Some(why)) => format!("; {why}"),
+        _ => String::new(),
+    };
+    EvidencePart {
+        requests_to_resolve: e.requests_to_resolve,
+        ..part(e.outcome, format!("{bounds}{more}"))
+    }
+}
+
+pub fn compare(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+) -> Result<Report, CompareError> {
+    for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
+        if a.schema != RUN_SCHEMA {
+            return Err(CompareError::Schema {
+                side,
+                found: a.schema.clone(),
+            });
+        }
+    }
+    let diffs = differences(baseline, candidate);
+    if !diffs.is_empty() {
+        return Err(CompareError::Incomparable { differences: diffs });
+    }
+
+    let (schedule, resampling) = design_of(baseline, candidate);
+    let gating_pairs = baseline.cells.len() * policy.metrics.len();
+    let looks = policy.sequential_looks.max(1);
+    let (alpha_pass, alpha_fail) = ev::alpha_levels(policy.gate.alpha, gating_pairs, looks);
+    let design = DesignChoice {
+        schedule,
+        resampling,
+        alpha_pass,
+        alpha_fail,
+        drift: DriftFloor {
+            pass_sd_percent: policy.gate.drift_sd_percent,
+            source: policy.gate.drift_source.clone(),
+        },
+    };
+    let mut cells = Vec::new();
+    let mut perf_parts = Vec::new();
+    let mut evidence_parts: Vec<EvidencePart> = Vec::new();
+    let mut warnings = Vec::new();
+    for bc in &baseline.cells {
+        // differences() guarantees the candidate has this cell.
+        let Some(cc) = candidate.cells.iter().find(|c| c.name == bc.name) else {
+            continue;
+        };
+        let name = &bc.name;
+        for (side, cell) in [(Side::Baseline, bc), (Side::Candidate, cc)] {
+            perf_parts.push(GatePart {
+                subject: format!("cells.{name}.{side}_performance_eligible"),
+                passed: cell.performance_eligible,
+                reason: if cell.performance_eligible {
+                    "eligible".to_string()
+                } else if cell.ineligible_reasons.is_empty() {
+                    format!("{side} cell is not performance-eligible")
+                } else {
+                    format!(
+                        "{side} cell is not performance-eligible: {}",
+                        cell.ineligible_reasons.join("; ")
+                    )
+                },
+            });
+            if cell.tokens_estimated {
+                warnings.push(format!(
+                    "cell `{name}`: {side} completion tokens were counted client-side (server sent no usage)"
+                ));
+            }
+        }
+
+        let eligible = bc.performance_eligible && cc.performance_eligible;
+        let mut metrics = Vec::new();
+        let mut sample_pairs: Vec<(String, SamplePair)> = Vec::new();
+        for spec in &policy.metrics {
+            let subject = format!("cells.{name}.metrics.{}", spec.name);
+            let b = samples(Side::Baseline, bc, &spec.sample)?;
+            let c = samples(Side::Candidate, cc, &spec.sample)?;
+            let (Some(b), Some(c)) = (b, c) else {
+                let missing: Vec<&str> = [(b.is_none(), "baseline"), (c.is_none(), "candidate")]
+                    .into_iter()
+                    .filter_map(|(m, s)| m.then_some(s))
+                    .collect();
+                let reason = format!(
+                    "no `{}` samples in the {} run",
+                    spec.sample,
+                    missing.join(" and ")
+                );
+                evidence_parts.push(EvidencePart {
+                    subject: subject.clone(),
+                    outcome: GateOutcome::Inconclusive,
+                    reason: reason.clone(),
+                    requests_to_resolve: None,
+                });
+                perf_parts.push(GatePart {
+                    subject,
+                    passed: false,
+                    reason,
+                });
+                continue;
+            };
+            let bcl = bc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+            let ccl = cc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+            let (m, part) = match compare_metric(spec, name, b, c, (bcl, ccl), &design, policy) {
+                Ok(x) => x,
+                Err(part) => {
+                    evidence_parts.push(EvidencePart {
+                        subject: part.subject.clone(),
+                        outcome: GateOutcome::Inconclusive,
+                        reason: part.reason.clone(),
+                        requests_to_resolve: None,
+                    });
+                    perf_parts.push(part);
+                    continue;
+                }
+            };
+            evidence_parts.push(evidence_part(&subject, &m, eligible, bc, cc));
+            metrics.push((spec.name.clone(), m));
+            perf_parts.push(part);
+            if !sample_pairs.iter().any(|(k, _)| *k == spec.sample) {
+                sample_pairs.push((
+                    spec.sample.clone(),
+                    SamplePair {
+                        baseline: b.to_vec(),
+                        candidate: c.to_vec(),
+                        baseline_clusters: bcl.map(<[u32]>::to_vec),
+                        candidate_clusters: ccl.map(<[u32]>::to_vec),
+                    },
+                ));
+            }
+        }
+
+        if let (Some(b), Some(c)) = (bc.median_prompt_tokens, cc.median_prompt_tokens) {
+            let tol = bc.shape.tolerance_percent;
+            if stats::delta_percent(b, c).is_some_and(|d| d.abs() > tol) {
+                warnings.push(format!(
+                    "cell `{name}`: median prompt tokens differ by more than the cell's {tol}% tolerance (baseline {b}, candidate {c})"
+                ));
+            }
+        }
+        cells.push((
+            name.clone(),
+            CellComparison {
+                baseline_requests: bc.requests,
+                candidate_requests: cc.requests,
+                baseline_performance_eligible: bc.performance_eligible,
+                candidate_performance_eligible: cc.performance_eligible,
+                median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
+                metrics: OrderedMap(metrics),
+                baseline_median_prompt_tokens: bc.median_prompt_tokens,
+                candidate_median_prompt_tokens: cc.median_prompt_tokens,
+                baseline_ineligible_reasons: bc.ineligible_reasons.clone(),
+                candidate_ineligible_reasons: cc.ineligible_reasons.clone(),
+                samples: Some(OrderedMap(sample_pairs)),
+            },
+        ));
+    }
+    if cells.is_empty() {
+        perf_parts.push(GatePart {
+            subject: "cells".into(),
+            passed: false,
+            reason: "no cells: nothing was measured".into(),
+        });
+    }
+    let performance = Gate::new(PERFORMANCE_RULE, perf_parts);
+    if cells.is_empty() {
+        evidence_parts.push(EvidencePart {
+            subject: "cells".into(),
+            outcome: GateOutcome::Inconclusive,
+            reason: "no cells: nothing was measured".into(),
+            requests_to_resolve: None,
+        });
+    }
+    let evidence_gate = evidence_gate(evidence_parts);
+
+    let b_runs = ordered_turnover(&baseline.turnover);
+    let c_runs = ordered_turnover(&candidate.turnover);
+    let b_counts = run_counts(Side::Baseline, &b_runs);
+    let c_counts = run_counts(Side::Candidate, &c_runs);
+    let tcmp = turnover::compare_turnover(
+        &b_counts,
+        &c_counts,
+        policy.turnover.alpha,
+        policy.turnover.confidence,
+        Some(policy.turnover.margin),
+    );
+    let strict = gate::strict_gate(&c_counts);
+    let non_inferior = gate::non_inferior_gate(&tcmp);
+    let mode = policy.turnover.gate;
+    let (qual, qualified) = match policy.gate.decide {
+        GateRule::Point => {
+            qualification(performance.passed, strict.passed, non_inferior.passed, mode)
+        }
+        GateRule::Evidence => evidence_qualification(
+            evidence_gate.outcome,
+            strict.passed,
+            non_inferior.passed,
+            mode,
+        ),
+    };
+    let performance_outcome = evidence_gate.outcome;
+    if schedule == Schedule::Single {
+        warnings.push(format!(
+            "one pass per side at different times: the drift between the runs is not in the data, so the evidence bounds include a drift floor of {}% per pass ({}); interleave the runtimes (`infergate qualify` with schedule = \"interleaved\") to decide small effects",
+            policy.gate.drift_sd_percent, policy.gate.drift_source
+        ));
+    }
+    let turnover_gate_passed = turnover_ok(strict.passed, non_inferior.passed, mode);
+
+    let bs = &policy.bootstrap;
+    Ok(Report {
+        schema: REPORT_SCHEMA.to_string(),
+        baseline_image: image_ref(baseline),
+        candidate_image: image_ref(candidate),
+        cells: OrderedMap(cells),
+        performance_gate_passed: performance.passed,
+        strict_turnover_gate_passed: strict.passed,
+        qualification: qual.to_string(),
+        promotion: PENDING.to_string(),
+        turnover: TurnoverRuns {
+            baseline: b_runs.iter().map(|r| turnover_report(r)).collect(),
+            candidate: c_runs.iter().map(|r| turnover_report(r)).collect(),
+        },
+        human_decision: PENDING.to_string(),
+        performance_outcome: Some(performance_outcome),
+        turnover_gate: Some(TurnoverGateResult {
+            mode,
+            passed: turnover_gate_passed,
+        }),
+        turnover_comparison: Some(tcmp),
+        statistics: Some(Statistics {
+            percentile_method: stats::PERCENTILE_METHOD.to_string(),
+            delta_percent: "(candidate - baseline) / baseline * 100, signed".to_string(),
+            bootstrap: BootstrapSettings {
+                iterations: bs.iterations,
+                confidence: bs.confidence,
+                seed: bs.seed,
+            },
+            bootstrap_statistic: format!(
+                "percentile bootstrap CI of delta_percent of each metric's quantile; {}",
+                resampling.describe()
+            ),
+            verdict_rule: VERDICT_RULE.to_string(),
+            regression_flag_rule: "no_more_than_<T>_percent_regression is true when the point delta_percent in the worse direction (latency: as is; throughput: negated) is at most T; false when delta_percent is undefined".to_string(),
+            turnover_test: "Fisher's exact test on failed/requests of each candidate turnover run, and of the candidate's runs pooled, against the baseline's runs of the same name pooled; p_candidate_worse is one-sided (candidate failure rate higher)".to_string(),
+            turnover_interval: format!(
+                "Clopper-Pearson exact binomial interval of failed/requests at confidence {}",
+                policy.turnover.confidence
+            ),
+            gate_decides: Some(policy.gate.decide.as_str().to_string()),
+            evidence_rule: Some(EVIDENCE_RULE.to_string()),
+            family_wise: Some(FamilyWise {
+                method: "Bonferroni over gating (cell, metric) pairs and planned looks for the fail bound (alpha / (pairs x looks)); intersection-union for pass (every pair at alpha / looks)".into(),
+                alpha: policy.gate.alpha,
+                gating_pairs,
+                looks,
+                alpha_pass,
+                alpha_fail,
+            }),
+            design: Some(Design {
+                schedule: schedule.as_str().to_string(),
+                resampling,
+                resampling_method: resampling.describe().to_string(),
+                drift_floor_reason: (schedule == Schedule::Single)
+                    .then(|| SINGLE_PASS_DRIFT.to_string()),
+            }),
+            turnover_margin: Some(policy.turnover.margin),
+        }),
+        gates: Some(Gates {
+            performance,
+            performance_evidence: Some(evidence_gate),
+            strict_turnover: strict,
+            non_inferior_turnover: non_inferior,
+            qualified,
+        }),
+        policy: Some(policy.summary()),
+        provenance: Some(ProvenancePair {
+            baseline: baseline.provenance.clone(),
+            candidate: candidate.provenance.clone(),
+        }),
+        decision: Some(Decision::pending()),
+        warnings,
+    })
+}

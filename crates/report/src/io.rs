@@ -1,0 +1,126 @@
+//! Files: read run artifacts and reports with errors that name file, line and
+//! column; write a report atomically.
+
+use std::fs;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+use crate::artifact::RunArtifact;
+use crate::atomic::AtomicWriteError;
+
+use super::compare::CompareError;
+use super::config::ConfigError;
+use super::model::Report;
+use super::policy::Policy;
+
+type Result<T> = std::result::Result<T, IoError>;
+
+/// Reading, comparing or writing report files; every message names the file.
+#[derive(Debug, Error)]
+pub enum IoError {
+    #[error("cannot read {what} {path}")]
+    Read {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid JSON, or not the shape expected: `file:line:column: …`.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot compare {baseline} (baseline) with {candidate} (candidate)")]
+    Compare {
+        baseline: String,
+        candidate: String,
+        #[source]
+        source: CompareError,
+    },
+    #[error(transparent)]
+    Write(#[from] AtomicWriteError),
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T> {
+    let bytes = fs::read(path).map_err(|source| IoError::Read {
+        what,
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_json(&bytes, &path.display().to_string(), what)
+}
+
+/// JSON from bytes; `name` stands for the file in errors (`name:line:column: …`).
+fn parse_json<T: DeserializeOwned>(bytes: &[u8], name: &str, what: &str) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        IoError::Invalid(format!(
+            "{name}:{}:{}: not a valid {what}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+pub fn read_artifact(path: &Path) -> Result<RunArtifact> {
+    read_json(path, "run artifact")
+}
+
+/// Any v1 report as JSON, for `verify` and the renderers.
+pub fn read_report_value(path: &Path) -> Result<serde_json::Value> {
+    read_json(path, "JSON report")
+}
+
+/// [`read_report_value`] on bytes already in memory; `name` stands for the
+/// file in errors.
+pub fn parse_report_value(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
+    parse_json(bytes, name, "JSON report")
+}
+
+/// Read both run artifacts and the policy (defaults when `policy` is None), and compare.
+pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -> Result<Report> {
+    let policy = match policy {
+        Some(p) => Policy::from_file(p)?,
+        None => Policy::default(),
+    };
+    let b = read_artifact(baseline)?;
+    let c = read_artifact(candidate)?;
+    super::compare(&b, &c, &policy).map_err(|source| IoError::Compare {
+        baseline: baseline.display().to_string(),
+        candidate: candidate.display().to_string(),
+        source,
+    })
+}
+
+/// Write `report` as pretty JSON so that `path` holds either the old file or
+/// the whole new one, never a torn write: temp file in the same directory
+/// (rename is atomic only within a filesystem), fsync, rename, fsync the directory.
+pub fn write_report_atomic(path: &Path, report: &Report) -> Result<()> {
+    Ok(crate::atomic::write_json_atomic(path, report)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_errors_name_file_line_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("bad.json");
+        fs::write(&p, "{\n  \"schema\": \"x\",\n  oops\n}\n").expect("write");
+        let e = read_report_value(&p).expect_err("invalid JSON").to_string();
+        assert!(e.contains(&format!("{}:3:3", p.display())), "{e}");
+    }
+
+    #[test]
+    fn bytes_parse_like_files_and_name_the_source() {
+        let v = parse_report_value(b"{\"schema\": 1}", "mem.json").expect("valid JSON");
+        assert_eq!(v["schema"], 1);
+        // Invalid UTF-8 inside a string is a located error, not a panic.
+        let e = parse_report_value(b"{\n \"a\": \"\xff\"}", "mem.json")
+            .expect_err("invalid UTF-8")
+            .to_string();
+        assert!(e.starts_with("mem.json:2:"), "{e}");
+    }
+}

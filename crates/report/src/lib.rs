@@ -1,0 +1,50 @@
+//! infergate-report: run artifacts in, a compared, gated, verified and
+//! rendered `runtime-profile-comparison/v1` report out. No network, database
+//! or tokenizer: everything here is a function of files and seeds.
+//!
+//! Data flows: [`artifact`] (what a run measured) → [`stats`] (the math, a
+//! leaf) → [`compare`] (per-metric deltas and evidence) → [`gate`] (every
+//! pass/fail/inconclusive rule, in one place) → the report model →
+//! [`verify`] (recompute it) → [`render`] (terminal, Markdown, HTML).
+//!
+//! The seed report (`shared/seeds/runtime-profile-comparison.example.json`)
+//! is a valid v1 report: every function reading reports accepts it, and
+//! every report written here keeps its fields and their meanings.
+
+pub mod artifact;
+pub mod atomic;
+pub mod calibrate;
+mod compare;
+pub mod config;
+pub mod gate;
+mod io;
+mod model;
+pub mod policy;
+pub mod render;
+pub mod stats;
+mod turnover;
+mod verify;
+
+pub use compare::{CompareError, compare};
+pub use config::ConfigError;
+pub use gate::{
+    EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE,
+    QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE, QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET,
+    QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification, exit_code, non_inferior_gate,
+    qualification, strict_gate,
+};
+pub use io::{
+    IoError, compare_files, parse_report_value, read_artifact, read_report_value,
+    write_report_atomic,
+};
+pub use model::*;
+pub use policy::{GateRule, Policy, TurnoverGateMode};
+pub use render::{ReportSource, html, markdown, terminal};
+pub use turnover::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
+pub use verify::{Disagreement, verify};
+
+/// Read and parse a report file.
+pub fn read_report(path: &std::path::Path) -> Result<Report, IoError> {
+    let v = read_report_value(path)?;
+    serde_json::from_value(v).map_err(|e| IoError::Invalid(format!("{}: {e}", path.display())))
+}

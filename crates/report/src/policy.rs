@@ -1,0 +1,635 @@
+//! The comparison policy: which metrics gate, their thresholds and
+//! directions, the turnover gate mode and the bootstrap settings. Read from a
+//! TOML file (see `policies/default.toml`) or built from defaults.
+//!
+//! ```toml
+//! threshold_percent = 5            # default for every metric
+//!
+//! [[metric]]
+//! name = "ttft_p50_ms"             # sample `ttft_ms`, quantile 0.5 and
+//! threshold_percent = 3            # lower-is-better follow from the name
+//!
+//! [turnover]
+//! gate = "non_inferior"            # or "strict"
+//! alpha = 0.05
+//!
+//! [bootstrap]
+//! iterations = 10000
+//! confidence = 0.95
+//! seed = 7
+//! ```
+
+use std::ops::Range;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::config::{ConfigError, line_col};
+
+use crate::stats::{BootstrapConfig, Direction};
+
+pub use super::model::TurnoverGateMode;
+use super::model::{PolicyMetric, PolicySummary};
+
+pub const DEFAULT_THRESHOLD_PERCENT: f64 = 5.0;
+pub const DEFAULT_METRICS: [&str; 3] = ["ttft_p50_ms", "e2e_p50_ms", "decode_tok_s_p50"];
+pub const DEFAULT_ALPHA: f64 = 0.05;
+pub const DEFAULT_TURNOVER_CONFIDENCE: f64 = 0.95;
+
+/// One gating metric: the `quantile` of per-request `sample` values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSpec {
+    /// Name in the report (`ttft_p50_ms`).
+    pub name: String,
+    /// Per-request sample key in the run artifact (`ttft_ms`).
+    pub sample: String,
+    pub quantile: f64,
+    pub direction: Direction,
+    pub threshold_percent: f64,
+}
+
+impl MetricSpec {
+    /// A metric whose sample, quantile and direction follow from its name.
+    pub fn from_name(name: &str, threshold_percent: f64) -> Option<MetricSpec> {
+        let (sample, quantile) = split_quantile(name)?;
+        Some(MetricSpec {
+            name: name.to_string(),
+            direction: infer_direction(&sample)?,
+            sample,
+            quantile,
+            threshold_percent,
+        })
+    }
+}
+
+/// `ttft_p50_ms` → (`ttft_ms`, 0.5); `decode_tok_s_p99` → (`decode_tok_s`,
+/// 0.99); `e2e_p999_ms` → (`e2e_ms`, 0.999). None without a `_pNN` part.
+pub fn split_quantile(name: &str) -> Option<(String, f64)> {
+    let parts: Vec<&str> = name.split('_').collect();
+    let (i, digits) = parts.iter().enumerate().find_map(|(i, p)| {
+        let d = p.strip_prefix('p')?;
+        (i > 0 && !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())).then_some((i, d))
+    })?;
+    // pNN is NN percent, so the quantile is "0.NN" (p5 → 0.05, p999 → 0.999),
+    // parsed from text to avoid a rounding step; p100 is the maximum.
+    let quantile: f64 = match digits {
+        "100" => 1.0,
+        d if d.len() == 1 => format!("0.0{d}").parse().ok()?,
+        d => format!("0.{d}").parse().ok()?,
+    };
+    let mut rest = parts;
+    rest.remove(i);
+    Some((rest.join("_"), quantile))
+}
+
+/// Throughputs (`tok_s` anywhere in the name) are better higher; latencies
+/// (ending `_ms`) better lower. None when the name says neither.
+pub fn infer_direction(name: &str) -> Option<Direction> {
+    if name.contains("tok_s") {
+        Some(Direction::HigherIsBetter)
+    } else if name.ends_with("_ms") {
+        Some(Direction::LowerIsBetter)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnoverPolicy {
+    pub gate: TurnoverGateMode,
+    /// Significance level of the one-sided test in `non_inferior` mode.
+    pub alpha: f64,
+    /// Confidence of the Clopper–Pearson failure-rate intervals.
+    pub confidence: f64,
+    /// Non-inferiority margin on the failure-rate difference (candidate −
+    /// baseline): the one-sided upper bound at `1 − alpha` must be below it.
+    pub margin: f64,
+}
+
+/// Which rule decides the qualification's performance part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateRule {
+    /// Confidence bounds against each margin: pass, fail or inconclusive.
+    Evidence,
+    /// The seed's point-delta flags (`no_more_than_<T>_percent_regression`).
+    Point,
+}
+
+impl GateRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateRule::Evidence => "evidence",
+            GateRule::Point => "point",
+        }
+    }
+}
+
+/// The evidence gate's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatePolicy {
+    pub decide: GateRule,
+    /// One-sided error of the gate: the chance of failing a runtime no worse
+    /// than its margins (family-wise), and of passing one that is worse.
+    pub alpha: f64,
+    /// Between-pass s.d. (percent) assumed when the design cannot measure
+    /// drift (one pass per side at different times) and no calibration is given.
+    pub drift_sd_percent: f64,
+    /// Where `drift_sd_percent` came from.
+    pub drift_source: String,
+}
+
+pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
+/// ±12 % run-to-run range of p50 TTFT measured on the reference engine ≈ ±2 s.d.
+pub const DEFAULT_DRIFT_SD_PERCENT: f64 = 6.0;
+/// Default turnover non-inferiority margin: 5 percentage points of failure rate.
+pub const DEFAULT_TURNOVER_MARGIN: f64 = 0.05;
+
+impl Default for GatePolicy {
+    fn default() -> Self {
+        GatePolicy {
+            decide: GateRule::Evidence,
+            alpha: DEFAULT_GATE_ALPHA,
+            drift_sd_percent: DEFAULT_DRIFT_SD_PERCENT,
+            drift_source: "policy default (6%: the ±12% run-to-run range measured on the reference engine); run `infergate calibrate` for this runtime and suite".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// "defaults" or the file it was read from.
+    pub source: String,
+    pub metrics: Vec<MetricSpec>,
+    pub turnover: TurnoverPolicy,
+    pub bootstrap: BootstrapConfig,
+    /// Looks at the data the experiment may take before it stops (adaptive
+    /// mode); each look spends `alpha / sequential_looks`. 1: a fixed-size run.
+    pub sequential_looks: usize,
+    pub gate: GatePolicy,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            source: "defaults".to_string(),
+            metrics: DEFAULT_METRICS
+                .iter()
+                .filter_map(|n| MetricSpec::from_name(n, DEFAULT_THRESHOLD_PERCENT))
+                .collect(),
+            turnover: TurnoverPolicy {
+                gate: TurnoverGateMode::Strict,
+                alpha: DEFAULT_ALPHA,
+                confidence: DEFAULT_TURNOVER_CONFIDENCE,
+                margin: DEFAULT_TURNOVER_MARGIN,
+            },
+            bootstrap: BootstrapConfig::default(),
+            sequential_looks: 1,
+            gate: GatePolicy::default(),
+        }
+    }
+}
+
+impl Policy {
+    /// Every metric with the same threshold (e.g. to name the flag
+    /// `no_more_than_3_percent_regression`).
+    pub fn with_threshold(mut self, threshold_percent: f64) -> Policy {
+        for m in &mut self.metrics {
+            m.threshold_percent = threshold_percent;
+        }
+        self
+    }
+
+    pub fn summary(&self) -> PolicySummary {
+        PolicySummary {
+            source: self.source.clone(),
+            metrics: self
+                .metrics
+                .iter()
+                .map(|m| PolicyMetric {
+                    name: m.name.clone(),
+                    sample: m.sample.clone(),
+                    quantile: m.quantile,
+                    direction: m.direction,
+                    threshold_percent: m.threshold_percent,
+                })
+                .collect(),
+            turnover_gate: self.turnover.gate,
+            alpha: self.turnover.alpha,
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Policy, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::file(path.display().to_string(), format!("cannot read: {e}"))
+        })?;
+        Policy::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Parse policy text; `file` names it in errors.
+    pub fn from_toml_str(text: &str, file: &str) -> Result<Policy, ConfigError> {
+        let raw: RawPolicy = toml::from_str(text).map_err(|e| ConfigError::toml(file, text, &e))?;
+        raw.into_policy(text, file)
+    }
+}
+
+/// Most bootstrap resamples a policy may ask for: 100 × the default, far past
+/// any gain in precision; beyond it `compare` would run for hours (and hold
+/// one f64 per resample).
+pub const MAX_BOOTSTRAP_ITERATIONS: usize = 1_000_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    threshold_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    metric: Option<Vec<RawMetric>>,
+    #[serde(default)]
+    turnover: Option<RawTurnover>,
+    #[serde(default)]
+    bootstrap: Option<RawBootstrap>,
+    #[serde(default)]
+    gate: Option<RawGate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    #[serde(default)]
+    decide: Option<GateRule>,
+    #[serde(default)]
+    alpha: Option<Spanned<f64>>,
+    #[serde(default)]
+    drift_sd_percent: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetric {
+    name: Spanned<String>,
+    #[serde(default)]
+    threshold_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    direction: Option<Direction>,
+    #[serde(default)]
+    sample: Option<String>,
+    #[serde(default)]
+    quantile: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurnover {
+    #[serde(default)]
+    gate: Option<TurnoverGateMode>,
+    #[serde(default)]
+    alpha: Option<Spanned<f64>>,
+    #[serde(default)]
+    confidence: Option<Spanned<f64>>,
+    #[serde(default)]
+    margin: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBootstrap {
+    #[serde(default)]
+    iterations: Option<Spanned<i64>>,
+    #[serde(default)]
+    confidence: Option<Spanned<f64>>,
+    #[serde(default)]
+    seed: Option<Spanned<i64>>,
+}
+
+impl RawPolicy {
+    fn into_policy(self, text: &str, file: &str) -> Result<Policy, ConfigError> {
+        let err = |span: Range<usize>, field: String, message: String| {
+            let (line, column) = line_col(text, span.start);
+            ConfigError {
+                file: file.to_string(),
+                line: Some(line),
+                column: Some(column),
+                field: Some(field),
+                message,
+            }
+        };
+        let check = |v: &Option<Spanned<f64>>,
+                     field: String,
+                     ok: fn(f64) -> bool,
+                     what: &str|
+         -> Result<(), ConfigError> {
+            match v {
+                Some(s) if !ok(*s.get_ref()) => Err(err(
+                    s.span(),
+                    field,
+                    format!("{} is not {what}", s.get_ref()),
+                )),
+                _ => Ok(()),
+            }
+        };
+        let threshold_ok: fn(f64) -> bool = |t| t.is_finite() && t >= 0.0;
+        let open_unit: fn(f64) -> bool = |p| p > 0.0 && p < 1.0;
+
+        check(
+            &self.threshold_percent,
+            "threshold_percent".into(),
+            threshold_ok,
+            "a finite percentage ≥ 0",
+        )?;
+        let default_threshold = self
+            .threshold_percent
+            .as_ref()
+            .map_or(DEFAULT_THRESHOLD_PERCENT, |s| *s.get_ref());
+        let defaults = Policy::default();
+
+        let metrics: Vec<MetricSpec> = match self.metric {
+            None => defaults
+                .metrics
+                .iter()
+                .cloned()
+                .map(|mut m| {
+                    m.threshold_percent = default_threshold;
+                    m
+                })
+                .collect(),
+            Some(raw) => {
+                let mut out: Vec<MetricSpec> = Vec::new();
+                for (i, m) in raw.into_iter().enumerate() {
+                    let at = |f: &str| format!("metric[{i}].{f}");
+                    let name = m.name.get_ref().clone();
+                    if out.iter().any(|o| o.name == name) {
+                        return Err(err(
+                            m.name.span(),
+                            at("name"),
+                            format!("`{name}` appears twice"),
+                        ));
+                    }
+                    check(
+                        &m.threshold_percent,
+                        at("threshold_percent"),
+                        threshold_ok,
+                        "a finite percentage ≥ 0",
+                    )?;
+                    check(
+                        &m.quantile,
+                        at("quantile"),
+                        |q| (0.0..=1.0).contains(&q),
+                        "a quantile in [0, 1]",
+                    )?;
+                    let inferred = split_quantile(&name);
+                    let sample = m
+                        .sample
+                        .or_else(|| inferred.as_ref().map(|(s, _)| s.clone()))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell the sample of `{name}` (no _pNN part): give `sample`"
+                            ))
+                        })?;
+                    let quantile = m
+                        .quantile
+                        .map(|q| *q.get_ref())
+                        .or(inferred.map(|(_, q)| q))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell the quantile of `{name}` (no _pNN part): give `quantile`"
+                            ))
+                        })?;
+                    let direction = m
+                        .direction
+                        .or_else(|| infer_direction(&sample))
+                        .ok_or_else(|| {
+                            err(m.name.span(), at("name"), format!(
+                                "cannot tell whether `{name}` is better lower or higher: give `direction`"
+                            ))
+                        })?;
+                    out.push(MetricSpec {
+                        name,
+                        sample,
+                        quantile,
+                        direction,
+                        threshold_percent: m
+                            .threshold_percent
+                            .map_or(default_threshold, |s| *s.get_ref()),
+                    });
+                }
+                out
+            }
+        };
+
+        let mut turnover = defaults.turnover.clone();
+        if let Some(t) = self.turnover {
+            check(&t.alpha, "turnover.alpha".into(), open_unit, "in (0, 1)")?;
+            check(
+                &t.confidence,
+                "turnover.confidence".into(),
+                open_unit,
+                "in (0, 1)",
+            )?;
+            turnover.gate = t.gate.unwrap_or(turnover.gate);
+            turnover.alpha = t.alpha.map_or(turnover.alpha, |s| *s.get_ref());
+            turnover.confidence = t.confidence.map_or(turnover.confidence, |s| *s.get_ref());
+            check(&t.margin, "turnover.margin".into(), open_unit, "in (0, 1)")?;
+            turnover.margin = t.margin.map_or(turnover.margin, |s| *s.get_ref());
+        }
+
+        let mut gate = defaults.gate.clone();
+        if let Some(g) = self.gate {
+            check(
+                &g.alpha,
+                "gate.alpha".into(),
+                |a| a > 0.0 && a < 0.5,
+                "in (0, 0.5)",
+            )?;
+            check(
+                &g.drift_sd_percent,
+                "gate.drift_sd_percent".into(),
+                threshold_ok,
+                "a finite percentage ≥ 0",
+            )?;
+            gate.decide = g.decide.unwrap_or(gate.decide);
+            gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
+            if let Some(d) = g.drift_sd_percent {
+                gate.drift_sd_percent = *d.get_ref();
+                gate.drift_source = format!("policy {file}");
+            }
+        }
+
+        let mut bootstrap = defaults.bootstrap;
+        if let Some(b) = self.bootstrap {
+            check(
+                &b.confidence,
+                "bootstrap.confidence".into(),
+                open_unit,
+                "in (0, 1)",
+            )?;
+            if let Some(it) = &b.iterations {
+                bootstrap.iterations = usize::try_from(*it.get_ref())
+                    .ok()
+                    .filter(|n| (1..=MAX_BOOTSTRAP_ITERATIONS).contains(n))
+                    .ok_or_else(|| {
+                        err(
+                            it.span(),
+                            "bootstrap.iterations".into(),
+                            format!(
+                                "{} is not a count from 1 to {MAX_BOOTSTRAP_ITERATIONS}",
+                                it.get_ref()
+                            ),
+                        )
+                    })?;
+            }
+            if let Some(s) = &b.seed {
+                bootstrap.seed = u64::try_from(*s.get_ref()).map_err(|_| {
+                    err(
+                        s.span(),
+                        "bootstrap.seed".into(),
+                        format!("{} is negative", s.get_ref()),
+                    )
+                })?;
+            }
+            bootstrap.confidence = b.confidence.map_or(bootstrap.confidence, |s| *s.get_ref());
+        }
+
+        Ok(Policy {
+            source: file.to_string(),
+            metrics,
+            turnover,
+            bootstrap,
+            sequential_looks: 1,
+            gate,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_character_in_a_comment_gets_a_message() {
+        // Found by fuzzing: toml's own message is empty here.
+        let e = Policy::from_toml_str("# a\u{7}b\nthreshold_percent = 5\n", "p.toml")
+            .expect_err("BEL in a comment");
+        assert_eq!((e.line, e.column), (Some(1), Some(4)), "{e}");
+        assert!(e.message.contains("U+0007"), "{e}");
+    }
+
+    #[test]
+    fn default_metrics_are_the_seeds_three() {
+        let p = Policy::default();
+        let got: Vec<(&str, &str, f64, Direction, f64)> = p
+            .metrics
+            .iter()
+            .map(|m| {
+                (
+                    m.name.as_str(),
+                    m.sample.as_str(),
+                    m.quantile,
+                    m.direction,
+                    m.threshold_percent,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ttft_p50_ms", "ttft_ms", 0.5, Direction::LowerIsBetter, 5.0),
+                ("e2e_p50_ms", "e2e_ms", 0.5, Direction::LowerIsBetter, 5.0),
+                (
+                    "decode_tok_s_p50",
+                    "decode_tok_s",
+                    0.5,
+                    Direction::HigherIsBetter,
+                    5.0
+                ),
+            ]
+        );
+        assert_eq!(p.turnover.gate, TurnoverGateMode::Strict);
+    }
+
+    #[test]
+    fn sample_policy_file_is_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/default.toml");
+        let p = Policy::from_file(&path).expect("policies/default.toml parses");
+        assert_eq!(
+            Policy {
+                source: "defaults".into(),
+                ..p
+            },
+            Policy::default()
+        );
+    }
+
+    #[test]
+    fn quantile_names() {
+        assert_eq!(
+            split_quantile("e2e_p999_ms"),
+            Some(("e2e_ms".into(), 0.999))
+        );
+        assert_eq!(split_quantile("itl_p90_ms"), Some(("itl_ms".into(), 0.9)));
+        assert_eq!(split_quantile("x_p5_ms"), Some(("x_ms".into(), 0.05)));
+        assert_eq!(split_quantile("x_p100_ms"), Some(("x_ms".into(), 1.0)));
+        assert_eq!(split_quantile("ttft_ms"), None);
+    }
+
+    #[test]
+    fn file_overrides_and_inherits() {
+        let p = Policy::from_toml_str(
+            "threshold_percent = 3\n[[metric]]\nname = \"ttft_p50_ms\"\n[[metric]]\nname = \"e2e_p90_ms\"\nthreshold_percent = 10\n[turnover]\ngate = \"non_inferior\"\nalpha = 0.01\n[bootstrap]\niterations = 500\nseed = 9\n",
+            "p.toml",
+        )
+        .expect("valid policy");
+        assert_eq!(p.metrics.len(), 2);
+        assert_eq!(p.metrics[0].threshold_percent, 3.0);
+        assert_eq!(
+            (p.metrics[1].quantile, p.metrics[1].threshold_percent),
+            (0.9, 10.0)
+        );
+        assert_eq!(p.turnover.gate, TurnoverGateMode::NonInferior);
+        assert_eq!(p.turnover.alpha, 0.01);
+        assert_eq!((p.bootstrap.iterations, p.bootstrap.seed), (500, 9));
+        assert_eq!(p.source, "p.toml");
+    }
+
+    #[test]
+    fn top_level_threshold_applies_to_default_metrics() {
+        let p = Policy::from_toml_str("threshold_percent = 2.5\n", "p.toml").expect("valid");
+        assert!(p.metrics.iter().all(|m| m.threshold_percent == 2.5));
+        assert_eq!(p.metrics.len(), 3);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let cases = [
+            ("[turnover]\ngate = \"bogus\"\n", 2, "turnover.gate"),
+            ("[turnover]\nalpah = 0.1\n", 2, "turnover.alpah"),
+            ("[turnover]\nalpha = 1.5\n", 2, "turnover.alpha"),
+            ("[bootstrap]\niterations = 0\n", 2, "bootstrap.iterations"),
+            (
+                "[bootstrap]\niterations = 1000000000000\n",
+                2,
+                "bootstrap.iterations",
+            ),
+            (
+                "[[metric]]\nname = \"a_p50_ms\"\n[[metric]]\nname = \"queue_depth\"\n",
+                4,
+                "metric[1].name",
+            ),
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\nthreshold_percent = \"x\"\n",
+                3,
+                "metric[0].threshold_percent",
+            ),
+            ("threshold_percent = -1\n", 1, "threshold_percent"),
+        ];
+        for (text, line, field) in cases {
+            let e = Policy::from_toml_str(text, "pol.toml").expect_err(text);
+            assert_eq!(e.line, Some(line), "{text}: {e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{text}: {e}");
+            let shown = e.to_string();
+            assert!(shown.starts_with(&format!("pol.toml:{line}:")), "{shown}");
+            assert!(shown.contains(field), "{shown}");
+        }
+    }
+}

@@ -1,0 +1,601 @@
+//! What the renderers show, read leniently from any v1 report: seed fields
+//! are expected, additions used when present, and nothing missing is fatal
+//! (a renderer shows "—" instead).
+
+use std::cmp::Ordering;
+
+use serde_json::Value;
+
+use crate::stats::{Direction, Interval};
+
+use super::super::gate::non_inferior_gate;
+use super::super::model::{
+    Decision, FailureRate, Gate, Gates, ProvenancePair, Side, Statistics, TurnoverComparison,
+    parse_regression_flag, parse_turnover_key,
+};
+use super::super::policy::{
+    DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_TURNOVER_CONFIDENCE, infer_direction, split_quantile,
+};
+use super::super::turnover::{RunCounts, compare_turnover};
+use super::super::verify::{Disagreement, verify};
+use crate::stats;
+
+pub struct View {
+    pub schema: Option<String>,
+    pub baseline_image: Option<String>,
+    pub candidate_image: Option<String>,
+    pub cells: Vec<CellView>,
+    pub performance_gate_passed: Option<bool>,
+    pub strict_turnover_gate_passed: Option<bool>,
+    /// (mode, passed) of the policy's turnover gate, when the report says.
+    pub turnover_gate: Option<(String, bool)>,
+    pub qualification: Option<String>,
+    pub promotion: Option<String>,
+    pub human_decision: Option<String>,
+    pub runs: Vec<RunView>,
+    pub turnover: TurnoverComparison,
+    /// True when the report had no `turnover_comparison` and the renderer
+    /// computed one from the runs' counts.
+    pub turnover_computed: bool,
+    pub gates: Option<Gates>,
+    pub statistics: Option<Statistics>,
+    pub decision: Option<Decision>,
+    pub provenance: Option<ProvenancePair>,
+    pub warnings: Vec<String>,
+    pub disagreements: Vec<Disagreement>,
+}
+
+pub struct CellView {
+    pub name: String,
+    pub baseline_requests: Option<u64>,
+    pub candidate_requests: Option<u64>,
+    pub baseline_eligible: Option<bool>,
+    pub candidate_eligible: Option<bool>,
+    pub median_prompt_tokens: Option<f64>,
+    pub baseline_reasons: Vec<String>,
+    pub candidate_reasons: Vec<String>,
+    pub metrics: Vec<MetricView>,
+}
+
+pub struct MetricView {
+    pub name: String,
+    pub baseline: Option<f64>,
+    pub candidate: Option<f64>,
+    pub delta_percent: Option<f64>,
+    pub threshold_percent: Option<f64>,
+    pub within_threshold: Option<bool>,
+    pub direction: Option<Direction>,
+    pub ci: Option<Interval>,
+    pub verdict: Option<String>,
+    pub baseline_n: Option<u64>,
+    pub candidate_n: Option<u64>,
+    pub requests_to_resolve: Option<u64>,
+    /// Sample name and (baseline, candidate) per-request values.
+    pub samples: Option<(String, Vec<f64>, Vec<f64>)>,
+}
+
+pub struct RunView {
+    pub key: String,
+    pub side: Side,
+    pub requests: Option<u64>,
+    pub exact_output_passed: Option<u64>,
+    pub failed: Option<u64>,
+    pub responses_received: Option<u64>,
+    pub contaminated: Option<u64>,
+    pub failures: Vec<FailureView>,
+}
+
+pub struct FailureView {
+    pub request_index: Option<u64>,
+    pub failure_class: Option<String>,
+    pub words: Option<u64>,
+    pub finish_reasons: Vec<String>,
+    pub canary_passed: Option<bool>,
+}
+
+/// The evidence gate in words: outcome, each pair, what would decide it.
+pub struct EvidenceView {
+    pub outcome: String,
+    pub parts: Vec<(String, String, String)>,
+    pub requests_to_resolve: Option<usize>,
+    pub design: Option<String>,
+}
+
+impl View {
+    pub fn evidence(&self) -> Option<EvidenceView> {
+        let g = self.gates.as_ref()?.performance_evidence.as_ref()?;
+        let design = self.statistics.as_ref().and_then(|s| {
+            let d = s.design.as_ref()?;
+            let fw = s.family_wise.as_ref();
+            Some(format!(
+                "schedule {}, {}; {}",
+                d.schedule,
+                d.resampling_method,
+                fw.map_or(String::new(), |f| format!(
+                    "alpha {} over {} gating pair(s) and {} look(s): pass bound at {:.4}, fail bound at {:.4}",
+                    f.alpha, f.gating_pairs, f.looks, f.alpha_pass, f.alpha_fail
+                ))
+            ))
+        });
+        Some(EvidenceView {
+            outcome: g.outcome.as_str().to_string(),
+            parts: g
+                .parts
+                .iter()
+                .map(|p| {
+                    (
+                        p.subject.clone(),
+                        p.outcome.as_str().to_string(),
+                        p.reason.clone(),
+                    )
+                })
+                .collect(),
+            requests_to_resolve: g.requests_to_resolve,
+            design,
+        })
+    }
+}
+
+fn s(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str).map(String::from)
+}
+fn f(v: Option<&Value>) -> Option<f64> {
+    v.and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+fn u(v: Option<&Value>) -> Option<u64> {
+    v.and_then(Value::as_u64)
+}
+fn b(v: Option<&Value>) -> Option<bool> {
+    v.and_then(Value::as_bool)
+}
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+fn floats(v: Option<&Value>) -> Option<Vec<f64>> {
+    v.and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(|x| x.as_f64())
+            .filter(|x| x.is_finite())
+            .collect()
+    })
+}
+fn typed<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<T> {
+    v.and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// Order names so that `capacity-4k` comes before `capacity-120k`: digit runs
+/// compare as numbers (JSON objects read here lose the file's key order).
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    let (mut x, mut y) = (a.chars().peekable(), b.chars().peekable());
+    loop {
+        match (x.peek().copied(), y.peek().copied()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) if p.is_ascii_digit() && q.is_ascii_digit() => {
+                let take = |it: &mut std::iter::Peekable<std::str::Chars>| {
+                    let mut d = String::new();
+                    while let Some(c) = it.peek().copied().filter(char::is_ascii_digit) {
+                        d.push(c);
+                        it.next();
+                    }
+                    d
+                };
+                let (m, n) = (take(&mut x), take(&mut y));
+                let (mt, nt) = (m.trim_start_matches('0'), n.trim_start_matches('0'));
+                let o = mt.len().cmp(&nt.len()).then_with(|| mt.cmp(nt));
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            (Some(p), Some(q)) => {
+                if p != q {
+                    return p.cmp(&q);
+                }
+                x.next();
+                y.next();
+            }
+        }
+    }
+}
+
+fn metric_view(name: &str, m: &Value, samples: Option<&Value>) -> MetricView {
+    let flag = m.as_object().and_then(|o| {
+        o.iter()
+            .find_map(|(k, v)| parse_regression_flag(k).map(|t| (t, v)))
+    });
+    let inferred = split_quantile(name);
+    let direction = typed(m.get("direction"))
+        .or_else(|| infer_direction(inferred.as_ref().map_or(name, |(s, _)| s.as_str())));
+    let sample_key = s(m.get("sample")).or_else(|| inferred.map(|(s, _)| s));
+    let samples = sample_key.and_then(|k| {
+        let pair = samples?.get(&k)?;
+        Some((
+            k,
+            floats(pair.get("baseline"))?,
+            floats(pair.get("candidate"))?,
+        ))
+    });
+    MetricView {
+        name: name.to_string(),
+        baseline: f(m.get("baseline")),
+        candidate: f(m.get("candidate")),
+        delta_percent: f(m.get("delta_percent")),
+        threshold_percent: flag
+            .map(|(t, _)| t)
+            .or_else(|| f(m.get("threshold_percent"))),
+        within_threshold: flag.and_then(|(_, v)| v.as_bool()),
+        direction,
+        ci: typed(m.get("ci_delta_percent")),
+        verdict: s(m.get("verdict")),
+        baseline_n: u(m.get("baseline_n")),
+        candidate_n: u(m.get("candidate_n")),
+        requests_to_resolve: u(m.get("requests_to_resolve")),
+        samples,
+    }
+}
+
+fn metric_rank(name: &str, policy_order: &[String]) -> (usize, usize) {
+    if let Some(i) = policy_order.iter().position(|n| n == name) {
+        return (0, i);
+    }
+    match DEFAULT_METRICS.iter().position(|n| *n == name) {
+        Some(i) => (1, i),
+        None => (2, 0),
+    }
+}
+
+impl View {
+    pub fn from_value(root: &Value) -> View {
+        let policy_order: Vec<String> = root
+            .get("policy")
+            .and_then(|p| p.get("metrics"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|m| s(m.get("name"))).collect())
+            .unwrap_or_default();
+
+        let mut cells: Vec<CellView> = root
+            .get("cells")
+            .and_then(Value::as_object)
+            .map(|cells| {
+                cells
+                    .iter()
+                    .map(|(name, c)| {
+                        let samples = c.get("samples").filter(|v| v.is_object());
+                        let mut metrics: Vec<MetricView> = c
+                            .get("metrics")
+                            .and_then(Value::as_object)
+                            .map(|ms| ms.iter().map(|(n, m)| metric_view(n, m, samples)).collect())
+                            .unwrap_or_default();
+                        // Stable: ties keep the JSON (alphabetical) order.
+                        metrics.sort_by_key(|m| metric_rank(&m.name, &policy_order));
+                        CellView {
+                            name: name.clone(),
+                            baseline_requests: u(c.get("baseline_requests")),
+                            candidate_requests: u(c.get("candidate_requests")),
+                            baseline_eligible: b(c.get("baseline_performance_eligible")),
+                            candidate_eligible: b(c.get("candidate_performance_eligible")),
+                            median_prompt_tokens: f(c.get("median_prompt_tokens")),
+                            baseline_reasons: strings(c.get("baseline_ineligible_reasons")),
+                            candidate_reasons: strings(c.get("candidate_ineligible_reasons")),
+                            metrics,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        cells.sort_by(|x, y| natural_cmp(&x.name, &y.name));
+
+        let mut keyed: Vec<((Side, usize), &str, &Value)> = root
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| parse_turnover_key(k).map(|p| (p, k.as_str(), v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        keyed.sort_by_key(|(p, _, _)| *p);
+        let runs: Vec<RunView> = keyed
+            .iter()
+            .map(|((side, _), key, r)| RunView {
+                key: key.to_string(),
+                side: *side,
+                requests: u(r.get("requests")),
+                exact_output_passed: u(r.get("exact_output_passed")),
+                failed: u(r.get("failed")),
+                responses_received: u(r.get("responses_received")),
+                contaminated: u(r.get("contaminated")),
+                failures: r
+                    .get("failures")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| FailureView {
+                                request_index: u(x.get("request_index")),
+                                failure_class: s(x.get("failure_class")),
+                                words: u(x.get("words")),
+                                finish_reasons: strings(x.get("finish_reasons")),
+                                canary_passed: b(x.get("canary_passed")),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect();
+
+        let (turnover, turnover_computed) = match typed(root.get("turnover_comparison")) {
+            Some(t) => (t, false),
+            None => {
+                let counts = |side: Side| -> Vec<RunCounts> {
+                    keyed
+                        .iter()
+                        .filter(|((sd, _), _, _)| *sd == side)
+                        .filter_map(|(_, key, r)| {
+                            Some(RunCounts {
+                                key: key.to_string(),
+                                name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
+                                requests: u(r.get("requests"))?,
+                                failed: u(r.get("failed"))?,
+                                contaminated: u(r.get("contaminated")),
+                            })
+                        })
+                        .collect()
+                };
+                let cmp = compare_turnover(
+                    &counts(Side::Baseline),
+                    &counts(Side::Candidate),
+                    DEFAULT_ALPHA,
+                    DEFAULT_TURNOVER_CONFIDENCE,
+                    None,
+                );
+                (cmp, true)
+            }
+        };
+
+        View {
+            schema: s(root.get("schema")),
+            baseline_image: s(root.get("baseline_image")),
+            candidate_image: s(root.get("candidate_image")),
+            cells,
+            performance_gate_passed: b(root.get("performance_gate_passed")),
+            strict_turnover_gate_passed: b(root.get("strict_turnover_gate_passed")),
+            turnover_gate: root
+                .get("turnover_gate")
+                .and_then(|g| Some((s(g.get("mode"))?, b(g.get("passed"))?))),
+            qualification: s(root.get("qualification")),
+            promotion: s(root.get("promotion")),
+            human_decision: s(root.get("human_decision")),
+            runs,
+            turnover,
+            turnover_computed,
+            gates: typed(root.get("gates")),
+            statistics: typed(root.get("statistics")),
+            decision: typed(root.get("decision")),
+            provenance: typed(root.get("provenance")),
+            warnings: strings(root.get("warnings")),
+            disagreements: verify(root),
+        }
+    }
+
+    /// Every failed gate part, for the summary: from the `gates` block when
+    /// present, else reconstructed from the seed fields.
+    pub fn failed_parts(&self) -> Vec<(String, String, String)> {
+        if let Some(g) = &self.gates {
+            return [
+                ("performance", &g.performance),
+                ("strict turnover", &g.strict_turnover),
+                ("non-inferior turnover", &g.non_inferior_turnover),
+            ]
+            .into_iter()
+            .flat_map(|(gate, gt)| {
+                gt.parts
+                    .iter()
+                    .filter(|p| !p.passed)
+                    .map(move |p| (gate.to_string(), p.subject.clone(), p.reason.clone()))
+            })
+            .collect();
+        }
+        let mut out = Vec::new();
+        for c in &self.cells {
+            for (side, e) in [
+                ("baseline", c.baseline_eligible),
+                ("candidate", c.candidate_eligible),
+            ] {
+                if e != Some(true) {
+                    out.push((
+                        "performance".into(),
+                        format!("cells.{}.{side}_performance_eligible", c.name),
+                        format!("{side} cell is not performance-eligible"),
+                    ));
+                }
+            }
+            for m in &c.metrics {
+                if m.within_threshold == Some(false) {
+                    out.push((
+                        "performance".into(),
+                        format!("cells.{}.metrics.{}", c.name, m.name),
+                        format!(
+                            "delta {} beyond the {}% threshold",
+                            m.delta_percent.map_or("—".into(), |d| format!("{d:+.2}%")),
+                            m.threshold_percent.map_or("?".into(), |t| t.to_string())
+                        ),
+                    ));
+                }
+            }
+        }
+        for r in self.runs.iter().filter(|r| r.side == Side::Candidate) {
+            if r.failed != Some(0) {
+                out.push((
+                    "strict turnover".into(),
+                    r.key.clone(),
+                    format!(
+                        "{} of {} failed",
+                        r.failed.map_or("?".into(), |x| x.to_string()),
+                        r.requests.map_or("?".into(), |x| x.to_string())
+                    ),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// One row of the turnover table: a run, or a side's runs pooled.
+pub struct TurnoverRow {
+    pub label: String,
+    pub side: Side,
+    pub pooled: bool,
+    pub requests: Option<u64>,
+    pub passed: Option<u64>,
+    pub failed: Option<u64>,
+    pub received: Option<u64>,
+    pub contaminated: Option<u64>,
+    pub rate: Option<f64>,
+    pub rate_ci: Option<Interval>,
+    pub p_candidate_worse: Option<f64>,
+    pub p_candidate_better: Option<f64>,
+    pub p_two_sided: Option<f64>,
+    pub non_inferior: Option<bool>,
+}
+
+impl View {
+    fn run(&self, key: &str) -> Option<&RunView> {
+        self.runs.iter().find(|r| r.key == key)
+    }
+
+    fn row_from_rate(
+        &self,
+        label: String,
+        side: Side,
+        pooled: bool,
+        r: &FailureRate,
+    ) -> TurnoverRow {
+        let run = (!pooled)
+            .then(|| r.runs.first().and_then(|k| self.run(k)))
+            .flatten();
+        TurnoverRow {
+            label,
+            side,
+            pooled,
+            requests: Some(r.requests),
+            passed: run
+                .and_then(|x| x.exact_output_passed)
+                .or(r.requests.checked_sub(r.failed)),
+            failed: Some(r.failed),
+            received: run.and_then(|x| x.responses_received),
+            contaminated: r.contaminated,
+            rate: r.failure_rate,
+            rate_ci: r.failure_rate_ci,
+            p_candidate_worse: None,
+            p_candidate_better: None,
+            p_two_sided: None,
+            non_inferior: None,
+        }
+    }
+
+    /// Rows per workload: each baseline run, the baseline pooled (when more
+    /// than one), each candidate run with its exact test against the pooled
+    /// baseline, the candidate pooled (when more than one).
+    pub fn turnover_rows(&self) -> Vec<TurnoverRow> {
+        let conf = self.turnover.confidence;
+        let mut rows = Vec::new();
+        let many_groups = self.turnover.groups.len() > 1;
+        for g in &self.turnover.groups {
+            let suffix = if many_groups {
+                format!(" ({})", g.name)
+            } else {
+                String::new()
+            };
+            if let Some(base) = &g.baseline {
+                for key in &base.runs {
+                    let Some(run) = self.run(key) else { continue };
+                    let (Some(n), Some(f)) = (run.requests, run.failed) else {
+                        continue;
+                    };
+                    let single = FailureRate {
+                        runs: vec![key.clone()],
+                        requests: n,
+                        failed: f,
+                        failure_rate: (n > 0).then(|| f as f64 / n as f64),
+                        failure_rate_ci: (n > 0).then(|| stats::clopper_pearson(f, n, conf)),
+                        contaminated: run.contaminated,
+                    };
+                    rows.push(self.row_from_rate(key.clone(), Side::Baseline, false, &single));
+                }
+                if base.runs.len() > 1 {
+                    rows.push(self.row_from_rate(
+                        format!("baseline pooled{suffix}"),
+                        Side::Baseline,
+                        true,
+                        base,
+                    ));
+                }
+            }
+            let cands = g
+                .candidate_runs
+                .iter()
+                .map(|c| (c.counts.runs.join("+"), false, c))
+                .chain(
+                    g.candidate_pooled
+                        .iter()
+                        .filter(|_| g.candidate_runs.len() > 1)
+                        .map(|c| (format!("candidate pooled{suffix}"), true, c)),
+                );
+            for (label, pooled, c) in cands {
+                let mut row = self.row_from_rate(label, Side::Candidate, pooled, &c.counts);
+                row.p_candidate_worse = c.vs_baseline.map(|t| t.p_candidate_worse);
+                row.p_candidate_better = c.vs_baseline.map(|t| t.p_candidate_better);
+                row.p_two_sided = c.vs_baseline.map(|t| t.p_two_sided);
+                row.non_inferior = c.non_inferior;
+                rows.push(row);
+            }
+        }
+        rows
+    }
+
+    /// The non-inferiority gate: the report's, else computed from the counts.
+    pub fn non_inferior_gate(&self) -> Gate {
+        match &self.gates {
+            Some(g) => g.non_inferior_turnover.clone(),
+            None => non_inferior_gate(&self.turnover),
+        }
+    }
+
+    /// Turnover failures of a run, one line per failure class:
+    /// `controlled_output_failed ×2: #2 (33 words, stop), #35 (31 words, stop)`.
+    pub fn failure_summary(run: &RunView) -> Vec<String> {
+        let mut classes: Vec<(String, Vec<String>)> = Vec::new();
+        for f in &run.failures {
+            let class = f.failure_class.clone().unwrap_or_else(|| "unknown".into());
+            let mut detail = Vec::new();
+            if let Some(w) = f.words {
+                detail.push(format!("{w} words"));
+            }
+            if !f.finish_reasons.is_empty() {
+                detail.push(f.finish_reasons.join("+"));
+            }
+            if f.canary_passed == Some(false) {
+                detail.push("canary failed".into());
+            }
+            let item = format!(
+                "#{} ({})",
+                f.request_index.map_or("?".into(), |i| i.to_string()),
+                detail.join(", ")
+            );
+            match classes.iter_mut().find(|(c, _)| *c == class) {
+                Some((_, v)) => v.push(item),
+                None => classes.push((class, vec![item])),
+            }
+        }
+        classes
+            .into_iter()
+            .map(|(c, items)| format!("{c} ×{}: {}", items.len(), items.join(", ")))
+            .collect()
+    }
+}

@@ -1,0 +1,36 @@
+//! The statistics behind `compare`: percentiles, deltas, bootstrap confidence
+//! intervals, per-metric verdicts and exact tests on failure counts.
+//!
+//! Everything here is a pure function of its inputs: no I/O, no clocks, and
+//! randomness only from an explicit seed, so a report can be recomputed bit
+//! for bit from its artifacts.
+//!
+//! Conventions:
+//! - Non-finite sample values (NaN, ±inf) are excluded before any statistic;
+//!   `Summary::n` counts only the values used.
+//! - Deltas and thresholds are in percent: `delta_percent(100, 105) == 5.0`.
+//! - Percentiles use [`PERCENTILE_METHOD`] throughout, including inside the
+//!   bootstrap, so a CI brackets exactly the median delta the report prints.
+
+mod bootstrap;
+mod compare;
+pub mod evidence;
+mod exact;
+mod percentile;
+pub mod special;
+
+pub use bootstrap::{
+    BootstrapConfig, DEFAULT_BOOTSTRAP_SEED, SplitMix64, Xoshiro256, bootstrap_delta_ci,
+    median_delta_percent, requests_to_resolve,
+};
+pub use compare::{
+    Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
+};
+pub use evidence::{
+    Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, alpha_levels, bootstrap_deltas,
+    combine, newcombe_difference, paired_point_delta,
+};
+pub use exact::{ExactTest, clopper_pearson, fisher_exact};
+pub use percentile::{
+    PERCENTILE_METHOD, Summary, median, percentile, percentile_sorted, sorted_finite, summarize,
+};

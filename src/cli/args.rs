@@ -1,0 +1,187 @@
+//! The command line's options: every subcommand's arguments, parsed by clap.
+//! Choices are `ValueEnum`s, so a typo is an error rather than a default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use infergate::measure::client::Timeouts;
+
+use super::qualify;
+
+#[derive(Parser)]
+#[command(
+    name = "infergate",
+    version,
+    about = "Qualify an LLM serving runtime against the one in service"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Measure one OpenAI-compatible target with a suite; writes run.json and journal.jsonl.
+    Run(RunArgs),
+    /// Compare two run artifacts into a runtime-profile-comparison/v1 report.
+    Compare(CompareArgs),
+    /// Measure a runtime's noise from several runs of it (A/A): drift between
+    /// runs, false-alarm rates of every A/A pair, requests per side needed.
+    Calibrate(CalibrateArgs),
+    /// Recompute every delta, flag and gate of a v1 report; exit 0 only when all agree.
+    Verify {
+        /// Report file (JSON).
+        file: PathBuf,
+    },
+    /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
+    Report(ReportArgs),
+    /// Qualify a candidate runtime against the baseline end to end, as a plan says.
+    Qualify(qualify::QualifyArgs),
+    /// Record the human decision on a report: promote, or retain the baseline.
+    Decide(qualify::DecideArgs),
+    /// Where each qualification stands, from the ledger.
+    Status(qualify::StatusArgs),
+    /// Stop the runtime a qualification left serving.
+    Stop(qualify::StopArgs),
+}
+
+#[derive(clap::Args)]
+pub struct CalibrateArgs {
+    /// Run artifacts (run.json) or run directories of ONE runtime with one suite, at least two.
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<PathBuf>,
+    /// Gate policy (TOML) whose metrics, margins and alpha to calibrate for.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Where to write the calibration (infergate-calibration/v1 JSON).
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Also write a policy (the given one, or the defaults) with the measured drift floor.
+    #[arg(long)]
+    pub write_policy: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct CompareArgs {
+    /// Baseline run artifact (run.json).
+    pub baseline: PathBuf,
+    /// Candidate run artifact (run.json).
+    pub candidate: PathBuf,
+    /// Gate policy (TOML); defaults: the seed's three p50 metrics at 5%, strict turnover.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Where to write the report.
+    #[arg(long, short)]
+    pub out: PathBuf,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Terminal,
+    Markdown,
+    Html,
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// Report file (JSON).
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value = "terminal")]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
+    /// Colour: auto (on a tty, when writing to standard output), always, never.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub color: ColorChoice,
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Base URL of the target, e.g. http://127.0.0.1:8080
+    #[arg(long)]
+    pub target: String,
+    /// Workload suite (TOML).
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// Output directory for run.json and journal.jsonl.
+    #[arg(long, short)]
+    pub out: PathBuf,
+    /// Name of the environment variable holding the API key (the key itself is never printed).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Label of the runtime profile being measured (e.g. baseline).
+    #[arg(long)]
+    pub runtime: Option<String>,
+    /// Image reference pinned by digest, recorded in provenance.
+    #[arg(long)]
+    pub image: Option<String>,
+    /// Run only this cell (repeatable).
+    #[arg(long = "cell")]
+    pub cells: Vec<String>,
+    /// Continue a run from its journal, running only the requests it lacks.
+    #[arg(long)]
+    pub resume: bool,
+    /// Skip the suite's turnover runs.
+    #[arg(long)]
+    pub skip_turnover: bool,
+    /// The model's Hugging Face tokenizer.json, for sizing prompts (overrides the suite's).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
+    #[command(flatten)]
+    pub timeouts: TimeoutArgs,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(clap::Args, Clone)]
+pub struct TimeoutArgs {
+    /// Connect timeout, seconds.
+    #[arg(long, default_value_t = 10.0, value_parser = seconds)]
+    pub connect_timeout: f64,
+    /// Time to the first response byte, seconds.
+    #[arg(long, default_value_t = 300.0, value_parser = seconds)]
+    pub first_byte_timeout: f64,
+    /// Longest gap between stream reads, seconds.
+    #[arg(long, default_value_t = 60.0, value_parser = seconds)]
+    pub idle_timeout: f64,
+    /// Whole request, seconds.
+    #[arg(long, default_value_t = 900.0, value_parser = seconds)]
+    pub total_timeout: f64,
+}
+
+/// A timeout in seconds: positive, finite, and small enough for a `Duration`
+/// (`Duration::from_secs_f64` would panic on anything else).
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_nan() || v <= 0.0 || Duration::try_from_secs_f64(v).is_err() {
+        return Err(format!(
+            "{s:?}: a timeout must be a positive, finite number of seconds"
+        ));
+    }
+    Ok(v)
+}
+
+impl TimeoutArgs {
+    pub fn to_timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs_f64(self.connect_timeout),
+            first_byte: Duration::from_secs_f64(self.first_byte_timeout),
+            idle: Duration::from_secs_f64(self.idle_timeout),
+            total: Duration::from_secs_f64(self.total_timeout),
+        }
+    }
+}

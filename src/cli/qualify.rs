@@ -1,0 +1,218 @@
+//! Command-line front ends of `qualify`, `decide`, `status` and `stop`
+//! (`cli::args` adds them as subcommands).
+//!
+//! Exit codes: 0 done as asked (qualified; decision carried out); 1 not
+//! qualified, or a decision could not be carried out (the baseline was put
+//! back); 2 the qualification failed or was refused, or an error.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use infergate::qualify::ledger::LEDGER_ENV;
+use infergate::qualify::{self, Verdict, decide, status};
+use infergate::report::{self, DecisionAction};
+
+#[derive(Args, Debug, Clone)]
+pub struct QualifyArgs {
+    /// Qualification plan (TOML): runtimes, suite, policy, readmission.
+    pub plan: PathBuf,
+    /// Qualification id. An existing id is resumed (finished passes kept,
+    /// leftovers stopped); default `<plan name>-<UTC time>`.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Parent directory of the qualification's directory.
+    #[arg(long, default_value = "out/qualify")]
+    pub out: PathBuf,
+    /// Ledger (SQLite). Default $INFERGATE_LEDGER, else $XDG_DATA_HOME/infergate/ledger.sqlite.
+    #[arg(long, env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    /// Abandon the interrupted qualification --id and restore the baseline.
+    #[arg(long, requires = "id")]
+    pub rollback: bool,
+    /// Adaptive mode: add interleaved rounds of blocks until the performance
+    /// gate resolves or the plan's `[adaptive]` budget (default 200 requests
+    /// per side per cell, 30 minutes) is spent. Interleaved plans only.
+    #[arg(long)]
+    pub adaptive: bool,
+    /// Afterwards, retire whatever the qualification left serving (demos, CI);
+    /// `infergate decide` can still restore or promote later.
+    #[arg(long)]
+    pub then_stop: bool,
+    /// No progress output and no rendered report.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["promote", "retain_baseline"])))]
+pub struct DecideArgs {
+    /// The report.json `infergate qualify` wrote.
+    pub report: PathBuf,
+    /// Put the candidate in service (it must pass readmission, else the baseline is restored).
+    #[arg(long)]
+    pub promote: bool,
+    /// Keep the baseline: restore it by its exact digest and readmit it.
+    #[arg(long)]
+    pub retain_baseline: bool,
+    /// Why (recorded in the report and the ledger).
+    #[arg(long)]
+    pub note: String,
+    /// Who decides; default $USER.
+    #[arg(long)]
+    pub who: Option<String>,
+    /// Ledger; default the one the qualification was recorded in.
+    #[arg(long)]
+    pub ledger: Option<PathBuf>,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// One qualification, with its whole ledger; default all.
+    pub id: Option<String>,
+    #[arg(long, env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StopArgs {
+    /// Qualification whose serving runtime (and any leftover) to stop.
+    pub id: String,
+    #[arg(long, env = LEDGER_ENV)]
+    pub ledger: Option<PathBuf>,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
+    let opts = qualify::Options {
+        id: a.id,
+        out_root: Some(a.out),
+        ledger: a.ledger,
+        rollback: a.rollback,
+        adaptive: a.adaptive,
+        quiet: a.quiet,
+    };
+    let mut o = qualify::run(&a.plan, &opts).await?;
+    if a.then_stop && o.serving.is_some() {
+        status::stop(&o.id, Some(o.ledger.clone()), a.quiet).await?;
+        o.serving = None;
+        // The report says what serves; keep it true.
+        if let Some(r) = &o.report {
+            let mut rep: report::Report = serde_json::from_value(report::read_report_value(r)?)?;
+            let note = format!(
+                "{}; then retired (--then-stop), nothing serving",
+                rep.promotion
+            );
+            rep.set_promotion(note);
+            report::write_report_atomic(r, &rep)?;
+        }
+    }
+    println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
+    if let Some(f) = &o.failure {
+        println!("  {f}");
+    }
+    if let Some(spent) = &o.spent {
+        println!("  spent:   {spent}");
+    }
+    match &o.serving {
+        Some((label, h)) => println!("  serving: {label} — {}", h.describe()),
+        None if a.then_stop => println!("  serving: nothing (--then-stop retired it)"),
+        None => println!("  serving: nothing"),
+    }
+    println!(
+        "  ledger:  {} (infergate status {})",
+        o.ledger.display(),
+        o.id
+    );
+    if let Some(r) = &o.report {
+        println!("  report:  {}", r.display());
+        if o.decision == DecisionAction::Pending {
+            println!(
+                "  decide:  infergate decide {} --promote|--retain-baseline --note \"…\"",
+                r.display()
+            );
+        }
+        // The rendered report comes last: it is what a reader came for.
+        if !a.quiet
+            && let Ok(v) = report::read_report_value(r)
+        {
+            println!();
+            println!("{}", report::terminal(&v, std::io::stdout().is_terminal()));
+        }
+    }
+    // 3: compared, but the evidence could not decide (more requests would).
+    let undecided = o.verdict == Verdict::NotQualified
+        && o.report
+            .as_ref()
+            .and_then(|r| report::read_report(r).ok())
+            .is_some_and(|r| report::exit_code(&r) == report::EXIT_INCONCLUSIVE);
+    Ok(ExitCode::from(match o.verdict {
+        Verdict::Qualified => 0,
+        Verdict::RolledBack if o.failure.is_none() => 0,
+        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
+        Verdict::NotQualified => 1,
+        _ => 2,
+    }))
+}
+
+fn verdict_text(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Qualified => "QUALIFIED (every gate passed)",
+        Verdict::NotQualified => {
+            "NOT QUALIFIED (a gate failed, or the evidence could not decide: see the report)"
+        }
+        Verdict::Failed => "FAILED before a comparison",
+        Verdict::Refused => "REFUSED at preflight; nothing was changed",
+        Verdict::RolledBack => "rolled back",
+    }
+}
+
+pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
+    let action = if a.promote {
+        DecisionAction::Promote
+    } else {
+        DecisionAction::RetainBaseline
+    };
+    let o = decide::run(&decide::Options {
+        report: a.report,
+        action,
+        note: a.note,
+        who: a.who,
+        ledger: a.ledger,
+        quiet: a.quiet,
+    })
+    .await?;
+    println!("qualification {}: {}", o.qualification, o.promotion);
+    match &o.serving {
+        Some((label, h)) => println!("  serving: {label} — {}", h.describe()),
+        None => println!("  serving: nothing"),
+    }
+    Ok(ExitCode::from(if o.carried_out { 0 } else { 1 }))
+}
+
+pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
+    let text = status::run(&status::Options {
+        id: a.id,
+        ledger: a.ledger,
+        json: a.json,
+    })
+    .await?;
+    print!("{text}");
+    if a.json {
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn main_stop(a: StopArgs) -> anyhow::Result<ExitCode> {
+    print!("{}", status::stop(&a.id, a.ledger, a.quiet).await?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,341 @@
+//! Workload suites: named cells read from a TOML file.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::artifact::CellShape;
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, rename = "cell")]
+    pub cells: Vec<CellSpec>,
+    /// Turnover runs as written; `turnover_specs` holds them checked.
+    #[serde(default)]
+    pub turnover: Vec<toml::Table>,
+    /// `turnover`, parsed and validated by `parse`.
+    #[serde(skip)]
+    pub turnover_specs: Vec<crate::measure::turnover::TurnoverSpec>,
+    /// The model's Hugging Face `tokenizer.json`, for sizing prompts; a
+    /// relative path is relative to the suite file (resolved by `load`).
+    #[serde(default)]
+    pub tokenizer: Option<std::path::PathBuf>,
+}
+
+/// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachePolicy {
+    Unique,
+    Shared,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellSpec {
+    pub name: String,
+    pub prompt_tokens: u64,
+    #[serde(default = "default_tolerance")]
+    pub tolerance_percent: f64,
+    pub max_tokens: u64,
+    #[serde(default = "one")]
+    pub concurrency: usize,
+    pub requests: usize,
+    #[serde(default)]
+    pub warmup: usize,
+    #[serde(default = "unique")]
+    pub cache: CachePolicy,
+    /// "closed" (default), "constant:<req/s>" or "poisson:<req/s>".
+    #[serde(default = "closed")]
+    pub arrival: String,
+    #[serde(default)]
+    pub temperature: f64,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Extra body fields sent with every request (e.g. `ignore_eos = true`).
+    #[serde(default)]
+    pub extra: toml::Table,
+}
+
+fn default_tolerance() -> f64 {
+    10.0
+}
+fn one() -> usize {
+    1
+}
+fn unique() -> CachePolicy {
+    CachePolicy::Unique
+}
+fn closed() -> String {
+    "closed".into()
+}
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// A finished request is replaced at once, `concurrency` in flight.
+    Closed,
+    /// Open loop, fixed interval between sends.
+    Constant { rate: f64 },
+    /// Open loop, exponential gaps between sends.
+    Poisson { rate: f64 },
+}
+
+impl Arrival {
+    pub fn parse(s: &str) -> Result<Arrival> {
+        if s == "closed" {
+            return Ok(Arrival::Closed);
+        }
+        let (kind, rate) = s.split_once(':').with_context(|| {
+            format!("arrival '{s}': expected closed, constant:<req/s> or poisson:<req/s>")
+        })?;
+        let rate: f64 = rate
+            .parse()
+            .with_context(|| format!("arrival '{s}': rate '{rate}' is not a number"))?;
+        if !(rate.is_finite() && rate > 0.0) {
+            bail!("arrival '{s}': rate must be a positive number of requests per second");
+        }
+        match kind {
+            "constant" => Ok(Arrival::Constant { rate }),
+            "poisson" => Ok(Arrival::Poisson { rate }),
+            _ => bail!("arrival '{s}': unknown kind '{kind}' (closed, constant, poisson)"),
+        }
+    }
+}
+
+impl CellSpec {
+    pub fn arrival(&self) -> Result<Arrival> {
+        Arrival::parse(&self.arrival).with_context(|| format!("cell '{}'", self.name))
+    }
+
+    pub fn shape(&self) -> CellShape {
+        CellShape {
+            prompt_tokens: self.prompt_tokens,
+            tolerance_percent: self.tolerance_percent,
+            max_tokens: self.max_tokens,
+            concurrency: self.concurrency,
+            requests: self.requests,
+            warmup: self.warmup,
+            cache: match self.cache {
+                CachePolicy::Unique => "unique".into(),
+                CachePolicy::Shared => "shared".into(),
+            },
+            arrival: self.arrival.clone(),
+            temperature: self.temperature,
+            seed: self.seed,
+        }
+    }
+
+    /// Is `actual` prompt tokens within this cell's tolerance of its target?
+    pub fn prompt_within_tolerance(&self, actual: u64) -> bool {
+        let target = self.prompt_tokens as f64;
+        ((actual as f64 - target).abs() / target) * 100.0 <= self.tolerance_percent
+    }
+
+    /// Refuse a cell that cannot fit the server's context window; never clamp.
+    pub fn check_fits(&self, context_window: u64) -> Result<()> {
+        let worst_prompt =
+            (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
+        // Saturating: both come from the suite file (u64::MAX overflowed here).
+        let need = worst_prompt.saturating_add(self.max_tokens);
+        if need > context_window {
+            bail!(
+                "cell '{}' cannot fit: up to {} prompt tokens ({} + {}% tolerance) plus {} output tokens = {} > the server's context window of {} tokens per request",
+                self.name,
+                worst_prompt,
+                self.prompt_tokens,
+                self.tolerance_percent,
+                self.max_tokens,
+                need,
+                context_window
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Suite {
+    pub fn parse(text: &str, origin: &str) -> Result<Suite> {
+        let mut suite: Suite =
+            toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        // Lines are only needed to report an error: found then, not before.
+        let at = |which: fn(&TableLines) -> &Vec<usize>, kind: &str, i: usize| {
+            let line = which(&TableLines::of(text))
+                .get(i)
+                .map_or("?".into(), usize::to_string);
+            format!("{origin}: line {line}: [[{kind}]]")
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, c) in suite.cells.iter().enumerate() {
+            c.validate(&mut seen)
+                .with_context(|| at(|l| &l.cells, "cell", i))?;
+        }
+        // Turnover tables are checked now, not after the cells have run.
+        let mut specs = Vec::with_capacity(suite.turnover.len());
+        for (i, t) in suite.turnover.iter().enumerate() {
+            specs.push(
+                crate::measure::turnover::TurnoverSpec::from_table(t)
+                    .with_context(|| at(|l| &l.turnover, "turnover", i))?,
+            );
+        }
+        crate::measure::turnover::TurnoverSpec::check_unique(&specs)
+            .with_context(|| format!("{origin}: [[turnover]]"))?;
+        suite.turnover_specs = specs;
+        Ok(suite)
+    }
+
+    pub fn load(path: &Path) -> Result<(Suite, String)> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading suite {}", path.display()))?;
+        let mut suite = Suite::parse(&text, &path.display().to_string())?;
+        if let Some(t) = suite.tokenizer.take() {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            suite.tokenizer = Some(dir.join(t));
+        }
+        Ok((suite, text))
+    }
+}
+
+/// Where each `[[cell]]` and `[[turnover]]` table starts, so checks made
+/// after parsing can still name a line.
+struct TableLines {
+    cells: Vec<usize>,
+    turnover: Vec<usize>,
+}
+
+impl TableLines {
+    fn of(text: &str) -> TableLines {
+        #[derive(Deserialize)]
+        struct Spans {
+            #[serde(default)]
+            cell: Vec<toml::Spanned<toml::Table>>,
+            #[serde(default)]
+            turnover: Vec<toml::Spanned<toml::Table>>,
+        }
+        let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+        let spans: Spans = toml::from_str(text).unwrap_or(Spans {
+            cell: Vec::new(),
+            turnover: Vec::new(),
+        });
+        TableLines {
+            cells: spans.cell.iter().map(|t| line(t.span().start)).collect(),
+            turnover: spans
+                .turnover
+                .iter()
+                .map(|t| line(t.span().start))
+                .collect(),
+        }
+    }
+}
+
+impl CellSpec {
+    /// Field checks the TOML types cannot express; `seen` holds the names so far.
+    fn validate<'a>(&'a self, seen: &mut std::collections::BTreeSet<&'a String>) -> Result<()> {
+        let name = &self.name;
+        if !seen.insert(name) {
+            bail!("cell '{name}' is defined twice");
+        }
+        if self.prompt_tokens == 0 {
+            bail!("cell '{name}': prompt_tokens must be > 0");
+        }
+        if self.max_tokens == 0 {
+            bail!("cell '{name}': max_tokens must be > 0");
+        }
+        if self.requests == 0 {
+            bail!("cell '{name}': requests must be > 0");
+        }
+        if self.concurrency == 0 {
+            bail!("cell '{name}': concurrency must be > 0");
+        }
+        if !(self.tolerance_percent.is_finite() && self.tolerance_percent >= 0.0) {
+            bail!("cell '{name}': tolerance_percent must be >= 0");
+        }
+        self.arrival()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_after_parsing_name_the_line_of_the_table() {
+        let text = "name = \"t\"\n\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\n\n[[cell]]\nname = \"b\"\nprompt_tokens = 10\nmax_tokens = 0\nrequests = 1\n";
+        let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 9: [[cell]]"), "{e}");
+        assert!(e.contains("cell 'b': max_tokens must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_turnover_table_is_refused_at_parse_time_with_its_line() {
+        let text = "name = \"t\"\n[[turnover]]\nname = \"ok\"\ncontract = \"words\"\n\n[[turnover]]\nname = \"bad\"\ncontract = \"words\"\nconcurency = 4\n";
+        let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 6: [[turnover]]"), "{e}");
+        assert!(e.contains("concurency"), "{e}");
+    }
+
+    const SUITE: &str = r#"
+name = "t"
+[[cell]]
+name = "a"
+prompt_tokens = 1000
+max_tokens = 64
+requests = 4
+concurrency = 2
+arrival = "poisson:2.5"
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let s = Suite::parse(SUITE, "t.toml").unwrap();
+        let c = &s.cells[0];
+        assert_eq!(c.tolerance_percent, 10.0);
+        assert_eq!(c.cache, CachePolicy::Unique);
+        assert_eq!(c.arrival().unwrap(), Arrival::Poisson { rate: 2.5 });
+        assert!(c.prompt_within_tolerance(1100));
+        assert!(!c.prompt_within_tolerance(1101));
+    }
+
+    #[test]
+    fn parse_error_names_file_line_and_field() {
+        let bad = SUITE.replace("max_tokens = 64", "max_tokens = \"lots\"");
+        let err = Suite::parse(&bad, "suites/x.toml").unwrap_err().to_string();
+        assert!(err.contains("suites/x.toml"), "{err}");
+        assert!(err.contains("line 6"), "{err}");
+        assert!(err.contains("max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_cell_that_cannot_fit() {
+        let s = Suite::parse(SUITE, "t").unwrap();
+        let err = s.cells[0].check_fits(1100).unwrap_err().to_string();
+        assert!(err.contains("cell 'a'") && err.contains("1164 > "), "{err}");
+        s.cells[0].check_fits(1164).unwrap();
+    }
+
+    #[test]
+    fn huge_cells_are_refused_not_overflowed() {
+        // Found by review, replayed through `fuzzing::plan`: the sum overflowed.
+        let big = SUITE
+            .replace(
+                "prompt_tokens = 1000",
+                "prompt_tokens = 9223372036854775807",
+            )
+            .replace("max_tokens = 64", "max_tokens = 9223372036854775807");
+        let s = Suite::parse(&big, "t").unwrap();
+        assert!(s.cells[0].check_fits(u64::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn unknown_field_is_an_error() {
+        let bad = SUITE.replace("requests = 4", "requests = 4\nrequets = 5");
+        let err = Suite::parse(&bad, "t").unwrap_err().to_string();
+        assert!(err.contains("requets"), "{err}");
+    }
+}

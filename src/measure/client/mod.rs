@@ -1,0 +1,1602 @@
+//! Streaming client for OpenAI-compatible `/v1/chat/completions` and `/v1/completions`.
+//!
+//! One request in, one [`StreamCapture`] out: [`Client::stream`] never fails
+//! and never panics; every problem becomes `capture.failure`. Timing follows
+//! DESIGN.md "Measuring one streamed request": `t_send` is taken right before
+//! the request is handed to the transport (so connection setup counts), and
+//! each read's arrival time is taken once, as soon as the read returns.
+//!
+//! Two transports: plain-`http` targets use the minimal HTTP/1.1 client in
+//! `client/wire.rs` (the request's own task reads the socket, so no scheduler hop
+//! lies between a read and its timestamp); `https` targets use reqwest.
+//!
+//! The hot loop does no per-chunk allocation it can avoid: SSE events borrow
+//! the read buffer, chunk JSON is parsed into borrowed structs (by the fast
+//! path in `client/fastjson.rs` for the usual chunk, else serde_json; text only
+//! allocates when the server escaped something in it), timers are re-armed
+//! lazily rather than per read, and nothing is tokenized.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures_util::FutureExt as _;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::measure::record::{Failure, Outcome, StreamCapture};
+use crate::measure::sse::{Event, SseError, SseParser};
+
+mod fastjson;
+mod wire;
+
+/// Largest SSE event accepted; a real chunk is a few hundred bytes.
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
+/// How much of an error body or a bad chunk goes into a failure message.
+const SNIPPET_BYTES: usize = 512;
+/// After `[DONE]`, how long to wait for the end of the body so the connection can be reused.
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
+/// Durations beyond this are treated as "no limit" (and keep `Instant` arithmetic from overflowing).
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Which OpenAI-compatible endpoint to stream from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `/v1/chat/completions`: text in `choices[].delta.content` (and reasoning fields).
+    Chat,
+    /// `/v1/completions`: text in `choices[].text`.
+    Completions,
+}
+
+impl Endpoint {
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+}
+
+/// Limits on one request; all measured on the monotonic clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect (reqwest's connect timeout).
+    pub connect: Duration,
+    /// From `t_send` to the first byte of the response body (covers queueing and
+    /// prefill, which may be long for big prompts).
+    pub first_byte: Duration,
+    /// Longest gap between two reads after the first body byte.
+    pub idle: Duration,
+    /// From `t_send` to the end of the stream.
+    pub total: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(600),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(3600),
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Server root such as `http://127.0.0.1:8080` (a trailing `/v1` is accepted too).
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; never printed.
+    pub api_key: Option<String>,
+    pub timeouts: Timeouts,
+    /// Cap on captured content and, separately, on captured reasoning, in bytes.
+    pub capture_cap_bytes: usize,
+}
+
+impl ClientConfig {
+    /// Defaults: see [`Timeouts::default`]; 1 MiB capture cap.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            timeouts: Timeouts::default(),
+            capture_cap_bytes: 1 << 20,
+        }
+    }
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("timeouts", &self.timeouts)
+            .field("capture_cap_bytes", &self.capture_cap_bytes)
+            .finish()
+    }
+}
+
+/// Did the request fail on a pooled socket the server had already closed?
+fn stale_connection(cap: &StreamCapture) -> bool {
+    cap.http_status.is_none()
+        && cap.failure.as_ref().is_some_and(|f| {
+            f.class == Outcome::RequestError
+                && f.message
+                    .contains("connection closed before message completed")
+        })
+}
+
+/// A pooled HTTP client bound to one server. Cheap to share by reference across tasks.
+pub struct Client {
+    /// The transport for `https` targets (and for URLs with credentials in them).
+    http: reqwest::Client,
+    /// The transport for plain-`http` targets; see [`wire`] for why.
+    wire: Option<Wire>,
+    chat_url: reqwest::Url,
+    completions_url: reqwest::Url,
+    cfg: ClientConfig,
+}
+
+/// The plain-http transport: its connection pool and, per endpoint, the
+/// request head up to the value of `Content-Length`, built once.
+struct Wire {
+    pool: wire::Pool,
+    chat_head: Vec<u8>,
+    completions_head: Vec<u8>,
+}
+
+impl Wire {
+    fn new(chat: &reqwest::Url, completions: &reqwest::Url, cfg: &ClientConfig) -> Option<Wire> {
+        // reqwest turns URL credentials into a Basic header; leave such URLs to it.
+        if chat.scheme() != "http" || !chat.username().is_empty() || chat.password().is_some() {
+            return None;
+        }
+        let host = chat.host_str()?;
+        let port = chat.port_or_known_default()?;
+        let authority = match chat.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let head = |url: &reqwest::Url| {
+            let target = match url.query() {
+                Some(q) => format!("{}?{q}", url.path()),
+                None => url.path().to_string(),
+            };
+            let mut h = format!(
+                "POST {target} HTTP/1.1\r\nHost: {authority}\r\nUser-Agent: infergate/{}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\n",
+                env!("CARGO_PKG_VERSION")
+            );
+            if let Some(key) = &cfg.api_key {
+                h.push_str(&format!("Authorization: Bearer {key}\r\n"));
+            }
+            h.push_str("Content-Length: ");
+            h.into_bytes()
+        };
+        // An IPv6 literal is bracketed in URLs but not when connecting.
+        let connect_host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        Some(Wire {
+            pool: wire::Pool::new(
+                connect_host.to_string(),
+                port,
+                cfg.timeouts.connect.min(FOREVER),
+            ),
+            chat_head: head(chat),
+            completions_head: head(completions),
+        })
+    }
+}
+
+/// The result of one attempt at a request.
+enum Attempt {
+    Done,
+    /// A pooled connection was found closed before any answer: retry once, fresh.
+    Stale,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("cfg", &self.cfg)
+            .field(
+                "transport",
+                &if self.wire.is_some() {
+                    "http/1.1"
+                } else {
+                    "reqwest"
+                },
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> anyhow::Result<Client> {
+        let root = cfg.base_url.trim_end_matches('/');
+        let root = root.strip_suffix("/v1").unwrap_or(root);
+        let url = |e: Endpoint| {
+            reqwest::Url::parse(&format!("{root}{}", e.path()))
+                .with_context(|| format!("invalid base_url {:?}", cfg.base_url))
+        };
+        let chat_url = url(Endpoint::Chat)?;
+        let completions_url = url(Endpoint::Completions)?;
+
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        if let Some(key) = &cfg.api_key {
+            // Also the check that the key is safe to put in the wire transport's head.
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| anyhow::anyhow!("api_key is not a valid HTTP header value"))?;
+            v.set_sensitive(true);
+            headers.insert(header::AUTHORIZATION, v);
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(cfg.timeouts.connect.min(FOREVER))
+            .tcp_nodelay(true)
+            // A measuring client talks to the target directly: an environment proxy would be measured too.
+            .no_proxy()
+            .http1_only()
+            .build()
+            .context("building the HTTP client")?;
+        let wire = Wire::new(&chat_url, &completions_url, &cfg);
+        Ok(Client {
+            http,
+            wire,
+            chat_url,
+            completions_url,
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// Stream one request and capture it. Never fails: see `capture.failure`.
+    pub async fn stream(&self, endpoint: Endpoint, body: &Value) -> StreamCapture {
+        self.stream_timed(endpoint, body).await.1
+    }
+
+    /// Like [`Client::stream`], also returning `t_send`, the instant every
+    /// `*_ms` field of the capture is measured from (for run-relative offsets).
+    pub async fn stream_timed(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
+        let (t_send, mut cap) = match &self.wire {
+            Some(w) => self.stream_wire(w, endpoint, body).await,
+            None => self.stream_reqwest(endpoint, body).await,
+        };
+        // Captures are kept for the whole run: give back what reading reserved ahead.
+        cap.chunk_ms.shrink_to_fit();
+        cap.content.shrink_to_fit();
+        cap.reasoning.shrink_to_fit();
+        (t_send, cap)
+    }
+
+    async fn stream_wire(
+        &self,
+        w: &Wire,
+        endpoint: Endpoint,
+        body: &Value,
+    ) -> (Instant, StreamCapture) {
+        let mut cap = StreamCapture::default();
+        // Serializing the body happens here, before t_send: it is the client's cost, not the server's.
+        let payload = match serde_json::to_vec(body) {
+            Ok(p) => p,
+            Err(e) => {
+                fail(
+                    &mut cap,
+                    Outcome::RequestError,
+                    format!("building request: {e}"),
+                );
+                return (Instant::now(), cap);
+            }
+        };
+        let head = match endpoint {
+            Endpoint::Chat => &w.chat_head,
+            Endpoint::Completions => &w.completions_head,
+        };
+        let mut req = Vec::with_capacity(head.len() + 24 + payload.len());
+        req.extend_from_slice(head);
+        req.extend_from_slice(payload.len().to_string().as_bytes());
+        req.extend_from_slice(b"\r\n\r\n");
+        req.extend_from_slice(&payload);
+        let t_send = Instant::now();
+        if let Attempt::Done = self
+            .run_wire(w, &req, false, t_send, endpoint, &mut cap)
+            .await
+        {
+            return (t_send, cap);
+        }
+        // Servers such as llama.cpp close the connection after a stream while
+        // advertising keep-alive; a pooled socket can die between its check and
+        // its use. That is the client's stale socket, not the server's answer:
+        // retry once on a fresh connection, timed afresh.
+        cap = StreamCapture::default();
+        let t_send = Instant::now();
+        self.run_wire(w, &req, true, t_send, endpoint, &mut cap)
+            .await;
+        (t_send, cap)
+    }
+
+    async fn run_wire(
+        &self,
+        w: &Wire,
+        req: &[u8],
+        fresh: bool,
+        t_send: Instant,
+        endpoint: Endpoint,
+        cap: &mut StreamCapture,
+    ) -> Attempt {
+        let t = &self.cfg.timeouts;
+        let total_at = after(t_send, t.total);
+        let first_byte_at = after(t_send, t.first_byte).min(total_at);
+        let mut timer = pin!(tokio::time::sleep_until(first_byte_at.into()));
+        let sent = tokio::select! {
+            biased;
+            r = w.pool.send(req, fresh) => r,
+            () = &mut timer => {
+                fail(cap, Outcome::RequestError, no_response(t, first_byte_at, total_at));
+                return Attempt::Done;
+            }
+        };
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(wire::SendError::Stale) => return Attempt::Stale,
+            Err(wire::SendError::Connect(msg)) => {
+                fail(cap, Outcome::RequestError, msg);
+                return Attempt::Done;
+            }
+            Err(wire::SendError::Other(msg)) => {
+                fail(cap, Outcome::RequestError, format!("request error: {msg}"));
+                return Attempt::Done;
+            }
+        };
+        cap.http_status = Some(resp.status);
+        let mut reader = Reader::new(timer, t_send, total_at, first_byte_at, t);
+        let content_type = resp.content_type.take();
+        let status = resp.status;
+        let complete = read_response(
+            &mut reader,
+            status,
+            content_type.as_deref(),
+            &mut resp,
+            endpoint,
+            self.cfg.capture_cap_bytes,
+            cap,
+        )
+        .await;
+        if complete {
+            w.pool.put(resp);
+        }
+        Attempt::Done
+    }
+
+    async fn stream_reqwest(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
+        let mut cap = StreamCapture::default();
+        let url = match endpoint {
+            Endpoint::Chat => self.chat_url.clone(),
+            Endpoint::Completions => self.completions_url.clone(),
+        };
+        // Serializing the body happens here, before t_send: it is the client's cost, not the server's.
+        let req = match self.http.post(url).json(body).build() {
+            Ok(r) => r,
+            Err(e) => {
+                fail(
+                    &mut cap,
+                    Outcome::RequestError,
+                    format!("building request: {}", chain(&e)),
+                );
+                return (Instant::now(), cap);
+            }
+        };
+        let retry = req.try_clone();
+        let t_send = Instant::now();
+        self.run_reqwest(req, t_send, endpoint, &mut cap).await;
+        // See stream_wire: a stale pooled socket is retried once, timed afresh.
+        if let (Some(req), true) = (retry, stale_connection(&cap)) {
+            cap = StreamCapture::default();
+            let t_send = Instant::now();
+            self.run_reqwest(req, t_send, endpoint, &mut cap).await;
+            return (t_send, cap);
+        }
+        (t_send, cap)
+    }
+
+    async fn run_reqwest(
+        &self,
+        req: reqwest::Request,
+        t_send: Instant,
+        endpoint: Endpoint,
+        cap: &mut StreamCapture,
+    ) {
+        let t = &self.cfg.timeouts;
+        let total_at = after(t_send, t.total);
+        let first_byte_at = after(t_send, t.first_byte).min(total_at);
+        let mut timer = pin!(tokio::time::sleep_until(first_byte_at.into()));
+
+        let sent = tokio::select! {
+            biased;
+            r = self.http.execute(req) => r,
+            () = &mut timer => {
+                fail(cap, Outcome::RequestError, no_response(t, first_byte_at, total_at));
+                return;
+            }
+        };
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = if e.is_connect() && e.is_timeout() {
+                    format!("connect timeout after {:?}: {}", t.connect, chain(&e))
+                } else if e.is_connect() {
+                    format!("connect error: {}", chain(&e))
+                } else {
+                    format!("request error: {}", chain(&e))
+                };
+                fail(cap, Outcome::RequestError, msg);
+                return;
+            }
+        };
+        let status = resp.status().as_u16();
+        cap.http_status = Some(status);
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.as_bytes().to_vec());
+        let mut reader = Reader::new(timer, t_send, total_at, first_byte_at, t);
+        let mut body = ReqwestBody {
+            resp,
+            last: bytes::Bytes::new(),
+        };
+        read_response(
+            &mut reader,
+            status,
+            content_type.as_deref(),
+            &mut body,
+            endpoint,
+            self.cfg.capture_cap_bytes,
+            cap,
+        )
+        .await;
+    }
+}
+
+/// The message for a timeout before the response head.
+fn no_response(t: &Timeouts, first_byte_at: Instant, total_at: Instant) -> String {
+    if first_byte_at < total_at {
+        format!("first-byte timeout: no response within {:?}", t.first_byte)
+    } else {
+        format!("total timeout: no response within {:?}", t.total)
+    }
+}
+
+/// A response body as either transport delivers it.
+trait Body {
+    /// Move to the next piece of the body and say when it was read; Ok(None) at the end.
+    async fn advance(&mut self) -> Result<Option<Instant>, String>;
+    /// The piece the last `advance` moved to.
+    fn piece(&self) -> &[u8];
+}
+
+impl Body for wire::Response {
+    async fn advance(&mut self) -> Result<Option<Instant>, String> {
+        wire::Response::advance(self).await
+    }
+    fn piece(&self) -> &[u8] {
+        wire::Response::piece(self)
+    }
+}
+
+struct ReqwestBody {
+    resp: reqwest::Response,
+    last: bytes::Bytes,
+}
+
+impl Body for ReqwestBody {
+    async fn advance(&mut self) -> Result<Option<Instant>, String> {
+        match self.resp.chunk().await {
+            Ok(Some(b)) => {
+                let now = Instant::now();
+                self.last = b;
+                Ok(Some(now))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!("reading response body: {}", chain(&e))),
+        }
+    }
+    fn piece(&self) -> &[u8] {
+        &self.last
+    }
+}
+
+/// Read a response (head already in) into the capture. Returns whether the
+/// body was read to its end, so that its connection may be reused.
+async fn read_response<B: Body>(
+    reader: &mut Reader<'_>,
+    status: u16,
+    content_type: Option<&[u8]>,
+    body: &mut B,
+    endpoint: Endpoint,
+    cap_bytes: usize,
+    cap: &mut StreamCapture,
+) -> bool {
+    if !(200..300).contains(&status) {
+        let (snippet, complete) = reader.snippet(body).await;
+        let status = reqwest::StatusCode::from_u16(status)
+            .map_or_else(|_| status.to_string(), |s| s.to_string());
+        fail(cap, Outcome::HttpError, format!("HTTP {status}: {snippet}"));
+        return complete;
+    }
+    // A missing content type is tolerated; a different one means the server is not streaming.
+    let non_sse = content_type.and_then(|v| {
+        let sse = v
+            .get(..17)
+            .is_some_and(|p| p.eq_ignore_ascii_case(b"text/event-stream"));
+        (!sse).then(|| String::from_utf8_lossy(v).into_owned())
+    });
+    if let Some(ct) = non_sse {
+        let (snippet, complete) = reader.snippet(body).await;
+        fail(
+            cap,
+            Outcome::StreamValidationFailed,
+            format!(
+                "content type {ct:?} is not text/event-stream (was `stream: true` sent?): {snippet}"
+            ),
+        );
+        return complete;
+    }
+
+    let t_send = reader.t_send;
+    let mut parser = SseParser::new(MAX_EVENT_BYTES);
+    let mut sink = Sink::new(cap, endpoint, cap_bytes);
+    loop {
+        let at = match reader.next(body).await {
+            Ok(Some(at)) => at,
+            Ok(None) => break,
+            Err(msg) => {
+                sink.cap.failure = Some(Failure {
+                    class: Outcome::RequestError,
+                    message: msg,
+                });
+                return false;
+            }
+        };
+        let at_ms = ms_since(t_send, at);
+        parser.feed(body.piece(), |ev| sink.on_event(ev, at_ms));
+        match sink.state {
+            State::Streaming => {}
+            State::Failed => return false,
+            State::Done => {
+                let complete = reader.drain(body).await;
+                sink.finish_after_done();
+                return complete;
+            }
+        }
+    }
+    // The body ended without [DONE]. A final event with no closing blank line still counts.
+    let closed_ms = ms_since(t_send, Instant::now());
+    if let Some(ev) = parser.finish() {
+        sink.on_event(Ok(ev), closed_ms);
+    }
+    match sink.state {
+        State::Failed => {}
+        State::Done => sink.finish_after_done(),
+        State::Streaming => sink.finish_at_close(closed_ms),
+    }
+    true
+}
+
+/// `t + d`, with "too long" meaning "practically never" rather than an overflow panic.
+fn after(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d.min(FOREVER))
+        .or_else(|| t.checked_add(Duration::from_secs(24 * 3600)))
+        .unwrap_or(t)
+}
+
+fn ms_since(t0: Instant, t: Instant) -> f64 {
+    t.saturating_duration_since(t0).as_secs_f64() * 1000.0
+}
+
+fn fail(cap: &mut StreamCapture, class: Outcome, message: String) {
+    cap.failure = Some(Failure { class, message });
+}
+
+/// An error and its sources, bounded (reqwest's top-level message alone is vague).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let m = inner.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        src = inner.source();
+    }
+    bounded(&s, SNIPPET_BYTES)
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+fn bounded_bytes(b: &[u8], max: usize) -> String {
+    bounded(&String::from_utf8_lossy(&b[..b.len().min(max + 4)]), max)
+}
+
+/// Reads the body with the three body timeouts. The idle timer is re-armed
+/// lazily: a read only records its time, and the timer, when it fires,
+/// checks whether the real deadline has moved (later) and sleeps again.
+struct Reader<'t> {
+    timer: std::pin::Pin<&'t mut tokio::time::Sleep>,
+    t_send: Instant,
+    total_at: Instant,
+    first_byte_at: Instant,
+    idle: Duration,
+    last_read: Option<Instant>,
+    timeouts: Timeouts,
+}
+
+impl<'t> Reader<'t> {
+    fn new(
+        timer: std::pin::Pin<&'t mut tokio::time::Sleep>,
+        t_send: Instant,
+        total_at: Instant,
+        first_byte_at: Instant,
+        t: &Timeouts,
+    ) -> Self {
+        Reader {
+            timer,
+            t_send,
+            total_at,
+            first_byte_at,
+            idle: t.idle.min(FOREVER),
+            last_read: None,
+            timeouts: t.clone(),
+        }
+    }
+
+    /// The deadline now in force, and which limit it is.
+    fn deadline(&self) -> (Instant, Limit) {
+        let (at, which) = match self.last_read {
+            None => (self.first_byte_at, Limit::FirstByte),
+            Some(last) => (after(last, self.idle), Limit::Idle),
+        };
+        if self.total_at <= at {
+            (self.total_at, Limit::Total)
+        } else {
+            (at, which)
+        }
+    }
+
+    fn timeout_message(&self, which: Limit) -> String {
+        let t = &self.timeouts;
+        match which {
+            Limit::FirstByte => {
+                format!("first-byte timeout: no body byte within {:?}", t.first_byte)
+            }
+            Limit::Idle => format!("idle timeout: no data for {:?}", t.idle),
+            Limit::Total => format!(
+                "total timeout: stream exceeded {:?} ({:.0} ms)",
+                t.total,
+                ms_since(self.t_send, Instant::now())
+            ),
+        }
+    }
+
+    /// Move `body` to its next piece and return when it arrived; Ok(None) at end of body.
+    async fn next<B: Body>(&mut self, body: &mut B) -> Result<Option<Instant>, String> {
+        loop {
+            let r = tokio::select! {
+                biased;
+                r = body.advance() => r,
+                () = self.timer.as_mut() => {
+                    let (at, which) = self.deadline();
+                    if Instant::now() >= at {
+                        return Err(self.timeout_message(which));
+                    }
+                    self.timer.as_mut().reset(at.into());
+                    continue;
+                }
+            };
+            return match r {
+                Ok(Some(now)) => {
+                    // While data flows the timer branch may never be polled, so check here (no syscall).
+                    if now >= self.total_at {
+                        return Err(self.timeout_message(Limit::Total));
+                    }
+                    if self.last_read.is_none() {
+                        // The idle deadline may come before the armed first-byte one: re-arm
+                        // once. From here on deadlines only move later, so lazy re-arming holds.
+                        self.last_read = Some(now);
+                        let (at, _) = self.deadline();
+                        self.timer.as_mut().reset(at.into());
+                    }
+                    self.last_read = Some(now);
+                    Ok(Some(now))
+                }
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+    }
+
+    /// Up to SNIPPET_BYTES of the body, for an error message; stops at any
+    /// trouble. Also says whether the body was read to its end.
+    async fn snippet<B: Body>(&mut self, body: &mut B) -> (String, bool) {
+        let mut buf = Vec::new();
+        let mut complete = false;
+        while buf.len() < SNIPPET_BYTES {
+            match self.next(body).await {
+                Ok(Some(_)) => {
+                    let b = body.piece();
+                    buf.extend_from_slice(&b[..b.len().min(SNIPPET_BYTES + 4)]);
+                }
+                Ok(None) => {
+                    complete = true;
+                    break;
+                }
+                Err(e) => {
+                    if buf.is_empty() {
+                        return (format!("(body unreadable: {e})"), false);
+                    }
+                    break;
+                }
+            }
+        }
+        if !complete && self.drained_now(body) {
+            complete = true;
+        }
+        (bounded_bytes(&buf, SNIPPET_BYTES), complete)
+    }
+
+    /// Whether the body ends within what is already received, read without waiting.
+    fn drained_now<B: Body>(&mut self, body: &mut B) -> bool {
+        loop {
+            match body.advance().now_or_never() {
+                Some(Ok(Some(_))) => {}
+                Some(Ok(None)) => return true,
+                Some(Err(_)) | None => return false,
+            }
+        }
+    }
+
+    /// Read to the end of the body after `[DONE]`, briefly, so that the
+    /// connection can be reused instead of closed. Returns whether it ended.
+    async fn drain<B: Body>(&mut self, body: &mut B) -> bool {
+        // Usually the end is already buffered: no timer needed then.
+        if self.drained_now(body) {
+            return true;
+        }
+        let until = after(Instant::now(), DRAIN_GRACE).min(self.total_at);
+        tokio::time::timeout_at(until.into(), async {
+            loop {
+                match body.advance().await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => return true,
+                    Err(_) => return false,
+                }
+            }
+        })
+        .await
+        .unwrap_or(false)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    FirstByte,
+    Idle,
+    Total,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Streaming,
+    Done,
+    Failed,
+}
+
+/// Turns SSE events into the capture. Separate from the I/O so it can be tested alone.
+struct Sink<'c> {
+    cap: &'c mut StreamCapture,
+    endpoint: Endpoint,
+    cap_bytes: usize,
+    state: State,
+    content_full: bool,
+    reasoning_full: bool,
+}
+
+impl<'c> Sink<'c> {
+    fn new(cap: &'c mut StreamCapture, endpoint: Endpoint, cap_bytes: usize) -> Self {
+        // Room for a short answer up front; amortized growth after that.
+        cap.chunk_ms.reserve(64);
+        Sink {
+            cap,
+            endpoint,
+            cap_bytes,
+            state: State::Streaming,
+            content_full: false,
+            reasoning_full: false,
+        }
+    }
+
+    fn fail(&mut self, class: Outcome, message: String) {
+        if self.state != State::Failed {
+            self.state = State::Failed;
+            self.cap.failure = Some(Failure { class, message });
+        }
+    }
+
+    fn on_event(&mut self, ev: Result<Event<'_>, SseError>, at_ms: f64) {
+        if self.state != State::Streaming {
+            return;
+        }
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => return self.fail(Outcome::StreamValidationFailed, e.to_string()),
+        };
+        match ev.event {
+            "" | "message" => {}
+            "error" => {
+                return self.fail(
+                    Outcome::StreamValidationFailed,
+                    format!(
+                        "error event in stream: {}",
+                        bounded_bytes(ev.data, SNIPPET_BYTES)
+                    ),
+                );
+            }
+            // Other named events (e.g. `ping`) are not part of the OpenAI protocol: ignore them.
+            _ => return,
+        }
+        let data = ev.data;
+        if data.trim_ascii() == b"[DONE]" {
+            self.cap.saw_done = true;
+            self.cap.e2e_ms = Some(at_ms);
+            self.state = State::Done;
+            return;
+        }
+        if data.trim_ascii().is_empty() {
+            return;
+        }
+        // The fast path reads the usual chunk; anything unusual goes to serde_json, as before.
+        let mut chunk = Chunk::default();
+        if !fastjson::parse_into(data, &mut chunk) {
+            chunk = match serde_json::from_slice(data) {
+                Ok(c) => c,
+                Err(e) => {
+                    return self.fail(
+                        Outcome::StreamValidationFailed,
+                        format!(
+                            "malformed chunk ({e}): {}",
+                            bounded_bytes(data, SNIPPET_BYTES)
+                        ),
+                    );
+                }
+            };
+        }
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            return self.fail(
+                Outcome::StreamValidationFailed,
+                format!("error object in stream: {}", bounded(&msg, SNIPPET_BYTES)),
+            );
+        }
+        if self.cap.model.is_none() {
+            self.cap.model = chunk.model.map(|m| m.0.into_owned());
+        }
+        if self.cap.system_fingerprint.is_none() {
+            self.cap.system_fingerprint = chunk.system_fingerprint.map(|m| m.0.into_owned());
+        }
+        let mut bearing = false;
+        for c in chunk.choices.iter() {
+            let (content, reasoning) = match self.endpoint {
+                Endpoint::Chat => match &c.delta {
+                    Some(d) => (
+                        &d.content,
+                        d.reasoning_content.as_ref().or(d.reasoning.as_ref()),
+                    ),
+                    None => (&None, None),
+                },
+                Endpoint::Completions => (&c.text, None),
+            };
+            if let Some(Str(r)) = reasoning.filter(|r| !r.0.is_empty()) {
+                bearing = true;
+                self.cap.ttfo_ms.get_or_insert(at_ms);
+                append_capped(
+                    &mut self.cap.reasoning,
+                    r,
+                    self.cap_bytes,
+                    &mut self.reasoning_full,
+                );
+            }
+            if let Some(Str(t)) = content.as_ref().filter(|t| !t.0.is_empty()) {
+                bearing = true;
+                self.cap.ttfo_ms.get_or_insert(at_ms);
+                self.cap.ttft_ms.get_or_insert(at_ms);
+                append_capped(
+                    &mut self.cap.content,
+                    t,
+                    self.cap_bytes,
+                    &mut self.content_full,
+                );
+            }
+            if let Some(fr) = &c.finish_reason {
+                self.cap.finish_reasons.push(fr.0.as_ref().to_owned());
+            }
+        }
+        if bearing {
+            self.cap.chunk_ms.push(at_ms);
+            self.cap.truncated = self.content_full || self.reasoning_full;
+        }
+        // Some servers repeat usage in every chunk; the last one wins.
+        if let Some(u) = chunk.usage {
+            if u.prompt_tokens.is_some() {
+                self.cap.prompt_tokens = u.prompt_tokens;
+            }
+            if u.completion_tokens.is_some() {
+                self.cap.completion_tokens = u.completion_tokens;
+            }
+        }
+    }
+
+    /// After `[DONE]`: a stream that never said why it finished is not valid.
+    fn finish_after_done(&mut self) {
+        if self.cap.finish_reasons.is_empty() {
+            self.fail(
+                Outcome::StreamValidationFailed,
+                "stream ended ([DONE]) without any finish_reason".into(),
+            );
+        }
+    }
+
+    /// The body ended without `[DONE]`: fine after a final chunk, else a truncated stream.
+    fn finish_at_close(&mut self, closed_ms: f64) {
+        if self.cap.finish_reasons.is_empty() {
+            self.fail(
+                Outcome::StreamValidationFailed,
+                "stream ended without [DONE] and without any finish_reason".into(),
+            );
+        } else {
+            self.cap.e2e_ms = Some(closed_ms);
+            self.state = State::Done;
+        }
+    }
+}
+
+/// Append within `cap` bytes; once something did not fit, `full` stops all
+/// later appends, so the capture is always a prefix of the real text.
+fn append_capped(dst: &mut String, s: &str, cap: usize, full: &mut bool) {
+    if *full {
+        return;
+    }
+    let room = cap.saturating_sub(dst.len());
+    if s.len() <= room {
+        dst.push_str(s);
+        return;
+    }
+    let mut cut = room;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    dst.push_str(&s[..cut]);
+    *full = true;
+}
+
+/// A string field that borrows from the chunk unless the server escaped something in it.
+/// (A bare `Option<Cow<str>>` field always allocates: serde only borrows a `Cow` that is
+/// not nested in an `Option`, hence this newtype.)
+#[derive(Debug, Deserialize)]
+struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+
+#[derive(Debug, Default, Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    model: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    system_fingerprint: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    choices: Choices<'a>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    /// Only present on failure, so a `Value` costs nothing in the hot path.
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    /// `/v1/completions`.
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Str<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// `choices`, with the usual single choice stored inline so that a chunk costs
+/// no heap allocation; `null` reads as empty.
+#[derive(Debug, Default)]
+struct Choices<'a> {
+    first: Option<Choice<'a>>,
+    rest: Vec<Choice<'a>>,
+}
+
+impl<'a> Choices<'a> {
+    fn iter(&self) -> impl Iterator<Item = &Choice<'a>> {
+        self.first.iter().chain(self.rest.iter())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Choices<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<Choices<'a>>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Choices<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of choices or null")
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Choices::default())
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Choices::default())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut out = Choices::default();
+                while let Some(c) = seq.next_element::<Choice<'a>>()? {
+                    if out.first.is_none() {
+                        out.first = Some(c);
+                    } else {
+                        out.rest.push(c);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A chat request body that streams and asks for usage, per DESIGN.md.
+/// `messages` should be a JSON array of `{role, content}` objects; `extra`
+/// carries everything else (`model`, `cache_prompt`, `stop`, …). The fields
+/// set here win over `extra`, except that other `stream_options` keys survive.
+pub fn chat_body(
+    messages: Value,
+    max_tokens: u64,
+    temperature: f64,
+    seed: Option<u64>,
+    extra: Map<String, Value>,
+) -> Value {
+    let mut m = extra;
+    m.insert("messages".into(), messages);
+    streaming_fields(&mut m, max_tokens, temperature, seed);
+    Value::Object(m)
+}
+
+/// The `/v1/completions` counterpart of [`chat_body`], with a plain prompt.
+pub fn completions_body(
+    prompt: &str,
+    max_tokens: u64,
+    temperature: f64,
+    seed: Option<u64>,
+    extra: Map<String, Value>,
+) -> Value {
+    let mut m = extra;
+    m.insert("prompt".into(), Value::from(prompt));
+    streaming_fields(&mut m, max_tokens, temperature, seed);
+    Value::Object(m)
+}
+
+fn streaming_fields(
+    m: &mut Map<String, Value>,
+    max_tokens: u64,
+    temperature: f64,
+    seed: Option<u64>,
+) {
+    m.insert("max_tokens".into(), Value::from(max_tokens));
+    m.insert("temperature".into(), Value::from(temperature));
+    if let Some(s) = seed {
+        m.insert("seed".into(), Value::from(s));
+    }
+    m.insert("stream".into(), Value::Bool(true));
+    let opts = m
+        .entry("stream_options")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !opts.is_object() {
+        *opts = Value::Object(Map::new());
+    }
+    if let Value::Object(o) = opts {
+        o.insert("include_usage".into(), Value::Bool(true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Feed `reads` (each with its arrival ms) through a parser and a sink, as `run` does.
+    fn capture(
+        endpoint: Endpoint,
+        cap_bytes: usize,
+        reads: &[(&str, f64)],
+        close_ms: f64,
+    ) -> StreamCapture {
+        let mut cap = StreamCapture::default();
+        let mut parser = SseParser::new(MAX_EVENT_BYTES);
+        let mut sink = Sink::new(&mut cap, endpoint, cap_bytes);
+        for (bytes, at) in reads {
+            parser.feed(bytes.as_bytes(), |ev| sink.on_event(ev, *at));
+            if sink.state != State::Streaming {
+                break;
+            }
+        }
+        match sink.state {
+            State::Streaming => {
+                if let Some(ev) = parser.finish() {
+                    sink.on_event(Ok(ev), close_ms);
+                }
+                match sink.state {
+                    State::Done => sink.finish_after_done(),
+                    State::Streaming => sink.finish_at_close(close_ms),
+                    State::Failed => {}
+                }
+            }
+            State::Done => sink.finish_after_done(),
+            State::Failed => {}
+        }
+        cap
+    }
+
+    fn chat(delta: &str, finish: &str) -> String {
+        format!(
+            "data: {{\"model\":\"m\",\"system_fingerprint\":\"fp\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+        )
+    }
+
+    fn class(c: &StreamCapture) -> Option<Outcome> {
+        c.failure.as_ref().map(|f| f.class)
+    }
+
+    #[test]
+    fn role_only_and_empty_chunks_are_not_tokens() {
+        let role = chat(r#"{"role":"assistant","content":""}"#, "null");
+        let null = chat(r#"{"role":"assistant","content":null}"#, "null");
+        let a = chat(r#"{"content":"Hel"}"#, "null");
+        let b = chat(r#"{"content":"lo"}"#, "null");
+        let fin = chat("{}", r#""stop""#);
+        let usage =
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":2}}\n\n";
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[
+                (&role, 1.0),
+                (&null, 2.0),
+                (&a, 10.0),
+                (&b, 12.0),
+                (&fin, 13.0),
+                (usage, 13.5),
+                ("data: [DONE]\n\n", 14.0),
+            ],
+            20.0,
+        );
+        assert_eq!(c.failure, None);
+        assert_eq!(c.ttft_ms, Some(10.0));
+        assert_eq!(c.ttfo_ms, Some(10.0));
+        assert_eq!(c.chunk_ms, vec![10.0, 12.0]);
+        assert_eq!(c.e2e_ms, Some(14.0));
+        assert!(c.saw_done);
+        assert_eq!(c.content, "Hello");
+        assert_eq!(c.finish_reasons, vec!["stop"]);
+        assert_eq!((c.prompt_tokens, c.completion_tokens), (Some(7), Some(2)));
+        assert_eq!(c.model.as_deref(), Some("m"));
+        assert_eq!(c.system_fingerprint.as_deref(), Some("fp"));
+    }
+
+    #[test]
+    fn reasoning_counts_for_ttfo_not_ttft() {
+        let r1 = chat(r#"{"reasoning_content":"think"}"#, "null");
+        let r2 = chat(r#"{"reasoning":" more"}"#, "null");
+        let a = chat(r#"{"content":"answer\n\"q\""}"#, r#""stop""#);
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[(&r1, 5.0), (&r2, 6.0), (&a, 9.0)],
+            11.0,
+        );
+        assert_eq!(c.failure, None);
+        assert_eq!(c.ttfo_ms, Some(5.0));
+        assert_eq!(c.ttft_ms, Some(9.0));
+        assert_eq!(c.chunk_ms, vec![5.0, 6.0, 9.0]);
+        assert_eq!(c.reasoning, "think more");
+        assert_eq!(c.content, "answer\n\"q\"");
+        // No [DONE], but the stream said why it finished: e2e is the close.
+        assert!(!c.saw_done);
+        assert_eq!(c.e2e_ms, Some(11.0));
+        assert_eq!(c.completion_tokens, None);
+        assert!(!c.completion_tokens_estimated);
+    }
+
+    #[test]
+    fn completions_text_is_read_from_choices_text() {
+        let ev = |t: &str, f: &str| {
+            format!("data: {{\"choices\":[{{\"text\":{t},\"finish_reason\":{f}}}]}}\n\n")
+        };
+        let c = capture(
+            Endpoint::Completions,
+            1024,
+            &[
+                (&ev("\"a\"", "null"), 3.0),
+                (&ev("\"b\"", "\"length\""), 4.0),
+                ("data: [DONE]\n\n", 5.0),
+            ],
+            6.0,
+        );
+        assert_eq!(c.failure, None);
+        assert_eq!(
+            (c.content.as_str(), c.ttft_ms, c.e2e_ms),
+            ("ab", Some(3.0), Some(5.0))
+        );
+        assert_eq!(c.finish_reasons, vec!["length"]);
+    }
+
+    #[test]
+    fn stream_problems_are_validation_failures() {
+        let ok = chat(r#"{"content":"x"}"#, "null");
+        let cases: Vec<(Vec<String>, &str)> = vec![
+            (
+                vec![ok.clone(), "data: {not json\n\n".into()],
+                "malformed chunk",
+            ),
+            (
+                vec![
+                    ok.clone(),
+                    "data: {\"error\":{\"message\":\"out of memory\",\"code\":500}}\n\n".into(),
+                ],
+                "out of memory",
+            ),
+            (
+                vec!["event: error\ndata: {\"message\":\"boom\"}\n\n".into()],
+                "boom",
+            ),
+            (
+                vec![ok.clone()],
+                "without [DONE] and without any finish_reason",
+            ),
+            (
+                vec![ok.clone(), "data: [DONE]\n\n".into()],
+                "without any finish_reason",
+            ),
+            (
+                vec![format!("data: {}\n\n", "x".repeat(MAX_EVENT_BYTES + 1))],
+                "larger than",
+            ),
+        ];
+        for (reads, want) in cases {
+            let reads: Vec<(&str, f64)> = reads.iter().map(|r| (r.as_str(), 1.0)).collect();
+            let c = capture(Endpoint::Chat, 1024, &reads, 2.0);
+            assert_eq!(class(&c), Some(Outcome::StreamValidationFailed), "{want}");
+            let msg = &c
+                .failure
+                .as_ref()
+                .map(|f| f.message.clone())
+                .unwrap_or_default();
+            assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+            assert!(msg.len() < 2 * SNIPPET_BYTES, "message is bounded");
+        }
+    }
+
+    #[test]
+    fn keepalives_pings_and_unterminated_done_are_tolerated() {
+        let a = chat(r#"{"content":"x"}"#, r#""stop""#);
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[
+                (": keep-alive\r\n\r\n", 1.0),
+                ("event: ping\ndata: {}\n\n", 1.5),
+                (&a, 2.0),
+                ("data:[DONE]", 3.0),
+            ],
+            4.0,
+        );
+        assert_eq!(c.failure, None);
+        assert!(c.saw_done);
+        // The unterminated [DONE] is only seen at close.
+        assert_eq!(c.e2e_ms, Some(4.0));
+    }
+
+    #[test]
+    fn capture_is_capped_at_a_char_boundary_but_timing_goes_on() {
+        let a = chat(r#"{"content":"ab€"}"#, "null");
+        let b = chat(r#"{"content":"cd"}"#, r#""stop""#);
+        let c = capture(
+            Endpoint::Chat,
+            4,
+            &[(&a, 1.0), (&b, 2.0), ("data: [DONE]\n\n", 3.0)],
+            4.0,
+        );
+        assert_eq!(c.failure, None);
+        // Later text that would fit must not be appended after a cut: the capture stays a prefix.
+        assert_eq!(c.content, "ab");
+        assert!(c.truncated);
+        assert_eq!(c.chunk_ms, vec![1.0, 2.0]);
+    }
+
+    #[test]
+    fn chunk_strings_borrow_unless_escaped() {
+        let c: Chunk<'_> = serde_json::from_str(
+            r#"{"model":"m","choices":[{"delta":{"content":"plain"}},{"delta":{"content":"esc\n"}}]}"#,
+        )
+        .expect("valid");
+        let mut it = c.choices.iter();
+        let first = it
+            .next()
+            .and_then(|c| c.delta.as_ref())
+            .and_then(|d| d.content.as_ref());
+        assert!(matches!(first, Some(Str(Cow::Borrowed("plain")))));
+        let second = it
+            .next()
+            .and_then(|c| c.delta.as_ref())
+            .and_then(|d| d.content.as_ref());
+        assert!(matches!(second, Some(Str(Cow::Owned(s))) if s == "esc\n"));
+        assert!(matches!(c.model, Some(Str(Cow::Borrowed("m")))));
+        let c: Chunk<'_> = serde_json::from_str(r#"{"choices":null,"usage":null}"#).expect("valid");
+        assert_eq!(c.choices.iter().count(), 0);
+    }
+
+    #[test]
+    fn chat_body_streams_and_asks_for_usage() {
+        let mut extra = Map::new();
+        extra.insert("model".into(), json!("m"));
+        extra.insert("stream".into(), json!(false));
+        extra.insert(
+            "stream_options".into(),
+            json!({"continuous_usage_stats": true}),
+        );
+        let b = chat_body(
+            json!([{"role": "user", "content": "hi"}]),
+            16,
+            0.0,
+            Some(7),
+            extra,
+        );
+        assert_eq!(b["stream"], json!(true));
+        assert_eq!(
+            b["stream_options"],
+            json!({"continuous_usage_stats": true, "include_usage": true})
+        );
+        assert_eq!(
+            (
+                b["max_tokens"].clone(),
+                b["seed"].clone(),
+                b["model"].clone()
+            ),
+            (json!(16), json!(7), json!("m"))
+        );
+        assert_eq!(b["messages"][0]["content"], json!("hi"));
+        let b = completions_body("p", 4, 1.0, None, Map::new());
+        assert_eq!((b["prompt"].clone(), b.get("seed")), (json!("p"), None));
+        assert_eq!(b["stream_options"]["include_usage"], json!(true));
+    }
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let mut cfg = ClientConfig::new("http://127.0.0.1:1");
+        cfg.api_key = Some("sk-secret-123".into());
+        let client = Client::new(cfg.clone()).expect("client");
+        for s in [
+            format!("{cfg:?}"),
+            format!("{client:?}"),
+            format!("{cfg:#?}"),
+        ] {
+            assert!(!s.contains("sk-secret"), "{s}");
+            assert!(s.contains("redacted"), "{s}");
+        }
+    }
+
+    /// Parse cost per chunk without I/O; run with
+    /// `cargo test --release --lib parse_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn parse_cost_per_chunk() {
+        let one = chat(r#"{"content":" token"}"#, "null");
+        let read: String = one.repeat(64);
+        let reads = 20_000;
+        let t = Instant::now();
+        let mut cap = StreamCapture::default();
+        let mut parser = SseParser::new(MAX_EVENT_BYTES);
+        let mut sink = Sink::new(&mut cap, Endpoint::Chat, 1 << 30);
+        for i in 0..reads {
+            parser.feed(read.as_bytes(), |ev| sink.on_event(ev, i as f64));
+        }
+        let per = t.elapsed().as_secs_f64() * 1e9 / (reads * 64) as f64;
+        assert_eq!(cap.chunk_ms.len(), reads * 64);
+        println!(
+            "{} bytes/chunk: {per:.0} ns per chunk (SSE + JSON + capture)",
+            one.len()
+        );
+    }
+
+    #[test]
+    fn base_url_may_carry_v1_and_slashes() {
+        for base in [
+            "http://127.0.0.1:9",
+            "http://127.0.0.1:9/",
+            "http://127.0.0.1:9/v1/",
+        ] {
+            let c = Client::new(ClientConfig::new(base)).expect("client");
+            assert_eq!(
+                c.chat_url.as_str(),
+                "http://127.0.0.1:9/v1/chat/completions"
+            );
+        }
+        assert!(Client::new(ClientConfig::new("not a url")).is_err());
+    }
+
+    fn fast_body(max_tokens: u64, fastsource: Value) -> Value {
+        let mut extra = Map::new();
+        extra.insert("model".into(), json!("fastsource"));
+        extra.insert("fastsource".into(), fastsource);
+        chat_body(
+            json!([{"role": "user", "content": "hi"}]),
+            max_tokens,
+            0.0,
+            None,
+            extra,
+        )
+    }
+
+    /// What a capture says, without its times or transport-specific wording.
+    fn gist(c: &StreamCapture) -> String {
+        format!(
+            "{:?} {:?} {:?} n={} {:?} {:?}/{:?} done={} {:?} {:?}",
+            c.failure.as_ref().map(|f| f.class),
+            c.http_status,
+            c.content,
+            c.chunk_ms.len(),
+            c.finish_reasons,
+            c.prompt_tokens,
+            c.completion_tokens,
+            c.saw_done,
+            c.model,
+            c.system_fingerprint,
+        )
+    }
+
+    /// The plain-http transport and reqwest read every fast-source scenario alike.
+    #[tokio::test]
+    async fn both_transports_capture_the_same() {
+        use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+        let (_, src) = FastSource::start(FastSourceConfig::default()).expect("source");
+        let mut cfg = ClientConfig::new(src.base_url());
+        cfg.timeouts.idle = Duration::from_millis(200);
+        let wire = Client::new(cfg.clone()).expect("client");
+        assert!(wire.wire.is_some());
+        let mut via_reqwest = Client::new(cfg).expect("client");
+        via_reqwest.wire = None;
+        let cases = [
+            fast_body(5, json!({})),
+            fast_body(300, json!({"itl_ms": 0.05})),
+            fast_body(3, json!({"done": false})),
+            fast_body(3, json!({"usage": false})),
+            fast_body(3, json!({"status": 503})),
+            fast_body(6, json!({"error_after": 2})),
+            fast_body(3, json!({"no_finish": true})),
+            fast_body(4, json!({"stall_after": 2})),
+            {
+                let mut b = fast_body(3, json!({}));
+                b["stream"] = json!(false);
+                b
+            },
+        ];
+        for body in &cases {
+            for endpoint in [Endpoint::Chat, Endpoint::Completions] {
+                let a = wire.stream(endpoint, body).await;
+                let b = via_reqwest.stream(endpoint, body).await;
+                assert_eq!(gist(&a), gist(&b), "{body}");
+                if let (Some(x), Some(y)) = (&a.failure, &b.failure) {
+                    // The same check fails, with the same words up to the transport's own.
+                    let head = |m: &str| m.split(':').next().unwrap_or_default().to_string();
+                    assert_eq!(head(&x.message), head(&y.message), "{x:?} vs {y:?}");
+                }
+            }
+        }
+        // Sequential requests reuse one connection.
+        let idle = wire.wire.as_ref().map(|w| w.pool.idle_len());
+        assert_eq!(idle, Some(1));
+    }
+
+    /// A server that closes a kept-alive connection instead of answering the
+    /// next request: the client retries once on a fresh connection.
+    #[tokio::test]
+    async fn a_stale_pooled_connection_is_retried_fresh() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let chunk = |s: &str| format!("{:x}\r\n{s}\r\n", s.len());
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{}{}0\r\n\r\n",
+            chunk(
+                "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n"
+            ),
+            chunk("data: [DONE]\n\n"),
+        );
+        let answer: &'static str = Box::leak(answer.into_boxed_str());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let first = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    let mut served = 0;
+                    while s.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                        if first && served == 1 {
+                            return; // close without answering
+                        }
+                        if s.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        served += 1;
+                    }
+                });
+            }
+        });
+        let client =
+            Client::new(ClientConfig::new(format!("http://127.0.0.1:{port}"))).expect("client");
+        let body = fast_body(1, json!({}));
+        for _ in 0..3 {
+            let c = client.stream(Endpoint::Chat, &body).await;
+            assert_eq!(c.failure, None);
+            assert_eq!(c.content, "x");
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+}

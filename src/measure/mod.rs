@@ -1,0 +1,19 @@
+//! Measuring one runtime, in the order data flows: [`discover`] the target
+//! (model, context window), load a [`tokenizer`], build each cell's
+//! [`workload`], schedule it with [`loadgen`], send it through the
+//! [`client`] (streamed [`sse`]), keep every request as a [`record`] in the
+//! [`journal`], and [`aggregate`] the records into a run artifact.
+//! [`turnover`] runs the churn and canary workloads; [`runner`] is the
+//! sequence of those steps for one `infergate run`.
+
+pub mod aggregate;
+pub mod client;
+pub mod discover;
+pub mod journal;
+pub mod loadgen;
+pub mod record;
+pub mod runner;
+pub mod sse;
+pub mod tokenizer;
+pub mod turnover;
+pub mod workload;

@@ -1,0 +1,579 @@
+//! `infergate run`: measure one target with one suite. Orchestrates the stages
+//! (discover → size prompts → load → journal → aggregate → artifact); holds no math.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use tokio::time::Instant;
+
+use crate::artifact::{Provenance, RUN_SCHEMA, RunArtifact};
+use crate::config::suite::{CellSpec, Suite};
+use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
+use crate::measure::journal::{self, Journal};
+use crate::measure::record::{Outcome, RequestRecord};
+use crate::measure::tokenizer::TokenizerFile;
+use crate::measure::workload::{self, PromptSizer};
+use crate::measure::{aggregate, discover};
+use crate::util::{api_key, hostname, now_rfc3339, redact_url, sha256_hex};
+use crate::{atomic, stats};
+
+/// Everything `run` needs; plain data so the CLI and `qualify` share it.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub target: String,
+    /// Name of the environment variable holding the API key (never the key).
+    pub api_key_env: Option<String>,
+    pub suite: PathBuf,
+    pub out_dir: PathBuf,
+    pub runtime_label: Option<String>,
+    pub image: Option<String>,
+    /// Run only these cells (all when empty).
+    pub only_cells: Vec<String>,
+    /// Keep the journal's finished requests and run only the missing ones.
+    pub resume: bool,
+    pub timeouts: Timeouts,
+    pub skip_turnover: bool,
+    pub quiet: bool,
+    /// The model's `tokenizer.json`; overrides the suite's `tokenizer`.
+    pub tokenizer: Option<PathBuf>,
+    /// The whole suite, one block of its cells, or only its turnover.
+    pub part: RunPart,
+}
+
+/// Which part of the suite one `run` measures. `qualify`'s interleaved
+/// schedule runs a cell as blocks, alternating targets between them, then
+/// the turnover once per target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RunPart {
+    /// Every selected cell's `requests`, then the turnover.
+    #[default]
+    Whole,
+    /// Requests `first .. first + count` of each selected cell (indices, so
+    /// prompts and journal entries stay unique across blocks), each block
+    /// after the cell's own warmup requests (never recorded); no turnover.
+    /// The journal is shared by the blocks (`resume`), and the artifact
+    /// describes requests `0 .. first + count` of the selected cells.
+    Block { first: usize, count: usize },
+    /// No cell: only the suite's turnover.
+    TurnoverOnly,
+}
+
+pub const ARTIFACT_FILE: &str = "run.json";
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
+    let started_at = now_rfc3339();
+    let (suite, suite_text) = Suite::load(&opts.suite)?;
+    let key = api_key(opts.api_key_env.as_deref())?;
+    // Loaded before anything is sent: a bad file is an input error, found first.
+    let tokenizer = match opts.tokenizer.as_ref().or(suite.tokenizer.as_ref()) {
+        Some(p) => Some(Arc::new(TokenizerFile::load(p)?)),
+        None => None,
+    };
+    let base = opts.target.trim_end_matches('/').to_string();
+    let http = reqwest::Client::builder()
+        .connect_timeout(opts.timeouts.connect)
+        .timeout(Duration::from_secs(600))
+        .build()
+        .context("building HTTP client")?;
+
+    let info = discover::discover(&http, &base, key.as_deref())
+        .await
+        .with_context(|| format!("discovering the server at {base}"))?;
+    let cells: Vec<CellSpec> = suite
+        .cells
+        .iter()
+        .filter(|c| opts.only_cells.is_empty() || opts.only_cells.contains(&c.name))
+        .filter(|_| opts.part != RunPart::TurnoverOnly)
+        .cloned()
+        .map(|mut c| {
+            if let RunPart::Block { first, count } = opts.part {
+                // Aggregated over the requests so far; the block is the last `count`.
+                c.requests = first + count;
+            }
+            c
+        })
+        .collect();
+    for name in &opts.only_cells {
+        if !suite.cells.iter().any(|c| &c.name == name) {
+            bail!(
+                "--cell {name}: no such cell in suite '{}' ({})",
+                suite.name,
+                opts.suite.display()
+            );
+        }
+    }
+    // Refuse before any request is sent: never clamp a cell to fit.
+    if let Some(ctx) = info.context_window {
+        for c in &cells {
+            c.check_fits(ctx)?;
+        }
+    }
+
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let journal_path = opts.out_dir.join(JOURNAL_FILE);
+    let mut previous = Vec::new();
+    if opts.resume && journal_path.exists() {
+        previous = journal::read(&journal_path)?;
+    } else if journal_path.exists() {
+        bail!(
+            "{} already exists; pass --resume to continue that run, or choose another --out",
+            journal_path.display()
+        );
+    }
+    let mut journal = Journal::open(&journal_path)?;
+
+    let client = Arc::new(Client::new(ClientConfig {
+        base_url: base.clone(),
+        api_key: key.clone(),
+        timeouts: opts.timeouts.clone(),
+        capture_cap_bytes: 256 * 1024,
+    })?);
+    let mut sizer = PromptSizer::new(
+        http.clone(),
+        &base,
+        key.clone(),
+        &info.model_id,
+        info.has_tokenize,
+    );
+    if let Some(t) = &tokenizer {
+        sizer = sizer.with_file(t.clone());
+    }
+    let nonce = run_nonce();
+    let estimator = Estimator {
+        http: http.clone(),
+        base: base.clone(),
+        key: key.clone(),
+        tokenizer: tokenizer.clone(),
+    };
+    let run_t0 = Instant::now();
+    let mut all: Vec<RequestRecord> = previous.clone();
+
+    for cell in &cells {
+        let done: BTreeSet<usize> = previous
+            .iter()
+            .filter(|r| r.cell == cell.name)
+            .map(|r| r.index)
+            .collect();
+        let range = match opts.part {
+            RunPart::Block { first, count } => first..first + count,
+            _ => 0..cell.requests,
+        };
+        let todo: Vec<usize> = range.clone().filter(|i| !done.contains(i)).collect();
+        if todo.is_empty() {
+            say(
+                opts,
+                &format!(
+                    "cell {}: all {} requests already in the journal",
+                    cell.name,
+                    range.len()
+                ),
+            );
+            continue;
+        }
+        let sized = sizer
+            .size(cell, &nonce)
+            .await
+            .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        let what = match opts.part {
+            RunPart::Block { first, count } => {
+                format!("block of {count} requests (#{first}..{})", first + count)
+            }
+            _ => format!("{} requests", cell.requests),
+        };
+        say(
+            opts,
+            &format!(
+                "cell {}: {what}, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
+                cell.name,
+                cell.concurrency,
+                sized.measured_prompt_tokens,
+                cell.prompt_tokens,
+                sized.method,
+                cell.max_tokens
+            ),
+        );
+        let body = Arc::new(sized.body);
+        // Warmup: same shape, never recorded.
+        if cell.warmup > 0 {
+            let job = request_job(
+                estimator.clone(),
+                client.clone(),
+                cell.clone(),
+                info.model_id.clone(),
+                body.clone(),
+                format!("{nonce}-warm"),
+                run_t0,
+            );
+            loadgen_drive(cell, cell.warmup, job, |_| {}).await?;
+        }
+        let progress = Progress::new(opts, &cell.name, todo.len());
+        let todo = Arc::new(todo);
+        let job = request_job(
+            estimator.clone(),
+            client.clone(),
+            cell.clone(),
+            info.model_id.clone(),
+            body.clone(),
+            nonce.clone(),
+            run_t0,
+        );
+        let mut write_err: Option<anyhow::Error> = None;
+        let todo2 = todo.clone();
+        loadgen_drive(
+            cell,
+            todo.len(),
+            move |k, s| job(todo2[k], s),
+            |rec: RequestRecord| {
+                progress.done(rec.outcome != Outcome::Ok);
+                if write_err.is_none()
+                    && let Err(e) = journal.append(&rec)
+                {
+                    write_err = Some(e);
+                }
+                all.push(rec);
+            },
+        )
+        .await?;
+        progress.finish();
+        if let Some(e) = write_err {
+            return Err(e);
+        }
+    }
+
+    let mut results = Vec::new();
+    for c in &cells {
+        results.push(aggregate::cell(c, &all));
+    }
+
+    let turnover = if opts.skip_turnover
+        || suite.turnover.is_empty()
+        || matches!(opts.part, RunPart::Block { .. })
+    {
+        Vec::new()
+    } else {
+        run_turnover(
+            &client,
+            &suite,
+            &info.model_id,
+            &mut journal,
+            &previous,
+            opts.quiet,
+        )
+        .await?
+    };
+
+    let artifact = RunArtifact {
+        schema: RUN_SCHEMA.to_string(),
+        provenance: Provenance {
+            target: redact_url(&base),
+            model: info.model_id.clone(),
+            runtime: opts.runtime_label.clone(),
+            image: opts.image.clone(),
+            server_build: info.build.clone(),
+            context_window: info.context_window,
+            api_key_env: opts.api_key_env.clone(),
+            suite: suite.name.clone(),
+            suite_sha256: Some(sha256_hex(suite_text.as_bytes())),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: hostname(),
+            started_at,
+            ended_at: now_rfc3339(),
+        },
+        method: {
+            let mut m = method_notes();
+            m.insert(
+                "prompt_sizing".into(),
+                format!(
+                    "filler bodies counted with {}; chat template overhead and the result checked against usage.prompt_tokens",
+                    sizer.method()
+                ),
+            );
+            let t = &opts.timeouts;
+            m.insert(
+                "timeouts".into(),
+                format!(
+                    "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}; a request exceeding one is a request_error naming it",
+                    t.connect, t.first_byte, t.idle, t.total
+                ),
+            );
+            m
+        },
+        cells: results,
+        turnover,
+        schedule: None,
+    };
+    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
+    Ok(artifact)
+}
+
+/// The suite's turnover runs, every request journaled as it completes.
+async fn run_turnover(
+    client: &Arc<Client>,
+    suite: &Suite,
+    model: &str,
+    journal: &mut Journal,
+    previous: &[RequestRecord],
+    quiet: bool,
+) -> Result<Vec<crate::artifact::TurnoverRun>> {
+    let mut runs = Vec::new();
+    let mut write_err: Option<anyhow::Error> = None;
+    // Parsed and checked when the suite was loaded.
+    for mut spec in suite.turnover_specs.iter().cloned() {
+        if spec.model.is_none() {
+            spec.model = Some(model.to_string());
+        }
+        if !quiet {
+            eprintln!(
+                "turnover {}: {} × {} requests, concurrency {}, contract {}",
+                spec.name,
+                spec.repeats,
+                spec.requests,
+                spec.concurrency,
+                spec.contract.as_str()
+            );
+        }
+        let mut done = Vec::with_capacity(spec.repeats);
+        for repeat in 0..spec.repeats {
+            // Resuming: a repeat the journal holds whole is judged again, not re-run.
+            if let Some(run) = spec.from_journal(repeat, previous) {
+                if !quiet {
+                    eprintln!("  {} repeat {repeat}: from the journal", spec.name);
+                }
+                done.push(run);
+                continue;
+            }
+            let mut on_record = |r: &RequestRecord| {
+                if write_err.is_none()
+                    && let Err(e) = journal.append(r)
+                {
+                    write_err = Some(e);
+                }
+            };
+            done.push(
+                crate::measure::turnover::run_turnover(client, &spec, repeat, Some(&mut on_record))
+                    .await,
+            );
+            if let Some(e) = write_err.take() {
+                return Err(e);
+            }
+        }
+        if !quiet {
+            for r in &done {
+                eprintln!(
+                    "  {} repeat {}: {}/{} exact, {} failed, {} contaminated",
+                    r.name, r.repeat, r.exact_output_passed, r.requests, r.failed, r.contaminated
+                );
+            }
+        }
+        runs.extend(done);
+    }
+    Ok(runs)
+}
+
+async fn loadgen_drive<F, Fut>(
+    cell: &CellSpec,
+    count: usize,
+    job: F,
+    on_done: impl FnMut(RequestRecord),
+) -> Result<()>
+where
+    F: Fn(usize, Instant) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = RequestRecord> + Send + 'static,
+{
+    crate::measure::loadgen::drive(
+        cell.arrival()?,
+        cell.concurrency,
+        count,
+        cell.seed.unwrap_or(0),
+        job,
+        on_done,
+    )
+    .await;
+    Ok(())
+}
+
+/// One request of a cell: build its body, stream it, classify it.
+/// Counts completion tokens client-side when a server sends no usage.
+#[derive(Clone)]
+struct Estimator {
+    http: reqwest::Client,
+    base: String,
+    key: Option<String>,
+    tokenizer: Option<Arc<TokenizerFile>>,
+}
+
+impl Estimator {
+    /// With the model's own tokenizer (the `tokenizer.json` given, else the
+    /// server's `/tokenize`), after the stream ended — never in the per-chunk
+    /// loop. The value is flagged as estimated.
+    async fn fill(&self, cap: &mut crate::measure::record::StreamCapture) {
+        if cap.completion_tokens.is_some() || cap.failure.is_some() {
+            return;
+        }
+        let text = format!("{}{}", cap.reasoning, cap.content);
+        if let Some(t) = &self.tokenizer {
+            if let Ok(n) = t.count(&text) {
+                cap.completion_tokens = Some(n);
+                cap.completion_tokens_estimated = true;
+            }
+            return;
+        }
+        if let Ok(Some(n)) =
+            discover::tokenize_with_key(&self.http, &self.base, self.key.as_deref(), &text).await
+        {
+            cap.completion_tokens = Some(n as u64);
+            cap.completion_tokens_estimated = true;
+        }
+    }
+}
+
+fn request_job(
+    estimator: Estimator,
+    client: Arc<Client>,
+    cell: CellSpec,
+    model: String,
+    body: Arc<String>,
+    nonce: String,
+    run_t0: Instant,
+) -> impl Fn(
+    usize,
+    Instant,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = RequestRecord> + Send>>
++ Send
++ Sync
++ 'static {
+    move |index, scheduled| {
+        let (estimator, client, cell, model, body, nonce) = (
+            estimator.clone(),
+            client.clone(),
+            cell.clone(),
+            model.clone(),
+            body.clone(),
+            nonce.clone(),
+        );
+        Box::pin(async move {
+            let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
+            let req = workload::request_body(&cell, &model, workload::user_content(&pre, &body));
+            let (sent, mut capture) = client.stream_timed(Endpoint::Chat, &req).await;
+            let sent = Instant::from_std(sent);
+            estimator.fill(&mut capture).await;
+            let (outcome, detail) = match &capture.failure {
+                Some(f) => (f.class, Some(f.message.clone())),
+                None => (Outcome::Ok, None),
+            };
+            RequestRecord {
+                cell: cell.name.clone(),
+                index,
+                send_offset_ms: ms(sent - run_t0),
+                queue_ms: ms(sent.saturating_duration_since(scheduled)),
+                target_prompt_tokens: Some(cell.prompt_tokens),
+                capture,
+                outcome,
+                detail,
+            }
+        })
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Definitions written into every artifact, so no reader has to guess.
+pub fn method_notes() -> BTreeMap<String, String> {
+    [
+        ("percentile", stats::PERCENTILE_METHOD),
+        ("clock", "monotonic; t_send taken immediately before the request is handed to the HTTP client (connection setup counts)"),
+        ("ttfo_ms", "first non-empty reasoning or content delta after t_send"),
+        ("ttft_ms", "first non-empty visible content delta after t_send (a role-only chunk is not a token)"),
+        ("e2e_ms", "end of stream: [DONE], or connection close after the final chunk"),
+        ("decode_tok_s", "(completion_tokens - 1) / (e2e - TTFO); reasoning tokens count in completion_tokens"),
+        ("tpot_ms", "(e2e - TTFO) / (completion_tokens - 1)"),
+        ("itl_ms", "gaps between consecutive content-bearing chunks, pooled over all requests of the cell (a chunk may carry several tokens, so ITL != TPOT)"),
+        ("prefill_tok_s", "prompt_tokens / TTFO"),
+        ("queue_ms", "open loop: time between a request's scheduled send and its actual send (coordinated-omission guard); 0 in closed loop"),
+        ("tokens", "prompt and completion tokens from the server's usage (stream_options.include_usage); client-side counts are flagged tokens_estimated"),
+        ("summaries", "over successful requests only; warmup requests are never recorded"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn run_nonce() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}", (t as u64) ^ ((std::process::id() as u64) << 32))
+}
+
+fn say(opts: &RunOptions, line: &str) {
+    if !opts.quiet {
+        eprintln!("{line}");
+    }
+}
+
+/// A progress bar on a tty (done, in flight, errors); plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    name: String,
+    total: usize,
+    done: std::cell::Cell<usize>,
+    errors: std::cell::Cell<usize>,
+    quiet: bool,
+}
+
+impl Progress {
+    fn new(opts: &RunOptions, name: &str, total: usize) -> Progress {
+        let bar = (!opts.quiet && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} {msg} {elapsed}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b.set_prefix(name.to_string());
+            b
+        });
+        Progress {
+            bar,
+            name: name.to_string(),
+            total,
+            done: 0.into(),
+            errors: 0.into(),
+            quiet: opts.quiet,
+        }
+    }
+
+    fn done(&self, failed: bool) {
+        self.done.set(self.done.get() + 1);
+        if failed {
+            self.errors.set(self.errors.get() + 1);
+        }
+        let (d, e) = (self.done.get(), self.errors.get());
+        match &self.bar {
+            Some(b) => {
+                b.set_position(d as u64);
+                b.set_message(format!("errors {e}"));
+            }
+            None if !self.quiet && (d == self.total || d % 10 == 0) => {
+                eprintln!("  {}: {d}/{} done, {e} errors", self.name, self.total)
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}

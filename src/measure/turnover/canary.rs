@@ -1,0 +1,260 @@
+//! Canary markers: one per request, unique within a run and across its repeats.
+//!
+//! Shape: one capital letter and five digits, `K48213`. Calibrated on
+//! SmolLM2-135M (Q4_1), which echoed this shape 60/60; two-letter shapes lost
+//! to tokenization (`CJ-2495` came back as `JC-2495`: `JC` is one token, `C` `J`
+//! are two) and word shapes to near-synonyms (`falcon-7631` became `flea-7631`).
+//!
+//! Letters `Q` and `X` never occur in run markers: the prompt's worked examples
+//! use them, so an answer that copies an example can never be mistaken for
+//! another request's answer. `I` and `O` are left out because they read as digits.
+
+use std::collections::HashMap;
+
+/// Letters a run marker may start with.
+const LETTERS: &[u8] = b"ABCDEFGHJKLMNPRSTUVWYZ";
+/// Five-digit numbers 10000..=99999.
+const NUMBERS: u64 = 90_000;
+/// How many distinct run markers exist.
+pub const MARKER_SPACE: u64 = LETTERS.len() as u64 * NUMBERS;
+/// Prime and larger than nothing that divides MARKER_SPACE (2, 3, 5, 11), so
+/// `ordinal * STRIDE + offset (mod MARKER_SPACE)` is a bijection: distinct
+/// ordinals can never share a marker.
+const STRIDE: u64 = 1_000_003;
+/// Length of a marker in bytes (always ASCII).
+pub const MARKER_LEN: usize = 6;
+
+/// Key that decides which markers a workload gets: FNV-1a over its name and
+/// seed. Stable across platforms and Rust versions, unlike `DefaultHasher`,
+/// so baseline and candidate are sent the very same prompts.
+pub fn marker_key(name: &str, seed: u64) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes().chain(seed.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The marker of the `ordinal`-th request of a workload (`ordinal` below [`MARKER_SPACE`]).
+pub fn marker(key: u64, ordinal: u64) -> String {
+    let v = ((ordinal % MARKER_SPACE) * STRIDE + key % MARKER_SPACE) % MARKER_SPACE;
+    let letter = LETTERS[(v / NUMBERS) as usize] as char;
+    format!("{letter}{}", 10_000 + v % NUMBERS)
+}
+
+/// The markers of one run: request `i` of repeat `r` gets ordinal `r * requests + i`,
+/// so no two requests of a run, or of its repeats, share one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkerSet {
+    markers: Vec<String>,
+    owner: HashMap<String, usize>,
+}
+
+impl MarkerSet {
+    /// Markers for `requests` requests of repeat `repeat`. The caller keeps
+    /// `(repeat + 1) * requests` within [`MARKER_SPACE`] (the spec validates it).
+    pub fn for_run(key: u64, repeat: usize, requests: usize) -> MarkerSet {
+        let base = repeat as u64 * requests as u64;
+        let markers: Vec<String> = (0..requests as u64)
+            .map(|i| marker(key, base + i))
+            .collect();
+        let owner = markers
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.clone(), i))
+            .collect();
+        MarkerSet { markers, owner }
+    }
+
+    pub fn len(&self) -> usize {
+        self.markers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.markers.is_empty()
+    }
+
+    /// Marker of request `index`.
+    pub fn get(&self, index: usize) -> Option<&str> {
+        self.markers.get(index).map(String::as_str)
+    }
+
+    /// Which request of this run owns `marker`.
+    pub fn owner(&self, marker: &str) -> Option<usize> {
+        self.owner.get(marker).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.markers.iter().map(String::as_str)
+    }
+}
+
+/// Every marker-shaped substring of `text`, in order: a capital letter and
+/// exactly five digits (a sixth digit means a longer number, not a marker).
+/// The character before is not checked, so a marker glued to other text
+/// (`cedarK48213`) is still found: a missed leak is worse than a loud one.
+pub fn marker_shaped(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    (0..b.len().saturating_sub(MARKER_LEN - 1)).filter_map(move |i| {
+        let shaped = b[i].is_ascii_uppercase()
+            && b[i + 1..i + MARKER_LEN].iter().all(u8::is_ascii_digit)
+            && b.get(i + MARKER_LEN).is_none_or(|c| !c.is_ascii_digit());
+        // All bytes are ASCII, so both ends are char boundaries.
+        shaped.then(|| &text[i..i + MARKER_LEN])
+    })
+}
+
+/// Result of the canary check of one answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CanaryCheck {
+    /// The answer begins with its own marker (after optional whitespace).
+    pub begins_with_own: bool,
+    /// Other requests' markers of the same run found anywhere in the answer
+    /// (content or reasoning), each once, in order of appearance.
+    pub foreign: Vec<String>,
+}
+
+impl CanaryCheck {
+    /// Passes iff the answer begins with its marker and carries no foreign one.
+    pub fn passed(&self) -> bool {
+        self.begins_with_own && self.foreign.is_empty()
+    }
+}
+
+/// Does `content` begin with `marker`, allowing leading whitespace? `K482130`
+/// does not begin with `K48213`: the marker must end where a number would.
+pub fn begins_with(content: &str, marker: &str) -> bool {
+    content
+        .trim_start()
+        .strip_prefix(marker)
+        .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Canary check of request `own` of `set` against its captured answer.
+pub fn check(set: &MarkerSet, own: usize, content: &str, reasoning: &str) -> CanaryCheck {
+    let begins_with_own = set.get(own).is_some_and(|m| begins_with(content, m));
+    let mut foreign: Vec<String> = Vec::new();
+    for m in marker_shaped(content).chain(marker_shaped(reasoning)) {
+        if let Some(o) = set.owner(m)
+            && o != own
+            && !foreign.iter().any(|f| f == m)
+        {
+            foreign.push(m.to_string());
+        }
+    }
+    CanaryCheck {
+        begins_with_own,
+        foreign,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_exact_limit_is_the_marker_space() {
+        assert_eq!(MARKER_SPACE, infergate_report::MAX_EXACT_REQUESTS);
+    }
+    use std::collections::HashSet;
+
+    #[test]
+    fn markers_are_unique_across_a_run_and_its_repeats() {
+        let key = marker_key("words", 1);
+        let mut seen = HashSet::new();
+        for repeat in 0..3 {
+            let set = MarkerSet::for_run(key, repeat, 500);
+            for m in set.iter() {
+                assert!(seen.insert(m.to_string()), "duplicate marker {m}");
+            }
+        }
+        assert_eq!(seen.len(), 1500);
+    }
+
+    #[test]
+    fn the_mapping_is_a_bijection_on_the_whole_space() {
+        // Exhaustive: every ordinal maps to a distinct marker.
+        let key = marker_key("x", 7);
+        let mut seen = vec![false; MARKER_SPACE as usize];
+        for o in 0..MARKER_SPACE {
+            let v = ((o * STRIDE) + key % MARKER_SPACE) % MARKER_SPACE;
+            assert!(!seen[v as usize]);
+            seen[v as usize] = true;
+        }
+        let m = marker(key, 12);
+        assert_eq!(m.len(), MARKER_LEN);
+    }
+
+    #[test]
+    fn markers_have_the_calibrated_shape_and_avoid_example_letters() {
+        let set = MarkerSet::for_run(marker_key("shape", 0), 0, 2000);
+        for m in set.iter() {
+            let b = m.as_bytes();
+            assert_eq!(b.len(), 6, "{m}");
+            assert!(b[0].is_ascii_uppercase() && !b"QXIO".contains(&b[0]), "{m}");
+            assert!(b[1] != b'0' && b[1..].iter().all(u8::is_ascii_digit), "{m}");
+            assert_eq!(marker_shaped(m).collect::<Vec<_>>(), vec![m]);
+        }
+    }
+
+    #[test]
+    fn markers_are_deterministic_per_name_and_seed() {
+        assert_eq!(marker(marker_key("a", 1), 3), marker(marker_key("a", 1), 3));
+        assert_ne!(
+            MarkerSet::for_run(marker_key("a", 1), 0, 8),
+            MarkerSet::for_run(marker_key("a", 2), 0, 8)
+        );
+    }
+
+    #[test]
+    fn finds_marker_shapes_but_not_longer_numbers() {
+        let t = "K48213 cedar, B12345x and Z123456 and cedarM55555. Q1234 é R99999";
+        let found: Vec<&str> = marker_shaped(t).collect();
+        assert_eq!(found, ["K48213", "B12345", "M55555", "R99999"]);
+        assert_eq!(marker_shaped("").count(), 0);
+        assert_eq!(marker_shaped("K4821").count(), 0);
+    }
+
+    #[test]
+    fn begins_with_allows_leading_whitespace_only() {
+        assert!(begins_with("K48213 cedar", "K48213"));
+        assert!(begins_with("\n  K48213", "K48213"));
+        assert!(begins_with("K48213", "K48213"));
+        assert!(begins_with("K48213: cedar", "K48213"));
+        assert!(!begins_with("Sure! K48213 cedar", "K48213"));
+        assert!(!begins_with("K482130 cedar", "K48213"));
+        assert!(!begins_with("", "K48213"));
+    }
+
+    #[test]
+    fn foreign_markers_of_the_same_run_are_contamination() {
+        let set = MarkerSet::for_run(marker_key("c", 0), 0, 4);
+        let (m0, m1, m2) = (
+            set.get(0).unwrap(),
+            set.get(1).unwrap(),
+            set.get(2).unwrap(),
+        );
+
+        let clean = check(&set, 0, &format!(" {m0} cedar cedar"), "");
+        assert!(clean.passed());
+
+        // A's answer carrying B's content: wrong start and a foreign marker.
+        let swapped = check(&set, 0, &format!("{m1} cedar cedar"), "");
+        assert!(!swapped.begins_with_own);
+        assert_eq!(swapped.foreign, [m1]);
+
+        // Own marker first, but another request's marker later (and in reasoning), once each.
+        let leak = check(&set, 0, &format!("{m0} cedar {m2} {m2}"), m1);
+        assert!(leak.begins_with_own && !leak.passed());
+        assert_eq!(leak.foreign, [m2, m1]);
+
+        // A marker-shaped string that belongs to no request of the run is not contamination.
+        let stray = check(&set, 0, &format!("{m0} Q52817 cedar"), "");
+        assert!(stray.passed());
+
+        // Missing own marker, nothing foreign: canary fails without contamination.
+        let missing = check(&set, 3, "cedar cedar", "");
+        assert!(!missing.passed() && missing.foreign.is_empty());
+    }
+}

@@ -1,0 +1,510 @@
+use super::*;
+use crate::measure::record::Failure;
+
+fn spec(text: &str) -> TurnoverSpec {
+    let table: toml::Table = toml::from_str(text).unwrap();
+    TurnoverSpec::from_table(&table).unwrap()
+}
+
+fn words_spec() -> TurnoverSpec {
+    spec("name = \"w\"\ncontract = \"words\"\nrequests = 4\nwords = 3\n")
+}
+
+fn cap(content: &str, finish: &str) -> StreamCapture {
+    StreamCapture {
+        http_status: Some(200),
+        content: content.to_string(),
+        finish_reasons: vec![finish.to_string()],
+        saw_done: true,
+        ..Default::default()
+    }
+}
+
+fn failed(class: Outcome, content: &str) -> StreamCapture {
+    StreamCapture {
+        failure: Some(Failure {
+            class,
+            message: "boom".into(),
+        }),
+        ..cap(content, "stop")
+    }
+}
+
+fn words(code_word: &str, n: usize) -> Expected<'_> {
+    Expected::Words { code_word, n }
+}
+
+#[test]
+fn spec_defaults_and_labels() {
+    let s = spec("name = \"t\"\ncontract = \"reference\"\n");
+    assert_eq!((s.requests, s.concurrency, s.repeats), (60, 4, 1));
+    assert_eq!(s.prompt_style(), PromptStyle::Words);
+    assert_eq!(
+        (s.words, s.code_words.as_slice()),
+        (5, &["cedar".to_string()][..])
+    );
+    assert_eq!((s.shots(), s.max_tokens()), (3, 26));
+    assert_eq!(s.temperature, 0.0);
+    assert_eq!(s.cell_label(1), "turnover:t#1");
+    assert_eq!(s.reference_label(0), "turnover:t#0/reference");
+    let s = spec("name = \"t\"\ncontract = \"reference\"\nprompt = \"sentence\"\n");
+    assert_eq!((s.shots(), s.max_tokens()), (2, 64));
+}
+
+#[test]
+fn huge_word_count_saturates_max_tokens() {
+    // Found by review, replayed through `fuzzing::plan`: 2 × words + 16 overflowed.
+    let s = spec("name = \"w\"\ncontract = \"words\"\nwords = 9223372036854775807\n");
+    assert_eq!(s.max_tokens(), u64::MAX);
+}
+
+#[test]
+fn spec_rejects_nonsense_with_its_name() {
+    let bad = |text: &str| {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        format!("{:#}", TurnoverSpec::from_table(&table).unwrap_err())
+    };
+    let e = bad("name = \"x\"\ncontract = \"words\"\nprompt = \"sentence\"\n");
+    assert!(
+        e.contains("turnover 'x'") && e.contains("words contract"),
+        "{e}"
+    );
+    let e = bad("name = \"x\"\ncontract = \"words\"\nconcurrency = 0\n");
+    assert!(e.contains("> 0"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"words\"\ncode_words = [\"two words\"]\n");
+    assert!(e.contains("without spaces"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"words\"\ncode_words = [\"K12345\"]\n");
+    assert!(e.contains("canary"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"words\"\nrequets = 5\n");
+    assert!(e.contains("requets"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"exact\"\n");
+    assert!(e.contains("turnover 'x'"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"words\"\nshots = 9\n");
+    assert!(e.contains("shots"), "{e}");
+    let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 2000000\n");
+    assert!(e.contains("distinct canary markers"), "{e}");
+
+    let tables: Vec<toml::Table> = vec![
+        toml::from_str("name = \"a\"\ncontract = \"words\"").unwrap(),
+        toml::from_str("name = \"a\"\ncontract = \"reference\"").unwrap(),
+    ];
+    let e = TurnoverSpec::from_tables(&tables).unwrap_err().to_string();
+    assert!(e.contains("defined twice"), "{e}");
+}
+
+#[test]
+fn shipped_suites_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
+    let mut found = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !(name.starts_with("turnover") && name.ends_with(".toml")) {
+            continue;
+        }
+        let (suite, _) = crate::config::suite::Suite::load(&path).unwrap();
+        let specs = TurnoverSpec::from_tables(&suite.turnover).unwrap();
+        assert!(!specs.is_empty(), "{name} has no [[turnover]]");
+        found += 1;
+    }
+    assert!(
+        found >= 2,
+        "expected the shipped turnover suites in {}",
+        dir.display()
+    );
+}
+
+#[test]
+fn plan_gives_each_request_its_marker_and_word() {
+    let mut s = words_spec();
+    s.code_words = vec!["cedar".into(), "violet".into()];
+    let p = s.plan(0);
+    assert_eq!(p.requests.len(), 4);
+    for r in &p.requests {
+        assert_eq!(p.markers.get(r.index), Some(r.marker.as_str()));
+        let last = r.messages.as_array().unwrap().last().unwrap();
+        assert!(last["content"].as_str().unwrap().contains(&r.marker));
+    }
+    assert_eq!(p.requests[1].code_word.as_deref(), Some("violet"));
+    // A repeat gets fresh markers; the same repeat the same ones.
+    let again = s.plan(0);
+    let repeat = s.plan(1);
+    assert_eq!(p.markers, again.markers);
+    assert!(p.markers.iter().all(|m| repeat.markers.owner(m).is_none()));
+}
+
+#[test]
+fn request_body_streams_with_usage_and_lets_the_contract_win() {
+    let mut s = words_spec();
+    s.model = Some("m".into());
+    s.seed = Some(9);
+    s.extra.insert("cache_prompt".into(), Value::Bool(false));
+    s.extra.insert("max_tokens".into(), Value::from(1));
+    let p = s.plan(0);
+    let b = s.request_body(&p.requests[0], 0.0);
+    assert_eq!(b["model"], "m");
+    assert_eq!(b["max_tokens"], 2 * 3 + 16);
+    assert_eq!(b["temperature"], 0.0);
+    assert_eq!(b["seed"], 9);
+    assert_eq!(b["stream"], true);
+    assert_eq!(b["stream_options"]["include_usage"], true);
+    assert_eq!(b["cache_prompt"], false);
+}
+
+#[test]
+fn exact_answer_passes_every_check() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = &p.requests[2].marker;
+    let j = judge(
+        &p.markers,
+        2,
+        &cap(&format!("{m} cedar cedar cedar"), "stop"),
+        words("cedar", 3),
+    );
+    assert_eq!(j.outcome, Outcome::Ok);
+    assert!(j.received && j.canary.passed() && j.failure.is_none());
+}
+
+#[test]
+fn transport_failures_win_over_everything() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let foreign = p.markers.get(1).unwrap();
+    for class in [
+        Outcome::RequestError,
+        Outcome::HttpError,
+        Outcome::StreamValidationFailed,
+    ] {
+        let j = judge(
+            &p.markers,
+            0,
+            &failed(class, &format!("{foreign} x")),
+            words("cedar", 3),
+        );
+        assert_eq!(j.outcome, class);
+        assert!(!j.received);
+        let f = j.failure.unwrap();
+        assert_eq!(f.failure_class, class.as_str());
+        assert_eq!(f.error.as_deref(), Some("boom"));
+        // Contamination is still seen in a broken stream.
+        assert_eq!(f.foreign_markers, [foreign]);
+        assert!(!f.canary_passed);
+    }
+}
+
+#[test]
+fn canary_failure_wins_over_a_wrong_answer() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let (m0, m3) = (p.markers.get(0).unwrap(), p.markers.get(3).unwrap());
+
+    let j = judge(
+        &p.markers,
+        0,
+        &cap("cedar cedar", "stop"),
+        words("cedar", 3),
+    );
+    let f = j.failure.unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    assert!(
+        f.error
+            .unwrap()
+            .contains(&format!("does not begin with its marker {m0}"))
+    );
+    assert!(f.foreign_markers.is_empty() && !f.canary_passed);
+    assert_eq!(f.words, 2);
+
+    // Swapped content: B's answer in A's stream.
+    let j = judge(
+        &p.markers,
+        0,
+        &cap(&format!("{m3} cedar cedar cedar"), "stop"),
+        words("cedar", 3),
+    );
+    let f = j.failure.unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    assert_eq!(f.foreign_markers, [m3]);
+    let e = f.error.unwrap();
+    assert!(
+        e.contains("does not begin") && e.contains(&format!("other requests' markers: {m3}")),
+        "{e}"
+    );
+}
+
+#[test]
+fn controlled_output_failures_carry_the_seed_fields() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = p.markers.get(1).unwrap();
+    let runaway = format!("{m} {}", "cedar ".repeat(20));
+    let j = judge(&p.markers, 1, &cap(&runaway, "length"), words("cedar", 3));
+    assert!(j.received);
+    let f = j.failure.unwrap();
+    assert_eq!(f.failure_class, "controlled_output_failed");
+    assert_eq!(
+        (f.words, f.finish_reasons.as_slice()),
+        (20, &["length".to_string()][..])
+    );
+    assert!(f.canary_passed);
+    assert!(f.error.unwrap().starts_with("runaway"));
+    assert!(f.output.unwrap().starts_with(m));
+
+    let j = judge(&p.markers, 1, &cap(m, "stop"), words("cedar", 3));
+    let f = j.failure.unwrap();
+    assert_eq!(f.words, 0);
+    assert!(f.error.unwrap().starts_with("empty answer"));
+    assert_eq!(f.output.as_deref(), Some(m));
+}
+
+#[test]
+fn long_outputs_and_errors_are_bounded() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = p.markers.get(0).unwrap();
+    let long = format!("{m} {}", "cedar ".repeat(1000));
+    let f = judge(&p.markers, 0, &cap(&long, "length"), words("cedar", 3))
+        .failure
+        .unwrap();
+    assert!(f.output.unwrap().chars().count() < OUTPUT_CHARS + 40);
+    let mut c = failed(Outcome::HttpError, "");
+    c.failure.as_mut().unwrap().message = "x".repeat(5000);
+    let f = judge(&p.markers, 0, &c, words("cedar", 3)).failure.unwrap();
+    assert!(f.error.unwrap().chars().count() < ERROR_CHARS + 40);
+    assert_eq!(f.output, None);
+}
+
+#[test]
+fn reference_contract_reports_where_text_diverges() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = p.markers.get(0).unwrap();
+    let reference = cap(&format!("{m} The sea is vast and deep."), "stop");
+
+    let same = judge(
+        &p.markers,
+        0,
+        &reference.clone(),
+        Expected::Reference(&reference),
+    );
+    assert_eq!(same.outcome, Outcome::Ok);
+
+    let other = cap(&format!("{m} The sea is wide and deep."), "stop");
+    let f = judge(&p.markers, 0, &other, Expected::Reference(&reference))
+        .failure
+        .unwrap();
+    assert_eq!(f.failure_class, "controlled_output_failed");
+    assert!(f.canary_passed);
+    let d = f.divergence.unwrap();
+    assert_eq!(d.char_index, m.len() + 12);
+    assert_eq!(d.expected_snippet, "vast and deep.");
+    assert_eq!(d.actual_snippet, "wide and deep.");
+    assert!(
+        f.error
+            .unwrap()
+            .contains(&format!("from character {}", d.char_index))
+    );
+
+    // A canary failure keeps the divergence as a clue.
+    let f = judge(
+        &p.markers,
+        0,
+        &cap("The sea", "stop"),
+        Expected::Reference(&reference),
+    )
+    .failure
+    .unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    assert_eq!(f.divergence.unwrap().char_index, 0);
+
+    // Whitespace counts: byte-identical means byte-identical.
+    let f = judge(
+        &p.markers,
+        0,
+        &cap(&format!("{m} The sea is vast and deep. "), "stop"),
+        Expected::Reference(&reference),
+    )
+    .failure
+    .unwrap();
+    assert_eq!(f.divergence.unwrap().actual_snippet, " ");
+}
+
+#[test]
+fn reference_contract_without_a_reference_fails_the_output_check() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = p.markers.get(0).unwrap();
+    let broken = failed(Outcome::RequestError, "");
+    let f = judge(
+        &p.markers,
+        0,
+        &cap(&format!("{m} x"), "stop"),
+        Expected::Reference(&broken),
+    )
+    .failure
+    .unwrap();
+    assert_eq!(f.failure_class, "controlled_output_failed");
+    assert!(
+        f.error
+            .unwrap()
+            .contains("reference request failed (request_error: boom)")
+    );
+    assert!(f.divergence.is_none());
+}
+
+#[test]
+fn summary_arithmetic_matches_the_seed_shape() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m = |i: usize| p.markers.get(i).unwrap().to_string();
+    let judged = vec![
+        judge(
+            &p.markers,
+            3,
+            &cap(&format!("{} cedar cedar cedar", m(3)), "stop"),
+            words("cedar", 3),
+        ),
+        judge(
+            &p.markers,
+            1,
+            &cap(&format!("{} cedar", m(0)), "stop"),
+            words("cedar", 3),
+        ),
+        judge(
+            &p.markers,
+            0,
+            &failed(Outcome::RequestError, ""),
+            words("cedar", 3),
+        ),
+        judge(
+            &p.markers,
+            2,
+            &cap(&format!("{} cedar cedar", m(2)), "stop"),
+            words("cedar", 3),
+        ),
+    ];
+    let run = summarize(&s, 1, judged);
+    assert_eq!(
+        (run.requests, run.exact_output_passed, run.failed),
+        (4, 1, 3)
+    );
+    assert_eq!(run.responses_received, 3);
+    assert_eq!(run.contaminated, 1);
+    assert!(!run.performance_eligible);
+    assert_eq!(
+        (run.repeat, run.contract.as_str(), run.concurrency),
+        (1, "words", 4)
+    );
+    let idx: Vec<usize> = run.failures.iter().map(|f| f.request_index).collect();
+    assert_eq!(idx, [0, 1, 2]);
+
+    // The seed's field names, exactly.
+    let v = serde_json::to_value(&run).unwrap();
+    for k in [
+        "requests",
+        "exact_output_passed",
+        "failed",
+        "responses_received",
+        "performance_eligible",
+    ] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+    let f = &v["failures"][1];
+    for k in [
+        "request_index",
+        "failure_class",
+        "words",
+        "finish_reasons",
+        "canary_passed",
+    ] {
+        assert!(f.get(k).is_some(), "{k}");
+    }
+    assert_eq!(f["foreign_markers"][0], m(0));
+}
+
+fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<RequestRecord> {
+    caps.into_iter()
+        .enumerate()
+        .map(|(index, capture)| RequestRecord {
+            cell: label.to_string(),
+            index,
+            send_offset_ms: 0.0,
+            queue_ms: 0.0,
+            target_prompt_tokens: None,
+            capture,
+            outcome: Outcome::Ok,
+            detail: None,
+        })
+        .inspect(|r| assert!(r.index < s.requests))
+        .collect()
+}
+
+#[test]
+fn a_whole_repeat_is_rebuilt_from_the_journal_and_a_partial_one_is_not() {
+    let s = words_spec();
+    let plan = s.plan(1);
+    let answers: Vec<StreamCapture> = plan
+        .requests
+        .iter()
+        .map(|r| {
+            let n = if r.index == 2 { 4 } else { 3 };
+            cap(
+                &prompt::words_answer(&r.marker, r.code_word.as_deref().unwrap(), n),
+                "stop",
+            )
+        })
+        .collect();
+    let recs = journaled(&s, &s.cell_label(1), answers.clone());
+    let run = s.from_journal(1, &recs).expect("complete");
+    // The same judgement as a live run: one wrong count.
+    let live = summarize(
+        &s,
+        1,
+        answers.iter().enumerate().map(|(i, c)| {
+            judge(
+                &plan.markers,
+                i,
+                c,
+                words(plan.requests[i].code_word.as_deref().unwrap(), 3),
+            )
+        }),
+    );
+    assert_eq!(run, live);
+    assert_eq!(
+        (run.requests, run.exact_output_passed, run.failed),
+        (4, 3, 1)
+    );
+    assert_eq!(run.failures[0].request_index, 2);
+
+    // Another repeat's records do not count for this one.
+    assert!(s.from_journal(0, &recs).is_none());
+    // Missing one request: must run again.
+    assert!(s.from_journal(1, &recs[..3]).is_none());
+    // A request journaled twice (a re-run after an interruption): run again.
+    let mut doubled = recs.clone();
+    doubled.push(recs[0].clone());
+    assert!(s.from_journal(1, &doubled).is_none());
+}
+
+#[test]
+fn a_reference_repeat_needs_its_reference_pass_in_the_journal() {
+    let s = spec(
+        "name = \"r\"\ncontract = \"reference\"\nprompt = \"words\"\nrequests = 3\nwords = 3\n",
+    );
+    let plan = s.plan(0);
+    let answers: Vec<StreamCapture> = plan
+        .requests
+        .iter()
+        .map(|r| {
+            cap(
+                &prompt::words_answer(&r.marker, r.code_word.as_deref().unwrap(), 3),
+                "stop",
+            )
+        })
+        .collect();
+    let mut recs = journaled(&s, &s.cell_label(0), answers.clone());
+    assert!(s.from_journal(0, &recs).is_none(), "no reference pass");
+    recs.extend(journaled(&s, &s.reference_label(0), answers));
+    let run = s.from_journal(0, &recs).expect("complete");
+    assert_eq!((run.exact_output_passed, run.failed), (3, 0));
+}

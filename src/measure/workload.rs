@@ -1,0 +1,340 @@
+//! Workload prompts: deterministic filler text sized to a prompt-token target
+//! with the model's real tokenizer (server `/tokenize`), or calibrated from the
+//! server's `usage.prompt_tokens` when no tokenizer is reachable.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::config::suite::{CachePolicy, CellSpec};
+use crate::measure::tokenizer::TokenizerFile;
+
+/// Word list for filler text: common words, so any tokenizer splits them sanely.
+const WORDS: &[&str] = &[
+    "river", "stone", "light", "garden", "window", "silver", "morning", "orange", "paper",
+    "harbor", "forest", "bridge", "candle", "winter", "summer", "valley", "market", "letter",
+    "planet", "mirror", "thunder", "meadow", "engine", "castle", "island", "pocket", "rabbit",
+    "ladder", "copper", "basket", "feather", "lantern", "compass", "blanket", "cottage", "anchor",
+    "pepper", "marble", "tunnel", "violet", "kettle", "saddle", "glacier", "canyon", "orchard",
+    "pebble", "quartz", "falcon", "walnut", "cabin", "ribbon", "timber", "velvet", "sparrow",
+    "crystal", "harvest", "lemon", "shadow", "signal", "voyage",
+];
+
+/// Instruction after the filler; asks for a long answer so decode is measured.
+const INSTRUCTION: &str = "Continue the list above with more words, one after another.";
+
+/// A deterministic filler of `n` words from `seed`.
+pub fn filler(n: usize, seed: u64) -> String {
+    let mut s = String::with_capacity(n * 8);
+    let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
+    for i in 0..n {
+        // xorshift64*: cheap and stable; quality is irrelevant for filler.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let w = WORDS[(x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as usize % WORDS.len()];
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(w);
+    }
+    s
+}
+
+/// The prefix that makes a request unique (cache-busting) or shared.
+///
+/// Unique prefixes lead with 8 hex digits hashed from the run, cell and
+/// request, so two requests differ from their first content token: a shared
+/// leading text (`[run X cell C request `) would be reused from the server's
+/// prompt cache.
+pub fn prefix(cache: CachePolicy, run_nonce: &str, cell: &str, index: usize) -> String {
+    match cache {
+        CachePolicy::Unique => unique_prefix(run_nonce, cell, &index.to_string()),
+        CachePolicy::Shared => format!("[cell {cell}]"),
+    }
+}
+
+/// The prefix of the sizing probes: the same shape (and so nearly the same
+/// token count) as a request's, but shared by no measured or warmup request,
+/// so probing never primes the cache for one (a probe of request 0's exact
+/// prompt made it a cache hit: TTFT 26 ms against ~1000 ms).
+pub fn probe_prefix(cache: CachePolicy, run_nonce: &str, cell: &str) -> String {
+    match cache {
+        CachePolicy::Unique => unique_prefix(run_nonce, cell, "probe"),
+        CachePolicy::Shared => format!("[cell {cell}]"),
+    }
+}
+
+fn unique_prefix(run_nonce: &str, cell: &str, which: &str) -> String {
+    // FNV-1a over the three parts, separated so ("a", "bc") ≠ ("ab", "c").
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [run_nonce, cell, which] {
+        for b in part.bytes().chain([0xff]) {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    // The readable rest names the request for people (and the fault proxy's tests).
+    format!(
+        "[{:08x} cell {cell} request {which} run {run_nonce}]",
+        (h ^ (h >> 32)) as u32
+    )
+}
+
+pub fn user_content(prefix: &str, body: &str) -> String {
+    format!("{prefix}\n{body}\n\n{INSTRUCTION}")
+}
+
+/// Counts tokens of whole prompts as the server will see them (chat template included).
+pub struct PromptSizer {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    model: String,
+    /// Server has `/tokenize` (the model's own tokenizer).
+    tokenize: bool,
+    /// The model's `tokenizer.json`, when given: used before `/tokenize`.
+    file: Option<Arc<TokenizerFile>>,
+}
+
+/// What sizing found for one cell.
+#[derive(Debug, Clone)]
+pub struct SizedBody {
+    /// Filler words that bring the prompt to the target.
+    pub words: usize,
+    pub body: String,
+    /// Prompt tokens the server reported for the calibration prompt.
+    pub measured_prompt_tokens: u64,
+    /// `tokenizer.json <path> (sha256 …)`, "server /tokenize" or
+    /// "usage.prompt_tokens calibration".
+    pub method: String,
+}
+
+impl PromptSizer {
+    pub fn new(
+        http: reqwest::Client,
+        base_url: &str,
+        api_key: Option<String>,
+        model: &str,
+        tokenize: bool,
+    ) -> Self {
+        PromptSizer {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+            model: model.to_string(),
+            tokenize,
+            file: None,
+        }
+    }
+
+    /// Size bodies with the model's own `tokenizer.json` instead of the server.
+    pub fn with_file(mut self, file: Arc<TokenizerFile>) -> Self {
+        self.file = Some(file);
+        self
+    }
+
+    /// How body tokens are counted, for the artifact.
+    pub fn method(&self) -> String {
+        match (&self.file, self.tokenize) {
+            (Some(f), _) => f.describe(),
+            (None, true) => "server /tokenize".into(),
+            (None, false) => "usage.prompt_tokens calibration".into(),
+        }
+    }
+
+    /// Prompt tokens of a full chat request, from the server's own usage (max_tokens 1).
+    pub async fn prompt_tokens(&self, content: &str) -> Result<u64> {
+        let url = format!("{}/v1/chat/completions", self.base_url);
+        let body = json!({
+            "model": self.model,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "stream": false,
+        });
+        let mut req = self.http.post(&url).json(&body);
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("POST {url} (prompt sizing)"))?;
+        let status = resp.status();
+        let v: Value = resp
+            .json()
+            .await
+            .with_context(|| format!("POST {url}: response is not JSON"))?;
+        if !status.is_success() {
+            bail!(
+                "POST {url} (prompt sizing): HTTP {status}: {}",
+                crate::measure::record::bounded(&v.to_string(), 300)
+            );
+        }
+        v.pointer("/usage/prompt_tokens")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("POST {url}: response has no usage.prompt_tokens"))
+    }
+
+    /// Token count of raw text: the tokenizer file, else `/tokenize`.
+    async fn text_tokens(&self, text: &str) -> Result<u64> {
+        if let Some(f) = &self.file {
+            return f.count(text);
+        }
+        let url = format!("{}/tokenize", self.base_url);
+        let mut req = self
+            .http
+            .post(&url)
+            .json(&json!({"content": text, "prompt": text, "model": self.model}));
+        if let Some(k) = &self.api_key {
+            req = req.bearer_auth(k);
+        }
+        let v: Value = req
+            .send()
+            .await
+            .with_context(|| format!("POST {url}"))?
+            .json()
+            .await
+            .with_context(|| format!("POST {url}: response is not JSON"))?;
+        if let Some(t) = v.get("tokens").and_then(Value::as_array) {
+            return Ok(t.len() as u64);
+        }
+        v.get("count")
+            .and_then(Value::as_u64)
+            .with_context(|| format!("POST {url}: neither tokens nor count in response"))
+    }
+
+    /// Find the filler length that makes a `cell` prompt hit its target.
+    ///
+    /// The template overhead (chat template + prefix + instruction) is measured
+    /// once from usage; the body is then sized with `/tokenize`, or by further
+    /// usage probes when there is none. A final usage probe checks the result.
+    pub async fn size(&self, cell: &CellSpec, run_nonce: &str) -> Result<SizedBody> {
+        let pre = probe_prefix(cell.cache, run_nonce, &cell.name);
+        let overhead = self.prompt_tokens(&user_content(&pre, "")).await?;
+        if overhead >= cell.prompt_tokens {
+            bail!(
+                "cell '{}': prompt_tokens {} is below the fixed prompt overhead of {} tokens",
+                cell.name,
+                cell.prompt_tokens,
+                overhead
+            );
+        }
+        let need = cell.prompt_tokens - overhead;
+        let seed = cell_seed(cell);
+        let pre_ref = &pre;
+        let count = move |words: usize| async move {
+            let body = filler(words, seed);
+            if self.tokenize || self.file.is_some() {
+                self.text_tokens(&body).await
+            } else {
+                Ok(self
+                    .prompt_tokens(&user_content(pre_ref, &body))
+                    .await?
+                    .saturating_sub(overhead))
+            }
+        };
+        // Secant-style refinement on the words→tokens ratio; a few rounds suffice
+        // because the ratio is nearly constant for this filler.
+        let probe_words = 256usize;
+        let mut ratio = count(probe_words).await? as f64 / probe_words as f64;
+        if ratio <= 0.0 {
+            bail!(
+                "cell '{}': tokenizer returned 0 tokens for filler text",
+                cell.name
+            );
+        }
+        let mut words = ((need as f64) / ratio).round().max(1.0) as usize;
+        let slack = (cell.prompt_tokens as f64 * 0.002).max(2.0);
+        for _ in 0..6 {
+            let got = count(words).await?;
+            if (got as f64 - need as f64).abs() <= slack {
+                break;
+            }
+            ratio = got as f64 / words as f64;
+            words = ((need as f64) / ratio).round().max(1.0) as usize;
+        }
+        let body = filler(words, cell_seed(cell));
+        let measured = self.prompt_tokens(&user_content(&pre, &body)).await?;
+        Ok(SizedBody {
+            words,
+            body,
+            measured_prompt_tokens: measured,
+            method: self.method(),
+        })
+    }
+}
+
+fn cell_seed(cell: &CellSpec) -> u64 {
+    // Same cell name + seed → same filler on baseline and candidate.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in cell.name.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h ^ cell.seed.unwrap_or(0)
+}
+
+/// The chat request body for one request of a cell.
+pub fn request_body(cell: &CellSpec, model: &str, content: String) -> Value {
+    let mut body = json!({
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": cell.max_tokens,
+        "temperature": cell.temperature,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+    });
+    if let Some(seed) = cell.seed {
+        body["seed"] = json!(seed);
+    }
+    if let Value::Object(map) = &mut body {
+        for (k, v) in &cell.extra {
+            if let Ok(v) = serde_json::to_value(v) {
+                map.insert(k.clone(), v);
+            }
+        }
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filler_is_deterministic_and_sized_in_words() {
+        let a = filler(100, 3);
+        assert_eq!(a, filler(100, 3));
+        assert_ne!(a, filler(100, 4));
+        assert_eq!(a.split(' ').count(), 100);
+    }
+
+    #[test]
+    fn unique_prefixes_differ_shared_do_not() {
+        assert_ne!(
+            prefix(CachePolicy::Unique, "n", "c", 1),
+            prefix(CachePolicy::Unique, "n", "c", 2)
+        );
+        assert_eq!(
+            prefix(CachePolicy::Shared, "n", "c", 1),
+            prefix(CachePolicy::Shared, "m", "c", 2)
+        );
+    }
+
+    #[test]
+    fn unique_prefixes_differ_at_once_and_the_probe_is_no_request() {
+        let probe = probe_prefix(CachePolicy::Unique, "n", "c");
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..2000 {
+            let p = prefix(CachePolicy::Unique, "n", "c", i);
+            assert_ne!(p, probe);
+            // The distinguishing hex comes right after the bracket.
+            assert!(seen.insert(p[1..9].to_string()), "hex clash at {i}");
+        }
+        assert_ne!(
+            prefix(CachePolicy::Unique, "n", "c", 1)[..3],
+            prefix(CachePolicy::Unique, "m", "c", 1)[..3]
+        );
+    }
+}

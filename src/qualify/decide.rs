@@ -1,0 +1,346 @@
+//! `infergate decide REPORT --promote | --retain-baseline --note "…"`: record
+//! the human decision (who, when, why) in the report's `decision`,
+//! `human_decision` and `promotion` and in the ledger, then carry it out.
+//!
+//! Retain-baseline: the exact baseline (image digest / command sha256 /
+//! engine profile, verified again) is restored if it is not serving, and
+//! readmitted. Promote: the serving baseline is retired, the candidate started
+//! and readmitted; if the candidate fails to start or to be readmitted it is
+//! not admitted (its logs are kept) and the baseline is restored and
+//! readmitted instead. Stop-then-start: both may want the same port.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use crate::config::plan::{BASELINE, CANDIDATE};
+use crate::driver::container::Docker;
+use crate::qualify::ledger::{Ledger, Status};
+use crate::qualify::lifecycle::{self, Ctx, Handle};
+use crate::qualify::state::QualificationFile;
+use crate::report::{self, Decision, DecisionAction, Report};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub report: PathBuf,
+    /// Promote or RetainBaseline.
+    pub action: DecisionAction,
+    pub note: String,
+    /// Default: $USER.
+    pub who: Option<String>,
+    /// Default: the ledger the qualification was recorded in.
+    pub ledger: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub qualification: String,
+    /// The decision was carried out (false: e.g. the candidate failed readmission).
+    pub carried_out: bool,
+    /// The report's `promotion` text: what was done.
+    pub promotion: String,
+    pub serving: Option<(String, Handle)>,
+}
+
+/// What carrying out a decision did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub carried_out: bool,
+    pub promotion: String,
+}
+
+pub async fn run(opts: &Options) -> Result<Outcome> {
+    if opts.action == DecisionAction::Pending {
+        bail!("decide: choose --promote or --retain-baseline");
+    }
+    if opts.note.trim().is_empty() {
+        bail!("decide: --note must say why");
+    }
+    let out_dir = match opts.report.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let qf = QualificationFile::read(&out_dir).with_context(|| {
+        format!(
+            "{} was not written by `infergate qualify` (no {} beside it)",
+            opts.report.display(),
+            crate::qualify::state::QUALIFICATION_FILE
+        )
+    })?;
+    let plan = qf.load_plan(&out_dir)?;
+    let _lock = crate::qualify::state::lock(&out_dir, &qf.id)?;
+    let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
+    let ledger = Ledger::open(&ledger_path)?;
+    let entries = ledger.entries(&qf.id)?;
+    if entries.is_empty() {
+        return Err(lifecycle::unknown_qualification(&qf.id, &ledger));
+    }
+    if !entries.iter().any(|e| e.step == "done") {
+        bail!(
+            "qualification {} has not finished (interrupted or still running): resume it with `infergate qualify {} --id {}` or roll it back with --rollback",
+            qf.id,
+            qf.plan.display(),
+            qf.id
+        );
+    }
+    if !entries
+        .iter()
+        .any(|e| e.step == "report" && e.status == Status::Ok)
+    {
+        bail!(
+            "qualification {} wrote no report: there is nothing to decide",
+            qf.id
+        );
+    }
+    let who = match &opts.who {
+        Some(w) if !w.trim().is_empty() => w.trim().to_string(),
+        _ => std::env::var("USER")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| "unknown user".into()),
+    };
+    let ctx = Ctx {
+        plan: &plan,
+        qualification: &qf.id,
+        ledger: &ledger,
+        out_dir: &out_dir,
+        docker: Docker::new(&plan.docker.socket),
+        quiet: opts.quiet,
+    };
+    let applied = decide_and_apply(&ctx, &opts.report, opts.action, &who, opts.note.trim()).await?;
+    Ok(Outcome {
+        qualification: qf.id.clone(),
+        carried_out: applied.carried_out,
+        promotion: applied.promotion,
+        serving: lifecycle::serving(&ledger.entries(&qf.id)?),
+    })
+}
+
+/// Record `action` in the report and the ledger, carry it out, and record
+/// what was done. Shared with `qualify` for decisions a plan's policy makes.
+pub async fn decide_and_apply(
+    ctx: &Ctx<'_>,
+    report_path: &Path,
+    action: DecisionAction,
+    who: &str,
+    note: &str,
+) -> Result<Applied> {
+    let value = report::read_report_value(report_path)?;
+    let mut report: Report = serde_json::from_value(value).with_context(|| {
+        format!(
+            "{}: not a report infergate can update",
+            report_path.display()
+        )
+    })?;
+    let when = crate::util::now_rfc3339();
+    ctx.log(
+        "decision",
+        None,
+        Status::Ok,
+        json!({"action": action, "who": who, "when": when, "note": note, "report": report_path}),
+    )?;
+    report.record_decision(Decision {
+        action,
+        who: Some(who.to_string()),
+        when: Some(when),
+        note: Some(note.to_string()),
+    });
+    // The decision is on record before anything changes, so an interruption keeps it.
+    report.set_promotion(format!(
+        "{who} selected {}; being carried out",
+        phrase(action)
+    ));
+    report::write_report_atomic(report_path, &report)?;
+    ctx.say(&format!("decision: {} by {who}: {note}", action.as_str()));
+
+    let (carried_out, what) = carry_out(ctx, action).await?;
+    let promotion = format!(
+        "{who} selected {} after {}; {what}",
+        phrase(action),
+        gate_summary(&report)
+    );
+    report.set_promotion(promotion.clone());
+    report::write_report_atomic(report_path, &report)?;
+    ctx.log(
+        "promotion",
+        None,
+        if carried_out {
+            Status::Ok
+        } else {
+            Status::Failed
+        },
+        json!({"action": action, "promotion": promotion}),
+    )?;
+    Ok(Applied {
+        carried_out,
+        promotion,
+    })
+}
+
+fn phrase(action: DecisionAction) -> &'static str {
+    match action {
+        DecisionAction::Promote => "promotion",
+        DecisionAction::RetainBaseline => "retain-baseline/no-promotion",
+        DecisionAction::Pending => "no decision",
+    }
+}
+
+/// "failed strict turnover", as the seed says it.
+fn gate_summary(r: &Report) -> String {
+    let decides_by_evidence = r
+        .statistics
+        .as_ref()
+        .and_then(|s| s.gate_decides.as_deref())
+        == Some("evidence");
+    if decides_by_evidence && let Some(o) = r.performance_outcome {
+        return format!(
+            "performance evidence {}, strict turnover {}",
+            o.as_str(),
+            if r.strict_turnover_gate_passed {
+                "passed"
+            } else {
+                "failed"
+            }
+        );
+    }
+    match (r.performance_gate_passed, r.strict_turnover_gate_passed) {
+        (true, true) => "all gates passed".into(),
+        (true, false) => "failed strict turnover".into(),
+        (false, true) => "failed performance gate".into(),
+        (false, false) => "failed performance gate and strict turnover".into(),
+    }
+}
+
+/// Put the decided runtime in service. Returns (carried out, what was done).
+async fn carry_out(ctx: &Ctx<'_>, action: DecisionAction) -> Result<(bool, String)> {
+    let serving = lifecycle::serving(&ctx.ledger.entries(ctx.qualification)?);
+    match action {
+        DecisionAction::Pending => Ok((true, "nothing to do".into())),
+        DecisionAction::RetainBaseline => {
+            if let Some((label, h)) = &serving {
+                if label == BASELINE && h.down(&ctx.docker).await.is_none() {
+                    // Already serving: verified (process identity, container image ID) by
+                    // `down`, readmitted again so the router hears of it.
+                    let o = lifecycle::readmit(ctx, BASELINE, h).await?;
+                    if o.admitted {
+                        return Ok((
+                            true,
+                            format!("exact baseline verified and readmitted ({})", h.describe()),
+                        ));
+                    }
+                    lifecycle::retire(ctx, BASELINE, h, "failed readmission").await?;
+                } else {
+                    lifecycle::retire(ctx, label, h, "retain-baseline").await?;
+                }
+            }
+            Ok(
+                match lifecycle::restore(ctx, BASELINE, "retain-baseline").await {
+                    Ok(h) => (
+                        true,
+                        format!("exact baseline restored and readmitted ({})", h.describe()),
+                    ),
+                    Err(e) => (
+                        false,
+                        format!("baseline restore FAILED, nothing is serving: {e:#}"),
+                    ),
+                },
+            )
+        }
+        DecisionAction::Promote => {
+            if let Some((label, h)) = &serving {
+                if label == CANDIDATE && h.down(&ctx.docker).await.is_none() {
+                    let o = lifecycle::readmit(ctx, CANDIDATE, h).await?;
+                    if o.admitted {
+                        return Ok((
+                            true,
+                            format!("candidate verified and readmitted ({})", h.describe()),
+                        ));
+                    }
+                }
+                lifecycle::retire(ctx, label, h, "promoting the candidate").await?;
+            }
+            let why = match promote_candidate(ctx).await? {
+                Ok(h) => {
+                    return Ok((
+                        true,
+                        format!("candidate started and readmitted ({})", h.describe()),
+                    ));
+                }
+                Err(why) => why,
+            };
+            ctx.log(
+                "rollback",
+                None,
+                Status::Started,
+                json!({"reason": format!("promotion failed: {why}")}),
+            )?;
+            Ok(
+                match lifecycle::restore(ctx, BASELINE, "promotion failed").await {
+                    Ok(h) => {
+                        ctx.log(
+                            "rollback",
+                            None,
+                            Status::Ok,
+                            json!({"serving": h.to_value()}),
+                        )?;
+                        (
+                            false,
+                            format!(
+                                "promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})",
+                                h.describe()
+                            ),
+                        )
+                    }
+                    Err(e) => {
+                        ctx.log(
+                            "rollback",
+                            None,
+                            Status::Failed,
+                            json!({"error": format!("{e:#}")}),
+                        )?;
+                        (
+                            false,
+                            format!(
+                                "promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"
+                            ),
+                        )
+                    }
+                },
+            )
+        }
+    }
+}
+
+/// Start and readmit the candidate. Inner Err: why it was not admitted (it is stopped).
+async fn promote_candidate(ctx: &Ctx<'_>) -> Result<Result<Handle, String>> {
+    let rt = &ctx.plan.candidate;
+    if let Err(e) = lifecycle::presence(ctx, rt).await {
+        ctx.log(
+            "promote",
+            Some(CANDIDATE),
+            Status::Failed,
+            json!({"error": format!("{e:#}")}),
+        )?;
+        return Ok(Err(format!("candidate not present: {e:#}")));
+    }
+    let started = match lifecycle::start(ctx, rt, "promote").await {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(format!("candidate failed to start: {e:#}"))),
+    };
+    let o = lifecycle::readmit(ctx, CANDIDATE, &started.handle).await?;
+    if o.admitted {
+        return Ok(Ok(started.handle));
+    }
+    let _ = lifecycle::stop(ctx, CANDIDATE, &started.handle, "failed readmission").await;
+    let log = started
+        .handle
+        .log()
+        .map(|l| format!(", log {}", l.display()))
+        .unwrap_or_default();
+    Ok(Err(format!(
+        "candidate failed readmission: {}{log}",
+        o.failure().unwrap_or_default()
+    )))
+}

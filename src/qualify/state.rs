@@ -1,0 +1,99 @@
+//! What a qualification directory holds and who may touch it: the sidecar
+//! file `decide` and `status` find it by, its file names, the last decision
+//! in its ledger entries, and the one-process-at-a-time lock.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::config::plan::Plan;
+use crate::qualify::ledger::{Entry, Status};
+use crate::report::DecisionAction;
+
+/// Written beside the report: how `decide` finds the qualification.
+pub const QUALIFICATION_FILE: &str = "qualification.json";
+
+pub const QUALIFICATION_SCHEMA: &str = "infergate-qualification/v1";
+
+pub const REPORT_FILE: &str = "report.json";
+
+/// The plan as it ran, copied into the qualification directory.
+pub const PLAN_COPY: &str = "plan.toml";
+
+/// The sidecar file beside the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualificationFile {
+    pub schema: String,
+    pub id: String,
+    /// The plan file as given, made absolute.
+    pub plan: PathBuf,
+    /// Where the plan's relative paths point.
+    pub plan_dir: PathBuf,
+    pub plan_sha256: String,
+    pub ledger: PathBuf,
+}
+
+impl QualificationFile {
+    pub fn read(out_dir: &Path) -> Result<QualificationFile> {
+        let p = out_dir.join(QUALIFICATION_FILE);
+        let text =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a qualification file", p.display()))
+    }
+
+    /// The plan as it ran (the copy), with relative paths taken from the original's directory.
+    pub fn load_plan(&self, out_dir: &Path) -> Result<Plan> {
+        let copy = out_dir.join(PLAN_COPY);
+        let text = std::fs::read_to_string(&copy)
+            .with_context(|| format!("reading {}", copy.display()))?;
+        let plan = Plan::parse(&text, &copy, &self.plan_dir)?;
+        if plan.sha256 != self.plan_sha256 {
+            bail!(
+                "{} does not match the plan that ran (sha256 {} vs {})",
+                copy.display(),
+                plan.sha256,
+                self.plan_sha256
+            );
+        }
+        Ok(plan)
+    }
+}
+
+/// The last decision recorded for the qualification.
+pub fn decision_in(entries: &[Entry]) -> DecisionAction {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "decision" && e.status == Status::Ok)
+        .and_then(|e| e.detail.get("action").cloned())
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(DecisionAction::Pending)
+}
+
+/// One infergate at a time per qualification: a second `qualify --id` or a
+/// `decide` while one runs would start or stop runtimes under its feet.
+/// Held until the returned file is dropped; the kernel releases it if we die.
+pub fn lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = out_dir.join(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "qualification {id} is in use by another infergate process (lock {})",
+            path.display()
+        );
+    }
+    Ok(f)
+}
+
+pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
+    out_dir.join(format!("{label}-{n}"))
+}

@@ -1,0 +1,310 @@
+//! `infergate status [ID]`: where each qualification stands, derived from the
+//! ledger alone: its last step, verdict, decision, what serves (and whether it
+//! still runs), and anything an interrupted invocation left running.
+//! `infergate stop ID` retires what a qualification left serving.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::plan::DockerSettings;
+use crate::driver::container::Docker;
+use crate::qualify::ledger::{Entry, Ledger, Status};
+use crate::qualify::lifecycle::{self, Ctx};
+use crate::qualify::state::{self, QualificationFile};
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// One qualification (with its full timeline), or all.
+    pub id: Option<String>,
+    pub ledger: Option<PathBuf>,
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Serving {
+    pub runtime: String,
+    pub handle: lifecycle::Handle,
+    /// None while it runs; else why it does not.
+    pub down: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct QualificationStatus {
+    pub id: String,
+    pub plan: Option<String>,
+    pub out_dir: Option<String>,
+    pub started_at: String,
+    pub updated_at: String,
+    /// `step status` of the last entry.
+    pub last_step: String,
+    /// From the `done` entry; None while running or interrupted.
+    pub verdict: Option<String>,
+    pub failure: Option<String>,
+    pub report: Option<String>,
+    pub decision: String,
+    pub serving: Option<Serving>,
+    /// Started, never stopped nor put in service: an interrupted invocation's.
+    pub leftovers: Vec<lifecycle::Handle>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<Entry>>,
+}
+
+pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<QualificationStatus>> {
+    let ids = match id {
+        Some(id) => {
+            if !ledger.exists(id)? {
+                return Err(lifecycle::unknown_qualification(id, ledger));
+            }
+            vec![id.to_string()]
+        }
+        None => ledger.qualifications()?,
+    };
+    let mut out = Vec::new();
+    for q in ids {
+        let entries = ledger.entries(&q)?;
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            continue;
+        };
+        let plan_entry = entries.iter().find(|e| e.step == "plan");
+        let out_dir = plan_entry
+            .and_then(|e| e.detail_str("out_dir"))
+            .map(str::to_string);
+        let docker = Docker::new(docker_socket(out_dir.as_deref()));
+        let done = entries.iter().rev().find(|e| e.step == "done");
+        let serving = match lifecycle::serving(&entries) {
+            Some((runtime, handle)) => {
+                let down = handle.down(&docker).await;
+                Some(Serving {
+                    runtime,
+                    handle,
+                    down,
+                })
+            }
+            None => None,
+        };
+        out.push(QualificationStatus {
+            id: q.clone(),
+            plan: plan_entry
+                .and_then(|e| e.detail_str("plan"))
+                .map(str::to_string),
+            out_dir,
+            started_at: first.at.clone(),
+            updated_at: last.at.clone(),
+            last_step: format!(
+                "{}{} {}",
+                last.step,
+                last.runtime
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default(),
+                last.status.as_str()
+            ),
+            verdict: done
+                .and_then(|d| d.detail_str("verdict"))
+                .map(str::to_string),
+            failure: done
+                .and_then(|d| d.detail_str("failure"))
+                .map(str::to_string),
+            report: entries
+                .iter()
+                .rev()
+                .find(|e| e.step == "report")
+                .and_then(|e| e.detail_str("path"))
+                .map(str::to_string),
+            decision: state::decision_in(&entries).as_str().to_string(),
+            serving,
+            leftovers: lifecycle::leftovers(&entries)
+                .into_iter()
+                .map(|(_, h)| h)
+                .collect(),
+            entries: id.is_some().then_some(entries),
+        });
+    }
+    Ok(out)
+}
+
+/// The Docker socket the qualification's plan names (containers are checked there).
+fn docker_socket(out_dir: Option<&str>) -> PathBuf {
+    out_dir
+        .map(PathBuf::from)
+        .and_then(|d| {
+            QualificationFile::read(&d)
+                .ok()
+                .and_then(|qf| qf.load_plan(&d).ok())
+        })
+        .map(|p| p.docker.socket)
+        .unwrap_or_else(|| DockerSettings::default().socket)
+}
+
+/// The text (or JSON) `infergate status` prints.
+pub async fn run(opts: &Options) -> Result<String> {
+    let path = match &opts.ledger {
+        Some(p) => p.clone(),
+        None => Ledger::default_path()?,
+    };
+    let ledger = Ledger::open(&path)?;
+    let all = collect(&ledger, opts.id.as_deref()).await?;
+    if opts.json {
+        return serde_json::to_string_pretty(&all).context("serializing status");
+    }
+    if all.is_empty() {
+        return Ok(format!("no qualifications in {}\n", path.display()));
+    }
+    let mut s = String::new();
+    for q in &all {
+        let _ = writeln!(s, "{}", q.id);
+        if let Some(p) = &q.plan {
+            let _ = writeln!(s, "  plan:      {p}");
+        }
+        let _ = writeln!(
+            s,
+            "  started:   {}   last: {} at {}",
+            q.started_at, q.last_step, q.updated_at
+        );
+        let state = match (&q.verdict, &q.failure) {
+            (Some(v), Some(f)) => format!("{v}: {f}"),
+            (Some(v), None) => v.clone(),
+            (None, _) => "unfinished (running, or interrupted: rerun `infergate qualify PLAN --id ID` to resume, add --rollback to abandon)".into(),
+        };
+        let _ = writeln!(s, "  state:     {state}");
+        if let Some(r) = &q.report {
+            let _ = writeln!(s, "  report:    {r}");
+        }
+        let _ = writeln!(s, "  decision:  {}", q.decision);
+        match &q.serving {
+            Some(sv) => {
+                let health = match &sv.down {
+                    None => "running".to_string(),
+                    Some(why) => format!("DOWN: {why}"),
+                };
+                let _ = writeln!(
+                    s,
+                    "  serving:   {} — {} ({health})",
+                    sv.runtime,
+                    sv.handle.describe()
+                );
+            }
+            None => {
+                let _ = writeln!(s, "  serving:   nothing");
+            }
+        }
+        for h in &q.leftovers {
+            let _ = writeln!(
+                s,
+                "  LEFT RUNNING by an interrupted invocation: {}",
+                h.describe()
+            );
+        }
+        if let Some(entries) = &q.entries {
+            let _ = writeln!(s, "  ledger:");
+            for e in entries {
+                let _ = writeln!(
+                    s,
+                    "    {:>5} {} {:<14} {:<9} {:<7} {}",
+                    e.seq,
+                    e.at,
+                    e.step,
+                    e.runtime.as_deref().unwrap_or("-"),
+                    e.status.as_str(),
+                    summarize(&e.detail)
+                );
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// One line of a ledger entry's detail.
+fn summarize(v: &Value) -> String {
+    let pick = [
+        "error",
+        "check",
+        "detail",
+        "reason",
+        "warning",
+        "verdict",
+        "action",
+        "note",
+        "result",
+        "pass",
+        "cell",
+        "block",
+        "round",
+        "stop",
+        "spent",
+        "path",
+        "promotion",
+    ];
+    let Some(o) = v.as_object() else {
+        return v.to_string();
+    };
+    let mut parts = Vec::new();
+    for k in pick {
+        if let Some(x) = o.get(k) {
+            let text = match x {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let text: String = text.replace('\n', " ⏎ ").chars().take(160).collect();
+            parts.push(format!("{k}={text}"));
+        }
+    }
+    if let Some(h) = o.get("handle").and_then(lifecycle::Handle::from_value) {
+        parts.push(h.describe());
+    }
+    parts.join("; ")
+}
+
+/// `infergate stop ID`: retire what the qualification left serving.
+pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<String> {
+    let path = match ledger {
+        Some(p) => p,
+        None => Ledger::default_path()?,
+    };
+    let ledger = Ledger::open(&path)?;
+    let entries = ledger.entries(id)?;
+    let plan_entry = entries
+        .iter()
+        .find(|e| e.step == "plan")
+        .ok_or_else(|| lifecycle::unknown_qualification(id, &ledger))?;
+    let out_dir = PathBuf::from(
+        plan_entry
+            .detail_str("out_dir")
+            .context("plan entry without out_dir")?,
+    );
+    let qf = QualificationFile::read(&out_dir)?;
+    let plan = qf.load_plan(&out_dir)?;
+    let _lock = state::lock(&out_dir, id)?;
+    let ctx = Ctx {
+        plan: &plan,
+        qualification: id,
+        ledger: &ledger,
+        out_dir: &out_dir,
+        docker: Docker::new(&plan.docker.socket),
+        quiet,
+    };
+    let mut done = Vec::new();
+    for (label, h) in lifecycle::leftovers(&entries) {
+        lifecycle::stop(&ctx, &label, &h, "infergate stop").await?;
+        done.push(format!("stopped leftover {label}: {}", h.describe()));
+    }
+    match lifecycle::serving(&entries) {
+        Some((label, h)) => {
+            lifecycle::retire(&ctx, &label, &h, "infergate stop").await?;
+            done.push(format!("retired {label}: {}", h.describe()));
+        }
+        None => done.push(format!("qualification {id}: nothing serving")),
+    }
+    let _ = ledger.append(
+        id,
+        "stopped",
+        None,
+        Status::Info,
+        serde_json::json!({"by": "infergate stop"}),
+    );
+    Ok(done.join("\n") + "\n")
+}

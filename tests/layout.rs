@@ -1,0 +1,532 @@
+//! The layout is part of the design: data flows one way, so no file may
+//! import (directly or through others) a file that imports it; `stats` is a
+//! leaf; the report crate knows nothing of the main crate; `util` is a leaf.
+//! Read from the sources themselves: every `use` tree and every
+//! `crate::`/`super::`/`self::` path in code (comments and strings left out),
+//! resolved to the file that defines it, following `pub use` re-exports.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One crate's modules: module path (`["measure", "client"]`) → its file.
+struct Crate {
+    files: BTreeMap<Vec<String>, PathBuf>,
+    /// Per module: item name → where a `pub use` says it really is (absolute path).
+    reexports: BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>,
+    /// Per module: absolute paths of its `pub use …::*` globs.
+    globs: BTreeMap<Vec<String>, Vec<Vec<String>>>,
+    code: BTreeMap<Vec<String>, String>,
+}
+
+fn module_path(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    match last.as_str() {
+        "lib.rs" | "main.rs" | "mod.rs" => {}
+        f => parts.push(f.trim_end_matches(".rs").to_string()),
+    }
+    parts
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Source with comments, string and char literals blanked (newlines kept).
+fn strip(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            while i < b.len() && !b[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if b[i] == b'r' && (b[i..].starts_with(b"r\"") || b[i..].starts_with(b"r#")) {
+            let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+            if b.get(i + 1 + hashes) != Some(&b'"') {
+                out.push('r');
+                i += 1;
+                continue;
+            }
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            i += 2 + hashes;
+            while i < b.len() && !b[i..].starts_with(&close) {
+                i += 1;
+            }
+            i += close.len();
+            out.push_str("\"\"");
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' && b.get(i + 2) == Some(&b'\'') {
+            i += 3;
+        } else if b[i] == b'\'' && b.get(i + 1) == Some(&b'\\') {
+            // '\n', '\'', '\u{…}': skip the quote, backslash and escaped char.
+            i += 3;
+            while i < b.len() && b[i] != b'\'' {
+                i += 1;
+            }
+            i += 1;
+        } else {
+            let ch = src[i..].chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+/// Expand a `use` tree (`a::{b, c::{d, e}}`) into full paths (`as` dropped).
+fn expand(tree: &str) -> Vec<Vec<String>> {
+    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let prefix: Vec<String> = tree[..open]
+            .trim_end_matches("::")
+            .split("::")
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim().to_string())
+            .collect();
+        let inner = &tree[open + 1..tree.rfind('}').unwrap()];
+        let mut parts = Vec::new();
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&inner[start..]);
+        parts
+            .into_iter()
+            .filter(|p| !p.trim().is_empty())
+            .flat_map(expand)
+            .map(|tail| {
+                let mut p = prefix.clone();
+                if tail != ["self"] {
+                    p.extend(tail);
+                }
+                p
+            })
+            .collect()
+    } else {
+        let path = tree.split(" as ").next().unwrap();
+        vec![path.split("::").map(|s| s.trim().to_string()).collect()]
+    }
+}
+
+/// Inline `mod name { … }` blocks: (name, body start, body end) byte offsets.
+fn inline_mods(code: &str) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    let b = code.as_bytes();
+    let mut i = 0;
+    while let Some(at) = code[i..].find("mod ") {
+        let s = i + at;
+        i = s + 4;
+        if s > 0 && (b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_') {
+            continue;
+        }
+        let rest = &code[s + 4..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = s + 4 + name.len() + (rest.len() - name.len() - after.len());
+        let mut depth = 0;
+        for (j, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push((name.clone(), open, open + j));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Every path a file names: (inline module path inside the file, raw path).
+fn paths_in(code: &str) -> Vec<(Vec<String>, Vec<String>)> {
+    let mods = inline_mods(code);
+    let scope = |at: usize| -> Vec<String> {
+        mods.iter()
+            .filter(|(_, s, e)| *s < at && at < *e)
+            .map(|(n, _, _)| n.clone())
+            .collect()
+    };
+    let mut out = Vec::new();
+    // `use` declarations, including grouped trees.
+    let mut i = 0;
+    while let Some(at) = code[i..].find("use ") {
+        let s = i + at;
+        i = s + 4;
+        let before = code[..s].trim_end();
+        let starts_item = s == 0
+            || code.as_bytes()[s - 1].is_ascii_whitespace()
+                && (before.is_empty()
+                    || before.ends_with(';')
+                    || before.ends_with('{')
+                    || before.ends_with('}')
+                    || before.ends_with(']')
+                    || before.ends_with("pub")
+                    || before.ends_with(')'));
+        if !starts_item {
+            continue;
+        }
+        let Some(end) = code[s..].find(';') else {
+            continue;
+        };
+        for p in expand(&code[s + 4..s + end]) {
+            out.push((scope(s), p));
+        }
+        i = s + end;
+    }
+    // Paths in code: crate::a::b, super::x, self::y.
+    let b = code.as_bytes();
+    for kw in ["crate::", "super::", "self::"] {
+        let mut i = 0;
+        while let Some(at) = code[i..].find(kw) {
+            let s = i + at;
+            i = s + kw.len();
+            if s > 0 && (b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_' || b[s - 1] == b':')
+            {
+                continue;
+            }
+            let path: String = code[s..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            out.push((
+                scope(s),
+                path.split("::")
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            ));
+        }
+    }
+    out
+}
+
+impl Crate {
+    fn read(root: &Path) -> Crate {
+        let mut files = Vec::new();
+        rust_files(root, &mut files);
+        let mut c = Crate {
+            files: BTreeMap::new(),
+            reexports: BTreeMap::new(),
+            globs: BTreeMap::new(),
+            code: BTreeMap::new(),
+        };
+        for f in files {
+            let m = module_path(root, &f);
+            c.code
+                .insert(m.clone(), strip(&std::fs::read_to_string(&f).unwrap()));
+            c.files.insert(m, f);
+        }
+        for (m, code) in c.code.clone() {
+            let mut i = 0;
+            while let Some(at) = code[i..].find("pub use ") {
+                let s = i + at;
+                let end = s + code[s..].find(';').unwrap();
+                i = end;
+                for p in expand(&code[s + 8..end]) {
+                    let Some(abs) = c.absolute(&m, &[], &p) else {
+                        continue;
+                    };
+                    let last = p.last().unwrap().clone();
+                    if last == "*" {
+                        c.globs.entry(m.clone()).or_default().push(abs);
+                    } else {
+                        c.reexports.entry(m.clone()).or_default().insert(last, abs);
+                    }
+                }
+            }
+        }
+        c
+    }
+
+    /// `path` as written in module `m` (inside inline modules `inner`) as an
+    /// absolute path in this crate; None when it names another crate or std.
+    fn absolute(&self, m: &[String], inner: &[String], path: &[String]) -> Option<Vec<String>> {
+        let mut here: Vec<String> = m.iter().chain(inner).cloned().collect();
+        let mut rest = path;
+        match rest.first()?.as_str() {
+            "crate" => {
+                here.clear();
+                rest = &rest[1..];
+            }
+            "self" => rest = &rest[1..],
+            "super" => {
+                while rest.first().map(String::as_str) == Some("super") {
+                    here.pop()?;
+                    rest = &rest[1..];
+                }
+            }
+            first => {
+                // A relative path names a child module of the file's module, or nothing local.
+                let mut child = m.to_vec();
+                child.push(first.to_string());
+                if !self.files.contains_key(&child) {
+                    return None;
+                }
+                here = m.to_vec();
+            }
+        }
+        here.extend(rest.iter().filter(|s| *s != "*").cloned());
+        if path.last().map(String::as_str) == Some("*") {
+            here.push("*".into());
+        }
+        Some(here)
+    }
+
+    /// The file that defines an absolute path, following re-exports.
+    fn file_of(&self, abs: &[String], depth: usize) -> Option<Vec<String>> {
+        let abs: Vec<String> = abs.iter().filter(|s| *s != "*").cloned().collect();
+        let n = (0..=abs.len())
+            .rev()
+            .find(|&n| self.files.contains_key(&abs[..n]))?;
+        let module = abs[..n].to_vec();
+        let Some(item) = abs.get(n) else {
+            return Some(module);
+        };
+        if depth < 8 {
+            if let Some(target) = self.reexports.get(&module).and_then(|r| r.get(item)) {
+                return self.file_of(target, depth + 1).or(Some(module));
+            }
+            for g in self.globs.get(&module).into_iter().flatten() {
+                let mut p = g.clone();
+                p.push(item.clone());
+                if let Some(f) = self.file_of(&p, depth + 1)
+                    && f != module
+                    && self.defines(&f, item)
+                {
+                    return Some(f);
+                }
+            }
+        }
+        Some(module)
+    }
+
+    fn defines(&self, m: &[String], item: &str) -> bool {
+        let code = &self.code[m];
+        [
+            "struct ", "enum ", "fn ", "const ", "type ", "trait ", "static ", "mod ",
+        ]
+        .iter()
+        .any(|kw| {
+            code.match_indices(&format!("{kw}{item}")).any(|(i, _)| {
+                let after = code[i + kw.len() + item.len()..].chars().next();
+                !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+    }
+
+    /// File-level import graph: module → modules it uses (itself excluded).
+    fn graph(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+        let mut g = BTreeMap::new();
+        for (m, code) in &self.code {
+            let mut deps = BTreeSet::new();
+            for (inner, p) in paths_in(code) {
+                if let Some(abs) = self.absolute(m, &inner, &p)
+                    && let Some(f) = self.file_of(&abs, 0)
+                    && &f != m
+                {
+                    deps.insert(f);
+                }
+            }
+            g.insert(m.clone(), deps);
+        }
+        g
+    }
+}
+
+fn name(m: &[String]) -> String {
+    if m.is_empty() {
+        "<root>".into()
+    } else {
+        m.join("::")
+    }
+}
+
+/// Every cycle's first closing edge, as `a -> b -> … -> a`.
+fn cycles(g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+    fn visit(
+        n: &Vec<String>,
+        g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        state: &mut BTreeMap<Vec<String>, u8>,
+        stack: &mut Vec<Vec<String>>,
+        out: &mut Vec<String>,
+    ) {
+        state.insert(n.clone(), 1);
+        stack.push(n.clone());
+        for d in g.get(n).into_iter().flatten() {
+            match state.get(d).copied().unwrap_or(0) {
+                0 => visit(d, g, state, stack, out),
+                1 => {
+                    let at = stack.iter().position(|x| x == d).unwrap();
+                    let mut c: Vec<String> = stack[at..].iter().map(|m| name(m)).collect();
+                    c.push(name(d));
+                    out.push(c.join(" -> "));
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.clone(), 2);
+    }
+    let mut state = BTreeMap::new();
+    let mut out = Vec::new();
+    for n in g.keys() {
+        if !state.contains_key(n) {
+            visit(n, g, &mut state, &mut Vec::new(), &mut out);
+        }
+    }
+    out
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn main_crate() -> Crate {
+    // The binary's `cli/` and `main.rs` sit beside the library under src/;
+    // they form their own crate, so they are read on their own.
+    let mut c = Crate::read(&root().join("src"));
+    c.files.retain(|m, _| m.first().map(String::as_str) != Some("cli"));
+    c.code.retain(|m, _| m.first().map(String::as_str) != Some("cli"));
+    c
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it() {
+    for (label, c) in [
+        ("infergate", main_crate()),
+        ("infergate-report", Crate::read(&root().join("crates/report/src"))),
+        ("infergate-testkit", Crate::read(&root().join("crates/testkit/src"))),
+    ] {
+        let found = cycles(&c.graph());
+        assert!(found.is_empty(), "{label}: import cycles:\n{}", found.join("\n"));
+    }
+}
+
+#[test]
+fn stats_is_a_leaf_and_util_imports_nothing() {
+    let report = Crate::read(&root().join("crates/report/src"));
+    for (m, deps) in report.graph() {
+        if m.first().map(String::as_str) == Some("stats") {
+            for d in deps {
+                assert_eq!(
+                    d.first().map(String::as_str),
+                    Some("stats"),
+                    "{} imports {}",
+                    name(&m),
+                    name(&d)
+                );
+            }
+        }
+    }
+    let main = main_crate();
+    let g = main.graph();
+    assert!(g[&vec!["util".to_string()]].is_empty(), "util imports {:?}", g);
+}
+
+#[test]
+fn the_report_crate_knows_nothing_of_the_main_crate() {
+    let manifest = std::fs::read_to_string(root().join("crates/report/Cargo.toml")).unwrap();
+    let deps = manifest.split("[dependencies]").nth(1).unwrap();
+    let deps = deps.split("\n[").next().unwrap();
+    for forbidden in ["infergate", "rusqlite", "tokenizers", "reqwest", "tokio"] {
+        assert!(
+            !deps
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{forbidden} "))
+                    || l.trim_start().starts_with(&format!("{forbidden}="))),
+            "crates/report depends on {forbidden}"
+        );
+    }
+    let c = Crate::read(&root().join("crates/report/src"));
+    for (m, code) in &c.code {
+        assert!(
+            !code.contains("infergate::"),
+            "{} names the main crate",
+            name(m)
+        );
+    }
+}
+
+#[test]
+fn the_checker_sees_a_cycle_when_there_is_one() {
+    // The rule above could pass by seeing nothing: feed it a known cycle.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    std::fs::write(
+        src.join("a/mod.rs"),
+        "pub mod x;\npub use x::Thing;\n/// crate::b in a comment is not an import\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("a/x.rs"),
+        "use crate::b::{self, Other};\npub struct Thing;\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b.rs"),
+        "pub struct Other;\nfn f() -> crate::a::Thing { let s = \"crate::a\"; crate::a::Thing }\n",
+    )
+    .unwrap();
+    let c = Crate::read(src);
+    let g = c.graph();
+    // `crate::a::Thing` resolves through the re-export to a/x.rs.
+    assert_eq!(
+        g[&vec!["b".to_string()]],
+        BTreeSet::from([vec!["a".to_string(), "x".to_string()]])
+    );
+    let found = cycles(&g);
+    assert_eq!(found, vec!["a::x -> b -> a::x".to_string()], "{g:?}");
+}
