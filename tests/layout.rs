@@ -239,6 +239,10 @@ fn paths_in(code: &str) -> Vec<(Vec<String>, Vec<String>)> {
                 .chars()
                 .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
                 .collect();
+            if path.ends_with("::") {
+                // `use super::{…}` / `super::*`: the use tree above has it.
+                continue;
+            }
             out.push((
                 scope(s),
                 path.split("::")
@@ -529,4 +533,34 @@ fn the_checker_sees_a_cycle_when_there_is_one() {
     );
     let found = cycles(&g);
     assert_eq!(found, vec!["a::x -> b -> a::x".to_string()], "{g:?}");
+}
+
+
+#[test]
+fn test_doubles_are_dev_only_and_fuzzing_is_opt_in() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let section = |name: &str| -> String {
+        manifest
+            .split(&format!("\n[{name}]\n"))
+            .nth(1)
+            .map(|s| s.split("\n[").next().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert!(!section("dependencies").contains("infergate-testkit"));
+    assert!(section("dev-dependencies").contains("infergate-testkit"));
+    let features = section("features");
+    assert!(
+        !features.lines().any(|l| l.trim_start().starts_with("default")),
+        "no default features: fuzzing must stay opt-in\n{features}"
+    );
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    assert!(lib.contains("#[cfg(feature = \"fuzzing\")]\npub mod fuzzing;"));
+    let main = main_crate();
+    for m in main.files.keys() {
+        let n = name(m);
+        assert!(
+            !n.contains("fastsource") && !n.contains("faultproxy"),
+            "{n} in the main crate"
+        );
+    }
 }
