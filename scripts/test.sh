@@ -8,5 +8,5 @@ scripts/setup-engine.sh
 # Without a daemon the container test fails and says why; it never passes silently.
 scripts/setup-docker.sh || echo "test: no Docker daemon could be started; tests/container.rs will fail and say so" >&2
 cargo fmt --check
-cargo clippy --all-targets -- -D warnings
-cargo test --workspace
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo test --workspace --all-features

@@ -231,8 +231,7 @@ fn paths_in(code: &str) -> Vec<(Vec<String>, Vec<String>)> {
         while let Some(at) = code[i..].find(kw) {
             let s = i + at;
             i = s + kw.len();
-            if s > 0 && (b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_' || b[s - 1] == b':')
-            {
+            if s > 0 && (b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_' || b[s - 1] == b':') {
                 continue;
             }
             let path: String = code[s..]
@@ -440,8 +439,10 @@ fn main_crate() -> Crate {
     // The binary's `cli/` and `main.rs` sit beside the library under src/;
     // they form their own crate, so they are read on their own.
     let mut c = Crate::read(&root().join("src"));
-    c.files.retain(|m, _| m.first().map(String::as_str) != Some("cli"));
-    c.code.retain(|m, _| m.first().map(String::as_str) != Some("cli"));
+    c.files
+        .retain(|m, _| m.first().map(String::as_str) != Some("cli"));
+    c.code
+        .retain(|m, _| m.first().map(String::as_str) != Some("cli"));
     c
 }
 
@@ -449,11 +450,21 @@ fn main_crate() -> Crate {
 fn no_file_imports_a_file_that_imports_it() {
     for (label, c) in [
         ("infergate", main_crate()),
-        ("infergate-report", Crate::read(&root().join("crates/report/src"))),
-        ("infergate-testkit", Crate::read(&root().join("crates/testkit/src"))),
+        (
+            "infergate-report",
+            Crate::read(&root().join("crates/report/src")),
+        ),
+        (
+            "infergate-testkit",
+            Crate::read(&root().join("crates/testkit/src")),
+        ),
     ] {
         let found = cycles(&c.graph());
-        assert!(found.is_empty(), "{label}: import cycles:\n{}", found.join("\n"));
+        assert!(
+            found.is_empty(),
+            "{label}: import cycles:\n{}",
+            found.join("\n")
+        );
     }
 }
 
@@ -475,7 +486,11 @@ fn stats_is_a_leaf_and_util_imports_nothing() {
     }
     let main = main_crate();
     let g = main.graph();
-    assert!(g[&vec!["util".to_string()]].is_empty(), "util imports {:?}", g);
+    assert!(
+        g[&vec!["util".to_string()]].is_empty(),
+        "util imports {:?}",
+        g
+    );
 }
 
 #[test]
@@ -535,7 +550,6 @@ fn the_checker_sees_a_cycle_when_there_is_one() {
     assert_eq!(found, vec!["a::x -> b -> a::x".to_string()], "{g:?}");
 }
 
-
 #[test]
 fn test_doubles_are_dev_only_and_fuzzing_is_opt_in() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
@@ -550,7 +564,9 @@ fn test_doubles_are_dev_only_and_fuzzing_is_opt_in() {
     assert!(section("dev-dependencies").contains("infergate-testkit"));
     let features = section("features");
     assert!(
-        !features.lines().any(|l| l.trim_start().starts_with("default")),
+        !features
+            .lines()
+            .any(|l| l.trim_start().starts_with("default")),
         "no default features: fuzzing must stay opt-in\n{features}"
     );
     let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();

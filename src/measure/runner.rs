@@ -80,54 +80,17 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .timeout(Duration::from_secs(600))
         .build()
         .context("building HTTP client")?;
-
     let info = discover::discover(&http, &base, key.as_deref())
         .await
         .with_context(|| format!("discovering the server at {base}"))?;
-    let cells: Vec<CellSpec> = suite
-        .cells
-        .iter()
-        .filter(|c| opts.only_cells.is_empty() || opts.only_cells.contains(&c.name))
-        .filter(|_| opts.part != RunPart::TurnoverOnly)
-        .cloned()
-        .map(|mut c| {
-            if let RunPart::Block { first, count } = opts.part {
-                // Aggregated over the requests so far; the block is the last `count`.
-                c.requests = first + count;
-            }
-            c
-        })
-        .collect();
-    for name in &opts.only_cells {
-        if !suite.cells.iter().any(|c| &c.name == name) {
-            bail!(
-                "--cell {name}: no such cell in suite '{}' ({})",
-                suite.name,
-                opts.suite.display()
-            );
-        }
-    }
+    let cells = select_cells(&suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = info.context_window {
         for c in &cells {
             c.check_fits(ctx)?;
         }
     }
-
-    std::fs::create_dir_all(&opts.out_dir)
-        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
-    let journal_path = opts.out_dir.join(JOURNAL_FILE);
-    let mut previous = Vec::new();
-    if opts.resume && journal_path.exists() {
-        previous = journal::read(&journal_path)?;
-    } else if journal_path.exists() {
-        bail!(
-            "{} already exists; pass --resume to continue that run, or choose another --out",
-            journal_path.display()
-        );
-    }
-    let mut journal = Journal::open(&journal_path)?;
-
+    let (mut journal, previous) = open_journal(opts)?;
     let client = Arc::new(Client::new(ClientConfig {
         base_url: base.clone(),
         api_key: key.clone(),
@@ -144,17 +107,151 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     if let Some(t) = &tokenizer {
         sizer = sizer.with_file(t.clone());
     }
-    let nonce = run_nonce();
-    let estimator = Estimator {
-        http: http.clone(),
-        base: base.clone(),
-        key: key.clone(),
-        tokenizer: tokenizer.clone(),
+    let session = Session {
+        client: client.clone(),
+        estimator: Estimator {
+            http: http.clone(),
+            base: base.clone(),
+            key: key.clone(),
+            tokenizer: tokenizer.clone(),
+        },
+        model: info.model_id.clone(),
+        nonce: run_nonce(),
+        t0: Instant::now(),
     };
-    let run_t0 = Instant::now();
     let mut all: Vec<RequestRecord> = previous.clone();
-
     for cell in &cells {
+        session
+            .measure_cell(cell, opts, &sizer, &previous, &mut journal, &mut all)
+            .await?;
+    }
+    let results = cells.iter().map(|c| aggregate::cell(c, &all)).collect();
+
+    let turnover = if opts.skip_turnover
+        || suite.turnover.is_empty()
+        || matches!(opts.part, RunPart::Block { .. })
+    {
+        Vec::new()
+    } else {
+        let model = &info.model_id;
+        run_turnover(&client, &suite, model, &mut journal, &previous, opts.quiet).await?
+    };
+
+    let artifact = RunArtifact {
+        schema: RUN_SCHEMA.to_string(),
+        provenance: Provenance {
+            target: redact_url(&base),
+            model: info.model_id.clone(),
+            runtime: opts.runtime_label.clone(),
+            image: opts.image.clone(),
+            server_build: info.build.clone(),
+            context_window: info.context_window,
+            api_key_env: opts.api_key_env.clone(),
+            suite: suite.name.clone(),
+            suite_sha256: Some(sha256_hex(suite_text.as_bytes())),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: hostname(),
+            started_at,
+            ended_at: now_rfc3339(),
+        },
+        method: method_of(opts, &sizer),
+        cells: results,
+        turnover,
+        schedule: None,
+    };
+    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
+    Ok(artifact)
+}
+
+/// The cells this run measures (`--cell`, or none for turnover only); in a
+/// block, each cell's request count is the requests so far, so aggregation
+/// covers every block to date.
+fn select_cells(suite: &Suite, opts: &RunOptions) -> Result<Vec<CellSpec>> {
+    for name in &opts.only_cells {
+        if !suite.cells.iter().any(|c| &c.name == name) {
+            bail!(
+                "--cell {name}: no such cell in suite '{}' ({})",
+                suite.name,
+                opts.suite.display()
+            );
+        }
+    }
+    Ok(suite
+        .cells
+        .iter()
+        .filter(|c| opts.only_cells.is_empty() || opts.only_cells.contains(&c.name))
+        .filter(|_| opts.part != RunPart::TurnoverOnly)
+        .cloned()
+        .map(|mut c| {
+            if let RunPart::Block { first, count } = opts.part {
+                c.requests = first + count;
+            }
+            c
+        })
+        .collect())
+}
+
+/// The journal to append to, and the records it already holds (`--resume`);
+/// an existing journal without `--resume` is refused, never overwritten.
+fn open_journal(opts: &RunOptions) -> Result<(Journal, Vec<RequestRecord>)> {
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let journal_path = opts.out_dir.join(JOURNAL_FILE);
+    let mut previous = Vec::new();
+    if opts.resume && journal_path.exists() {
+        previous = journal::read(&journal_path)?;
+    } else if journal_path.exists() {
+        bail!(
+            "{} already exists; pass --resume to continue that run, or choose another --out",
+            journal_path.display()
+        );
+    }
+    Ok((Journal::open(&journal_path)?, previous))
+}
+
+/// Definitions written into the artifact: the shared notes, how prompts were
+/// sized and the timeouts in force.
+fn method_of(opts: &RunOptions, sizer: &PromptSizer) -> BTreeMap<String, String> {
+    let mut m = method_notes();
+    m.insert(
+        "prompt_sizing".into(),
+        format!(
+            "filler bodies counted with {}; chat template overhead and the result checked against usage.prompt_tokens",
+            sizer.method()
+        ),
+    );
+    let t = &opts.timeouts;
+    m.insert(
+        "timeouts".into(),
+        format!(
+            "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}; a request exceeding one is a request_error naming it",
+            t.connect, t.first_byte, t.idle, t.total
+        ),
+    );
+    m
+}
+
+/// What every request of one run shares.
+struct Session {
+    client: Arc<Client>,
+    estimator: Estimator,
+    model: String,
+    nonce: String,
+    t0: Instant,
+}
+
+impl Session {
+    /// One cell: size its prompts, warm up (never recorded), then send the
+    /// requests the journal lacks, appending each record as it completes.
+    async fn measure_cell(
+        &self,
+        cell: &CellSpec,
+        opts: &RunOptions,
+        sizer: &PromptSizer,
+        previous: &[RequestRecord],
+        journal: &mut Journal,
+        all: &mut Vec<RequestRecord>,
+    ) -> Result<()> {
         let done: BTreeSet<usize> = previous
             .iter()
             .filter(|r| r.cell == cell.name)
@@ -166,18 +263,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         };
         let todo: Vec<usize> = range.clone().filter(|i| !done.contains(i)).collect();
         if todo.is_empty() {
+            let n = range.len();
             say(
                 opts,
                 &format!(
-                    "cell {}: all {} requests already in the journal",
-                    cell.name,
-                    range.len()
+                    "cell {}: all {n} requests already in the journal",
+                    cell.name
                 ),
             );
-            continue;
+            return Ok(());
         }
         let sized = sizer
-            .size(cell, &nonce)
+            .size(cell, &self.nonce)
             .await
             .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
         let what = match opts.part {
@@ -199,36 +296,30 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             ),
         );
         let body = Arc::new(sized.body);
-        // Warmup: same shape, never recorded.
-        if cell.warmup > 0 {
-            let job = request_job(
-                estimator.clone(),
-                client.clone(),
+        let job = |nonce: String| {
+            request_job(
+                self.estimator.clone(),
+                self.client.clone(),
                 cell.clone(),
-                info.model_id.clone(),
+                self.model.clone(),
                 body.clone(),
-                format!("{nonce}-warm"),
-                run_t0,
-            );
-            loadgen_drive(cell, cell.warmup, job, |_| {}).await?;
+                nonce,
+                self.t0,
+            )
+        };
+        if cell.warmup > 0 {
+            let warm = job(format!("{}-warm", self.nonce));
+            loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }
         let progress = Progress::new(opts, &cell.name, todo.len());
-        let todo = Arc::new(todo);
-        let job = request_job(
-            estimator.clone(),
-            client.clone(),
-            cell.clone(),
-            info.model_id.clone(),
-            body.clone(),
-            nonce.clone(),
-            run_t0,
-        );
+        let measured = job(self.nonce.clone());
         let mut write_err: Option<anyhow::Error> = None;
-        let todo2 = todo.clone();
+        let todo = Arc::new(todo);
+        let n = todo.len();
         loadgen_drive(
             cell,
-            todo.len(),
-            move |k, s| job(todo2[k], s),
+            n,
+            move |k, s| measured(todo[k], s),
             |rec: RequestRecord| {
                 progress.done(rec.outcome != Outcome::Ok);
                 if write_err.is_none()
@@ -241,75 +332,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         )
         .await?;
         progress.finish();
-        if let Some(e) = write_err {
-            return Err(e);
-        }
+        write_err.map_or(Ok(()), Err)
     }
-
-    let mut results = Vec::new();
-    for c in &cells {
-        results.push(aggregate::cell(c, &all));
-    }
-
-    let turnover = if opts.skip_turnover
-        || suite.turnover.is_empty()
-        || matches!(opts.part, RunPart::Block { .. })
-    {
-        Vec::new()
-    } else {
-        run_turnover(
-            &client,
-            &suite,
-            &info.model_id,
-            &mut journal,
-            &previous,
-            opts.quiet,
-        )
-        .await?
-    };
-
-    let artifact = RunArtifact {
-        schema: RUN_SCHEMA.to_string(),
-        provenance: Provenance {
-            target: redact_url(&base),
-            model: info.model_id.clone(),
-            runtime: opts.runtime_label.clone(),
-            image: opts.image.clone(),
-            server_build: info.build.clone(),
-            context_window: info.context_window,
-            api_key_env: opts.api_key_env.clone(),
-            suite: suite.name.clone(),
-            suite_sha256: Some(sha256_hex(suite_text.as_bytes())),
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            host: hostname(),
-            started_at,
-            ended_at: now_rfc3339(),
-        },
-        method: {
-            let mut m = method_notes();
-            m.insert(
-                "prompt_sizing".into(),
-                format!(
-                    "filler bodies counted with {}; chat template overhead and the result checked against usage.prompt_tokens",
-                    sizer.method()
-                ),
-            );
-            let t = &opts.timeouts;
-            m.insert(
-                "timeouts".into(),
-                format!(
-                    "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}; a request exceeding one is a request_error naming it",
-                    t.connect, t.first_byte, t.idle, t.total
-                ),
-            );
-            m
-        },
-        cells: results,
-        turnover,
-        schedule: None,
-    };
-    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
-    Ok(artifact)
 }
 
 /// The suite's turnover runs, every request journaled as it completes.

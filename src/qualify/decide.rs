@@ -159,7 +159,7 @@ pub async fn decide_and_apply(
     let promotion = format!(
         "{who} selected {} after {}; {what}",
         phrase(action),
-        gate_summary(&report)
+        report::gate::summary(&report)
     );
     report.set_promotion(promotion.clone());
     report::write_report_atomic(report_path, &report)?;
@@ -184,32 +184,6 @@ fn phrase(action: DecisionAction) -> &'static str {
         DecisionAction::Promote => "promotion",
         DecisionAction::RetainBaseline => "retain-baseline/no-promotion",
         DecisionAction::Pending => "no decision",
-    }
-}
-
-/// "failed strict turnover", as the seed says it.
-fn gate_summary(r: &Report) -> String {
-    let decides_by_evidence = r
-        .statistics
-        .as_ref()
-        .and_then(|s| s.gate_decides.as_deref())
-        == Some("evidence");
-    if decides_by_evidence && let Some(o) = r.performance_outcome {
-        return format!(
-            "performance evidence {}, strict turnover {}",
-            o.as_str(),
-            if r.strict_turnover_gate_passed {
-                "passed"
-            } else {
-                "failed"
-            }
-        );
-    }
-    match (r.performance_gate_passed, r.strict_turnover_gate_passed) {
-        (true, true) => "all gates passed".into(),
-        (true, false) => "failed strict turnover".into(),
-        (false, true) => "failed performance gate".into(),
-        (false, false) => "failed performance gate and strict turnover".into(),
     }
 }
 

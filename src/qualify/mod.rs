@@ -116,14 +116,7 @@ struct PassFailure {
 }
 
 pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
-    let plan = Plan::load(plan_path)?;
-    if opts.adaptive && plan.schedule != PlanSchedule::Interleaved {
-        bail!(
-            "--adaptive adds interleaved blocks, but {} runs schedule = \"{}\"",
-            plan_path.display(),
-            plan.schedule.as_str()
-        );
-    }
+    let plan = load_plan(plan_path, opts)?;
     let ledger_path = match &opts.ledger {
         Some(p) => p.clone(),
         None => Ledger::default_path()?,
@@ -138,55 +131,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
     let entries = ledger.entries(&id)?;
     let resuming = !entries.is_empty();
-    let mut adaptive =
-        plan.schedule == PlanSchedule::Interleaved && (plan.adaptive.enabled || opts.adaptive);
-    let out_dir = if resuming {
-        let plan_entry = entries
-            .iter()
-            .find(|e| e.step == "plan")
-            .with_context(|| format!("ledger has entries for {id} but no plan entry"))?;
-        if plan_entry.detail_str("plan_sha256") != Some(plan.sha256.as_str()) {
-            bail!(
-                "qualification {id} ran a different plan (sha256 {}); {} now has sha256 {}: start a new qualification instead",
-                plan_entry.detail_str("plan_sha256").unwrap_or("?"),
-                plan_path.display(),
-                plan.sha256
-            );
-        }
-        // The mode it began with: a look taken is a look spent.
-        let began = plan_entry.detail.get("adaptive").and_then(|a| a.as_bool());
-        if let Some(began) = began {
-            if began != adaptive && !opts.quiet {
-                eprintln!(
-                    "qualification {id}: began {}adaptive; resuming it so",
-                    if began { "" } else { "not " }
-                );
-            }
-            adaptive = began;
-        }
-        PathBuf::from(
-            plan_entry
-                .detail_str("out_dir")
-                .context("plan entry without out_dir")?,
-        )
-    } else {
-        let root = opts
-            .out_root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("out/qualify"));
-        let dir = absolute(&root.join(&id))?;
-        if dir.exists()
-            && std::fs::read_dir(&dir)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            bail!(
-                "{} already exists and is not empty; choose another --id or --out",
-                dir.display()
-            );
-        }
-        dir
-    };
+    let (out_dir, adaptive) = resolve_out_dir(&plan, plan_path, opts, &id, &entries)?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let _lock = lock(&out_dir, &id)?;
     let ctx = Ctx {
@@ -199,90 +144,28 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
 
     if !resuming {
-        crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
-        let qf = QualificationFile {
-            schema: QUALIFICATION_SCHEMA.into(),
-            id: id.clone(),
-            plan: absolute(plan_path)?,
-            plan_dir: absolute(&plan.base_dir)?,
-            plan_sha256: plan.sha256.clone(),
-            ledger: absolute(&ledger_path)?,
-        };
-        crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
-        ctx.log(
-            "plan",
-            None,
-            Status::Ok,
-            json!({
-                "plan": qf.plan,
-                "plan_sha256": plan.sha256,
-                "out_dir": out_dir,
-                "suite": plan.suite,
-                "schedule": plan.schedule.as_str(),
-                "order": match plan.schedule {
-                    PlanSchedule::Alternating => json!(plan.pass_order().iter().map(|(l, n)| format!("{l}-{n}")).collect::<Vec<_>>()),
-                    PlanSchedule::Interleaved => json!("blocks of each cell alternating A B B A"),
-                },
-                "window": plan.window,
-                "adaptive": adaptive,
-                "adaptive_budget": adaptive.then(|| json!({
-                    "max_requests": plan.adaptive.max_requests,
-                    "max_minutes": plan.adaptive.max_minutes,
-                })),
-                "baseline": plan.baseline.driver.kind(),
-                "candidate": plan.candidate.driver.kind(),
-                "host": crate::util::hostname(),
-                "pid": std::process::id(),
-            }),
-        )?;
+        record_plan(&ctx, plan_path, &ledger_path, adaptive)?;
+    } else if let Some(done) = entries.iter().rev().find(|e| e.step == "done") {
         ctx.say(&format!(
-            "qualification {id}: plan {} → {}",
-            plan_path.display(),
-            out_dir.display()
+            "qualification {id} already finished ({}); nothing to do",
+            done.detail_str("verdict").unwrap_or("?")
         ));
+        return finished_outcome(&ctx, &ledger_path, &entries, done);
     } else {
-        if let Some(done) = entries.iter().rev().find(|e| e.step == "done") {
-            ctx.say(&format!(
-                "qualification {id} already finished ({}); nothing to do",
-                done.detail_str("verdict").unwrap_or("?")
-            ));
-            return finished_outcome(&ctx, &ledger_path, &entries, done);
-        }
-        ctx.log(
-            "resume",
-            None,
-            Status::Info,
-            json!({"pid": std::process::id(), "rollback": opts.rollback}),
-        )?;
-        ctx.say(&format!(
-            "qualification {id}: resuming from the ledger ({} entries)",
-            entries.len()
-        ));
+        record_resume(&ctx, opts, entries.len())?;
     }
 
     // Preflight changes nothing (except a pull by digest), so it runs before
     // any leftover of an interrupted run is touched.
     if let Err(e) = preflight(&ctx).await {
-        return finish(
-            &ctx,
-            &ledger_path,
-            Verdict::Refused,
-            None,
-            Some(format!("{e:#}")),
-            false,
-        )
-        .await;
+        let why = Some(format!("{e:#}"));
+        return finish(&ctx, &ledger_path, Verdict::Refused, None, why, false).await;
     }
-
     if resuming {
         lifecycle::stop_leftovers(&ctx).await?;
         if opts.rollback {
-            ctx.log(
-                "abandon",
-                None,
-                Status::Info,
-                json!({"reason": "--rollback"}),
-            )?;
+            let reason = json!({"reason": "--rollback"});
+            ctx.log("abandon", None, Status::Info, reason)?;
             return finish(&ctx, &ledger_path, Verdict::RolledBack, None, None, true).await;
         }
         if let Some((label, h)) = lifecycle::serving(&ctx.ledger.entries(&id)?) {
@@ -295,53 +178,198 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
         );
     }
 
+    if let Err(msg) = measure(&ctx, plan_path, adaptive).await? {
+        return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(msg), true).await;
+    }
+    let report_path = out_dir.join(REPORT_FILE);
+    let report = match compare_and_write(&ctx, &report_path, adaptive)? {
+        Ok(r) => r,
+        Err(msg) => {
+            return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(msg), true).await;
+        }
+    };
+    decide_or_restore(&ctx, plan_path, &ledger_path, report, report_path).await
+}
+
+/// The plan, checked against the options it is run with.
+fn load_plan(plan_path: &Path, opts: &Options) -> Result<Plan> {
+    let plan = Plan::load(plan_path)?;
+    if opts.adaptive && plan.schedule != PlanSchedule::Interleaved {
+        bail!(
+            "--adaptive adds interleaved blocks, but {} runs schedule = \"{}\"",
+            plan_path.display(),
+            plan.schedule.as_str()
+        );
+    }
+    Ok(plan)
+}
+
+/// Where the qualification lives and whether it is adaptive: from the
+/// ledger's plan entry when resuming (the mode it began with: a look taken is
+/// a look spent), else a new, empty directory.
+fn resolve_out_dir(
+    plan: &Plan,
+    plan_path: &Path,
+    opts: &Options,
+    id: &str,
+    entries: &[Entry],
+) -> Result<(PathBuf, bool)> {
+    let mut adaptive =
+        plan.schedule == PlanSchedule::Interleaved && (plan.adaptive.enabled || opts.adaptive);
+    if entries.is_empty() {
+        let root = opts
+            .out_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("out/qualify"));
+        let dir = absolute(&root.join(id))?;
+        if dir.exists()
+            && std::fs::read_dir(&dir)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(true)
+        {
+            bail!(
+                "{} already exists and is not empty; choose another --id or --out",
+                dir.display()
+            );
+        }
+        return Ok((dir, adaptive));
+    }
+    let plan_entry = entries
+        .iter()
+        .find(|e| e.step == "plan")
+        .with_context(|| format!("ledger has entries for {id} but no plan entry"))?;
+    if plan_entry.detail_str("plan_sha256") != Some(plan.sha256.as_str()) {
+        bail!(
+            "qualification {id} ran a different plan (sha256 {}); {} now has sha256 {}: start a new qualification instead",
+            plan_entry.detail_str("plan_sha256").unwrap_or("?"),
+            plan_path.display(),
+            plan.sha256
+        );
+    }
+    if let Some(began) = plan_entry.detail.get("adaptive").and_then(|a| a.as_bool()) {
+        if began != adaptive && !opts.quiet {
+            eprintln!(
+                "qualification {id}: began {}adaptive; resuming it so",
+                if began { "" } else { "not " }
+            );
+        }
+        adaptive = began;
+    }
+    let dir = plan_entry
+        .detail_str("out_dir")
+        .context("plan entry without out_dir")?;
+    Ok((PathBuf::from(dir), adaptive))
+}
+
+/// A new qualification: the plan copy, the sidecar file, the `plan` entry.
+fn record_plan(ctx: &Ctx<'_>, plan_path: &Path, ledger_path: &Path, adaptive: bool) -> Result<()> {
+    let (plan, out_dir, id) = (ctx.plan, ctx.out_dir, ctx.qualification);
+    crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
+    let qf = QualificationFile {
+        schema: QUALIFICATION_SCHEMA.into(),
+        id: id.to_string(),
+        plan: absolute(plan_path)?,
+        plan_dir: absolute(&plan.base_dir)?,
+        plan_sha256: plan.sha256.clone(),
+        ledger: absolute(ledger_path)?,
+    };
+    crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
+    ctx.log(
+        "plan",
+        None,
+        Status::Ok,
+        json!({
+            "plan": qf.plan,
+            "plan_sha256": plan.sha256,
+            "out_dir": out_dir,
+            "suite": plan.suite,
+            "schedule": plan.schedule.as_str(),
+            "order": match plan.schedule {
+                PlanSchedule::Alternating => json!(plan.pass_order().iter().map(|(l, n)| format!("{l}-{n}")).collect::<Vec<_>>()),
+                PlanSchedule::Interleaved => json!("blocks of each cell alternating A B B A"),
+            },
+            "window": plan.window,
+            "adaptive": adaptive,
+            "adaptive_budget": adaptive.then(|| json!({
+                "max_requests": plan.adaptive.max_requests,
+                "max_minutes": plan.adaptive.max_minutes,
+            })),
+            "baseline": plan.baseline.driver.kind(),
+            "candidate": plan.candidate.driver.kind(),
+            "host": crate::util::hostname(),
+            "pid": std::process::id(),
+        }),
+    )?;
+    ctx.say(&format!(
+        "qualification {id}: plan {} → {}",
+        plan_path.display(),
+        out_dir.display()
+    ));
+    Ok(())
+}
+
+fn record_resume(ctx: &Ctx<'_>, opts: &Options, entries: usize) -> Result<()> {
+    ctx.log(
+        "resume",
+        None,
+        Status::Info,
+        json!({"pid": std::process::id(), "rollback": opts.rollback}),
+    )?;
+    ctx.say(&format!(
+        "qualification {}: resuming from the ledger ({entries} entries)",
+        ctx.qualification
+    ));
+    Ok(())
+}
+
+/// Measure both runtimes as the plan's schedule says; Ctrl-C interrupts.
+/// The inner error is the failure to record (what a dropped pass left
+/// running is stopped first).
+async fn measure(
+    ctx: &Ctx<'_>,
+    plan_path: &Path,
+    adaptive: bool,
+) -> Result<std::result::Result<(), String>> {
     let measure = async {
-        match plan.schedule {
-            PlanSchedule::Alternating => run_passes(&ctx).await,
-            PlanSchedule::Interleaved => run_interleaved(&ctx, adaptive).await,
+        match ctx.plan.schedule {
+            PlanSchedule::Alternating => run_passes(ctx).await,
+            PlanSchedule::Interleaved => run_interleaved(ctx, adaptive).await,
         }
     };
     let passes = tokio::select! {
         r = measure => r,
         _ = tokio::signal::ctrl_c() => Err(PassFailure { step: "interrupted", runtime: BASELINE, error: anyhow!("interrupted (Ctrl-C)") }),
     };
-    if let Err(f) = passes {
-        // What a dropped pass left running (an interrupt) is stopped here.
-        lifecycle::stop_leftovers(&ctx).await?;
-        let msg = format!("{} {}: {:#}", f.runtime, f.step, f.error);
-        if f.step == "interrupted" {
-            ctx.log(
-                "interrupted",
-                None,
-                Status::Info,
-                json!({"resume": format!("infergate qualify {} --id {id}", plan_path.display())}),
-            )?;
-        }
-        return finish(&ctx, &ledger_path, Verdict::Failed, None, Some(msg), true).await;
+    let Err(f) = passes else {
+        return Ok(Ok(()));
+    };
+    lifecycle::stop_leftovers(ctx).await?;
+    if f.step == "interrupted" {
+        let resume = format!(
+            "infergate qualify {} --id {}",
+            plan_path.display(),
+            ctx.qualification
+        );
+        ctx.log("interrupted", None, Status::Info, json!({"resume": resume}))?;
     }
+    Ok(Err(format!("{} {}: {:#}", f.runtime, f.step, f.error)))
+}
 
-    let report_path = out_dir.join(REPORT_FILE);
-    let report = match compare(&ctx, adaptive) {
+/// Compare the two sides and write the report; the inner error is a failed
+/// comparison (recorded), to finish the qualification with.
+fn compare_and_write(
+    ctx: &Ctx<'_>,
+    report_path: &Path,
+    adaptive: bool,
+) -> Result<std::result::Result<Report, String>> {
+    let report = match compare(ctx, adaptive) {
         Ok(r) => r,
         Err(e) => {
-            ctx.log(
-                "compare",
-                None,
-                Status::Failed,
-                json!({"error": format!("{e:#}")}),
-            )?;
-            return finish(
-                &ctx,
-                &ledger_path,
-                Verdict::Failed,
-                None,
-                Some(format!("compare: {e:#}")),
-                true,
-            )
-            .await;
+            let error = json!({"error": format!("{e:#}")});
+            ctx.log("compare", None, Status::Failed, error)?;
+            return Ok(Err(format!("compare: {e:#}")));
         }
     };
-    let qualified = gates_passed(&report);
     ctx.log(
         "compare",
         None,
@@ -350,17 +378,30 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
             "qualification": report.qualification,
             "performance_gate_passed": report.performance_gate_passed,
             "strict_turnover_gate_passed": report.strict_turnover_gate_passed,
-            "qualified": qualified,
+            "qualified": report::gate::qualified(&report),
         }),
     )?;
-    report::write_report_atomic(&report_path, &report)?;
+    report::write_report_atomic(report_path, &report)?;
     ctx.log("report", None, Status::Ok, json!({"path": report_path}))?;
     ctx.say(&format!(
         "report: {} ({})",
         report_path.display(),
         report.qualification
     ));
+    Ok(Ok(report))
+}
 
+/// Apply the plan's decision policy for this outcome, or leave the decision
+/// pending and put the baseline back (or nothing, with `after = "stop"`).
+async fn decide_or_restore(
+    ctx: &Ctx<'_>,
+    plan_path: &Path,
+    ledger_path: &Path,
+    mut report: Report,
+    report_path: PathBuf,
+) -> Result<Outcome> {
+    let plan = ctx.plan;
+    let qualified = report::gate::qualified(&report);
     let verdict = if qualified {
         Verdict::Qualified
     } else {
@@ -376,49 +417,34 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
         OnOutcome::Promote => Some(DecisionAction::Promote),
         OnOutcome::RetainBaseline => Some(DecisionAction::RetainBaseline),
     };
-    match action {
-        Some(action) => {
-            let who = format!("plan policy ({})", plan_path.display());
-            let note = format!(
-                "decision.{} = {}",
-                if qualified { "on_pass" } else { "on_fail" },
-                action.as_str()
-            );
-            let applied = decide::decide_and_apply(&ctx, &report_path, action, &who, &note).await?;
-            let failure = (!applied.carried_out).then(|| applied.promotion.clone());
-            finish(
-                &ctx,
-                &ledger_path,
-                verdict,
-                Some(report_path),
-                failure,
-                false,
-            )
-            .await
-        }
-        None => {
-            let promotion = match plan.after {
-                After::RestoreBaseline => match lifecycle::restore(
-                    &ctx,
-                    BASELINE,
-                    "qualification finished; decision pending",
-                )
-                .await
-                {
-                    Ok(h) => format!(
-                        "pending; baseline restored and readmitted ({})",
-                        h.describe()
-                    ),
-                    Err(e) => format!("pending; baseline restore FAILED: {e:#}"),
-                },
-                After::Stop => "pending; nothing left running (after = \"stop\")".to_string(),
-            };
-            let mut report = report;
-            report.set_promotion(promotion);
-            report::write_report_atomic(&report_path, &report)?;
-            finish(&ctx, &ledger_path, verdict, Some(report_path), None, false).await
-        }
+    if let Some(action) = action {
+        let who = format!("plan policy ({})", plan_path.display());
+        let note = format!(
+            "decision.{} = {}",
+            if qualified { "on_pass" } else { "on_fail" },
+            action.as_str()
+        );
+        let applied = decide::decide_and_apply(ctx, &report_path, action, &who, &note).await?;
+        let failure = (!applied.carried_out).then(|| applied.promotion.clone());
+        return finish(ctx, ledger_path, verdict, Some(report_path), failure, false).await;
     }
+    let promotion = match plan.after {
+        After::RestoreBaseline => {
+            match lifecycle::restore(ctx, BASELINE, "qualification finished; decision pending")
+                .await
+            {
+                Ok(h) => format!(
+                    "pending; baseline restored and readmitted ({})",
+                    h.describe()
+                ),
+                Err(e) => format!("pending; baseline restore FAILED: {e:#}"),
+            }
+        }
+        After::Stop => "pending; nothing left running (after = \"stop\")".to_string(),
+    };
+    report.set_promotion(promotion);
+    report::write_report_atomic(&report_path, &report)?;
+    finish(ctx, ledger_path, verdict, Some(report_path), None, false).await
 }
 
 /// Record the end of the qualification; with `restore`, first put the
@@ -542,14 +568,6 @@ pub fn spent_in(entries: &[Entry]) -> Option<String> {
         .rev()
         .find(|e| e.step == "interleaved" && e.status == Status::Ok)
         .and_then(|e| e.detail_str("spent").map(str::to_string))
-}
-
-/// Every gate the policy applies passed.
-pub fn gates_passed(r: &Report) -> bool {
-    match &r.gates {
-        Some(g) => g.qualified,
-        None => r.performance_gate_passed && r.strict_turnover_gate_passed,
-    }
 }
 
 async fn preflight(ctx: &Ctx<'_>) -> Result<()> {

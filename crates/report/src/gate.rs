@@ -259,7 +259,8 @@ pub fn qualified(r: &Report) -> bool {
     )
 }
 
-/// One line for the decision ledger: which gates held.
+/// One line for the decision ledger: which gates held, worded as the seed
+/// words them ("failed strict turnover").
 pub fn summary(r: &Report) -> String {
     let decides_by_evidence = r
         .statistics
