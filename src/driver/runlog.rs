@@ -1,8 +1,8 @@
 //! What the two local process drivers share: the appended log a runtime
 //! writes to, the command that writes it, and waiting on both — for a ready
 //! line, for a health URL — while noticing when the process has exited.
-//! [`super::process::ManagedProcess`] dies with infergate,
-//! [`super::detached::DetachedProcess`] outlives it; nothing else differs here.
+//! `ManagedProcess` (process.rs) dies with infergate,
+//! `DetachedProcess` (detached.rs) outlives it; nothing else differs here.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
