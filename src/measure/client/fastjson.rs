@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use super::{Choice, Chunk, Delta, Str, Usage};
+use super::chunk::{Choice, Chunk, Delta, Str, Usage};
 
 /// Below serde_json's recursion limit (128), so deep input always falls back.
 const MAX_DEPTH: usize = 100;

@@ -1,0 +1,232 @@
+//! The SSE sink: each event of a stream, as it arrives, into the capture
+//! (first token, chunk times, text within its cap, usage, finish reason).
+
+use serde_json::Value;
+
+use crate::measure::record::{Failure, Outcome, StreamCapture};
+use crate::measure::sse::{Event, SseError};
+
+use super::chunk::{Chunk, Str};
+use super::config::{Endpoint, SNIPPET_BYTES};
+use super::fastjson;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Limit {
+    FirstByte,
+    Idle,
+    Total,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    Streaming,
+    Done,
+    Failed,
+}
+
+/// Turns SSE events into the capture. Separate from the I/O so it can be tested alone.
+pub(super) struct Sink<'c> {
+    pub(super) cap: &'c mut StreamCapture,
+    pub(super) endpoint: Endpoint,
+    pub(super) cap_bytes: usize,
+    pub(super) state: State,
+    pub(super) content_full: bool,
+    pub(super) reasoning_full: bool,
+}
+
+impl<'c> Sink<'c> {
+    pub(super) fn new(cap: &'c mut StreamCapture, endpoint: Endpoint, cap_bytes: usize) -> Self {
+        // Room for a short answer up front; amortized growth after that.
+        cap.chunk_ms.reserve(64);
+        Sink {
+            cap,
+            endpoint,
+            cap_bytes,
+            state: State::Streaming,
+            content_full: false,
+            reasoning_full: false,
+        }
+    }
+
+    pub(super) fn fail(&mut self, class: Outcome, message: String) {
+        if self.state != State::Failed {
+            self.state = State::Failed;
+            self.cap.failure = Some(Failure { class, message });
+        }
+    }
+
+    pub(super) fn on_event(&mut self, ev: Result<Event<'_>, SseError>, at_ms: f64) {
+        if self.state != State::Streaming {
+            return;
+        }
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => return self.fail(Outcome::StreamValidationFailed, e.to_string()),
+        };
+        match ev.event {
+            "" | "message" => {}
+            "error" => {
+                return self.fail(
+                    Outcome::StreamValidationFailed,
+                    format!(
+                        "error event in stream: {}",
+                        bounded_bytes(ev.data, SNIPPET_BYTES)
+                    ),
+                );
+            }
+            // Other named events (e.g. `ping`) are not part of the OpenAI protocol: ignore them.
+            _ => return,
+        }
+        let data = ev.data;
+        if data.trim_ascii() == b"[DONE]" {
+            self.cap.saw_done = true;
+            self.cap.e2e_ms = Some(at_ms);
+            self.state = State::Done;
+            return;
+        }
+        if data.trim_ascii().is_empty() {
+            return;
+        }
+        // The fast path reads the usual chunk; anything unusual goes to serde_json, as before.
+        let mut chunk = Chunk::default();
+        if !fastjson::parse_into(data, &mut chunk) {
+            chunk = match serde_json::from_slice(data) {
+                Ok(c) => c,
+                Err(e) => {
+                    return self.fail(
+                        Outcome::StreamValidationFailed,
+                        format!(
+                            "malformed chunk ({e}): {}",
+                            bounded_bytes(data, SNIPPET_BYTES)
+                        ),
+                    );
+                }
+            };
+        }
+        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| err.to_string());
+            return self.fail(
+                Outcome::StreamValidationFailed,
+                format!("error object in stream: {}", bounded(&msg, SNIPPET_BYTES)),
+            );
+        }
+        if self.cap.model.is_none() {
+            self.cap.model = chunk.model.map(|m| m.0.into_owned());
+        }
+        if self.cap.system_fingerprint.is_none() {
+            self.cap.system_fingerprint = chunk.system_fingerprint.map(|m| m.0.into_owned());
+        }
+        let mut bearing = false;
+        for c in chunk.choices.iter() {
+            let (content, reasoning) = match self.endpoint {
+                Endpoint::Chat => match &c.delta {
+                    Some(d) => (
+                        &d.content,
+                        d.reasoning_content.as_ref().or(d.reasoning.as_ref()),
+                    ),
+                    None => (&None, None),
+                },
+                Endpoint::Completions => (&c.text, None),
+            };
+            if let Some(Str(r)) = reasoning.filter(|r| !r.0.is_empty()) {
+                bearing = true;
+                self.cap.ttfo_ms.get_or_insert(at_ms);
+                append_capped(
+                    &mut self.cap.reasoning,
+                    r,
+                    self.cap_bytes,
+                    &mut self.reasoning_full,
+                );
+            }
+            if let Some(Str(t)) = content.as_ref().filter(|t| !t.0.is_empty()) {
+                bearing = true;
+                self.cap.ttfo_ms.get_or_insert(at_ms);
+                self.cap.ttft_ms.get_or_insert(at_ms);
+                append_capped(
+                    &mut self.cap.content,
+                    t,
+                    self.cap_bytes,
+                    &mut self.content_full,
+                );
+            }
+            if let Some(fr) = &c.finish_reason {
+                self.cap.finish_reasons.push(fr.0.as_ref().to_owned());
+            }
+        }
+        if bearing {
+            self.cap.chunk_ms.push(at_ms);
+            self.cap.truncated = self.content_full || self.reasoning_full;
+        }
+        // Some servers repeat usage in every chunk; the last one wins.
+        if let Some(u) = chunk.usage {
+            if u.prompt_tokens.is_some() {
+                self.cap.prompt_tokens = u.prompt_tokens;
+            }
+            if u.completion_tokens.is_some() {
+                self.cap.completion_tokens = u.completion_tokens;
+            }
+        }
+    }
+
+    /// After `[DONE]`: a stream that never said why it finished is not valid.
+    pub(super) fn finish_after_done(&mut self) {
+        if self.cap.finish_reasons.is_empty() {
+            self.fail(
+                Outcome::StreamValidationFailed,
+                "stream ended ([DONE]) without any finish_reason".into(),
+            );
+        }
+    }
+
+    /// The body ended without `[DONE]`: fine after a final chunk, else a truncated stream.
+    pub(super) fn finish_at_close(&mut self, closed_ms: f64) {
+        if self.cap.finish_reasons.is_empty() {
+            self.fail(
+                Outcome::StreamValidationFailed,
+                "stream ended without [DONE] and without any finish_reason".into(),
+            );
+        } else {
+            self.cap.e2e_ms = Some(closed_ms);
+            self.state = State::Done;
+        }
+    }
+}
+
+/// Append within `cap` bytes; once something did not fit, `full` stops all
+/// later appends, so the capture is always a prefix of the real text.
+pub(super) fn append_capped(dst: &mut String, s: &str, cap: usize, full: &mut bool) {
+    if *full {
+        return;
+    }
+    let room = cap.saturating_sub(dst.len());
+    if s.len() <= room {
+        dst.push_str(s);
+        return;
+    }
+    let mut cut = room;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    dst.push_str(&s[..cut]);
+    *full = true;
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary.
+pub(super) fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+pub(super) fn bounded_bytes(b: &[u8], max: usize) -> String {
+    bounded(&String::from_utf8_lossy(&b[..b.len().min(max + 4)]), max)
+}
