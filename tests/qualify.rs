@@ -533,6 +533,27 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     }
     assert_eq!(clusters[0], clusters[1]);
     assert_eq!(clusters[0], [0, 0, 1, 1, 2, 2, 3, 3]);
+    // The report is the look after the last round, at that look's share of alpha.
+    let v = report::read_report_value(&o.report.clone().expect("report")).unwrap();
+    let fw = &v["statistics"]["family_wise"];
+    assert_eq!(
+        (fw["look"].as_u64(), fw["looks"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(fw["spending"], "o_brien_fleming");
+    // A cell warms up on each runtime once per process lifetime (two here:
+    // before and after the interruption), not before every block; each
+    // block says how many warmup requests it ran.
+    let warmed = entries
+        .iter()
+        .filter(|e| e.step == "block" && e.status.as_str() == "started")
+        .filter(|e| e.detail["warmup"].as_u64().unwrap_or(0) > 0)
+        .count();
+    assert!(
+        (2..=4).contains(&warmed),
+        "{warmed} blocks warmed up:\n{}",
+        s.join("\n")
+    );
     assert!(has(&entries, "report - ok"), "{}", s.join("\n"));
     assert_baseline_serving(&entries).await;
     assert!(lifecycle::leftovers(&entries).is_empty());

@@ -53,11 +53,17 @@ pub enum RunPart {
     #[default]
     Whole,
     /// Requests `first .. first + count` of each selected cell (indices, so
-    /// prompts and journal entries stay unique across blocks), each block
-    /// after the cell's own warmup requests (never recorded); no turnover.
+    /// prompts and journal entries stay unique across blocks), after the
+    /// cell's warmup requests (never recorded) when `warmup`; no turnover.
     /// The journal is shared by the blocks (`resume`), and the artifact
     /// describes requests `0 .. first + count` of the selected cells.
-    Block { first: usize, count: usize },
+    Block {
+        first: usize,
+        count: usize,
+        /// Run the cell's warmup first: the runtime's first block of this
+        /// cell since it started (later blocks find it warm).
+        warmup: bool,
+    },
     /// No cell: only the suite's turnover.
     TurnoverOnly,
 }
@@ -183,7 +189,7 @@ fn select_cells(suite: &Suite, opts: &RunOptions) -> Result<Vec<CellSpec>> {
         .filter(|_| opts.part != RunPart::TurnoverOnly)
         .cloned()
         .map(|mut c| {
-            if let RunPart::Block { first, count } = opts.part {
+            if let RunPart::Block { first, count, .. } = opts.part {
                 c.requests = first + count;
             }
             c
@@ -258,7 +264,7 @@ impl Session {
             .map(|r| r.index)
             .collect();
         let range = match opts.part {
-            RunPart::Block { first, count } => first..first + count,
+            RunPart::Block { first, count, .. } => first..first + count,
             _ => 0..cell.requests,
         };
         let todo: Vec<usize> = range.clone().filter(|i| !done.contains(i)).collect();
@@ -278,7 +284,7 @@ impl Session {
             .await
             .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
         let what = match opts.part {
-            RunPart::Block { first, count } => {
+            RunPart::Block { first, count, .. } => {
                 format!("block of {count} requests (#{first}..{})", first + count)
             }
             _ => format!("{} requests", cell.requests),
@@ -307,7 +313,11 @@ impl Session {
                 self.t0,
             )
         };
-        if cell.warmup > 0 {
+        let warm_up = match opts.part {
+            RunPart::Block { warmup, .. } => warmup,
+            _ => true,
+        };
+        if cell.warmup > 0 && warm_up {
             let warm = job(format!("{}-warm", self.nonce));
             loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }

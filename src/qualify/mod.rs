@@ -758,6 +758,10 @@ pub fn turnover_dir(out_dir: &Path, label: &str) -> PathBuf {
 struct Up {
     baseline: Started,
     candidate: Started,
+    /// (runtime, cell) pairs warmed up since these processes started: a
+    /// cell's warmup runs before its first block on each runtime lifetime,
+    /// not before every block (the runtimes stay up between blocks).
+    warmed: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl Up {
@@ -911,6 +915,7 @@ async fn run_interleaved(ctx: &Ctx<'_>, adaptive: bool) -> Result<(), PassFailur
     let up = Up {
         baseline,
         candidate,
+        warmed: Default::default(),
     };
     let result = interleaved_body(ctx, &suite, &cells, adaptive, &up, t0).await;
     let reason = if result.is_ok() {
@@ -1081,11 +1086,16 @@ async fn run_block(
         .plan
         .runtime(b.side)
         .ok_or_else(|| fail("run", b.side, anyhow!("no runtime {}", b.side)))?;
+    let warm_first = up
+        .warmed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert((b.side.to_string(), b.cell.clone()));
     let warmup = suite
         .cells
         .iter()
         .find(|c| c.name == b.cell)
-        .map_or(0, |c| c.warmup);
+        .map_or(0, |c| if warm_first { c.warmup } else { 0 });
     let window = cells
         .iter()
         .find(|c| c.name == b.cell)
@@ -1120,6 +1130,7 @@ async fn run_block(
         part: RunPart::Block {
             first: b.first,
             count: b.count,
+            warmup: warmup > 0,
         },
     };
     match up.run(ctx, b.side, &opts).await {
@@ -1266,6 +1277,8 @@ fn compare_interleaved(
         Some(_) => interleave::max_rounds(cells, ctx.plan.adaptive.max_requests),
         None => 1,
     };
+    // Every adaptive round is a look; this comparison is the look after round `rounds`.
+    policy.sequential_look = rounds;
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let side = |label: &str| -> Result<RunArtifact> {

@@ -517,7 +517,10 @@ pub fn compare(
     let (schedule, resampling) = design_of(baseline, candidate);
     let gating_pairs = baseline.cells.len() * policy.metrics.len();
     let looks = policy.sequential_looks.max(1);
-    let (alpha_pass, alpha_fail) = ev::alpha_levels(policy.gate.alpha, gating_pairs, looks);
+    let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
+    let spending = policy.gate.spending;
+    let (alpha_pass, alpha_fail) =
+        ev::alpha_levels_at(policy.gate.alpha, gating_pairs, look, looks, spending);
     let design = DesignChoice {
         schedule,
         resampling,
@@ -741,10 +744,15 @@ pub fn compare(
             gate_decides: Some(policy.gate.decide.as_str().to_string()),
             evidence_rule: Some(EVIDENCE_RULE.to_string()),
             family_wise: Some(FamilyWise {
-                method: "Bonferroni over gating (cell, metric) pairs and planned looks for the fail bound (alpha / (pairs x looks)); intersection-union for pass (every pair at alpha / looks)".into(),
+                method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating (cell, metric) pairs (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
+                    ev::Spending::Bonferroni => "alpha / looks each",
+                    ev::Spending::OBrienFleming => "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
+                }),
                 alpha: policy.gate.alpha,
                 gating_pairs,
                 looks,
+                look: Some(look),
+                spending: Some(spending),
                 alpha_pass,
                 alpha_fail,
             }),

@@ -556,6 +556,12 @@ pub struct FamilyWise {
     pub gating_pairs: usize,
     /// Planned maximum looks at the data (1: fixed size).
     pub looks: usize,
+    /// Which look this report is (1-based); absent in older reports (the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look: Option<usize>,
+    /// How alpha is shared between looks; absent in older reports (Bonferroni).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spending: Option<crate::stats::evidence::Spending>,
     /// Level of each pair's pass bound and fail bound.
     pub alpha_pass: f64,
     pub alpha_fail: f64,

@@ -27,6 +27,7 @@ use toml::Spanned;
 
 use crate::config::{ConfigError, line_col};
 
+use crate::stats::evidence::Spending;
 use crate::stats::{BootstrapConfig, Direction};
 
 pub use super::model::TurnoverGateMode;
@@ -138,6 +139,8 @@ pub struct GatePolicy {
     pub drift_sd_percent: f64,
     /// Where `drift_sd_percent` came from.
     pub drift_source: String,
+    /// How an adaptive run shares `alpha` between its looks.
+    pub spending: Spending,
 }
 
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
@@ -153,6 +156,7 @@ impl Default for GatePolicy {
             alpha: DEFAULT_GATE_ALPHA,
             drift_sd_percent: DEFAULT_DRIFT_SD_PERCENT,
             drift_source: "policy default (6%: the ±12% run-to-run range measured on the reference engine); run `infergate calibrate` for this runtime and suite".into(),
+            spending: Spending::OBrienFleming,
         }
     }
 }
@@ -165,8 +169,11 @@ pub struct Policy {
     pub turnover: TurnoverPolicy,
     pub bootstrap: BootstrapConfig,
     /// Looks at the data the experiment may take before it stops (adaptive
-    /// mode); each look spends `alpha / sequential_looks`. 1: a fixed-size run.
+    /// mode); each spends its share of `alpha` under `gate.spending`. 1: a
+    /// fixed-size run.
     pub sequential_looks: usize,
+    /// Which look this comparison is (1-based); None: the last.
+    pub sequential_look: Option<usize>,
     pub gate: GatePolicy,
 }
 
@@ -186,6 +193,7 @@ impl Default for Policy {
             },
             bootstrap: BootstrapConfig::default(),
             sequential_looks: 1,
+            sequential_look: None,
             gate: GatePolicy::default(),
         }
     }
@@ -263,6 +271,8 @@ struct RawGate {
     alpha: Option<Spanned<f64>>,
     #[serde(default)]
     drift_sd_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    spending: Option<Spending>,
 }
 
 #[derive(Deserialize)]
@@ -449,6 +459,7 @@ impl RawPolicy {
                 "a finite percentage ≥ 0",
             )?;
             gate.decide = g.decide.unwrap_or(gate.decide);
+            gate.spending = g.spending.unwrap_or(gate.spending);
             gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
             if let Some(d) = g.drift_sd_percent {
                 gate.drift_sd_percent = *d.get_ref();
@@ -497,6 +508,7 @@ impl RawPolicy {
             turnover,
             bootstrap,
             sequential_looks: 1,
+            sequential_look: None,
             gate,
         })
     }
@@ -600,6 +612,13 @@ mod tests {
     }
 
     #[test]
+    fn spending_defaults_to_obrien_fleming_and_can_be_bonferroni() {
+        assert_eq!(Policy::default().gate.spending, Spending::OBrienFleming);
+        let p = Policy::from_toml_str("[gate]\nspending = \"bonferroni\"\n", "p.toml").unwrap();
+        assert_eq!(p.gate.spending, Spending::Bonferroni);
+    }
+
+    #[test]
     fn errors_name_file_line_and_field() {
         let cases = [
             ("[turnover]\ngate = \"bogus\"\n", 2, "turnover.gate"),
@@ -622,6 +641,7 @@ mod tests {
                 "metric[0].threshold_percent",
             ),
             ("threshold_percent = -1\n", 1, "threshold_percent"),
+            ("[gate]\nspending = \"pocock\"\n", 2, "gate.spending"),
         ];
         for (text, line, field) in cases {
             let e = Policy::from_toml_str(text, "pol.toml").expect_err(text);

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{independent_median_deltas, rank_sampled_quantile};
 use super::percentile::{percentile_sorted, sorted_finite};
-use super::special::{chi_square_quantile_approx, normal_quantile, t_quantile};
+use super::special::{chi_square_quantile_approx, normal_cdf, normal_quantile, t_quantile};
 use super::{BootstrapConfig, Direction, GateOutcome, delta_percent};
 
 /// How the bootstrap draws a side's requests.
@@ -342,7 +342,7 @@ pub const POWER: f64 = 0.8;
 pub const MAX_REQUESTS_TO_RESOLVE: f64 = 1_000_000.0;
 
 /// Levels of the two one-sided bounds for `m` gating (cell, metric) pairs and
-/// `looks` looks at the data.
+/// `looks` looks at the data, each look at `alpha / looks`.
 ///
 /// - *fail* is a union over pairs (any one failing fails the gate): Bonferroni,
 ///   `alpha / (m × looks)`, keeps the chance that a runtime no worse than its
@@ -356,6 +356,62 @@ pub fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
     let looks = looks.max(1) as f64;
     let m = m.max(1) as f64;
     (alpha / looks, alpha / (m * looks))
+}
+
+/// How a sequential run shares its error between looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Spending {
+    /// `alpha / looks` at every look.
+    Bonferroni,
+    /// Lan–DeMets O'Brien–Fleming-type spending, `α(t) = 2 − 2Φ(z₁₋α/₂ / √t)`
+    /// at information fraction `t = look / looks`; look k gets the increment
+    /// `α(tₖ) − α(tₖ₋₁)`. Little early, most at the last look, where a
+    /// budget-limited run usually decides.
+    OBrienFleming,
+}
+
+impl Spending {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Spending::Bonferroni => "bonferroni",
+            Spending::OBrienFleming => "o_brien_fleming",
+        }
+    }
+
+    /// Error spent by information fraction `t` in [0, 1].
+    pub fn spent(self, alpha: f64, t: f64) -> f64 {
+        let t = t.clamp(0.0, 1.0);
+        match self {
+            Spending::Bonferroni => alpha * t,
+            Spending::OBrienFleming if t == 0.0 => 0.0,
+            Spending::OBrienFleming => {
+                let z = normal_quantile(1.0 - alpha / 2.0);
+                (2.0 * (1.0 - normal_cdf(z / t.sqrt()))).min(alpha)
+            }
+        }
+    }
+}
+
+/// [`alpha_levels`] at look `look` (1-based) of `looks` planned, each look
+/// at its share of `alpha` under `spending`. The shares sum to `alpha`, so
+/// by the union bound over looks the error stays at or below `alpha` under
+/// any stopping rule that looks at most `looks` times at these points;
+/// dependence between looks (they share data) only makes it conservative.
+pub fn alpha_levels_at(
+    alpha: f64,
+    m: usize,
+    look: usize,
+    looks: usize,
+    spending: Spending,
+) -> (f64, f64) {
+    let looks = looks.max(1);
+    let look = look.clamp(1, looks);
+    let share = spending.spent(alpha, look as f64 / looks as f64)
+        - spending.spent(alpha, (look - 1) as f64 / looks as f64);
+    // Never zero: a look with no error to spend would be a bound at ±inf.
+    let share = share.max(f64::MIN_POSITIVE);
+    (share, share / m.max(1) as f64)
 }
 
 /// Inputs of [`evidence`] beyond the distribution.

@@ -27,8 +27,8 @@ pub use compare::{
     Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
 };
 pub use evidence::{
-    Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, alpha_levels, bootstrap_deltas,
-    combine, newcombe_difference, paired_point_delta,
+    Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending, alpha_levels,
+    alpha_levels_at, bootstrap_deltas, combine, newcombe_difference, paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 pub use percentile::{

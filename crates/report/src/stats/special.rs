@@ -247,6 +247,11 @@ mod tests {
     }
 }
 
+/// Standard normal CDF `Φ(x)`, from libm's `erfc` (accurate in both tails).
+pub fn normal_cdf(x: f64) -> f64 {
+    0.5 * libm::erfc(-x / std::f64::consts::SQRT_2)
+}
+
 /// Standard normal quantile `Φ⁻¹(p)` for `p` in (0, 1) (±inf at 0 and 1, NaN
 /// outside). Wichura's AS 241 (PPND16), relative error about 1e-16; written
 /// here for the reason above (a statistics crate would bring a linear-algebra

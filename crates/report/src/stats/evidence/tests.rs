@@ -3,6 +3,7 @@
 //! `requests_to_resolve` resolves. Fixed seeds: deterministic, not timed.
 
 use super::*;
+use crate::stats::evidence::Spending;
 use crate::stats::{Xoshiro256, percentile};
 
 // ---- small exact cases ----
@@ -546,5 +547,138 @@ fn requests_to_resolve_resolves_at_least_80_percent() {
     assert!(
         checked >= 2,
         "too few inconclusive pilots ({checked}): the test tested nothing"
+    );
+}
+
+// ---- sequential looks (adaptive mode) ----
+
+#[test]
+fn spending_shares_sum_to_alpha_and_match_published_boundaries() {
+    for spending in [Spending::Bonferroni, Spending::OBrienFleming] {
+        for looks in [1usize, 2, 5, 6] {
+            let total: f64 = (1..=looks)
+                .map(|k| alpha_levels_at(0.05, 3, k, looks, spending).0)
+                .sum();
+            assert!(
+                (total - 0.05).abs() < 1e-12,
+                "{spending:?} {looks}: {total}"
+            );
+            // The fail level splits each share over the pairs.
+            let (p, f) = alpha_levels_at(0.05, 3, looks, looks, spending);
+            assert!((f - p / 3.0).abs() < 1e-15);
+        }
+    }
+    // One look: the whole alpha, as a fixed-size run has.
+    assert_eq!(
+        alpha_levels_at(0.05, 3, 1, 1, Spending::OBrienFleming),
+        alpha_levels(0.05, 3, 1)
+    );
+    // Lan-DeMets O'Brien-Fleming, one-sided 0.025 (two-sided 0.05), half-way:
+    // 2 - 2 Phi(2.2414 / sqrt(0.5)) = 0.00153 (Jennison & Turnbull, table 7.6 gives 0.0015).
+    let half = Spending::OBrienFleming.spent(0.025, 0.5);
+    assert!((half - 0.001_53).abs() < 2e-5, "{half}");
+    // Bonferroni spends evenly.
+    let (p, f) = alpha_levels_at(0.05, 1, 2, 5, Spending::Bonferroni);
+    assert!((p - 0.01).abs() < 1e-15 && p == f);
+}
+
+/// An adaptive run as `qualify --adaptive` makes it: three cells, a look
+/// after every round of two blocks per side, up to `looks` rounds; stop at
+/// the first look whose family outcome resolves. `shifts[c]` is cell c's
+/// true change. Returns [pass, fail, inconclusive] and the mean requests per
+/// side per cell spent.
+fn adaptive(
+    shifts: [f64; 3],
+    spending: Spending,
+    looks: usize,
+    trials: usize,
+    seed: u64,
+) -> ([usize; 3], f64) {
+    const BLOCKS_PER_ROUND: usize = 2;
+    // The reference engine's c=1 cell: per-request CV about 6 %.
+    let sim = Sim {
+        blocks: looks * BLOCKS_PER_ROUND,
+        cv: 0.06,
+        ..INTERLEAVED
+    };
+    let per_round = BLOCKS_PER_ROUND * sim.per_block;
+    let mut r = Xoshiro256::new(seed);
+    let mut counts = [0usize; 3];
+    let mut spent = 0usize;
+    for t in 0..trials {
+        let draws: Vec<Draw> = shifts.iter().map(|&s| sim.draw(s, &mut r)).collect();
+        let mut outcome = GateOutcome::Inconclusive;
+        let mut used = looks;
+        for look in 1..=looks {
+            let alpha = alpha_levels_at(0.05, 3, look, looks, spending);
+            let n = look * per_round;
+            let outcomes: Vec<GateOutcome> = draws
+                .iter()
+                .enumerate()
+                .map(|(c, d)| {
+                    let part = Draw {
+                        b: d.b[..n].to_vec(),
+                        bc: d.bc[..n].to_vec(),
+                        c: d.c[..n].to_vec(),
+                        cc: d.cc[..n].to_vec(),
+                    };
+                    let seed = ((t * looks + look) * 3 + c) as u64;
+                    judge(&part, Resampling::Paired, alpha, None, seed).outcome
+                })
+                .collect();
+            outcome = combine(outcomes);
+            if outcome != GateOutcome::Inconclusive {
+                used = look;
+                break;
+            }
+        }
+        spent += used * per_round;
+        counts[match outcome {
+            GateOutcome::Pass => 0,
+            GateOutcome::Fail => 1,
+            GateOutcome::Inconclusive => 2,
+        }] += 1;
+    }
+    (counts, spent as f64 / trials as f64)
+}
+
+/// Peeking after every round must not inflate the error rates: A/A family
+/// false fails ≤ 5 %, and a cell exactly at its margin passes ≤ 5 %, under
+/// both spending rules. O'Brien–Fleming, the default, must be at least as
+/// powerful as Bonferroni over looks at the same budget (it is why it is the
+/// default): more A/A passes and more +10 % fails.
+#[test]
+fn adaptive_looks_keep_error_rates_and_obrien_fleming_is_more_powerful() {
+    let (looks, trials) = (10, 60);
+    let mut rates = Vec::new();
+    for spending in [Spending::Bonferroni, Spending::OBrienFleming] {
+        let (aa, _) = adaptive([0.0; 3], spending, looks, trials, 71);
+        assert!(
+            aa[1] * 100 <= trials * 5,
+            "{spending:?} A/A false fails {aa:?}"
+        );
+        let (edge, _) = adaptive([5.0, 0.0, 0.0], spending, looks, trials, 72);
+        assert!(
+            edge[0] * 100 <= trials * 5,
+            "{spending:?} at the margin passed {edge:?}"
+        );
+        let (worse, _) = adaptive([10.0, 0.0, 0.0], spending, looks, trials, 73);
+        assert!(
+            worse[0] * 100 <= trials * 5,
+            "{spending:?} +10% passed {worse:?}"
+        );
+        rates.push((aa, worse));
+    }
+    let ((bon_aa, bon_worse), (obf_aa, obf_worse)) = (rates[0], rates[1]);
+    eprintln!(
+        "A/A [pass, fail, inconclusive] bonferroni {bon_aa:?} obf {obf_aa:?}; +10%: bonferroni {bon_worse:?} obf {obf_worse:?}"
+    );
+    assert!(
+        obf_aa[0] >= bon_aa[0],
+        "A/A passes: OBF {obf_aa:?} vs Bonferroni {bon_aa:?}"
+    );
+    assert!(
+        obf_worse[1] >= bon_worse[1],
+        "+10% fails: OBF {obf_worse:?} vs Bonferroni {bon_worse:?}"
     );
 }
