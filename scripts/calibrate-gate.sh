@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The evidence gate's error rates, measured on the real reference engine.
 #
-#   scripts/calibrate-gate.sh [TRIALS] [ADAPTIVE_TRIALS] [OUT]
-#   (defaults: 5, 3, docs/gate-calibration.md)
+#   scripts/calibrate-gate.sh [TRIALS] [ADAPTIVE_TRIALS] [OUT] [MAX_REQUESTS] [MAX_MINUTES]
+#   (defaults: 5, 3, docs/gate-calibration.md, 48, 8: the adaptive budget per
+#   side per cell, and per trial)
 #
 # One llama.cpp server (the reference engine, baseline profile) serves both
 # sides of every qualification, each side through its own loopback delay
@@ -22,6 +23,8 @@ root=$(pwd)
 trials=${1:-5}
 adaptive_trials=${2:-3}
 out=${3:-docs/gate-calibration.md}
+max_requests=${4:-48}
+max_minutes=${5:-8}
 
 say() { printf 'calibrate-gate: %s\n' "$*" >&2; }
 
@@ -77,8 +80,8 @@ skip_turnover = true
 policy = "$root/policies/default.toml"
 [adaptive]
 enabled = false
-max_requests = 48
-max_minutes = 8
+max_requests = $max_requests
+max_minutes = $max_minutes
 [baseline]
 driver = "external"
 url = "http://127.0.0.1:$2"
@@ -142,10 +145,11 @@ for n in $(seq 1 "$trials"); do trial injected fixed "$delay" "$n"; done
 for n in $(seq 1 "$adaptive_trials"); do trial aa adaptive 0 "$n"; done
 for n in $(seq 1 "$adaptive_trials"); do trial injected adaptive "$delay" "$n"; done
 
-python3 - "$results" "$out" "$delay" "$ttft" "$trials $adaptive_trials" <<'PY'
+python3 - "$results" "$out" "$delay" "$ttft" "$trials $adaptive_trials $out $max_requests $max_minutes" "$max_requests" "$max_minutes" <<'PY'
 import collections, sys, datetime
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 out, delay, ttft, args = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+max_requests, max_minutes = sys.argv[6], sys.argv[7]
 groups = collections.OrderedDict()
 for r in rows:
     groups.setdefault((r[0], r[1]), []).append(r)
@@ -161,7 +165,9 @@ lines = [
     "Each trial is `infergate qualify` with the interleaved schedule, suite",
     "`suites/gate-calibration.toml` (one c=1 cell, 16 requests = 4 blocks of 4),",
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
-    "adaptive: up to 48 requests per side or 8 minutes. Outcome = the report's `performance_outcome`.",
+    f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
+    "round of one A B B A pair of blocks (alpha spent by O'Brien-Fleming over the looks;",
+    "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
     "",
     "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) |",
     "|---|---|---|---|---|---|---|---|---|",

@@ -512,23 +512,7 @@ impl Plan {
             field: Some(field.to_string()),
             message,
         };
-        let de = toml::Deserializer::new(text);
-        let raw: RawPlan = serde_path_to_error::deserialize(de).map_err(|e| {
-            // Spanned wrappers add a private segment to the path; readers want the field.
-            let path = e
-                .path()
-                .to_string()
-                .replace(".$__serde_spanned_private_value", "");
-            let inner = e.into_inner();
-            ConfigError {
-                file: file.clone(),
-                line: inner.span().map(|s| line_of(text, s.start)),
-                column: None,
-                field: (path != ".").then_some(path),
-                message: crate::report::config::toml_error_message(text, &inner),
-            }
-        })?;
-
+        let raw = raw_plan(text, &file)?;
         let resolve = |p: &str| -> PathBuf {
             let p = Path::new(p);
             if p.is_absolute() {
@@ -537,235 +521,24 @@ impl Plan {
                 base_dir.join(p)
             }
         };
-
-        let policy = match raw.policy {
-            None => PolicySource::Defaults,
-            Some(v) => {
-                let span = v.span();
-                match v.into_inner() {
-                    toml::Value::String(s) => PolicySource::File(resolve(&s)),
-                    toml::Value::Table(t) => PolicySource::Inline(
-                        toml::to_string(&t)
-                            .map_err(|e| err(Some(span.clone()), "policy", e.to_string()))?,
-                    ),
-                    other => {
-                        return Err(err(
-                            Some(span),
-                            "policy",
-                            format!("expected a path or a table, found a {}", other.type_str()),
-                        ));
-                    }
-                }
-            }
-        };
+        let policy = policy_source(raw.policy, &resolve, &err)?;
         // Catch policy mistakes now, not after an hour of measuring.
         policy
             .load(path)
             .map_err(|e| err(None, "policy", format!("{e:#}")))?;
-
         let repeats_given = raw.repeats.as_ref().map(|r| r.span());
-        let repeats = match raw.repeats {
-            None => 1,
-            Some(r) if *r.get_ref() >= 1 && *r.get_ref() <= 100 => *r.get_ref() as usize,
-            Some(r) => {
-                return Err(err(
-                    Some(r.span()),
-                    "repeats",
-                    format!("must be 1..=100, got {}", r.get_ref()),
-                ));
-            }
-        };
-
-        let readmission = match raw.readmission {
-            None => Readmission {
-                expected_model: None,
-                canary: true,
-                timeout: Duration::from_secs(60),
-                hook: None,
-            },
-            Some(r) => Readmission {
-                expected_model: r.expected_model,
-                canary: r.canary,
-                timeout: seconds(r.timeout_s, 60.0, "readmission.timeout_s", &err)?,
-                hook: match r.hook {
-                    None => None,
-                    Some(h) => Some(hook(h, &resolve, &err)?),
-                },
-            },
-        };
-
-        let decision = match raw.decision {
-            None => DecisionPolicy {
-                on_pass: OnOutcome::Pending,
-                on_fail: OnOutcome::Pending,
-            },
-            Some(d) => DecisionPolicy {
-                on_pass: on_outcome(d.on_pass, "decision.on_pass", &err)?,
-                on_fail: on_outcome(d.on_fail, "decision.on_fail", &err)?,
-            },
-        };
-        if decision.on_fail == OnOutcome::Promote {
-            return Err(err(
-                None,
-                "decision.on_fail",
-                "a failed qualification is never promoted automatically".into(),
-            ));
-        }
-
-        let after = match raw.after {
-            None => After::RestoreBaseline,
-            Some(a) => match a.get_ref().as_str() {
-                "restore-baseline" => After::RestoreBaseline,
-                "stop" => After::Stop,
-                other => {
-                    return Err(err(
-                        Some(a.span()),
-                        "after",
-                        format!("{other:?}: expected \"restore-baseline\" or \"stop\""),
-                    ));
-                }
-            },
-        };
-
-        let docker = match raw.docker {
-            None => DockerSettings::default(),
-            Some(d) => DockerSettings {
-                socket: d
-                    .socket
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| DockerSettings::default().socket),
-                registry: d.registry.filter(|r| !r.is_empty()),
-                auth_env: d.auth_env,
-            },
-        };
-
-        let timeouts = {
-            let d = crate::measure::client::Timeouts::default();
-            let t = raw.timeouts.unwrap_or(RawTimeouts {
-                connect_s: None,
-                first_byte_s: None,
-                idle_s: None,
-                total_s: None,
-            });
-            crate::measure::client::Timeouts {
-                connect: seconds(
-                    t.connect_s,
-                    d.connect.as_secs_f64(),
-                    "timeouts.connect_s",
-                    &err,
-                )?,
-                first_byte: seconds(
-                    t.first_byte_s,
-                    d.first_byte.as_secs_f64(),
-                    "timeouts.first_byte_s",
-                    &err,
-                )?,
-                idle: seconds(t.idle_s, d.idle.as_secs_f64(), "timeouts.idle_s", &err)?,
-                total: seconds(t.total_s, d.total.as_secs_f64(), "timeouts.total_s", &err)?,
-            }
-        };
+        let repeats = repeats(raw.repeats, &err)?;
+        let readmission = readmission(raw.readmission, &resolve, &err)?;
+        let decision = decision(raw.decision, &err)?;
+        let after = after(raw.after, &err)?;
+        let docker = docker(raw.docker);
+        let timeouts = timeouts(raw.timeouts, &err)?;
         let baseline = runtime(text, BASELINE, raw.baseline, &resolve, &err)?;
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
-
         let clash = same_fixed_address(&baseline, &candidate);
-        let schedule = match &raw.schedule {
-            // `repeats` is the alternating schedule's knob: a plan that sets
-            // it keeps meaning what it meant.
-            None if repeats_given.is_some() || clash.is_some() => PlanSchedule::Alternating,
-            None => PlanSchedule::Interleaved,
-            Some(s) => match s.get_ref().as_str() {
-                "interleaved" => PlanSchedule::Interleaved,
-                "alternating" => PlanSchedule::Alternating,
-                other => {
-                    return Err(err(
-                        Some(s.span()),
-                        "schedule",
-                        format!("{other:?}: expected \"interleaved\" or \"alternating\""),
-                    ));
-                }
-            },
-        };
-        if schedule == PlanSchedule::Interleaved {
-            if let Some(span) = repeats_given {
-                return Err(err(
-                    Some(span),
-                    "repeats",
-                    "applies only to schedule = \"alternating\" (interleaved blocks replace passes; size them with `window`)".into(),
-                ));
-            }
-            if let (Some(why), Some(s)) = (&clash, &raw.schedule) {
-                return Err(err(
-                    Some(s.span()),
-                    "schedule",
-                    format!(
-                        "\"interleaved\" needs both runtimes up at once, but {why}: use schedule = \"alternating\""
-                    ),
-                ));
-            }
-        }
-        let window = match raw.window {
-            None => None,
-            Some(w) if schedule == PlanSchedule::Alternating => {
-                return Err(err(
-                    Some(w.span()),
-                    "window",
-                    "applies only to schedule = \"interleaved\"".into(),
-                ));
-            }
-            Some(w) if (1..=100_000).contains(w.get_ref()) => Some(*w.get_ref() as usize),
-            Some(w) => {
-                return Err(err(
-                    Some(w.span()),
-                    "window",
-                    format!("must be 1..=100000 requests per block, got {}", w.get_ref()),
-                ));
-            }
-        };
-        let adaptive = match raw.adaptive {
-            None => Adaptive::default(),
-            Some(a) => {
-                let span = a.span();
-                let a = a.into_inner();
-                let max_requests = match a.max_requests {
-                    None => DEFAULT_ADAPTIVE_MAX_REQUESTS,
-                    Some(m) if (1..=10_000_000).contains(m.get_ref()) => *m.get_ref() as usize,
-                    Some(m) => {
-                        return Err(err(
-                            Some(m.span()),
-                            "adaptive.max_requests",
-                            format!("must be 1..=10000000 requests, got {}", m.get_ref()),
-                        ));
-                    }
-                };
-                let max_minutes = match a.max_minutes {
-                    None => DEFAULT_ADAPTIVE_MAX_MINUTES,
-                    Some(m)
-                        if m.get_ref().is_finite() && *m.get_ref() > 0.0 && *m.get_ref() <= 1e6 =>
-                    {
-                        *m.get_ref()
-                    }
-                    Some(m) => {
-                        return Err(err(
-                            Some(m.span()),
-                            "adaptive.max_minutes",
-                            format!("must be a positive number of minutes, got {}", m.get_ref()),
-                        ));
-                    }
-                };
-                if a.enabled && schedule == PlanSchedule::Alternating {
-                    return Err(err(
-                        Some(key_span(text, span, "enabled")),
-                        "adaptive.enabled",
-                        "adaptive mode adds interleaved blocks: it needs schedule = \"interleaved\"".into(),
-                    ));
-                }
-                Adaptive {
-                    enabled: a.enabled,
-                    max_requests,
-                    max_minutes,
-                }
-            }
-        };
+        let schedule = schedule(raw.schedule, repeats_given, clash, &err)?;
+        let window = window(raw.window, schedule, &err)?;
+        let adaptive = adaptive(text, raw.adaptive, schedule, &err)?;
         Ok(Plan {
             name: raw.name.unwrap_or_else(|| {
                 path.file_stem()
@@ -826,6 +599,272 @@ impl Plan {
 }
 
 type ErrFn<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
+
+/// The plan's TOML shape; errors name the field by its path.
+fn raw_plan(text: &str, file: &str) -> Result<RawPlan, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        // Spanned wrappers add a private segment to the path; readers want the field.
+        let path = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
+        let inner = e.into_inner();
+        ConfigError {
+            file: file.to_string(),
+            line: inner.span().map(|s| line_of(text, s.start)),
+            column: None,
+            field: (path != ".").then_some(path),
+            message: crate::report::config::toml_error_message(text, &inner),
+        }
+    })
+}
+
+/// `policy = "file.toml"` or an inline `[policy]` table; absent: the defaults.
+fn policy_source(
+    v: Option<Spanned<toml::Value>>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<PolicySource, ConfigError> {
+    let Some(v) = v else {
+        return Ok(PolicySource::Defaults);
+    };
+    let span = v.span();
+    match v.into_inner() {
+        toml::Value::String(s) => Ok(PolicySource::File(resolve(&s))),
+        toml::Value::Table(t) => {
+            Ok(PolicySource::Inline(toml::to_string(&t).map_err(|e| {
+                err(Some(span.clone()), "policy", e.to_string())
+            })?))
+        }
+        other => Err(err(
+            Some(span),
+            "policy",
+            format!("expected a path or a table, found a {}", other.type_str()),
+        )),
+    }
+}
+
+fn repeats(v: Option<Spanned<i64>>, err: &ErrFn) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(1),
+        Some(r) if *r.get_ref() >= 1 && *r.get_ref() <= 100 => Ok(*r.get_ref() as usize),
+        Some(r) => Err(err(
+            Some(r.span()),
+            "repeats",
+            format!("must be 1..=100, got {}", r.get_ref()),
+        )),
+    }
+}
+
+fn readmission(
+    v: Option<RawReadmission>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<Readmission, ConfigError> {
+    let Some(r) = v else {
+        return Ok(Readmission {
+            expected_model: None,
+            canary: true,
+            timeout: Duration::from_secs(60),
+            hook: None,
+        });
+    };
+    Ok(Readmission {
+        expected_model: r.expected_model,
+        canary: r.canary,
+        timeout: seconds(r.timeout_s, 60.0, "readmission.timeout_s", err)?,
+        hook: match r.hook {
+            None => None,
+            Some(h) => Some(hook(h, resolve, err)?),
+        },
+    })
+}
+
+fn decision(v: Option<RawDecision>, err: &ErrFn) -> Result<DecisionPolicy, ConfigError> {
+    let decision = match v {
+        None => DecisionPolicy {
+            on_pass: OnOutcome::Pending,
+            on_fail: OnOutcome::Pending,
+        },
+        Some(d) => DecisionPolicy {
+            on_pass: on_outcome(d.on_pass, "decision.on_pass", err)?,
+            on_fail: on_outcome(d.on_fail, "decision.on_fail", err)?,
+        },
+    };
+    if decision.on_fail == OnOutcome::Promote {
+        return Err(err(
+            None,
+            "decision.on_fail",
+            "a failed qualification is never promoted automatically".into(),
+        ));
+    }
+    Ok(decision)
+}
+
+fn after(v: Option<Spanned<String>>, err: &ErrFn) -> Result<After, ConfigError> {
+    let Some(a) = v else {
+        return Ok(After::RestoreBaseline);
+    };
+    match a.get_ref().as_str() {
+        "restore-baseline" => Ok(After::RestoreBaseline),
+        "stop" => Ok(After::Stop),
+        other => Err(err(
+            Some(a.span()),
+            "after",
+            format!("{other:?}: expected \"restore-baseline\" or \"stop\""),
+        )),
+    }
+}
+
+fn docker(v: Option<RawDocker>) -> DockerSettings {
+    match v {
+        None => DockerSettings::default(),
+        Some(d) => DockerSettings {
+            socket: d
+                .socket
+                .map(PathBuf::from)
+                .unwrap_or_else(|| DockerSettings::default().socket),
+            registry: d.registry.filter(|r| !r.is_empty()),
+            auth_env: d.auth_env,
+        },
+    }
+}
+
+fn timeouts(
+    v: Option<RawTimeouts>,
+    err: &ErrFn,
+) -> Result<crate::measure::client::Timeouts, ConfigError> {
+    let d = crate::measure::client::Timeouts::default();
+    let t = v.unwrap_or(RawTimeouts {
+        connect_s: None,
+        first_byte_s: None,
+        idle_s: None,
+        total_s: None,
+    });
+    let secs = |v, default: Duration, field| seconds(v, default.as_secs_f64(), field, err);
+    Ok(crate::measure::client::Timeouts {
+        connect: secs(t.connect_s, d.connect, "timeouts.connect_s")?,
+        first_byte: secs(t.first_byte_s, d.first_byte, "timeouts.first_byte_s")?,
+        idle: secs(t.idle_s, d.idle, "timeouts.idle_s")?,
+        total: secs(t.total_s, d.total, "timeouts.total_s")?,
+    })
+}
+
+/// Interleaved unless the plan says otherwise, sets `repeats` (the
+/// alternating schedule's knob keeps meaning what it meant), or both
+/// runtimes need the same fixed address.
+fn schedule(
+    v: Option<Spanned<String>>,
+    repeats_given: Option<Range<usize>>,
+    clash: Option<String>,
+    err: &ErrFn,
+) -> Result<PlanSchedule, ConfigError> {
+    let schedule = match &v {
+        None if repeats_given.is_some() || clash.is_some() => PlanSchedule::Alternating,
+        None => PlanSchedule::Interleaved,
+        Some(s) => match s.get_ref().as_str() {
+            "interleaved" => PlanSchedule::Interleaved,
+            "alternating" => PlanSchedule::Alternating,
+            other => {
+                return Err(err(
+                    Some(s.span()),
+                    "schedule",
+                    format!("{other:?}: expected \"interleaved\" or \"alternating\""),
+                ));
+            }
+        },
+    };
+    if schedule == PlanSchedule::Interleaved {
+        if let Some(span) = repeats_given {
+            return Err(err(
+                Some(span),
+                "repeats",
+                "applies only to schedule = \"alternating\" (interleaved blocks replace passes; size them with `window`)".into(),
+            ));
+        }
+        if let (Some(why), Some(s)) = (&clash, &v) {
+            return Err(err(
+                Some(s.span()),
+                "schedule",
+                format!(
+                    "\"interleaved\" needs both runtimes up at once, but {why}: use schedule = \"alternating\""
+                ),
+            ));
+        }
+    }
+    Ok(schedule)
+}
+
+fn window(
+    v: Option<Spanned<i64>>,
+    schedule: PlanSchedule,
+    err: &ErrFn,
+) -> Result<Option<usize>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(w) if schedule == PlanSchedule::Alternating => Err(err(
+            Some(w.span()),
+            "window",
+            "applies only to schedule = \"interleaved\"".into(),
+        )),
+        Some(w) if (1..=100_000).contains(w.get_ref()) => Ok(Some(*w.get_ref() as usize)),
+        Some(w) => Err(err(
+            Some(w.span()),
+            "window",
+            format!("must be 1..=100000 requests per block, got {}", w.get_ref()),
+        )),
+    }
+}
+
+fn adaptive(
+    text: &str,
+    v: Option<Spanned<RawAdaptive>>,
+    schedule: PlanSchedule,
+    err: &ErrFn,
+) -> Result<Adaptive, ConfigError> {
+    let Some(a) = v else {
+        return Ok(Adaptive::default());
+    };
+    let span = a.span();
+    let a = a.into_inner();
+    let max_requests = match a.max_requests {
+        None => DEFAULT_ADAPTIVE_MAX_REQUESTS,
+        Some(m) if (1..=10_000_000).contains(m.get_ref()) => *m.get_ref() as usize,
+        Some(m) => {
+            return Err(err(
+                Some(m.span()),
+                "adaptive.max_requests",
+                format!("must be 1..=10000000 requests, got {}", m.get_ref()),
+            ));
+        }
+    };
+    let max_minutes = match a.max_minutes {
+        None => DEFAULT_ADAPTIVE_MAX_MINUTES,
+        Some(m) if m.get_ref().is_finite() && *m.get_ref() > 0.0 && *m.get_ref() <= 1e6 => {
+            *m.get_ref()
+        }
+        Some(m) => {
+            return Err(err(
+                Some(m.span()),
+                "adaptive.max_minutes",
+                format!("must be a positive number of minutes, got {}", m.get_ref()),
+            ));
+        }
+    };
+    if a.enabled && schedule == PlanSchedule::Alternating {
+        return Err(err(
+            Some(key_span(text, span, "enabled")),
+            "adaptive.enabled",
+            "adaptive mode adds interleaved blocks: it needs schedule = \"interleaved\"".into(),
+        ));
+    }
+    Ok(Adaptive {
+        enabled: a.enabled,
+        max_requests,
+        max_minutes,
+    })
+}
 
 fn seconds(
     v: Option<Spanned<f64>>,
