@@ -743,6 +743,8 @@ pub fn compare(
                 candidate_median_prompt_tokens: cc.median_prompt_tokens,
                 baseline_ineligible_reasons: bc.ineligible_reasons.clone(),
                 candidate_ineligible_reasons: cc.ineligible_reasons.clone(),
+                baseline_failed: Some(bc.failed),
+                candidate_failed: Some(cc.failed),
                 samples: Some(OrderedMap(sample_pairs)),
             },
         ));
@@ -857,6 +859,11 @@ pub fn compare(
                     .then(|| SINGLE_PASS_DRIFT.to_string()),
             }),
             turnover_margin: Some(policy.turnover.margin),
+            drift_floor: Some(DriftFloor {
+                pass_sd_percent: policy.gate.drift_sd_percent,
+                source: policy.gate.drift_source.clone(),
+            }),
+            samples_kept: Some(true),
         }),
         gates: Some(Gates {
             performance,

@@ -16,7 +16,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::artifact::{Provenance, TurnoverFailure};
-use crate::stats::{Direction, Evidence, ExactTest, GateOutcome, Interval, Resampling, Verdict};
+use crate::stats::{
+    Direction, DriftFloor, Evidence, ExactTest, GateOutcome, Interval, Resampling, Verdict,
+};
 
 use super::policy::TurnoverGateMode;
 
@@ -150,6 +152,11 @@ pub struct CellComparison {
     pub baseline_ineligible_reasons: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidate_ineligible_reasons: Vec<String>,
+    /// Failed requests per side (an ineligible cell's evidence depends on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_failed: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_failed: Option<usize>,
     /// Per-request values of the gating metrics' samples, keyed by sample name
     /// (`ttft_ms`, …), in request order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -547,6 +554,13 @@ pub struct Statistics {
     pub design: Option<Design>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turnover_margin: Option<f64>,
+    /// The policy's drift floor, applied where the design cannot see drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_floor: Option<DriftFloor>,
+    /// Every cell carries the per-request samples of its gating metrics
+    /// (`cells.<cell>.samples`), so `verify` can recompute them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_kept: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

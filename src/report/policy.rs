@@ -213,6 +213,8 @@ impl Policy {
     /// Every metric with the same threshold (e.g. to name the flag
     /// `no_more_than_3_percent_regression`).
     pub fn with_threshold(mut self, threshold_percent: f64) -> Policy {
+        // No longer what its source says (`verify` holds "defaults" to the defaults).
+        self.source = format!("{} with threshold_percent {threshold_percent}", self.source);
         for m in &mut self.metrics {
             m.threshold_percent = threshold_percent;
         }

@@ -1,0 +1,1 @@
+//! `verify --runs`: see below.
