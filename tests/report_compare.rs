@@ -627,10 +627,10 @@ fn tampered_full_report_is_caught() {
     assert_eq!(
         p,
         vec![
+            "cells.capacity-4k.metrics.decode_tok_s_p50",
             "performance_gate_passed",
             "gates.performance.passed",
-            "qualification",
-            "cells.capacity-4k.metrics.decode_tok_s_p50"
+            "qualification"
         ],
         "a gating metric named by the policy block is missing (and its samples are there)"
     );

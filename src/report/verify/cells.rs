@@ -81,8 +81,15 @@ fn check_cell(ck: &mut Checker, path: &str, cell: &Value, params: &Params) -> bo
         return false;
     };
     let mut passes = eligible;
-    for g in &params.required {
-        passes &= metrics.contains_key(g);
+    for g in params.required.iter().filter(|g| !metrics.contains_key(*g)) {
+        passes = false;
+        if params.claims_performance_pass {
+            ck.push(
+                format!("{mp}.{g}"),
+                "missing".into(),
+                "present: performance_gate_passed is true, and a gate cannot pass without a metric it gates",
+            );
+        }
     }
     for (name, m) in metrics {
         let path = format!("{mp}.{name}");

@@ -32,65 +32,35 @@ pub(super) fn check_evidence_gate(
     root: &Map<String, Value>,
 ) -> Option<GateOutcome> {
     let gate = root.get("gates")?.get("performance_evidence")?;
-    let mut metric_outcomes: BTreeMap<String, GateOutcome> = BTreeMap::new();
-    if let Some(cells) = root.get("cells").and_then(Value::as_object) {
-        for (cell, c) in cells {
-            let Some(metrics) = c.get("metrics").and_then(Value::as_object) else {
-                continue;
-            };
-            for (name, m) in metrics {
-                let Some(e) = m.get("evidence") else { continue };
-                let path = format!("cells.{cell}.metrics.{name}.evidence");
-                let lo = ck.num(
-                    &join(&path, "lower_bound_percent"),
-                    e.get("lower_bound_percent"),
-                );
-                let hi = ck.num(
-                    &join(&path, "upper_bound_percent"),
-                    e.get("upper_bound_percent"),
-                );
-                let t = ck.num(&join(&path, "margin_percent"), e.get("margin_percent"));
-                if let (Some(t), Some(flag_t)) = (
-                    t,
-                    m.as_object()
-                        .and_then(|o| o.keys().find_map(|k| parse_regression_flag(k))),
-                ) && t != flag_t
-                {
-                    ck.push(
-                        join(&path, "margin_percent"),
-                        t.to_string(),
-                        format!("{flag_t}, the threshold in the flag's name"),
-                    );
-                }
-                let (Some(lo), Some(hi), Some(t)) = (lo, hi, t) else {
-                    continue;
-                };
-                let expected = if lo > t {
-                    GateOutcome::Fail
-                } else if hi <= t {
-                    GateOutcome::Pass
-                } else {
-                    GateOutcome::Inconclusive
-                };
-                if lo > hi {
-                    ck.push(
-                        join(&path, "lower_bound_percent"),
-                        lo.to_string(),
-                        format!("at most the upper bound ({hi})"),
-                    );
-                }
-                match e.get("outcome").and_then(parse_outcome) {
-                    Some(found) if found == expected => {}
-                    _ => ck.push(
-                        join(&path, "outcome"),
-                        show(e.get("outcome")),
-                        format!("\"{}\" from its bounds and margin", expected.as_str()),
-                    ),
-                }
-                metric_outcomes.insert(format!("cells.{cell}.metrics.{name}"), expected);
-            }
-        }
+    let metric_outcomes = metric_evidence_outcomes(ck, root);
+    let expected = check_evidence_parts(ck, gate, &metric_outcomes);
+    match gate.get("outcome").and_then(parse_outcome) {
+        Some(found) if found == expected => {}
+        _ => ck.push(
+            "gates.performance_evidence.outcome",
+            show(gate.get("outcome")),
+            format!("\"{}\" from its parts", expected.as_str()),
+        ),
     }
+    if let Some(v) = root.get("performance_outcome")
+        && v.as_str() != Some(expected.as_str())
+    {
+        ck.push(
+            "performance_outcome",
+            show(Some(v)),
+            format!("\"{}\", the evidence gate's outcome", expected.as_str()),
+        );
+    }
+    Some(expected)
+}
+
+/// Each part against its metric's outcome, every metric with evidence in
+/// the gate; returns the gate's outcome from its parts.
+fn check_evidence_parts(
+    ck: &mut Checker,
+    gate: &Value,
+    metric_outcomes: &BTreeMap<String, GateOutcome>,
+) -> GateOutcome {
     let listed: &[Value] = gate
         .get("parts")
         .and_then(Value::as_array)
@@ -134,23 +104,78 @@ pub(super) fn check_evidence_gate(
             "a part for every metric with evidence",
         );
     }
-    let expected = stats::combine(parts);
-    match gate.get("outcome").and_then(parse_outcome) {
-        Some(found) if found == expected => {}
-        _ => ck.push(
-            "gates.performance_evidence.outcome",
-            show(gate.get("outcome")),
-            format!("\"{}\" from its parts", expected.as_str()),
-        ),
+    stats::combine(parts)
+}
+
+/// Each metric's evidence outcome from its own bounds and margin, keyed by
+/// the metric's path; a stated outcome that disagrees is named.
+fn metric_evidence_outcomes(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+) -> BTreeMap<String, GateOutcome> {
+    let mut out = BTreeMap::new();
+    let cells = root.get("cells").and_then(Value::as_object);
+    for (cell, c) in cells.into_iter().flatten() {
+        let metrics = c.get("metrics").and_then(Value::as_object);
+        for (name, m) in metrics.into_iter().flatten() {
+            let path = format!("cells.{cell}.metrics.{name}");
+            if let Some(o) = metric_evidence_outcome(ck, &path, m) {
+                out.insert(path, o);
+            }
+        }
     }
-    if let Some(v) = root.get("performance_outcome")
-        && v.as_str() != Some(expected.as_str())
+    out
+}
+
+/// One metric's evidence: margin against the flag's threshold, bounds in
+/// order, the outcome from bounds and margin (fail if lower > margin, pass
+/// if upper <= margin, else inconclusive).
+fn metric_evidence_outcome(ck: &mut Checker, metric: &str, m: &Value) -> Option<GateOutcome> {
+    let e = m.get("evidence")?;
+    let path = join(metric, "evidence");
+    let lo = ck.num(
+        &join(&path, "lower_bound_percent"),
+        e.get("lower_bound_percent"),
+    );
+    let hi = ck.num(
+        &join(&path, "upper_bound_percent"),
+        e.get("upper_bound_percent"),
+    );
+    let t = ck.num(&join(&path, "margin_percent"), e.get("margin_percent"));
+    let flag_t = m
+        .as_object()
+        .and_then(|o| o.keys().find_map(|k| parse_regression_flag(k)));
+    if let (Some(t), Some(flag_t)) = (t, flag_t)
+        && t != flag_t
     {
         ck.push(
-            "performance_outcome",
-            show(Some(v)),
-            format!("\"{}\", the evidence gate's outcome", expected.as_str()),
+            join(&path, "margin_percent"),
+            t.to_string(),
+            format!("{flag_t}, the threshold in the flag's name"),
         );
+    }
+    let (lo, hi, t) = (lo?, hi?, t?);
+    let expected = if lo > t {
+        GateOutcome::Fail
+    } else if hi <= t {
+        GateOutcome::Pass
+    } else {
+        GateOutcome::Inconclusive
+    };
+    if lo > hi {
+        ck.push(
+            join(&path, "lower_bound_percent"),
+            lo.to_string(),
+            format!("at most the upper bound ({hi})"),
+        );
+    }
+    match e.get("outcome").and_then(parse_outcome) {
+        Some(found) if found == expected => {}
+        _ => ck.push(
+            join(&path, "outcome"),
+            show(e.get("outcome")),
+            format!("\"{}\" from its bounds and margin", expected.as_str()),
+        ),
     }
     Some(expected)
 }

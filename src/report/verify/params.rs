@@ -43,6 +43,8 @@ pub(super) struct Params {
     pub made_by_compare: bool,
     /// `statistics.samples_kept`: every cell carries its gating samples.
     pub samples_kept: bool,
+    /// `performance_gate_passed` is true as found.
+    pub claims_performance_pass: bool,
 }
 
 impl Params {
@@ -92,6 +94,7 @@ pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) -> Params {
         decides_by_evidence,
         made_by_compare,
         samples_kept,
+        claims_performance_pass: root.get("performance_gate_passed") == Some(&Value::Bool(true)),
     };
     if let Some(s) = stats {
         check_statistics(ck, root, s, &params);
@@ -519,6 +522,9 @@ pub(super) fn policy_from_report(
         .get("bootstrap")
         .and_then(parse)
         .ok_or("unreadable statistics.bootstrap")?;
+    if !(1..=MAX_BOOTSTRAP_ITERATIONS).contains(&bootstrap.iterations) {
+        return Err("statistics.bootstrap.iterations is out of range".into());
+    }
     let fw = s.get("family_wise").ok_or("no statistics.family_wise")?;
     let decide: GateRule = s
         .get("gate_decides")

@@ -49,6 +49,7 @@ pub(super) fn check_turnover(
     params: &Params,
 ) -> TurnoverGates {
     let counts = check_runs(ck, root);
+    check_listed_runs(ck, root);
     let none = Vec::new();
     let b = counts.get(&Side::Baseline).unwrap_or(&none);
     let c = counts.get(&Side::Candidate).unwrap_or(&none);
@@ -135,6 +136,62 @@ fn check_runs(ck: &mut Checker, root: &Map<String, Value>) -> BTreeMap<Side, Vec
         }
     }
     counts
+}
+
+/// Every run key the turnover comparison or the strict gate lists is in
+/// the report: a dropped run is named, not silently left out of the counts.
+fn check_listed_runs(ck: &mut Checker, root: &Map<String, Value>) {
+    let mut listed: Vec<(String, &str)> = Vec::new();
+    let groups = root
+        .get("turnover_comparison")
+        .and_then(|t| t.get("groups"))
+        .and_then(Value::as_array);
+    for g in groups.into_iter().flatten() {
+        let rates = g
+            .get("candidate_runs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .chain(g.get("candidate_pooled"))
+            .chain(g.get("baseline"));
+        for r in rates {
+            for k in r
+                .get("runs")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(k) = k.as_str() {
+                    listed.push((k.to_string(), "turnover_comparison"));
+                }
+            }
+        }
+    }
+    let parts = root
+        .get("gates")
+        .and_then(|g| g.get("strict_turnover"))
+        .and_then(|s| s.get("parts"))
+        .and_then(Value::as_array);
+    for p in parts.into_iter().flatten() {
+        if let Some(k) = p.get("subject").and_then(Value::as_str)
+            && root.get("candidate_turnover").is_some()
+        {
+            listed.push((k.to_string(), "gates.strict_turnover"));
+        }
+    }
+    let mut named = BTreeSet::new();
+    for (key, by) in listed {
+        if parse_turnover_key(&key).is_some()
+            && root.get(&key).is_none()
+            && named.insert(key.clone())
+        {
+            ck.push(
+                &key,
+                "missing".into(),
+                format!("present: {by} lists this run"),
+            );
+        }
+    }
 }
 
 /// A run's `repeat`, when given: the runs of one name count 0, 1, 2, … in key order.
