@@ -93,6 +93,20 @@ pub struct Provenance {
     pub host: String,
     pub started_at: String,
     pub ended_at: String,
+    /// The journal this artifact was aggregated from, as it was when the
+    /// artifact was written (`infergate verify --runs` checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalDigest>,
+}
+
+/// A journal file, pinned: its name beside the artifact, sha256 and record count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalDigest {
+    /// File name, relative to the artifact's directory (`journal.jsonl`).
+    pub file: String,
+    pub sha256: String,
+    /// Complete, non-empty lines (records).
+    pub records: usize,
 }
 
 /// n and order statistics of one metric over a cell's requests.

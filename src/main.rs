@@ -37,6 +37,13 @@ enum Cmd {
     Verify {
         /// Report file (JSON).
         file: PathBuf,
+        /// Also make the report again from its run directories (or run.json
+        /// files): each journal re-aggregated, every file's sha256 checked.
+        #[arg(long, num_args = 2, value_names = ["BASE_DIR", "CAND_DIR"])]
+        runs: Vec<PathBuf>,
+        /// With --runs: the suite the runs used, to judge turnover answers again.
+        #[arg(long, requires = "runs")]
+        suite: Option<PathBuf>,
     },
     /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
     Report(ReportArgs),
@@ -251,9 +258,19 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::from(report::exit_code(&report)))
         }
         Cmd::Calibrate(a) => calibrate(a),
-        Cmd::Verify { file } => {
+        Cmd::Verify { file, runs, suite } => {
             let value = report::read_report_value(&file)?;
-            let v = report::verify_report(&value);
+            let v = match runs.as_slice() {
+                [b, c] => report::verify_runs(
+                    &value,
+                    &report::RunDirs {
+                        baseline: b.clone(),
+                        candidate: c.clone(),
+                        suite,
+                    },
+                ),
+                _ => report::verify_report(&value),
+            };
             print!("{}", verify_text(&file.display().to_string(), &v));
             Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }))
         }

@@ -1336,6 +1336,8 @@ pub fn merge_interleaved(
         .map(|((spec, c), &n)| interleave::pool_cell(spec, c.window, n, &records))
         .collect();
     let mut provenance = last.provenance.clone();
+    // Pooled from blocks: no one journal state describes the merged artifact.
+    provenance.journal = None;
     if let Some(at) = started_at {
         provenance.started_at = at;
     }
@@ -1489,6 +1491,8 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         format!("pooled over {} passes of this runtime, each from a fresh start, in alternating order with the other runtime", dirs.len()),
     );
     let mut provenance = first.provenance.clone();
+    // Pooled from several passes' journals: none of them alone describes it.
+    provenance.journal = None;
     if let Some(last) = arts.last() {
         provenance.ended_at = last.provenance.ended_at.clone();
     }

@@ -293,6 +293,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             host: hostname(),
             started_at,
             ended_at: now_rfc3339(),
+            journal: Some(journal::digest(&journal_path)?),
         },
         method: {
             let mut m = method_notes();

@@ -876,6 +876,7 @@ pub fn compare(
         provenance: Some(ProvenancePair {
             baseline: baseline.provenance.clone(),
             candidate: candidate.provenance.clone(),
+            inputs: Vec::new(),
         }),
         decision: Some(Decision::pending()),
         warnings,

@@ -28,6 +28,7 @@ pub use model::*;
 pub use policy::{GateRule, Policy, PolicyError, TurnoverGateMode};
 pub use render::{ReportSource, html, markdown, terminal};
 pub use turnover::{RunCounts, compare_turnover, non_inferior_gate, strict_gate};
+pub use verify::runs::{RunDirs, verify_runs};
 pub use verify::{Disagreement, Verification, verify, verify_report};
 
 /// Exit code of a compared qualification: every gate passed.

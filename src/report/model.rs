@@ -671,7 +671,24 @@ pub struct PolicySummary {
 pub struct ProvenancePair {
     pub baseline: Provenance,
     pub candidate: Provenance,
+    /// Every file `compare` read, with its sha256 (`compare_files` records them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputDigest>,
 }
+
+/// One file a report was made from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputDigest {
+    pub side: Side,
+    /// `run_artifact` or `journal`.
+    pub role: String,
+    /// As given to `compare`.
+    pub path: String,
+    pub sha256: String,
+}
+
+pub const INPUT_RUN_ARTIFACT: &str = "run_artifact";
+pub const INPUT_JOURNAL: &str = "journal";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DecisionAction {
