@@ -1425,6 +1425,11 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
         return compare_interleaved(ctx, &suite, &cells, rounds);
     }
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
+    if ctx.plan.repeats == 1 {
+        // From the files, so the report records each one's sha256 (`verify --runs`).
+        let file = |label| pass_dir(ctx.out_dir, label, 1).join(ARTIFACT_FILE);
+        return report::compare_paths(&file(BASELINE), &file(CANDIDATE), &policy);
+    }
     let side = |label: &str| -> Result<RunArtifact> {
         let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats)
             .map(|n| pass_dir(ctx.out_dir, label, n))

@@ -52,6 +52,11 @@ pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -
         Some(p) => Policy::from_file(p)?,
         None => Policy::default(),
     };
+    compare_paths(baseline, candidate, &policy)
+}
+
+/// [`compare_files`] with a policy already loaded.
+pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Result<Report> {
     let mut inputs = Vec::new();
     let mut warnings = Vec::new();
     let mut arts = Vec::new();
@@ -77,7 +82,7 @@ pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -
         }
         arts.push(art);
     }
-    let mut report = super::compare(&arts[0], &arts[1], &policy).with_context(|| {
+    let mut report = super::compare(&arts[0], &arts[1], policy).with_context(|| {
         format!(
             "cannot compare {} (baseline) with {} (candidate)",
             baseline.display(),

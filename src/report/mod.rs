@@ -22,7 +22,8 @@ pub use compare::{
     QUAL_PASS_NON_INFERIOR, compare, evidence_qualification, qualification,
 };
 pub use io::{
-    compare_files, parse_report_value, read_artifact, read_report_value, write_report_atomic,
+    compare_files, compare_paths, parse_report_value, read_artifact, read_report_value,
+    write_report_atomic,
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, PolicyError, TurnoverGateMode};
