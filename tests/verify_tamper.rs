@@ -597,3 +597,21 @@ fn edited_sample_value() {
     });
     assert!(p.iter().any(|x| x.starts_with(E2E_SLOW)), "{p:#?}");
 }
+
+#[test]
+fn compare_refuses_an_artifact_that_contradicts_itself() {
+    // What verify would reject in the report is refused at the source.
+    let (b, mut c) = runs();
+    c.turnover[0].contaminated = 0;
+    let e = compare(&b, &c, &policy()).expect_err("contradicting artifact");
+    let text = e.to_string();
+    assert!(
+        text.contains("candidate run artifact contradicts itself")
+            && text.contains("turnover[0].contaminated"),
+        "{text}"
+    );
+    let (mut b, c) = runs();
+    b.cells[0].failed = 3;
+    let e = compare(&b, &c, &policy()).expect_err("contradicting artifact");
+    assert!(e.to_string().contains("cells[0].failed"), "{e}");
+}

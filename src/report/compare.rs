@@ -126,6 +126,8 @@ pub enum CompareError {
     Schema { side: Side, found: String },
     #[error("baseline and candidate runs are not comparable:\n  - {}", .differences.join("\n  - "))]
     Incomparable { differences: Vec<String> },
+    #[error("{side} run artifact contradicts itself:\n  - {}", .problems.join("\n  - "))]
+    Inconsistent { side: Side, problems: Vec<String> },
     #[error("{side} cell `{cell}`: sample `{sample}` has a non-finite value at position {index}")]
     NonFiniteSample {
         side: Side,
@@ -607,6 +609,16 @@ pub fn compare(
             return Err(CompareError::Schema {
                 side,
                 found: a.schema.clone(),
+            });
+        }
+    }
+    // A report made from a self-contradicting artifact would not verify.
+    for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
+        let problems = super::verify::artifact_problems(a);
+        if !problems.is_empty() {
+            return Err(CompareError::Inconsistent {
+                side,
+                problems: problems.iter().map(ToString::to_string).collect(),
             });
         }
     }

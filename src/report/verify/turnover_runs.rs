@@ -208,6 +208,11 @@ fn check_repeat(ck: &mut Checker, key: &str, run: &Value, expected: usize) {
     }
 }
 
+/// A run artifact's turnover run, with the checks a report's run gets.
+pub(super) fn check_artifact_run(ck: &mut Checker, key: &str, run: &Value) {
+    check_run(ck, key, run);
+}
+
 /// Check one turnover run's counts; returns them for the gates.
 fn check_run(ck: &mut Checker, key: &str, run: &Value) -> Option<RunCounts> {
     let run = ck.object(key, Some(run))?;
