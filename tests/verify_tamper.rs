@@ -615,3 +615,26 @@ fn compare_refuses_an_artifact_that_contradicts_itself() {
     let e = compare(&b, &c, &policy()).expect_err("contradicting artifact");
     assert!(e.to_string().contains("cells[0].failed"), "{e}");
 }
+
+#[test]
+fn a_report_from_an_earlier_compare_is_not_held_to_newer_fields() {
+    let mut v = report();
+    v["statistics"].as_object_mut().map(|s| {
+        s.remove("drift_floor");
+        s.remove("samples_kept")
+    });
+    for c in ["fast", "slow"] {
+        let cell = v["cells"][c].as_object_mut().expect("cell");
+        cell.remove("baseline_failed");
+        cell.remove("candidate_failed");
+    }
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("statistics.samples_kept")),
+        "{:#?}",
+        r.unchecked
+    );
+}
