@@ -39,8 +39,10 @@ enum Cmd {
         file: PathBuf,
         /// Also make the report again from its run directories (or run.json
         /// files): each journal re-aggregated, every file's sha256 checked.
+        /// A side of several passes lists them comma-separated, in order
+        /// (`out/baseline-1,out/baseline-2`), with --suite.
         #[arg(long, num_args = 2, value_names = ["BASE_DIR", "CAND_DIR"])]
-        runs: Vec<PathBuf>,
+        runs: Vec<String>,
         /// With --runs: the suite the runs used, to judge turnover answers again.
         #[arg(long, requires = "runs")]
         suite: Option<PathBuf>,
@@ -261,14 +263,17 @@ async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Verify { file, runs, suite } => {
             let value = report::read_report_value(&file)?;
             let v = match runs.as_slice() {
-                [b, c] => report::verify_runs(
-                    &value,
-                    &report::RunDirs {
-                        baseline: b.clone(),
-                        candidate: c.clone(),
-                        suite,
-                    },
-                ),
+                [b, c] => {
+                    let dirs = |s: &str| s.split(',').map(PathBuf::from).collect();
+                    report::verify_runs(
+                        &value,
+                        &report::RunDirs {
+                            baseline: dirs(b),
+                            candidate: dirs(c),
+                            suite,
+                        },
+                    )
+                }
                 _ => report::verify_report(&value),
             };
             print!("{}", verify_text(&file.display().to_string(), &v));

@@ -45,8 +45,8 @@ struct Runs {
 impl Runs {
     fn dirs(&self, suite: bool) -> RunDirs {
         RunDirs {
-            baseline: self.base.clone(),
-            candidate: self.cand.clone(),
+            baseline: vec![self.base.clone()],
+            candidate: vec![self.cand.clone()],
             suite: suite.then(|| self.suite.clone()),
         }
     }
@@ -280,4 +280,69 @@ async fn an_edited_turnover_answer_is_judged_again_with_the_suite() {
     write_lines(&j, &ls);
     let v = r.verify(true);
     names(&v, &format!("{}:{n}", j.display()));
+}
+
+/// A qualification's alternating passes: two per side, pooled as `qualify`
+/// pools them, verify against their own pass directories; one edited
+/// journal line in a pass is named by file and line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_passes_verify_against_their_pass_directories() {
+    let (_, src) = FastSource::start(FastSourceConfig {
+        ttft: Duration::from_millis(3),
+        itl: Duration::from_millis(1),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(&suite, SUITE).expect("suite");
+    let mut sides = Vec::new();
+    for label in ["baseline", "candidate"] {
+        let mut passes = Vec::new();
+        for n in 1..=2 {
+            let out = infergate::qualify::pass_dir(dir.path(), label, n);
+            runner::run(&opts(&src.base_url(), &suite, out.clone(), label))
+                .await
+                .expect("run");
+            passes.push(out);
+        }
+        sides.push(passes);
+    }
+    let mut policy = report::Policy {
+        source: "tests".into(),
+        ..report::Policy::default()
+    };
+    policy.bootstrap.iterations = 500;
+    let merged: Vec<_> = sides
+        .iter()
+        .map(|p| infergate::qualify::merge_passes(&suite, p).expect("merge"))
+        .collect();
+    let report = report::compare(&merged[0], &merged[1], &policy)
+        .expect("compare")
+        .to_value();
+    let dirs = RunDirs {
+        baseline: sides[0].clone(),
+        candidate: sides[1].clone(),
+        suite: Some(suite.clone()),
+    };
+    let v = verify_runs(&report, &dirs);
+    assert!(v.is_clean(), "{:#?}", v.disagreements);
+
+    let j = sides[0][1].join(JOURNAL_FILE);
+    let mut ls = lines(&j);
+    let n = first_cell_line(&ls);
+    let mut rec: Value = serde_json::from_str(&ls[n - 1]).expect("record");
+    let t = rec["capture"]["e2e_ms"].as_f64().expect("e2e");
+    rec["capture"]["e2e_ms"] = (t * 3.0).into();
+    ls[n - 1] = rec.to_string();
+    write_lines(&j, &ls);
+    let v = verify_runs(&report, &dirs);
+    names(&v, &format!("{}:{n}", j.display()));
+    assert!(
+        v.disagreements
+            .iter()
+            .any(|d| d.path.starts_with("cells.small.")),
+        "the pooled report disagrees too: {:#?}",
+        v.disagreements
+    );
 }

@@ -28,11 +28,13 @@ use super::{Verification, params, recompute};
 const MAX_LINES_NAMED: usize = 5;
 
 /// The run directories (or run artifact files) of a report, and optionally
-/// the suite they ran, to judge turnover answers again.
+/// the suite they ran, to judge turnover answers again. A side of several
+/// passes (`qualify` with repeats) lists each pass directory in order; they
+/// are pooled as `qualify` pools them, which needs the suite.
 #[derive(Debug, Clone)]
 pub struct RunDirs {
-    pub baseline: PathBuf,
-    pub candidate: PathBuf,
+    pub baseline: Vec<PathBuf>,
+    pub candidate: Vec<PathBuf>,
     pub suite: Option<PathBuf>,
 }
 
@@ -46,11 +48,22 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
     let mut ck = Checker::default();
     let suite = dirs.suite.as_deref().and_then(|p| load_suite(&mut ck, p));
     let mut arts = Vec::new();
-    for (side, dir) in [
+    for (side, passes) in [
         (Side::Baseline, &dirs.baseline),
         (Side::Candidate, &dirs.candidate),
     ] {
-        arts.push(rebuild_side(&mut ck, root, side, dir, suite.as_ref()));
+        let rebuilt = match passes.as_slice() {
+            [dir] => rebuild_side(&mut ck, root, side, dir, suite.as_ref()),
+            _ => pool_passes(
+                &mut ck,
+                root,
+                side,
+                passes,
+                dirs.suite.as_deref(),
+                suite.as_ref(),
+            ),
+        };
+        arts.push(rebuilt);
     }
     if let [Some(b), Some(c)] = arts.as_slice() {
         recompute_from_runs(&mut ck, root, b, c);
@@ -66,6 +79,59 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
         }
     }
     v
+}
+
+/// A side of several passes: each pass checked against its own journal,
+/// then the passes pooled from their journals as `qualify` pools them
+/// (`qualify::merge_passes`), with the turnover runs as judged again.
+fn pool_passes(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    passes: &[PathBuf],
+    suite_path: Option<&Path>,
+    suite: Option<&SuiteFile>,
+) -> Option<RunArtifact> {
+    let Some(suite_path) = suite_path else {
+        ck.push(
+            format!("--runs ({side})"),
+            format!("{} pass directories", passes.len()),
+            "one run directory, or --suite SUITE to pool several as qualify does",
+        );
+        return None;
+    };
+    let mut turnover: Vec<TurnoverRun> = Vec::new();
+    for dir in passes {
+        let pass = rebuild_side(ck, root, side, dir, suite)?;
+        for mut t in pass.turnover {
+            t.repeat = turnover.iter().filter(|x| x.name == t.name).count();
+            turnover.push(t);
+        }
+    }
+    let dirs: Vec<PathBuf> = passes
+        .iter()
+        .map(|d| {
+            if d.is_dir() {
+                d.clone()
+            } else {
+                d.parent().unwrap_or(Path::new(".")).to_path_buf()
+            }
+        })
+        .collect();
+    match crate::qualify::merge_passes(suite_path, &dirs) {
+        Ok(mut merged) => {
+            merged.turnover = turnover;
+            Some(merged)
+        }
+        Err(e) => {
+            ck.push(
+                format!("--runs ({side})"),
+                format!("{e:#}"),
+                "passes that pool as qualify pools them",
+            );
+            None
+        }
+    }
 }
 
 /// The suite given with `--suite`, and the sha256 of its text.
@@ -165,7 +231,7 @@ fn rebuild_side(
     let (file, art) = read_artifact(ck, root, side, dir)?;
     let name = file.display().to_string();
     if art.schedule.is_some_and(|s| s != Schedule::Single) {
-        ck.limit(format!("{name}: pooled from several passes or blocks; its journals are not re-aggregated (give the pass directories' own run.json)"));
+        ck.limit(format!("{name}: pooled from several passes or interleaved blocks, so taken as given; for alternating passes give the pass directories instead (comma-separated, with --suite); interleaved blocks are not pooled again yet"));
         return Some(art);
     }
     let Some(journal) = read_journal(ck, root, side, &file, &art) else {
