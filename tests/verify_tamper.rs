@@ -167,6 +167,28 @@ fn report() -> Value {
     v
 }
 
+/// [`report`]'s runs interleaved in four blocks of three requests per
+/// cell: paired resampling, no drift floor, so an undecided metric says how
+/// many requests would decide it.
+fn interleaved_report() -> Value {
+    let (mut b, mut c) = runs();
+    for a in [&mut b, &mut c] {
+        a.schedule = Some(infergate::artifact::Schedule::Interleaved);
+        for cell in &mut a.cells {
+            let blocks: Vec<u32> = (0..12).map(|i| i / 3).collect();
+            cell.sample_clusters = cell
+                .samples
+                .keys()
+                .map(|k| (k.clone(), blocks.clone()))
+                .collect();
+        }
+    }
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
 fn seed() -> Value {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/runtime-profile-comparison.example.json");
@@ -341,29 +363,20 @@ fn edited_verdict_and_interval_together() {
 
 #[test]
 fn edited_requests_to_resolve() {
-    let v = report();
-    // The undecided pair carries the figure; an added one is named too.
-    let (cell, m) = [
-        ("fast", "ttft_p50_ms"),
-        ("fast", "e2e_p50_ms"),
-        ("fast", "decode_tok_s_p50"),
-        ("slow", "ttft_p50_ms"),
-        ("slow", "decode_tok_s_p50"),
-    ]
-    .into_iter()
-    .find(|(c, m)| {
-        v["cells"][c]["metrics"][m]
-            .get("requests_to_resolve")
-            .is_some()
-    })
-    .unwrap_or(("fast", "ttft_p50_ms"));
+    let v = interleaved_report();
+    let m = &v["cells"]["slow"]["metrics"]["e2e_p50_ms"];
+    assert!(
+        m["requests_to_resolve"].as_u64().is_some_and(|n| n > 12),
+        "an undecided pair says how many requests would decide it: {m}"
+    );
     let p = paths(v, |v| {
-        let n = v["cells"][cell]["metrics"][m]["requests_to_resolve"]
-            .as_u64()
-            .unwrap_or(0);
-        metric_mut(v, cell, m).insert("requests_to_resolve".into(), (n + 40).into());
+        metric_mut(v, "slow", "e2e_p50_ms")["requests_to_resolve"] = 13.into();
+        v["cells"]["slow"]["metrics"]["e2e_p50_ms"]["evidence"]["requests_to_resolve"] = 13.into();
+        v["gates"]["performance_evidence"]["requests_to_resolve"] = 13.into();
     });
-    names(&p, &format!("cells.{cell}.metrics.{m}.requests_to_resolve"));
+    names(&p, &format!("{E2E_SLOW}.requests_to_resolve"));
+    names(&p, &format!("{E2E_SLOW}.evidence.requests_to_resolve"));
+    names(&p, "gates.performance_evidence.requests_to_resolve");
 }
 
 #[test]
@@ -634,6 +647,24 @@ fn a_report_from_an_earlier_compare_is_not_held_to_newer_fields() {
         r.unchecked
             .iter()
             .any(|u| u.contains("statistics.samples_kept")),
+        "{:#?}",
+        r.unchecked
+    );
+}
+
+/// A limit, stated: the seed does not say how many turnover runs were
+/// planned, and its dropped repeat leaves every count consistent.
+#[test]
+fn dropped_repeat_in_the_seed_is_a_stated_limit() {
+    let mut v = seed();
+    v.as_object_mut()
+        .map(|r| r.remove("candidate_turnover_repeat"));
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("candidate_turnover_repeat")),
         "{:#?}",
         r.unchecked
     );
