@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn every_request_failed_on_both_sides() {
-        // Found by `verify --runs` on a turnover both sides failed entirely:
+        // Found building the `verify --runs` test (a turnover both sides failed entirely):
         // the margin arithmetic underflowed (a panic in debug builds).
         let t = fisher_exact(4, 4, 4, 4);
         assert_eq!(
