@@ -12,10 +12,13 @@
 //!    verify and render the `runtime-profile-comparison/v1` report.
 //! 5. [`qualify`]: the whole qualification as named steps over the above,
 //!    then the decision ledger, restore and readmission.
+//! 6. [`audit`]: `verify --runs`, a report made again from the journals and
+//!    run artifacts it came from.
 //!
 //! [`util`] holds the few helpers every stage shares; [`stats`] and
 //! [`artifact`] are re-exported from the report crate, where they live.
 
+pub mod audit;
 pub mod config;
 pub mod driver;
 pub mod measure;

@@ -109,6 +109,41 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     assert_eq!(pooled.cells[0].requests, 6);
     assert!(pooled.method["passes"].contains("pooled over 2 passes"));
 
+    // The report verifies against its own pass directories; one edited
+    // journal line is named by file and line (issue 14).
+    let pass = |label: &str| -> Vec<std::path::PathBuf> {
+        (1..=2)
+            .map(|n| qualify::pass_dir(&o.out_dir, label, n))
+            .collect()
+    };
+    let dirs = infergate::audit::RunDirs {
+        baseline: pass("baseline"),
+        candidate: pass("candidate"),
+        suite: Some(env.dir.path().join("suite.toml")),
+    };
+    let checked = infergate::audit::verify_runs(&v, &dirs);
+    assert!(checked.is_clean(), "{:#?}", checked.disagreements);
+    let journal = dirs.baseline[1].join(infergate::measure::runner::JOURNAL_FILE);
+    let original = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = original.lines().map(String::from).collect();
+    let k = lines
+        .iter()
+        .position(|l| l.contains("\"outcome\":\"ok\""))
+        .expect("a successful request");
+    let mut rec: serde_json::Value = serde_json::from_str(&lines[k]).unwrap();
+    let t = rec["capture"]["e2e_ms"].as_f64().unwrap();
+    rec["capture"]["e2e_ms"] = (t * 2.0).into();
+    lines[k] = rec.to_string();
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let edited = infergate::audit::verify_runs(&v, &dirs);
+    let at = format!("{}:{}", journal.display(), k + 1);
+    assert!(
+        edited.disagreements.iter().any(|d| d.path == at),
+        "{at} not named: {:#?}",
+        edited.disagreements
+    );
+    std::fs::write(&journal, original).unwrap();
+
     // The human decides: retain the baseline. It is still serving, so it is
     // verified and readmitted again rather than restarted.
     let d = decide::run(&decide::Options {

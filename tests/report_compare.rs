@@ -160,7 +160,10 @@ fn seed_like() -> (RunArtifact, RunArtifact) {
 /// These tests check the seed's point-delta table and wordings, so they
 /// decide by the point rule; the evidence rule has tests of its own.
 fn fast_policy() -> Policy {
-    let mut p = Policy::default();
+    let mut p = Policy {
+        source: "tests: defaults with 2000 iterations, point rule".into(),
+        ..Policy::default()
+    };
     p.bootstrap.iterations = 2000;
     p.gate.decide = report::GateRule::Point;
     p
@@ -310,6 +313,11 @@ fn clean_turnover_passes() {
 fn contamination_fails_even_non_inferior() {
     let (b, mut c) = seed_like();
     c.turnover[0].contaminated = 1;
+    // A contaminated answer is a failure carrying another request's marker.
+    let f = &mut c.turnover[0].failures[0];
+    f.foreign_markers = vec!["m-0001".into()];
+    f.canary_passed = false;
+    f.failure_class = "request_canary_failed".into();
     let mut p = fast_policy();
     p.turnover.gate = TurnoverGateMode::NonInferior;
     let r = compare(&b, &c, &p).expect("comparable");
@@ -591,7 +599,12 @@ fn tampered_full_report_is_caught() {
         w["cells"]["capacity-120k"]["samples"]["ttft_ms"]["baseline"] =
             serde_json::json!([1.0, 2.0, 3.0]);
     });
-    assert_eq!(p, vec!["cells.capacity-120k.metrics.ttft_p50_ms.baseline"]);
+    // Named first; the recomputation then names everything derived from it.
+    assert_eq!(p[0], "cells.capacity-120k.metrics.ttft_p50_ms.baseline");
+    assert!(
+        p.contains(&"cells.capacity-120k.metrics.ttft_p50_ms.ci_delta_percent.low".to_string()),
+        "{p:?}"
+    );
     let p = paths(&|w| {
         w["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"]["verdict"] = "regressed".into();
     });
@@ -614,10 +627,11 @@ fn tampered_full_report_is_caught() {
     assert_eq!(
         p,
         vec![
+            "cells.capacity-4k.metrics.decode_tok_s_p50",
             "performance_gate_passed",
             "gates.performance.passed",
             "qualification"
         ],
-        "a gating metric named by the policy block is missing"
+        "a gating metric named by the policy block is missing (and its samples are there)"
     );
 }

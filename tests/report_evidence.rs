@@ -106,7 +106,10 @@ fn artifact(
 }
 
 fn policy() -> Policy {
-    let mut p = Policy::default();
+    let mut p = Policy {
+        source: "tests: defaults with 2000 iterations".into(),
+        ..Policy::default()
+    };
     p.bootstrap.iterations = 2000;
     p
 }

@@ -30,10 +30,20 @@ pub enum Cmd {
     /// Measure a runtime's noise from several runs of it (A/A): drift between
     /// runs, false-alarm rates of every A/A pair, requests per side needed.
     Calibrate(CalibrateArgs),
-    /// Recompute every delta, flag and gate of a v1 report; exit 0 only when all agree.
+    /// Recompute what a v1 report derives (bit for bit when it keeps its samples);
+    /// exit 0 only when all agree. Says what it could not recompute.
     Verify {
         /// Report file (JSON).
         file: PathBuf,
+        /// Also make the report again from its run directories (or run.json
+        /// files): each journal re-aggregated, every file's sha256 checked.
+        /// A side of several passes lists them comma-separated, in order
+        /// (`out/baseline-1,out/baseline-2`), with --suite.
+        #[arg(long, num_args = 2, value_names = ["BASE_DIR", "CAND_DIR"])]
+        runs: Vec<String>,
+        /// With --runs: the suite the runs used, to judge turnover answers again.
+        #[arg(long, requires = "runs")]
+        suite: Option<PathBuf>,
     },
     /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
     Report(ReportArgs),

@@ -6,6 +6,7 @@ pub mod args;
 pub mod qualify;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -64,22 +65,24 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::from(report::exit_code(&report)))
         }
         Cmd::Calibrate(a) => calibrate(a),
-        Cmd::Verify { file } => {
+        Cmd::Verify { file, runs, suite } => {
             let value = report::read_report_value(&file)?;
-            let problems = report::verify(&value);
-            if problems.is_empty() {
-                println!(
-                    "{}: every delta, flag and gate agrees with its parts",
-                    file.display()
-                );
-                Ok(ExitCode::SUCCESS)
-            } else {
-                println!("{}: {} disagreement(s)", file.display(), problems.len());
-                for p in &problems {
-                    println!("  {p}");
+            let v = match runs.as_slice() {
+                [b, c] => {
+                    let dirs = |s: &str| s.split(',').map(PathBuf::from).collect();
+                    infergate::audit::verify_runs(
+                        &value,
+                        &infergate::audit::RunDirs {
+                            baseline: dirs(b),
+                            candidate: dirs(c),
+                            suite,
+                        },
+                    )
                 }
-                Ok(ExitCode::from(1))
-            }
+                _ => report::verify_report(&value),
+            };
+            print!("{}", verify_text(&file.display().to_string(), &v));
+            Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }))
         }
         Cmd::Report(a) => {
             let value = report::read_report_value(&a.file)?;
@@ -100,6 +103,41 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Text from a report, made unable to drive a terminal: control and bidi
+/// characters shown as escapes.
+fn inert(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || bidi {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// What `verify` prints: the disagreements, then what could not be checked.
+fn verify_text(name: &str, v: &report::Verification) -> String {
+    let mut out = if v.is_clean() {
+        format!("{name}: everything verify could recompute agrees with the report\n")
+    } else {
+        let mut s = format!("{name}: {} disagreement(s)\n", v.disagreements.len());
+        for p in &v.disagreements {
+            s.push_str(&format!("  {}\n", inert(&p.to_string())));
+        }
+        s
+    };
+    if !v.unchecked.is_empty() {
+        out.push_str("not checked (this report does not hold what it would take):\n");
+        for u in &v.unchecked {
+            out.push_str(&format!("  - {u}\n"));
+        }
+    }
+    out
 }
 
 fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {

@@ -48,6 +48,24 @@ impl Journal {
     }
 }
 
+/// The digest of the journal at `path` as it is now: sha256 of its bytes
+/// and its record count (complete, non-empty lines).
+pub fn digest(path: &Path) -> Result<crate::artifact::JournalDigest> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
+    let records = bytes
+        .split_inclusive(|b| *b == b'\n')
+        .filter(|l| l.ends_with(b"\n") && !l.trim_ascii().is_empty())
+        .count();
+    Ok(crate::artifact::JournalDigest {
+        file: path
+            .file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
+        sha256: crate::util::sha256_hex(&bytes),
+        records,
+    })
+}
+
 /// Read every record. A line that does not parse is an error naming the file and
 /// line; a torn last line (no newline, as left by a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {

@@ -6,35 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a request ended, first failing check wins (transport → HTTP → stream → canary → output).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Ok,
-    /// Transport failure or a timeout: connect, first byte, idle gap, total.
-    RequestError,
-    /// A non-2xx HTTP status.
-    HttpError,
-    /// HTTP 200 but the stream was malformed, carried an error object, or ended early.
-    StreamValidationFailed,
-    /// The answer did not begin with its own canary, or carried another request's canary.
-    RequestCanaryFailed,
-    /// The answer was not the exact output the contract asks for.
-    ControlledOutputFailed,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::RequestError => "request_error",
-            Outcome::HttpError => "http_error",
-            Outcome::StreamValidationFailed => "stream_validation_failed",
-            Outcome::RequestCanaryFailed => "request_canary_failed",
-            Outcome::ControlledOutputFailed => "controlled_output_failed",
-        }
-    }
-}
+/// Defined with the artifact vocabulary (reports name failure classes by it).
+pub use crate::artifact::Outcome;
 
 /// What the streaming client captured of one request. Produced by `client`,
 /// consumed by aggregation, turnover checks and the journal.

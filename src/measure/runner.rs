@@ -159,6 +159,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             host: hostname(),
             started_at,
             ended_at: now_rfc3339(),
+            journal: Some(journal::digest(&opts.out_dir.join(JOURNAL_FILE))?),
         },
         method: method_of(opts, &sizer),
         cells: results,

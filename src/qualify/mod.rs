@@ -1323,6 +1323,8 @@ pub fn merge_interleaved(
         .map(|((spec, c), &n)| interleave::pool_cell(spec, c.window, n, &records))
         .collect();
     let mut provenance = last.provenance.clone();
+    // Pooled from blocks: no one journal state describes the merged artifact.
+    provenance.journal = None;
     if let Some(at) = started_at {
         provenance.started_at = at;
     }
@@ -1384,6 +1386,15 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
         return compare_interleaved(ctx, &suite, &cells, rounds);
     }
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
+    if ctx.plan.repeats == 1 {
+        // From the files, so the report records each one's sha256 (`verify --runs`).
+        let file = |label| pass_dir(ctx.out_dir, label, 1).join(ARTIFACT_FILE);
+        return Ok(report::compare_paths(
+            &file(BASELINE),
+            &file(CANDIDATE),
+            &policy,
+        )?);
+    }
     let side = |label: &str| -> Result<RunArtifact> {
         let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats)
             .map(|n| pass_dir(ctx.out_dir, label, n))
@@ -1450,6 +1461,8 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         format!("pooled over {} passes of this runtime, each from a fresh start, in alternating order with the other runtime", dirs.len()),
     );
     let mut provenance = first.provenance.clone();
+    // Pooled from several passes' journals: none of them alone describes it.
+    provenance.journal = None;
     if let Some(last) = arts.last() {
         provenance.ended_at = last.provenance.ended_at.clone();
     }

@@ -21,6 +21,36 @@ pub mod metric {
     pub const COMPLETION_TOKENS: &str = "completion_tokens";
 }
 
+/// How a request ended, first failing check wins (transport → HTTP → stream → canary → output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    /// Transport failure or a timeout: connect, first byte, idle gap, total.
+    RequestError,
+    /// A non-2xx HTTP status.
+    HttpError,
+    /// HTTP 200 but the stream was malformed, carried an error object, or ended early.
+    StreamValidationFailed,
+    /// The answer did not begin with its own canary, or carried another request's canary.
+    RequestCanaryFailed,
+    /// The answer was not the exact output the contract asks for.
+    ControlledOutputFailed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::RequestError => "request_error",
+            Outcome::HttpError => "http_error",
+            Outcome::StreamValidationFailed => "stream_validation_failed",
+            Outcome::RequestCanaryFailed => "request_canary_failed",
+            Outcome::ControlledOutputFailed => "controlled_output_failed",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunArtifact {
     pub schema: String,
@@ -93,6 +123,20 @@ pub struct Provenance {
     pub host: String,
     pub started_at: String,
     pub ended_at: String,
+    /// The journal this artifact was aggregated from, as it was when the
+    /// artifact was written (`infergate verify --runs` checks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalDigest>,
+}
+
+/// A journal file, pinned: its name beside the artifact, sha256 and record count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalDigest {
+    /// File name, relative to the artifact's directory (`journal.jsonl`).
+    pub file: String,
+    pub sha256: String,
+    /// Complete, non-empty lines (records).
+    pub records: usize,
 }
 
 /// Computed by [`crate::stats::summarize`]; defined beside it so `stats` stays a leaf.

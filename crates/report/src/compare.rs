@@ -45,6 +45,8 @@ pub enum CompareError {
     Schema { side: Side, found: String },
     #[error("baseline and candidate runs are not comparable:\n  - {}", .differences.join("\n  - "))]
     Incomparable { differences: Vec<String> },
+    #[error("{side} run artifact contradicts itself:\n  - {}", .problems.join("\n  - "))]
+    Inconsistent { side: Side, problems: Vec<String> },
     #[error("{side} cell `{cell}`: sample `{sample}` has a non-finite value at position {index}")]
     NonFiniteSample {
         side: Side,
@@ -509,6 +511,16 @@ pub fn compare(
             });
         }
     }
+    // A report made from a self-contradicting artifact would not verify.
+    for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
+        let problems = super::verify::artifact_problems(a);
+        if !problems.is_empty() {
+            return Err(CompareError::Inconsistent {
+                side,
+                problems: problems.iter().map(ToString::to_string).collect(),
+            });
+        }
+    }
     let diffs = differences(baseline, candidate);
     if !diffs.is_empty() {
         return Err(CompareError::Incomparable { differences: diffs });
@@ -645,6 +657,8 @@ pub fn compare(
                 candidate_median_prompt_tokens: cc.median_prompt_tokens,
                 baseline_ineligible_reasons: bc.ineligible_reasons.clone(),
                 candidate_ineligible_reasons: cc.ineligible_reasons.clone(),
+                baseline_failed: Some(bc.failed),
+                candidate_failed: Some(cc.failed),
                 samples: Some(OrderedMap(sample_pairs)),
             },
         ));
@@ -764,6 +778,11 @@ pub fn compare(
                     .then(|| SINGLE_PASS_DRIFT.to_string()),
             }),
             turnover_margin: Some(policy.turnover.margin),
+            drift_floor: Some(DriftFloor {
+                pass_sd_percent: policy.gate.drift_sd_percent,
+                source: policy.gate.drift_source.clone(),
+            }),
+            samples_kept: Some(true),
         }),
         gates: Some(Gates {
             performance,
@@ -776,6 +795,7 @@ pub fn compare(
         provenance: Some(ProvenancePair {
             baseline: baseline.provenance.clone(),
             candidate: candidate.provenance.clone(),
+            inputs: Vec::new(),
         }),
         decision: Some(Decision::pending()),
         warnings,

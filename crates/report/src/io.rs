@@ -12,7 +12,7 @@ use crate::atomic::AtomicWriteError;
 
 use super::compare::CompareError;
 use super::config::ConfigError;
-use super::model::Report;
+use super::model::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, InputDigest, Report, Side};
 use super::policy::Policy;
 
 type Result<T> = std::result::Result<T, IoError>;
@@ -78,19 +78,68 @@ pub fn parse_report_value(bytes: &[u8], name: &str) -> Result<serde_json::Value>
     parse_json(bytes, name, "JSON report")
 }
 
-/// Read both run artifacts and the policy (defaults when `policy` is None), and compare.
+/// Read both run artifacts and the policy (defaults when `policy` is None),
+/// and compare. The report records the sha256 of each artifact and of the
+/// journal each names beside it (`provenance.inputs`); a journal that no
+/// longer matches its artifact's record is a warning in the report.
 pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -> Result<Report> {
     let policy = match policy {
         Some(p) => Policy::from_file(p)?,
         None => Policy::default(),
     };
-    let b = read_artifact(baseline)?;
-    let c = read_artifact(candidate)?;
-    super::compare(&b, &c, &policy).map_err(|source| IoError::Compare {
-        baseline: baseline.display().to_string(),
-        candidate: candidate.display().to_string(),
-        source,
-    })
+    compare_paths(baseline, candidate, &policy)
+}
+
+/// [`compare_files`] with a policy already loaded.
+pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Result<Report> {
+    let mut inputs = Vec::new();
+    let mut warnings = Vec::new();
+    let mut arts = Vec::new();
+    for (side, path) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
+        let bytes = fs::read(path).map_err(|source| IoError::Read {
+            what: "run artifact",
+            path: path.display().to_string(),
+            source,
+        })?;
+        let art: RunArtifact = parse_json(&bytes, &path.display().to_string(), "run artifact")?;
+        inputs.push(input(side, INPUT_RUN_ARTIFACT, path, &bytes));
+        if let Some(j) = &art.provenance.journal {
+            let jpath = path.parent().unwrap_or(Path::new(".")).join(&j.file);
+            if let Ok(jbytes) = fs::read(&jpath) {
+                let d = input(side, INPUT_JOURNAL, &jpath, &jbytes);
+                if d.sha256 != j.sha256 {
+                    warnings.push(format!(
+                        "{side} journal {} has sha256 {}, but its run artifact recorded {}: it changed after the run",
+                        jpath.display(),
+                        d.sha256,
+                        j.sha256
+                    ));
+                }
+                inputs.push(d);
+            }
+        }
+        arts.push(art);
+    }
+    let mut report =
+        super::compare(&arts[0], &arts[1], policy).map_err(|source| IoError::Compare {
+            baseline: baseline.display().to_string(),
+            candidate: candidate.display().to_string(),
+            source,
+        })?;
+    if let Some(p) = report.provenance.as_mut() {
+        p.inputs = inputs;
+    }
+    report.warnings.extend(warnings);
+    Ok(report)
+}
+
+fn input(side: Side, role: &str, path: &Path, bytes: &[u8]) -> InputDigest {
+    InputDigest {
+        side,
+        role: role.to_string(),
+        path: path.display().to_string(),
+        sha256: crate::digest::sha256_hex(bytes),
+    }
 }
 
 /// Write `report` as pretty JSON so that `path` holds either the old file or

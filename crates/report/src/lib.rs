@@ -16,6 +16,7 @@ pub mod atomic;
 pub mod calibrate;
 mod compare;
 pub mod config;
+pub mod digest;
 pub mod gate;
 mod io;
 mod model;
@@ -23,7 +24,7 @@ pub mod policy;
 pub mod render;
 pub mod stats;
 mod turnover;
-mod verify;
+pub mod verify;
 
 pub use compare::{CompareError, compare};
 pub use config::ConfigError;
@@ -34,14 +35,14 @@ pub use gate::{
     qualification, strict_gate,
 };
 pub use io::{
-    IoError, compare_files, parse_report_value, read_artifact, read_report_value,
+    IoError, compare_files, compare_paths, parse_report_value, read_artifact, read_report_value,
     write_report_atomic,
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};
 pub use render::{ReportSource, html, markdown, terminal};
 pub use turnover::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
-pub use verify::{Disagreement, verify};
+pub use verify::{Disagreement, Verification, verify, verify_report};
 
 /// Read and parse a report file.
 pub fn read_report(path: &std::path::Path) -> Result<Report, IoError> {

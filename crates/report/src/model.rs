@@ -16,7 +16,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::artifact::{Provenance, TurnoverFailure};
-use crate::stats::{Direction, Evidence, ExactTest, GateOutcome, Interval, Resampling, Verdict};
+use crate::stats::{
+    Direction, DriftFloor, Evidence, ExactTest, GateOutcome, Interval, Resampling, Verdict,
+};
 
 pub const REPORT_SCHEMA: &str = "runtime-profile-comparison/v1";
 
@@ -148,6 +150,11 @@ pub struct CellComparison {
     pub baseline_ineligible_reasons: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidate_ineligible_reasons: Vec<String>,
+    /// Failed requests per side (an ineligible cell's evidence depends on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_failed: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_failed: Option<usize>,
     /// Per-request values of the gating metrics' samples, keyed by sample name
     /// (`ttft_ms`, …), in request order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -545,6 +552,13 @@ pub struct Statistics {
     pub design: Option<Design>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turnover_margin: Option<f64>,
+    /// The policy's drift floor, applied where the design cannot see drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_floor: Option<DriftFloor>,
+    /// Every cell carries the per-request samples of its gating metrics
+    /// (`cells.<cell>.samples`), so `verify` can recompute them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_kept: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -661,7 +675,24 @@ pub struct PolicySummary {
 pub struct ProvenancePair {
     pub baseline: Provenance,
     pub candidate: Provenance,
+    /// Every file `compare` read, with its sha256 (`compare_files` records them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputDigest>,
 }
+
+/// One file a report was made from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputDigest {
+    pub side: Side,
+    /// `run_artifact` or `journal`.
+    pub role: String,
+    /// As given to `compare`.
+    pub path: String,
+    pub sha256: String,
+}
+
+pub const INPUT_RUN_ARTIFACT: &str = "run_artifact";
+pub const INPUT_JOURNAL: &str = "journal";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DecisionAction {

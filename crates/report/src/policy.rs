@@ -203,6 +203,8 @@ impl Policy {
     /// Every metric with the same threshold (e.g. to name the flag
     /// `no_more_than_3_percent_regression`).
     pub fn with_threshold(mut self, threshold_percent: f64) -> Policy {
+        // No longer what its source says (`verify` holds "defaults" to the defaults).
+        self.source = format!("{} with threshold_percent {threshold_percent}", self.source);
         for m in &mut self.metrics {
             m.threshold_percent = threshold_percent;
         }
@@ -389,6 +391,8 @@ impl RawPolicy {
                         "a quantile in [0, 1]",
                     )?;
                     let inferred = split_quantile(&name);
+                    named_consistently(&m, &name, inferred.as_ref())
+                        .map_err(|(field, msg)| err(m.name.span(), at(field), msg))?;
                     let sample = m
                         .sample
                         .or_else(|| inferred.as_ref().map(|(s, _)| s.clone()))
@@ -514,9 +518,83 @@ impl RawPolicy {
     }
 }
 
+/// A metric named `<sample>_pNN…` may not declare another sample,
+/// quantile or direction than its name says: a report would then call
+/// `ttft_p50_ms` what is a p90 (and `verify` rejects such reports).
+fn named_consistently(
+    m: &RawMetric,
+    name: &str,
+    inferred: Option<&(String, f64)>,
+) -> Result<(), (&'static str, String)> {
+    if let (Some((s, _)), Some(found)) = (inferred, &m.sample)
+        && found != s
+    {
+        return Err((
+            "sample",
+            format!("sample `{found}` disagrees with the name `{name}` (sample `{s}`)"),
+        ));
+    }
+    if let (Some((_, q)), Some(found)) = (inferred, &m.quantile)
+        && found.get_ref() != q
+    {
+        return Err((
+            "quantile",
+            format!(
+                "quantile {} disagrees with the name `{name}` (quantile {q})",
+                found.get_ref()
+            ),
+        ));
+    }
+    let sample = m
+        .sample
+        .clone()
+        .or_else(|| inferred.map(|(s, _)| s.clone()));
+    if let (Some(found), Some(d)) = (m.direction, sample.as_deref().and_then(infer_direction))
+        && found != d
+    {
+        return Err((
+            "direction",
+            format!("direction {found:?} disagrees with the name `{name}`, which says {d:?}"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_metric_declares_nothing_its_name_contradicts() {
+        for (text, field) in [
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\nquantile = 0.9\n",
+                "metric[0].quantile",
+            ),
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\nsample = \"e2e_ms\"\n",
+                "metric[0].sample",
+            ),
+            (
+                "[[metric]]\nname = \"e2e_p50_ms\"\ndirection = \"higher_is_better\"\n",
+                "metric[0].direction",
+            ),
+        ] {
+            let e = Policy::from_toml_str(text, "p.toml").expect_err(text);
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        }
+        // Agreeing declarations, and names without a pNN part, are fine.
+        Policy::from_toml_str(
+            "[[metric]]\nname = \"ttft_p50_ms\"\nquantile = 0.5\n",
+            "p.toml",
+        )
+        .expect("agrees");
+        Policy::from_toml_str(
+            "[[metric]]\nname = \"queue\"\nsample = \"queue_ms\"\nquantile = 0.9\n",
+            "p.toml",
+        )
+        .expect("no pNN");
+    }
 
     #[test]
     fn control_character_in_a_comment_gets_a_message() {

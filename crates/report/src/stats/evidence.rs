@@ -476,6 +476,11 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
     let lower = w - ((kf * (w - lo).max(0.0)).powi(2) + (zf * drift_sd).powi(2)).sqrt();
     let se_boot = shrink * (worse_q(0.841_344_746)? - worse_q(0.158_655_254)?).abs() / 2.0;
     let se = (se_boot.powi(2) + drift_sd.powi(2)).sqrt();
+    // Extreme values (found by fuzzing `compare`: a sample of 1e300) overflow
+    // the bounds; a report cannot carry them, and they decide nothing.
+    if ![upper, lower, se].iter().all(|x| x.is_finite()) {
+        return None;
+    }
     let outcome = if lower > t {
         GateOutcome::Fail
     } else if upper <= t {

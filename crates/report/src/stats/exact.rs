@@ -47,7 +47,8 @@ pub fn fisher_exact(cand_failed: u64, cand_n: u64, base_failed: u64, base_n: u64
         -(ln_factorial(x)
             + ln_factorial(k_col - x)
             + ln_factorial(n_row - x)
-            + ln_factorial(total - k_col - n_row + x))
+            // In this order: `total - k_col - n_row` alone can be negative.
+            + ln_factorial(total - k_col + x - n_row))
     };
     let ln_obs = ln_w(cand_failed);
     let ln_max = (lo..=hi).map(ln_w).fold(f64::NEG_INFINITY, f64::max);
@@ -115,6 +116,17 @@ pub fn clopper_pearson(failed: u64, n: u64, confidence: f64) -> Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_request_failed_on_both_sides() {
+        // Found building the `verify --runs` test (a turnover both sides failed entirely):
+        // the margin arithmetic underflowed (a panic in debug builds).
+        let t = fisher_exact(4, 4, 4, 4);
+        assert_eq!(
+            (t.p_two_sided, t.p_candidate_worse, t.p_candidate_better),
+            (1.0, 1.0, 1.0)
+        );
+    }
 
     fn assert_fisher(args: (u64, u64, u64, u64), want: [f64; 3]) {
         let t = fisher_exact(args.0, args.1, args.2, args.3);

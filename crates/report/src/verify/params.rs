@@ -1,0 +1,623 @@
+//! Declared parameters: the `policy` block against the metric names it
+//! gates, the defaults when it says `source: "defaults"`, the `statistics`
+//! block against the policy (family-wise levels, design, bootstrap
+//! settings), and the turnover mode and alpha wherever they are repeated.
+//! Also rebuilds the [`Policy`] a report was made with, for recomputation.
+
+use serde_json::{Map, Value};
+
+use crate::artifact::Schedule;
+use crate::stats::evidence::{DriftFloor, Spending, alpha_levels_at};
+use crate::stats::{BootstrapConfig, Direction, Resampling};
+
+use super::super::model::PolicyMetric;
+use super::super::policy::{
+    DEFAULT_METRICS, GatePolicy, GateRule, MAX_BOOTSTRAP_ITERATIONS, MetricSpec, Policy,
+    TurnoverGateMode, TurnoverPolicy, infer_direction, split_quantile,
+};
+use super::checker::{Checker, join, show};
+
+/// Blocks `compare` has always written: a report with one of them is a
+/// compare-made report, and must have them all. (`performance_outcome`
+/// came later; the recomputation names it when it is missing.)
+const COMPARE_BLOCKS: [&str; 6] = [
+    "policy",
+    "statistics",
+    "gates",
+    "provenance",
+    "turnover_gate",
+    "turnover_comparison",
+];
+
+/// What the rest of verification needs to know about the declared parameters.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Params {
+    /// The policy block's metrics, when it has readable ones.
+    pub policy_metrics: Option<Vec<PolicyMetric>>,
+    /// Metric names every cell must have: the policy's, else the seed's three.
+    pub required: Vec<String>,
+    /// The turnover gate mode the report declares (policy block, else turnover_gate).
+    pub mode: Option<TurnoverGateMode>,
+    pub decides_by_evidence: bool,
+    /// The report has `compare`'s additions (see [`COMPARE_BLOCKS`]).
+    pub made_by_compare: bool,
+    /// `statistics.samples_kept`: every cell carries its gating samples.
+    pub samples_kept: bool,
+    /// `performance_gate_passed` is true as found.
+    pub claims_performance_pass: bool,
+}
+
+impl Params {
+    /// The policy's entry for metric `name`.
+    pub fn metric(&self, name: &str) -> Option<&PolicyMetric> {
+        self.policy_metrics
+            .as_ref()
+            .and_then(|m| m.iter().find(|m| m.name == name))
+    }
+}
+
+pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) -> Params {
+    let made_by_compare = check_completeness(ck, root);
+    let policy = root.get("policy");
+    let policy_metrics = policy.and_then(|p| policy_metrics(ck, p));
+    let required = match &policy_metrics {
+        Some(m) => m.iter().map(|m| m.name.clone()).collect(),
+        None if policy.is_none() => DEFAULT_METRICS.iter().map(|s| s.to_string()).collect(),
+        None => Vec::new(),
+    };
+    let mode = policy_mode(ck, root);
+    let stats = root.get("statistics");
+    let decides = stats.and_then(|s| s.get("gate_decides"));
+    let decides_by_evidence = match decides {
+        None => false,
+        Some(v) => match v.as_str() {
+            Some("evidence") => true,
+            Some("point") => false,
+            _ => {
+                ck.wrong(
+                    "statistics.gate_decides",
+                    Some(v),
+                    "\"evidence\" or \"point\"",
+                );
+                false
+            }
+        },
+    };
+    let samples_kept = stats
+        .and_then(|s| s.get("samples_kept"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let params = Params {
+        policy_metrics,
+        required,
+        mode,
+        decides_by_evidence,
+        made_by_compare,
+        samples_kept,
+        claims_performance_pass: root.get("performance_gate_passed") == Some(&Value::Bool(true)),
+    };
+    if let Some(s) = stats {
+        check_statistics(ck, root, s, &params);
+    }
+    check_turnover_params(ck, root, &params);
+    if policy.and_then(|p| p.get("source")).and_then(Value::as_str) == Some("defaults") {
+        check_defaults(ck, root, &params);
+    }
+    params
+}
+
+/// All of [`COMPARE_BLOCKS`] or none: removing one would skip its checks.
+fn check_completeness(ck: &mut Checker, root: &Map<String, Value>) -> bool {
+    let present: Vec<&str> = COMPARE_BLOCKS
+        .iter()
+        .copied()
+        .filter(|k| root.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
+    if present.is_empty() {
+        return false;
+    }
+    for k in COMPARE_BLOCKS.iter().filter(|k| !present.contains(k)) {
+        ck.push(
+            *k,
+            "missing".into(),
+            format!(
+                "present: `compare` writes it with {} (a report with some of its blocks must have all)",
+                present.join(", ")
+            ),
+        );
+    }
+    true
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Option<T> {
+    serde_json::from_value(v.clone()).ok()
+}
+
+/// The policy's turnover gate, which `turnover_gate.mode` must repeat.
+fn policy_mode(ck: &mut Checker, root: &Map<String, Value>) -> Option<TurnoverGateMode> {
+    let from_policy = root.get("policy").map(|p| {
+        let v = p.get("turnover_gate");
+        let m = v.and_then(parse::<TurnoverGateMode>);
+        if m.is_none() {
+            ck.wrong("policy.turnover_gate", v, "\"strict\" or \"non_inferior\"");
+        }
+        m
+    });
+    let gate = root.get("turnover_gate").map(|g| {
+        let v = g.get("mode");
+        let m = v.and_then(parse::<TurnoverGateMode>);
+        if m.is_none() {
+            ck.wrong("turnover_gate.mode", v, "\"strict\" or \"non_inferior\"");
+        }
+        m
+    });
+    if let (Some(Some(p)), Some(Some(g))) = (from_policy, gate)
+        && p != g
+    {
+        ck.push(
+            "turnover_gate.mode",
+            format!("\"{}\"", g.as_str()),
+            format!("\"{}\", as policy.turnover_gate says", p.as_str()),
+        );
+    }
+    from_policy.flatten().or(gate.flatten())
+}
+
+/// The policy block's metrics, each checked against its own name.
+fn policy_metrics(ck: &mut Checker, policy: &Value) -> Option<Vec<PolicyMetric>> {
+    let list = ck.array("policy.metrics", policy.get("metrics"))?;
+    if list.is_empty() {
+        ck.push(
+            "policy.metrics",
+            "[]".into(),
+            "at least one gating metric: a policy that gates nothing passes anything",
+        );
+    }
+    let mut out: Vec<PolicyMetric> = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let path = format!("policy.metrics[{i}]");
+        let Some(pm) = policy_metric(ck, &path, m) else {
+            continue;
+        };
+        if out.iter().any(|o| o.name == pm.name) {
+            ck.push(
+                join(&path, "name"),
+                format!("\"{}\"", pm.name),
+                "a name not already listed",
+            );
+        }
+        out.push(pm);
+    }
+    Some(out)
+}
+
+fn policy_metric(ck: &mut Checker, path: &str, m: &Value) -> Option<PolicyMetric> {
+    let p = |k: &str| join(path, k);
+    let name = ck.string(&p("name"), m.get("name"));
+    let sample = ck.string(&p("sample"), m.get("sample"));
+    let quantile = ck.num(&p("quantile"), m.get("quantile"));
+    let direction = m.get("direction").and_then(parse::<Direction>);
+    if direction.is_none() {
+        ck.wrong(
+            &p("direction"),
+            m.get("direction"),
+            "\"lower_is_better\" or \"higher_is_better\"",
+        );
+    }
+    let threshold = ck.num(&p("threshold_percent"), m.get("threshold_percent"));
+    if let Some(t) = threshold.filter(|t| *t < 0.0) {
+        ck.push(p("threshold_percent"), t.to_string(), "a percentage ≥ 0");
+    }
+    if let Some(q) = quantile.filter(|q| !(0.0..=1.0).contains(q)) {
+        ck.push(p("quantile"), q.to_string(), "a quantile in [0, 1]");
+    }
+    let pm = PolicyMetric {
+        name: name?.to_string(),
+        sample: sample?.to_string(),
+        quantile: quantile?,
+        direction: direction?,
+        threshold_percent: threshold?,
+    };
+    check_named(
+        ck,
+        path,
+        &pm.name,
+        Some(&pm.sample),
+        Some(pm.quantile),
+        Some(pm.direction),
+    );
+    Some(pm)
+}
+
+/// A metric's sample, quantile and direction against what its name says
+/// (`ttft_p50_ms`: sample `ttft_ms`, quantile 0.5, lower is better). Each
+/// given value must agree; `None` is not checked.
+pub(super) fn check_named(
+    ck: &mut Checker,
+    path: &str,
+    name: &str,
+    sample: Option<&str>,
+    quantile: Option<f64>,
+    direction: Option<Direction>,
+) {
+    let inferred = split_quantile(name);
+    if let (Some((s, _)), Some(found)) = (&inferred, sample)
+        && found != s
+    {
+        ck.push(
+            join(path, "sample"),
+            format!("\"{found}\""),
+            format!("\"{s}\", as the name `{name}` says"),
+        );
+    }
+    if let (Some((_, q)), Some(found)) = (&inferred, quantile)
+        && found != *q
+    {
+        ck.push(
+            join(path, "quantile"),
+            found.to_string(),
+            format!("{q}, as the name `{name}` says"),
+        );
+    }
+    let base = sample
+        .map(str::to_string)
+        .or_else(|| inferred.as_ref().map(|(s, _)| s.clone()))
+        .unwrap_or_else(|| name.to_string());
+    if let (Some(d), Some(found)) = (infer_direction(&base), direction)
+        && found != d
+    {
+        ck.push(
+            join(path, "direction"),
+            show(serde_json::to_value(found).ok().as_ref()),
+            format!(
+                "{}, as the name `{name}` says",
+                show(serde_json::to_value(d).ok().as_ref())
+            ),
+        );
+    }
+}
+
+/// `statistics`: bootstrap settings in range, the family-wise levels from
+/// the policy's metrics and the cells, the design's parts agreeing.
+fn check_statistics(ck: &mut Checker, root: &Map<String, Value>, s: &Value, params: &Params) {
+    let b = s.get("bootstrap");
+    if let Some(n) = ck.count(
+        "statistics.bootstrap.iterations",
+        b.and_then(|b| b.get("iterations")),
+    ) && !(1..=MAX_BOOTSTRAP_ITERATIONS as u64).contains(&n)
+    {
+        ck.push(
+            "statistics.bootstrap.iterations",
+            n.to_string(),
+            format!("1 to {MAX_BOOTSTRAP_ITERATIONS}"),
+        );
+    }
+    unit_interval(
+        ck,
+        "statistics.bootstrap.confidence",
+        b.and_then(|b| b.get("confidence")),
+    );
+    ck.count("statistics.bootstrap.seed", b.and_then(|b| b.get("seed")));
+    if let Some(m) = s.get("turnover_margin") {
+        unit_interval(ck, "statistics.turnover_margin", Some(m));
+    }
+    if let Some(fw) = s.get("family_wise") {
+        check_family_wise(ck, root, fw, params);
+    }
+    if let Some(d) = s.get("design") {
+        check_design(ck, d);
+    }
+}
+
+/// A number strictly between 0 and 1.
+fn unit_interval(ck: &mut Checker, path: &str, v: Option<&Value>) -> Option<f64> {
+    let x = ck.num(path, v)?;
+    if !(x > 0.0 && x < 1.0) {
+        ck.push(path, x.to_string(), "in (0, 1)");
+        return None;
+    }
+    Some(x)
+}
+
+fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, params: &Params) {
+    let p = |k: &str| format!("statistics.family_wise.{k}");
+    let alpha = ck.num(&p("alpha"), fw.get("alpha"));
+    if let Some(a) = alpha.filter(|a| !(*a > 0.0 && *a < 0.5)) {
+        ck.push(p("alpha"), a.to_string(), "in (0, 0.5)");
+    }
+    let pairs = ck.count(&p("gating_pairs"), fw.get("gating_pairs"));
+    let looks = ck.count(&p("looks"), fw.get("looks"));
+    let cells = root.get("cells").and_then(Value::as_object).map(Map::len);
+    let metrics = params.policy_metrics.as_ref().map(Vec::len);
+    if let (Some(found), Some(c), Some(m)) = (pairs, cells, metrics)
+        && found != (c * m) as u64
+    {
+        ck.push(
+            p("gating_pairs"),
+            found.to_string(),
+            format!("{} ({c} cells × {m} policy metrics)", c * m),
+        );
+    }
+    if looks == Some(0) {
+        ck.push(p("looks"), "0".into(), "at least 1");
+    }
+    let (Some(a), Some(m), Some(l)) = (alpha, pairs, looks) else {
+        return;
+    };
+    // Reports from before `look` and `spending` were written: the last look, Bonferroni.
+    let look = match fw.get("look") {
+        None => l,
+        Some(v) => match ck.count(&p("look"), Some(v)) {
+            Some(k) if (1..=l).contains(&k) => k,
+            Some(k) => {
+                ck.push(p("look"), k.to_string(), format!("in 1..={l} (looks)"));
+                return;
+            }
+            None => return,
+        },
+    };
+    let spending = match fw.get("spending") {
+        None => Spending::Bonferroni,
+        Some(v) => match parse::<Spending>(v) {
+            Some(sp) => sp,
+            None => {
+                ck.push(
+                    p("spending"),
+                    v.to_string(),
+                    "bonferroni or o_brien_fleming",
+                );
+                return;
+            }
+        },
+    };
+    let (ap, af) = alpha_levels_at(a, m as usize, look as usize, l as usize, spending);
+    for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
+        if let Some(found) = ck.num(&p(key), fw.get(key))
+            && found != expected
+        {
+            ck.push(
+                p(key),
+                found.to_string(),
+                format!(
+                    "{expected}, from alpha {a}, {m} pairs, look {look} of {l}, {} spending",
+                    spending.as_str()
+                ),
+            );
+        }
+    }
+}
+
+/// The design's schedule decides its resampling (interleaved → paired,
+/// alternating passes → clustered, single → independent, with the drift floor).
+fn check_design(ck: &mut Checker, d: &Value) {
+    let schedule = d.get("schedule").and_then(parse::<Schedule>);
+    if schedule.is_none() {
+        ck.wrong(
+            "statistics.design.schedule",
+            d.get("schedule"),
+            "\"single\", \"alternating_passes\" or \"interleaved\"",
+        );
+    }
+    let resampling = d.get("resampling").and_then(parse::<Resampling>);
+    let (Some(s), Some(r)) = (schedule, resampling) else {
+        return;
+    };
+    let expected = match s {
+        Schedule::Single => Resampling::Independent,
+        Schedule::AlternatingPasses => Resampling::Clustered,
+        Schedule::Interleaved => Resampling::Paired,
+    };
+    if r != expected {
+        ck.push(
+            "statistics.design.resampling",
+            show(d.get("resampling")),
+            format!(
+                "{}, the resampling of schedule {}",
+                show(serde_json::to_value(expected).ok().as_ref()),
+                s.as_str()
+            ),
+        );
+    }
+}
+
+/// The turnover alpha (policy) wherever it is repeated, and in range.
+fn check_turnover_params(ck: &mut Checker, root: &Map<String, Value>, _params: &Params) {
+    let policy_alpha = root
+        .get("policy")
+        .map(|p| unit_interval(ck, "policy.alpha", p.get("alpha")));
+    let Some(tc) = root.get("turnover_comparison") else {
+        return;
+    };
+    let alpha = unit_interval(ck, "turnover_comparison.alpha", tc.get("alpha"));
+    unit_interval(ck, "turnover_comparison.confidence", tc.get("confidence"));
+    if let (Some(Some(p)), Some(a)) = (policy_alpha, alpha)
+        && a != p
+    {
+        ck.push(
+            "turnover_comparison.alpha",
+            a.to_string(),
+            format!("{p}, as policy.alpha says"),
+        );
+    }
+    let margin = tc.get("margin").filter(|m| !m.is_null());
+    if let Some(m) = margin {
+        unit_interval(ck, "turnover_comparison.margin", Some(m));
+    }
+    let stated = root
+        .get("statistics")
+        .and_then(|s| s.get("turnover_margin"));
+    if stated.is_some() && margin != stated {
+        ck.push(
+            "turnover_comparison.margin",
+            show(margin),
+            format!("{}, as statistics.turnover_margin says", show(stated)),
+        );
+    }
+}
+
+/// `policy.source: "defaults"` promises the built-in policy: every value
+/// the report repeats must be the default's.
+fn check_defaults(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
+    let d = Policy::default();
+    let why = "the default, as policy.source is \"defaults\"";
+    if let Some(found) = &params.policy_metrics {
+        let expected = d.summary().metrics;
+        if *found != expected {
+            ck.push(
+                "policy.metrics",
+                show(serde_json::to_value(found).ok().as_ref()),
+                format!(
+                    "{}, {why}",
+                    show(serde_json::to_value(&expected).ok().as_ref())
+                ),
+            );
+        }
+    }
+    let s = root.get("statistics");
+    let checks: [(&str, Option<&Value>, Value); 7] = [
+        (
+            "policy.turnover_gate",
+            root.get("policy").and_then(|p| p.get("turnover_gate")),
+            d.turnover.gate.as_str().into(),
+        ),
+        (
+            "policy.alpha",
+            root.get("policy").and_then(|p| p.get("alpha")),
+            d.turnover.alpha.into(),
+        ),
+        (
+            "statistics.bootstrap",
+            s.and_then(|s| s.get("bootstrap")),
+            serde_json::to_value(d.bootstrap).unwrap_or(Value::Null),
+        ),
+        (
+            "statistics.gate_decides",
+            s.and_then(|s| s.get("gate_decides")),
+            d.gate.decide.as_str().into(),
+        ),
+        (
+            "statistics.family_wise.alpha",
+            s.and_then(|s| s.pointer("/family_wise/alpha")),
+            d.gate.alpha.into(),
+        ),
+        (
+            "statistics.turnover_margin",
+            s.and_then(|s| s.get("turnover_margin")),
+            d.turnover.margin.into(),
+        ),
+        (
+            "statistics.drift_floor.pass_sd_percent",
+            s.and_then(|s| s.pointer("/drift_floor/pass_sd_percent")),
+            d.gate.drift_sd_percent.into(),
+        ),
+    ];
+    for (path, found, expected) in checks {
+        if let Some(f) = found
+            && *f != expected
+        {
+            ck.push(
+                path,
+                show(Some(f)),
+                format!("{}, {why}", show(Some(&expected))),
+            );
+        }
+    }
+}
+
+/// The policy a compare-made report was made with, from its `policy` and
+/// `statistics` blocks; `None` (with the reason) when they do not say enough.
+pub(super) fn policy_from_report(
+    root: &Map<String, Value>,
+    params: &Params,
+) -> Result<Policy, String> {
+    let policy = root.get("policy").ok_or("no policy block")?;
+    let s = root.get("statistics").ok_or("no statistics block")?;
+    let metrics = params
+        .policy_metrics
+        .as_ref()
+        .ok_or("unreadable policy.metrics")?
+        .iter()
+        .map(|m| MetricSpec {
+            name: m.name.clone(),
+            sample: m.sample.clone(),
+            quantile: m.quantile,
+            direction: m.direction,
+            threshold_percent: m.threshold_percent,
+        })
+        .collect();
+    let num = |v: Option<&Value>, what: &str| v.and_then(Value::as_f64).ok_or(format!("no {what}"));
+    let tc = root.get("turnover_comparison");
+    let bootstrap: BootstrapConfig = s
+        .get("bootstrap")
+        .and_then(parse)
+        .ok_or("unreadable statistics.bootstrap")?;
+    if !(1..=MAX_BOOTSTRAP_ITERATIONS).contains(&bootstrap.iterations) {
+        return Err("statistics.bootstrap.iterations is out of range".into());
+    }
+    let fw = s.get("family_wise").ok_or("no statistics.family_wise")?;
+    let decide: GateRule = s
+        .get("gate_decides")
+        .and_then(parse)
+        .ok_or("unreadable statistics.gate_decides")?;
+    let drift = drift_floor(root).ok_or("no drift floor (statistics.drift_floor)")?;
+    Ok(Policy {
+        source: policy
+            .get("source")
+            .and_then(Value::as_str)
+            .ok_or("no policy.source")?
+            .to_string(),
+        metrics,
+        turnover: TurnoverPolicy {
+            gate: params.mode.ok_or("no turnover gate mode")?,
+            alpha: num(policy.get("alpha"), "policy.alpha")?,
+            confidence: num(
+                tc.and_then(|t| t.get("confidence")),
+                "turnover_comparison.confidence",
+            )?,
+            margin: num(s.get("turnover_margin"), "statistics.turnover_margin")?,
+        },
+        bootstrap,
+        sequential_looks: fw.get("looks").and_then(Value::as_u64).ok_or("no looks")? as usize,
+        sequential_look: fw.get("look").and_then(Value::as_u64).map(|k| k as usize),
+        gate: GatePolicy {
+            decide,
+            alpha: num(fw.get("alpha"), "statistics.family_wise.alpha")?,
+            drift_sd_percent: drift.pass_sd_percent,
+            drift_source: drift.source,
+            spending: fw
+                .get("spending")
+                .and_then(parse::<Spending>)
+                .unwrap_or(Spending::Bonferroni),
+        },
+    })
+}
+
+/// The policy's drift floor: `statistics.drift_floor`, else (older reports)
+/// the one any metric's evidence applied, without its "applied because" part.
+fn drift_floor(root: &Map<String, Value>) -> Option<DriftFloor> {
+    if let Some(d) = root
+        .get("statistics")
+        .and_then(|s| s.get("drift_floor"))
+        .and_then(parse::<DriftFloor>)
+    {
+        return Some(d);
+    }
+    let cells = root.get("cells")?.as_object()?;
+    let applied = cells
+        .values()
+        .filter_map(|c| c.get("metrics")?.as_object())
+        .flat_map(|m| m.values())
+        .find_map(|m| {
+            m.get("evidence")?
+                .get("drift_floor")
+                .and_then(parse::<DriftFloor>)
+        })?;
+    let source = match applied.source.rfind("; applied because ") {
+        Some(i) => applied.source[..i].to_string(),
+        None => applied.source,
+    };
+    Some(DriftFloor {
+        pass_sd_percent: applied.pass_sd_percent,
+        source,
+    })
+}

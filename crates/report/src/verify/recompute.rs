@@ -1,0 +1,324 @@
+//! Bit-for-bit recomputation of a compare-made report from what it holds:
+//! the policy (from its `policy` and `statistics` blocks), and each side's
+//! cells (per-request samples and clusters, requests, eligibility) and
+//! turnover runs rebuilt into run artifacts, then `compare` run again. Every
+//! derived field must come out identical: values, deltas, flags, intervals,
+//! verdicts, evidence bounds and outcomes, requests to resolve, gates,
+//! turnover tests, qualification. A field the recomputation does not write
+//! is a disagreement too.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::artifact::{
+    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, Schedule, TurnoverFailure,
+    TurnoverRun,
+};
+
+use super::super::compare::compare;
+use super::super::model::{Report, Side, parse_turnover_key};
+use super::checker::{Checker, join};
+use super::params::{self, Params};
+
+/// Fields a person writes, not `compare`: never recomputed.
+const HUMAN: [&str; 3] = ["promotion", "human_decision", "decision"];
+
+/// Recompute the report and compare it with the one found. Returns the
+/// recomputed report, when the report holds enough to make it.
+pub(super) fn check(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    params: &Params,
+) -> Option<Report> {
+    if !params.made_by_compare {
+        return None;
+    }
+    let policy = match params::policy_from_report(root, params) {
+        Ok(p) => p,
+        Err(why) => {
+            ck.limit(format!("bit-for-bit recomputation of the report: {why}"));
+            return None;
+        }
+    };
+    let (b, c) = match artifacts_from_report(root) {
+        Ok(x) => x,
+        Err(why) => {
+            ck.limit(format!("bit-for-bit recomputation of the report: {why}"));
+            return None;
+        }
+    };
+    match compare(&b, &c, &policy) {
+        Ok(r) => {
+            expect_report(ck, root, &r);
+            Some(r)
+        }
+        Err(e) => {
+            ck.push(
+                "cells",
+                "runs that compare refuses".into(),
+                format!("comparable runs: {e}"),
+            );
+            None
+        }
+    }
+}
+
+/// Every field of `expected` (but the human ones and the warnings, which
+/// depend on what the report does not keep) bit for bit in `root`.
+pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expected: &Report) {
+    let Value::Object(mut e) = expected.to_value() else {
+        return;
+    };
+    skip_newer_fields(ck, root, &mut e);
+    for (k, ev) in &e {
+        match k.as_str() {
+            k if HUMAN.contains(&k) || k == "warnings" => {}
+            // Inputs are recorded by `compare_files`, not recomputed.
+            "provenance" => {
+                for side in ["baseline", "candidate"] {
+                    let found = root.get("provenance").and_then(|p| p.get(side));
+                    ck.expect_exact(&join("provenance", side), found, &ev[side]);
+                }
+            }
+            _ => ck.expect_exact(k, root.get(k), ev),
+        }
+    }
+    for k in root.keys() {
+        if parse_turnover_key(k).is_some() && !e.contains_key(k) {
+            ck.push(
+                k,
+                "present".into(),
+                "absent: no such run in the recomputation",
+            );
+        }
+    }
+}
+
+/// Fields `compare` added after reports were first written (pointer from the
+/// report's root; `*` is every cell or side): a report without them was made
+/// by an earlier `compare`, and is not held to them.
+const NEWER: [&str; 5] = [
+    "/statistics/drift_floor",
+    "/statistics/samples_kept",
+    "/cells/*/baseline_failed",
+    "/cells/*/candidate_failed",
+    "/provenance/*/journal",
+];
+
+fn skip_newer_fields(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    expected: &mut Map<String, Value>,
+) {
+    let found = Value::Object(root.clone());
+    let mut exp = Value::Object(std::mem::take(expected));
+    for pointer in NEWER {
+        let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+        let (head, tail) = parent.split_once("/*").unwrap_or((parent, ""));
+        let keys: Vec<String> = match exp.pointer(head) {
+            Some(Value::Object(m)) if parent.contains('*') => m.keys().cloned().collect(),
+            _ => vec![String::new()],
+        };
+        for k in keys {
+            let at = if parent.contains('*') {
+                format!("{head}/{k}{tail}")
+            } else {
+                parent.to_string()
+            };
+            let missing = found.pointer(&at).is_some_and(|o| o.get(field).is_none());
+            if missing
+                && let Some(Value::Object(o)) = exp.pointer_mut(&at)
+                && o.remove(field).is_some()
+            {
+                ck.limit(format!(
+                    "{}.{field}: not in this report (made by an earlier compare)",
+                    at.trim_start_matches('/').replace('/', "."),
+                ));
+            }
+        }
+    }
+    if let Value::Object(m) = exp {
+        *expected = m;
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: Option<&Value>, what: &str) -> Result<T, String> {
+    let v = v.ok_or(format!("no {what}"))?;
+    serde_json::from_value(v.clone()).map_err(|e| format!("unreadable {what}: {e}"))
+}
+
+/// The two run artifacts the report describes, as far as `compare` reads them.
+pub(super) fn artifacts_from_report(
+    root: &Map<String, Value>,
+) -> Result<(RunArtifact, RunArtifact), String> {
+    let prov = root.get("provenance");
+    let schedule: Option<Schedule> = root
+        .get("statistics")
+        .and_then(|s| s.get("design"))
+        .map(|d| parse(d.get("schedule"), "statistics.design.schedule"))
+        .transpose()?;
+    let cells = root
+        .get("cells")
+        .and_then(Value::as_object)
+        .ok_or("no cells")?;
+    let order = cell_order(root, cells);
+    let mut out = Vec::new();
+    for side in [Side::Baseline, Side::Candidate] {
+        let s = side.as_str();
+        let provenance: Provenance =
+            parse(prov.and_then(|p| p.get(s)), &format!("provenance.{s}"))?;
+        let cells = order
+            .iter()
+            .map(|name| side_cell(name, &cells[name.as_str()], s))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push(RunArtifact {
+            schema: RUN_SCHEMA.to_string(),
+            provenance,
+            method: BTreeMap::new(),
+            cells,
+            turnover: side_turnover(root, side)?,
+            schedule,
+        });
+    }
+    let c = out.pop().ok_or("no candidate")?;
+    let b = out.pop().ok_or("no baseline")?;
+    Ok((b, c))
+}
+
+/// Cell names in the order the report's gate parts list them (the run's
+/// order, which a JSON object does not keep), then any others by name.
+fn cell_order(root: &Map<String, Value>, cells: &Map<String, Value>) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    let parts = root
+        .get("gates")
+        .and_then(|g| g.get("performance"))
+        .and_then(|p| p.get("parts"))
+        .and_then(Value::as_array);
+    for part in parts.into_iter().flatten() {
+        let Some(rest) = part
+            .get("subject")
+            .and_then(Value::as_str)
+            .and_then(|s| s.strip_prefix("cells."))
+        else {
+            continue;
+        };
+        if let Some(name) = cells
+            .keys()
+            .filter(|k| rest.starts_with(&format!("{k}.")))
+            .max_by_key(|k| k.len())
+            && !order.contains(name)
+        {
+            order.push(name.clone());
+        }
+    }
+    for k in cells.keys() {
+        if !order.contains(k) {
+            order.push(k.clone());
+        }
+    }
+    order
+}
+
+fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String> {
+    let at = |k: &str| format!("cells.{name}.{k}");
+    let get = |k: &str| cell.get(format!("{side}_{k}"));
+    let requests: usize = parse(get("requests"), &at(&format!("{side}_requests")))?;
+    let failed: usize = match get("failed") {
+        Some(v) => parse(Some(v), &at(&format!("{side}_failed")))?,
+        None => 0,
+    };
+    let mut samples = BTreeMap::new();
+    let mut sample_clusters = BTreeMap::new();
+    if let Some(s) = cell.get("samples").and_then(Value::as_object) {
+        for (k, pair) in s {
+            let v: Vec<f64> = parse(pair.get(side), &at(&format!("samples.{k}.{side}")))?;
+            samples.insert(k.clone(), v);
+            if let Some(c) = pair.get(format!("{side}_clusters")) {
+                let c: Vec<u32> = parse(Some(c), &at(&format!("samples.{k}.{side}_clusters")))?;
+                sample_clusters.insert(k.clone(), c);
+            }
+        }
+    }
+    Ok(CellResult {
+        name: name.to_string(),
+        shape: CellShape {
+            prompt_tokens: 0,
+            tolerance_percent: f64::INFINITY,
+            max_tokens: 0,
+            concurrency: 0,
+            requests: 0,
+            warmup: 0,
+            cache: String::new(),
+            arrival: String::new(),
+            temperature: 0.0,
+            seed: None,
+        },
+        requests,
+        succeeded: requests.saturating_sub(failed),
+        failed,
+        failures_by_class: BTreeMap::new(),
+        performance_eligible: parse(
+            get("performance_eligible"),
+            &at(&format!("{side}_performance_eligible")),
+        )?,
+        ineligible_reasons: match get("ineligible_reasons") {
+            Some(v) => parse(Some(v), &at(&format!("{side}_ineligible_reasons")))?,
+            None => Vec::new(),
+        },
+        median_prompt_tokens: match get("median_prompt_tokens") {
+            Some(v) => parse(Some(v), &at(&format!("{side}_median_prompt_tokens")))?,
+            None => None,
+        },
+        metrics: BTreeMap::new(),
+        samples,
+        tokens_estimated: false,
+        sample_clusters,
+    })
+}
+
+/// A side's turnover runs in key order.
+fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRun>, String> {
+    let mut keyed: Vec<(usize, &str, &Value)> = root
+        .iter()
+        .filter_map(|(k, v)| match parse_turnover_key(k) {
+            Some((s, ordinal)) if s == side => Some((ordinal, k.as_str(), v)),
+            _ => None,
+        })
+        .collect();
+    keyed.sort_by_key(|(o, _, _)| *o);
+    let mut out: Vec<TurnoverRun> = Vec::new();
+    for (_, key, run) in keyed {
+        let num = |k: &str| -> Result<usize, String> { parse(run.get(k), &join(key, k)) };
+        let name: String = match run.get("name") {
+            Some(v) => parse(Some(v), &join(key, "name"))?,
+            None => "turnover".into(),
+        };
+        let earlier = out.iter().filter(|r| r.name == name).count();
+        let failures: Vec<TurnoverFailure> = parse(run.get("failures"), &join(key, "failures"))?;
+        out.push(TurnoverRun {
+            repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
+            contract: match run.get("contract") {
+                Some(v) => parse(Some(v), &join(key, "contract"))?,
+                None => "words".into(),
+            },
+            concurrency: run
+                .get("concurrency")
+                .map_or(Ok(0), |_| num("concurrency"))?,
+            requests: num("requests")?,
+            exact_output_passed: num("exact_output_passed")?,
+            failed: num("failed")?,
+            responses_received: num("responses_received")?,
+            performance_eligible: parse(
+                run.get("performance_eligible"),
+                &join(key, "performance_eligible"),
+            )?,
+            contaminated: run
+                .get("contaminated")
+                .map_or(Ok(0), |_| num("contaminated"))?,
+            failures,
+            name,
+        });
+    }
+    Ok(out)
+}

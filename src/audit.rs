@@ -1,0 +1,702 @@
+//! `verify REPORT --runs BASE_DIR CAND_DIR`: the report made again from the
+//! run directories it came from. Each run artifact and journal must have
+//! the sha256 the report (`provenance.inputs`) and the artifact
+//! (`provenance.journal`) recorded; each journal must hold exactly one
+//! record per request; each cell is aggregated again from the journal and
+//! must equal the artifact's; with the suite, each turnover run is judged
+//! again from its journaled answers. Then `compare` runs on the rebuilt
+//! artifacts with the report's own policy, and every derived field must
+//! agree bit for bit. An edited journal line is named by file and line.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
+use crate::config::suite::{CachePolicy, CellSpec, Suite};
+use crate::measure::aggregate;
+use crate::measure::record::{Outcome, RequestRecord};
+use crate::measure::runner::ARTIFACT_FILE;
+use crate::report::verify::checker::{Checker, show};
+use crate::report::verify::{self as report_verify, Disagreement, Verification};
+use crate::report::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, Side, compare};
+use crate::util::sha256_hex;
+
+/// How many lines of one cell or run are named before the rest is summed up.
+const MAX_LINES_NAMED: usize = 5;
+
+/// The run directories (or run artifact files) of a report, and optionally
+/// the suite they ran, to judge turnover answers again. A side of several
+/// passes (`qualify` with repeats) lists each pass directory in order; they
+/// are pooled as `qualify` pools them, which needs the suite.
+#[derive(Debug, Clone)]
+pub struct RunDirs {
+    pub baseline: Vec<PathBuf>,
+    pub candidate: Vec<PathBuf>,
+    pub suite: Option<PathBuf>,
+}
+
+/// [`crate::report::verify_report`], then the report made again from its runs.
+pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
+    let mut v = crate::report::verify_report(report);
+    v.unchecked.retain(|u| !u.contains("--runs"));
+    let Some(root) = report.as_object() else {
+        return v;
+    };
+    let mut ck = Checker::default();
+    let suite = dirs.suite.as_deref().and_then(|p| load_suite(&mut ck, p));
+    let mut arts = Vec::new();
+    for (side, passes) in [
+        (Side::Baseline, &dirs.baseline),
+        (Side::Candidate, &dirs.candidate),
+    ] {
+        let rebuilt = match passes.as_slice() {
+            [dir] => rebuild_side(&mut ck, root, side, dir, suite.as_ref()),
+            _ => pool_passes(
+                &mut ck,
+                root,
+                side,
+                passes,
+                dirs.suite.as_deref(),
+                suite.as_ref(),
+            ),
+        };
+        arts.push(rebuilt);
+    }
+    if let [Some(b), Some(c)] = arts.as_slice() {
+        recompute_from_runs(&mut ck, root, b, c);
+    }
+    // One file can disagree in several ways: distinct findings are all kept.
+    let key = |d: &Disagreement| (d.path.clone(), d.found.clone(), d.expected.clone());
+    let mut seen: BTreeSet<_> = v.disagreements.iter().map(key).collect();
+    v.disagreements
+        .extend(ck.out.into_iter().filter(|d| seen.insert(key(d))));
+    for u in ck.unchecked {
+        if !v.unchecked.contains(&u) {
+            v.unchecked.push(u);
+        }
+    }
+    v
+}
+
+/// A side of several passes: each pass checked against its own journal,
+/// then the passes pooled from their journals as `qualify` pools them
+/// (`qualify::merge_passes`), with the turnover runs as judged again.
+fn pool_passes(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    passes: &[PathBuf],
+    suite_path: Option<&Path>,
+    suite: Option<&SuiteFile>,
+) -> Option<RunArtifact> {
+    let Some(suite_path) = suite_path else {
+        ck.push(
+            format!("--runs ({side})"),
+            format!("{} pass directories", passes.len()),
+            "one run directory, or --suite SUITE to pool several as qualify does",
+        );
+        return None;
+    };
+    let mut turnover: Vec<TurnoverRun> = Vec::new();
+    for dir in passes {
+        let pass = rebuild_side(ck, root, side, dir, suite)?;
+        for mut t in pass.turnover {
+            t.repeat = turnover.iter().filter(|x| x.name == t.name).count();
+            turnover.push(t);
+        }
+    }
+    let dirs: Vec<PathBuf> = passes
+        .iter()
+        .map(|d| {
+            if d.is_dir() {
+                d.clone()
+            } else {
+                d.parent().unwrap_or(Path::new(".")).to_path_buf()
+            }
+        })
+        .collect();
+    match crate::qualify::merge_passes(suite_path, &dirs) {
+        Ok(mut merged) => {
+            merged.turnover = turnover;
+            Some(merged)
+        }
+        Err(e) => {
+            ck.push(
+                format!("--runs ({side})"),
+                format!("{e:#}"),
+                "passes that pool as qualify pools them",
+            );
+            None
+        }
+    }
+}
+
+/// The suite given with `--suite`, and the sha256 of its text.
+struct SuiteFile {
+    suite: Suite,
+    sha256: String,
+}
+
+fn load_suite(ck: &mut Checker, path: &Path) -> Option<SuiteFile> {
+    match Suite::load(path) {
+        Ok((suite, text)) => Some(SuiteFile {
+            suite,
+            sha256: sha256_hex(text.as_bytes()),
+        }),
+        Err(e) => {
+            ck.push(
+                path.display().to_string(),
+                format!("{e:#}"),
+                "a readable suite",
+            );
+            None
+        }
+    }
+}
+
+/// The report made with `compare` from the rebuilt artifacts and the
+/// report's own policy, against the report.
+fn recompute_from_runs(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    b: &RunArtifact,
+    c: &RunArtifact,
+) {
+    let policy = match report_verify::policy_of(root) {
+        Ok(p) => p,
+        Err(why) => {
+            ck.limit(format!("the report made again from its runs: {why}"));
+            return;
+        }
+    };
+    match compare(b, c, &policy) {
+        Ok(r) => {
+            let mut sub = Checker::default();
+            report_verify::expect_report(&mut sub, root, &r);
+            for mut d in sub.out {
+                d.expected = format!("{} (made again from the run directories)", d.expected);
+                ck.out.push(d);
+            }
+        }
+        Err(e) => ck.push("cells", "runs that compare refuses".into(), e.to_string()),
+    }
+}
+
+/// The recorded sha256 of `role` on `side` in the report's inputs.
+fn recorded_input(root: &Map<String, Value>, side: Side, role: &str) -> Option<(usize, String)> {
+    let inputs = root.get("provenance")?.get("inputs")?.as_array()?;
+    inputs.iter().enumerate().find_map(|(i, x)| {
+        (x.get("side")?.as_str()? == side.as_str() && x.get("role")?.as_str()? == role)
+            .then(|| Some((i, x.get("sha256")?.as_str()?.to_string())))
+            .flatten()
+    })
+}
+
+/// The file's sha256 against the report's record of it.
+fn check_input(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    role: &str,
+    file: &Path,
+    bytes: &[u8],
+) {
+    let now = sha256_hex(bytes);
+    match recorded_input(root, side, role) {
+        Some((i, rec)) if rec != now => ck.push(
+            file.display().to_string(),
+            format!("sha256 {now}"),
+            format!("{rec}, as provenance.inputs[{i}] records: the file changed after compare read it"),
+        ),
+        Some(_) => {}
+        None => ck.limit(format!(
+            "the {side} {role}'s sha256: the report does not record it (made by an older compare, or from artifacts in memory)"
+        )),
+    }
+}
+
+/// The side's artifact, each cell aggregated again from the journal (and,
+/// with a suite, each turnover run judged again); None when unreadable.
+fn rebuild_side(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    dir: &Path,
+    suite: Option<&SuiteFile>,
+) -> Option<RunArtifact> {
+    let (file, art) = read_artifact(ck, root, side, dir)?;
+    let name = file.display().to_string();
+    if art.schedule.is_some_and(|s| s != Schedule::Single) {
+        ck.limit(format!("{name}: pooled from several passes or interleaved blocks, so taken as given; for alternating passes give the pass directories instead (comma-separated, with --suite); interleaved blocks are not pooled again yet"));
+        return Some(art);
+    }
+    let Some(journal) = read_journal(ck, root, side, &file, &art) else {
+        return art.provenance.journal.is_none().then_some(art);
+    };
+    let mut rebuilt = art.clone();
+    rebuilt.cells = art
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| rebuild_cell(ck, &journal, &name, i, c))
+        .collect();
+    let turnover_labels: BTreeSet<String> = art.turnover.iter().map(turnover_label).collect();
+    journal.check_cells_known(ck, &art, &turnover_labels);
+    rebuilt.turnover = match suite {
+        Some(s) => rejudge_turnover(ck, &journal, &art, &name, s),
+        None => {
+            count_turnover(ck, &journal, &art);
+            ck.limit("turnover answers were counted in the journals but not judged again: pass --suite SUITE (the suite the runs used)");
+            art.turnover.clone()
+        }
+    };
+    Some(rebuilt)
+}
+
+/// The run artifact of `dir` (a run directory, or the artifact itself),
+/// its sha256 checked against the report's record.
+fn read_artifact(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    dir: &Path,
+) -> Option<(PathBuf, RunArtifact)> {
+    let file = if dir.is_dir() {
+        dir.join(ARTIFACT_FILE)
+    } else {
+        dir.to_path_buf()
+    };
+    let name = file.display().to_string();
+    let bytes = match std::fs::read(&file) {
+        Ok(b) => b,
+        Err(e) => {
+            ck.push(&name, format!("unreadable: {e}"), "a run artifact");
+            return None;
+        }
+    };
+    check_input(ck, root, side, INPUT_RUN_ARTIFACT, &file, &bytes);
+    match serde_json::from_slice(&bytes) {
+        Ok(a) => Some((file, a)),
+        Err(e) => {
+            ck.push(
+                format!("{name}:{}:{}", e.line(), e.column()),
+                format!("not a run artifact: {e}"),
+                "a run artifact",
+            );
+            None
+        }
+    }
+}
+
+/// The journal the artifact names, its sha256 and record count checked
+/// against the artifact's and the report's records. None when the artifact
+/// names none (a limit) or it cannot be read (a disagreement).
+fn read_journal(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    file: &Path,
+    art: &RunArtifact,
+) -> Option<Journal> {
+    let name = file.display().to_string();
+    let Some(digest) = &art.provenance.journal else {
+        ck.limit(format!(
+            "{name}: it records no journal, so its cells are not aggregated again"
+        ));
+        return None;
+    };
+    let jfile = file.parent().unwrap_or(Path::new(".")).join(&digest.file);
+    let jname = jfile.display().to_string();
+    let jbytes = match std::fs::read(&jfile) {
+        Ok(b) => b,
+        Err(e) => {
+            ck.push(
+                &jname,
+                format!("unreadable: {e}"),
+                format!("the journal {name} was aggregated from"),
+            );
+            return None;
+        }
+    };
+    check_input(ck, root, side, INPUT_JOURNAL, &jfile, &jbytes);
+    let now = sha256_hex(&jbytes);
+    if now != digest.sha256 {
+        ck.push(
+            &jname,
+            format!("sha256 {now}"),
+            format!(
+                "{}, as {name} provenance.journal records: the journal changed after the run",
+                digest.sha256
+            ),
+        );
+    }
+    let journal = Journal::read(ck, &jname, &jbytes);
+    if journal.records.len() != digest.records {
+        ck.push(
+            &jname,
+            format!("{} records", journal.records.len()),
+            format!("{}, as {name} provenance.journal records", digest.records),
+        );
+    }
+    Some(journal)
+}
+
+/// One journal's records with their 1-based line numbers.
+struct Journal {
+    name: String,
+    records: Vec<(usize, RequestRecord)>,
+}
+
+impl Journal {
+    /// Every complete, non-empty line; a line that is not a record is named.
+    fn read(ck: &mut Checker, name: &str, bytes: &[u8]) -> Journal {
+        let mut records = Vec::new();
+        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+            let lineno = i + 1;
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            if !line.ends_with(b"\n") {
+                ck.push(
+                    format!("{name}:{lineno}"),
+                    "a torn last line".into(),
+                    "a complete record ending in a newline",
+                );
+                continue;
+            }
+            match serde_json::from_slice::<RequestRecord>(line) {
+                Ok(r) => records.push((lineno, r)),
+                Err(e) => ck.push(
+                    format!("{name}:{lineno}"),
+                    format!("not a valid record: {e}"),
+                    "a request record",
+                ),
+            }
+        }
+        Journal {
+            name: name.to_string(),
+            records,
+        }
+    }
+
+    fn at(&self, line: usize) -> String {
+        format!("{}:{line}", self.name)
+    }
+
+    /// Records of journal cell `cell`, by line.
+    fn of<'a>(&'a self, cell: &'a str) -> impl Iterator<Item = &'a (usize, RequestRecord)> + 'a {
+        self.records.iter().filter(move |(_, r)| r.cell == cell)
+    }
+
+    /// One record per request `0 .. requests` of `cell`: duplicates,
+    /// out-of-range and missing indices named. Returns index → line.
+    fn check_indices(
+        &self,
+        ck: &mut Checker,
+        cell: &str,
+        requests: usize,
+        what: &str,
+    ) -> BTreeMap<usize, usize> {
+        let mut lines: BTreeMap<usize, usize> = BTreeMap::new();
+        for (line, r) in self.of(cell) {
+            if r.index >= requests {
+                ck.push(
+                    self.at(*line),
+                    format!("a record of {what} request {}", r.index),
+                    format!("indices below {requests}, the requests the run artifact says it made"),
+                );
+            } else if let Some(first) = lines.get(&r.index) {
+                ck.push(
+                    self.at(*line),
+                    format!("a second record of {what} request {}", r.index),
+                    format!("one record per request (the first is at line {first})"),
+                );
+            } else {
+                lines.insert(r.index, *line);
+            }
+        }
+        let missing: Vec<String> = (0..requests)
+            .filter(|i| !lines.contains_key(i))
+            .map(|i| i.to_string())
+            .collect();
+        if !missing.is_empty() {
+            ck.push(
+                &self.name,
+                format!("no record of {what} request(s) {}", missing.join(", ")),
+                format!("one record for each of its {requests} requests"),
+            );
+        }
+        lines
+    }
+
+    /// Records of cells the artifact does not have are named.
+    fn check_cells_known(&self, ck: &mut Checker, art: &RunArtifact, turnover: &BTreeSet<String>) {
+        let cells: BTreeSet<&str> = art.cells.iter().map(|c| c.name.as_str()).collect();
+        let mut named = 0;
+        for (line, r) in &self.records {
+            let reference = r
+                .cell
+                .strip_suffix("/reference")
+                .is_some_and(|l| turnover.contains(l));
+            if cells.contains(r.cell.as_str()) || turnover.contains(&r.cell) || reference {
+                continue;
+            }
+            if named < MAX_LINES_NAMED {
+                ck.push(
+                    self.at(*line),
+                    format!("a record of `{}`", r.cell),
+                    "a cell or turnover run of the run artifact",
+                );
+            }
+            named += 1;
+        }
+    }
+}
+
+/// The journal cell name of a turnover run (`TurnoverSpec::cell_label`).
+fn turnover_label(t: &TurnoverRun) -> String {
+    format!("turnover:{}#{}", t.name, t.repeat)
+}
+
+/// The cell's spec as the artifact's shape gives it (all `aggregate` reads).
+fn spec_of(c: &CellResult) -> CellSpec {
+    let s = &c.shape;
+    CellSpec {
+        name: c.name.clone(),
+        prompt_tokens: s.prompt_tokens,
+        tolerance_percent: s.tolerance_percent,
+        max_tokens: s.max_tokens,
+        concurrency: s.concurrency,
+        requests: s.requests,
+        warmup: s.warmup,
+        cache: if s.cache == "shared" {
+            CachePolicy::Shared
+        } else {
+            CachePolicy::Unique
+        },
+        arrival: s.arrival.clone(),
+        temperature: s.temperature,
+        seed: s.seed,
+        extra: toml::Table::new(),
+    }
+}
+
+/// The cell aggregated again from its journal records, against the artifact's.
+fn rebuild_cell(
+    ck: &mut Checker,
+    j: &Journal,
+    art_name: &str,
+    i: usize,
+    cell: &CellResult,
+) -> CellResult {
+    let spec = spec_of(cell);
+    j.check_indices(
+        ck,
+        &cell.name,
+        spec.requests,
+        &format!("cell `{}`", cell.name),
+    );
+    let records: Vec<RequestRecord> = j.of(&cell.name).map(|(_, r)| r.clone()).collect();
+    let rebuilt = aggregate::cell(&spec, &records);
+    if rebuilt != *cell {
+        name_sample_lines(ck, j, &spec, &rebuilt, cell, art_name, i);
+        let mut sub = Checker::default();
+        sub.expect_exact("", Some(&to_value(cell)), &to_value(&rebuilt));
+        for d in sub.out.into_iter().take(20) {
+            let path = format!("{art_name}: cells[{i}].{}", d.path);
+            ck.push(
+                path,
+                d.found,
+                format!("{} (aggregated again from {})", d.expected, j.name),
+            );
+        }
+    }
+    rebuilt
+}
+
+fn to_value<T: serde::Serialize>(x: &T) -> Value {
+    serde_json::to_value(x).unwrap_or(Value::Null)
+}
+
+/// For each sample whose values differ, the journal lines behind the first
+/// differing positions: each value in the order `aggregate` takes them.
+fn name_sample_lines(
+    ck: &mut Checker,
+    j: &Journal,
+    spec: &CellSpec,
+    rebuilt: &CellResult,
+    cell: &CellResult,
+    art_name: &str,
+    i: usize,
+) {
+    let mut ordered: Vec<&(usize, RequestRecord)> = j
+        .of(&cell.name)
+        .filter(|(_, r)| r.outcome == Outcome::Ok)
+        .collect();
+    ordered.sort_by_key(|(_, r)| r.index);
+    for (key, want) in &cell.samples {
+        let got = rebuilt.samples.get(key).map_or(&[][..], Vec::as_slice);
+        if got == want.as_slice() {
+            continue;
+        }
+        // (line, request index, value) per value, as aggregate pools them.
+        let sources: Vec<(usize, usize, f64)> = ordered
+            .iter()
+            .filter_map(|(line, r)| {
+                let one = aggregate::cell(spec, std::slice::from_ref(r));
+                Some((*line, r.index, *one.samples.get(key)?.first()?))
+            })
+            .collect();
+        let mut named = 0;
+        for (k, w) in want.iter().enumerate() {
+            let src = sources.get(k);
+            if src.map(|s| s.2) == Some(*w) || named >= MAX_LINES_NAMED {
+                continue;
+            }
+            named += 1;
+            let expected = format!("{w}, as {art_name} cells[{i}].samples.{key}[{k}] says");
+            match src {
+                Some((line, idx, v)) => ck.push(
+                    j.at(*line),
+                    format!("cell `{}` request {idx}: {key} {v}", cell.name),
+                    expected,
+                ),
+                None => ck.push(
+                    &j.name,
+                    format!("no record gives cell `{}` {key}[{k}]", cell.name),
+                    expected,
+                ),
+            }
+        }
+        if named == 0 && sources.len() > want.len() {
+            let (line, idx, _) = sources[want.len()];
+            ck.push(
+                j.at(line),
+                format!("an extra record: cell `{}` request {idx}", cell.name),
+                format!("{} values of {key}, as {art_name} says", want.len()),
+            );
+        }
+    }
+}
+
+/// Without a suite: each turnover run has one record per request.
+fn count_turnover(ck: &mut Checker, j: &Journal, art: &RunArtifact) {
+    for t in &art.turnover {
+        j.check_indices(
+            ck,
+            &turnover_label(t),
+            t.requests,
+            &format!("turnover `{}` repeat {}", t.name, t.repeat),
+        );
+    }
+}
+
+/// Each turnover run judged again from its journaled answers, against the artifact's.
+fn rejudge_turnover(
+    ck: &mut Checker,
+    j: &Journal,
+    art: &RunArtifact,
+    art_name: &str,
+    suite: &SuiteFile,
+) -> Vec<TurnoverRun> {
+    let sha = &suite.sha256;
+    if let Some(rec) = &art.provenance.suite_sha256
+        && rec != sha
+    {
+        ck.push(
+            format!("{art_name}: provenance.suite_sha256"),
+            rec.clone(),
+            format!("{sha}, the sha256 of the suite given with --suite"),
+        );
+    }
+    let records: Vec<RequestRecord> = j.records.iter().map(|(_, r)| r.clone()).collect();
+    let mut out = Vec::new();
+    for (ti, t) in art.turnover.iter().enumerate() {
+        let what = format!("turnover `{}` repeat {}", t.name, t.repeat);
+        let lines = j.check_indices(ck, &turnover_label(t), t.requests, &what);
+        let Some(spec) = suite.suite.turnover_specs.iter().find(|s| s.name == t.name) else {
+            ck.push(
+                format!("{art_name}: turnover[{ti}].name"),
+                show(Some(&Value::String(t.name.clone()))),
+                "a turnover run of the suite given with --suite",
+            );
+            out.push(t.clone());
+            continue;
+        };
+        match spec.from_journal(t.repeat, &records) {
+            Some(again) => {
+                name_failure_lines(ck, j, &lines, t, &again, art_name, ti);
+                out.push(again);
+            }
+            None => {
+                ck.push(
+                    &j.name,
+                    format!("the answers of {what} are incomplete"),
+                    "one record per request, as the run artifact counts",
+                );
+                out.push(t.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Requests judged differently from the journal than the artifact says, by line.
+fn name_failure_lines(
+    ck: &mut Checker,
+    j: &Journal,
+    lines: &BTreeMap<usize, usize>,
+    found: &TurnoverRun,
+    again: &TurnoverRun,
+    art_name: &str,
+    ti: usize,
+) {
+    if found == again {
+        return;
+    }
+    let by_index = |r: &TurnoverRun| -> BTreeMap<usize, Value> {
+        r.failures
+            .iter()
+            .map(|f| (f.request_index, to_value(f)))
+            .collect()
+    };
+    let (f, a) = (by_index(found), by_index(again));
+    let indices: BTreeSet<usize> = f.keys().chain(a.keys()).copied().collect();
+    for idx in indices
+        .into_iter()
+        .filter(|i| f.get(i) != a.get(i))
+        .take(MAX_LINES_NAMED)
+    {
+        let class = |m: &BTreeMap<usize, Value>| {
+            m.get(&idx)
+                .map_or("passed".to_string(), |v| show(v.get("failure_class")))
+        };
+        let at = lines.get(&idx).map_or(j.name.clone(), |l| j.at(*l));
+        ck.push(
+            at,
+            format!(
+                "turnover `{}` repeat {} request {idx} judged {} from the journal",
+                found.name,
+                found.repeat,
+                class(&a)
+            ),
+            format!("{}, as {art_name} turnover[{ti}] says", class(&f)),
+        );
+    }
+    let mut sub = Checker::default();
+    sub.expect_exact("", Some(&to_value(found)), &to_value(again));
+    for d in sub
+        .out
+        .into_iter()
+        .filter(|d| !d.path.starts_with("failures"))
+        .take(10)
+    {
+        ck.push(
+            format!("{art_name}: turnover[{ti}].{}", d.path),
+            d.found,
+            format!("{} (judged again from {})", d.expected, j.name),
+        );
+    }
+}

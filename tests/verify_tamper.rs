@@ -1,0 +1,671 @@
+//! A corpus of tampered reports: each test makes a real report with
+//! `compare` (or takes the seed), applies one alteration as a JSON edit, and
+//! requires `verify` to reject it naming the field. The untouched reports
+//! verify clean, so every case here is one that could fail.
+
+use std::collections::BTreeMap;
+
+use infergate::artifact::{
+    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
+    metric,
+};
+use infergate::report::{self, Policy, compare, verify, verify_report};
+use infergate::stats;
+use serde_json::{Value, json};
+
+// ------------------------------------------------------------ inputs ----
+
+fn provenance(label: &str, digest: &str) -> Provenance {
+    Provenance {
+        target: "http://127.0.0.1:8080".into(),
+        model: "smollm2-135m-instruct".into(),
+        runtime: Some(label.into()),
+        image: Some(format!("registry.example/llama-server@sha256:{digest}")),
+        suite: "smoke".into(),
+        suite_sha256: Some("ab12".into()),
+        tool_version: "0.1.0".into(),
+        host: "ci".into(),
+        started_at: "2025-01-01T00:00:00Z".into(),
+        ended_at: "2025-01-01T00:10:00Z".into(),
+        ..Default::default()
+    }
+}
+
+/// Deterministic spread around `center`: ±4%.
+fn spread(center: f64, n: usize, phase: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| center * (1.0 + 0.04 * (((i * 7 + phase) % 11) as f64 / 5.0 - 1.0)))
+        .collect()
+}
+
+fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize) -> CellResult {
+    let mut samples = BTreeMap::new();
+    samples.insert(metric::TTFT_MS.to_string(), spread(ttft, n, phase));
+    samples.insert(metric::E2E_MS.to_string(), spread(e2e, n, phase + 3));
+    samples.insert(
+        metric::DECODE_TOK_S.to_string(),
+        spread(decode, n, phase + 5),
+    );
+    let metrics = samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
+        .collect();
+    CellResult {
+        name: name.into(),
+        shape: CellShape {
+            prompt_tokens: 3000,
+            tolerance_percent: 5.0,
+            max_tokens: 64,
+            concurrency: 2,
+            requests: n,
+            warmup: 1,
+            cache: "unique".into(),
+            arrival: "closed".into(),
+            temperature: 0.0,
+            seed: Some(1),
+        },
+        requests: n,
+        succeeded: n,
+        failed: 0,
+        failures_by_class: BTreeMap::new(),
+        performance_eligible: true,
+        ineligible_reasons: vec![],
+        median_prompt_tokens: Some(2997.0),
+        metrics,
+        samples,
+        tokens_estimated: false,
+        sample_clusters: BTreeMap::new(),
+    }
+}
+
+fn failure(index: usize) -> TurnoverFailure {
+    TurnoverFailure {
+        request_index: index,
+        failure_class: "controlled_output_failed".into(),
+        words: 33,
+        finish_reasons: vec!["stop".into()],
+        canary_passed: true,
+        foreign_markers: vec![],
+        error: None,
+        output: None,
+        divergence: None,
+    }
+}
+
+fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
+    TurnoverRun {
+        name: "turnover".into(),
+        repeat,
+        contract: "words".into(),
+        concurrency: 8,
+        requests: 60,
+        exact_output_passed: 60 - failed,
+        failed,
+        responses_received: 60,
+        performance_eligible: false,
+        contaminated: 0,
+        failures: (0..failed).map(|i| failure(i * 5)).collect(),
+    }
+}
+
+fn artifact(label: &str, cells: Vec<CellResult>, turnover: Vec<TurnoverRun>) -> RunArtifact {
+    RunArtifact {
+        schema: RUN_SCHEMA.into(),
+        provenance: provenance(label, label),
+        method: BTreeMap::new(),
+        cells,
+        turnover,
+        schedule: None,
+    }
+}
+
+/// Two cells: `fast` where the candidate is a little faster, `slow` where
+/// its e2e p50 is ~8% worse (the performance gate fails there). Baseline
+/// turnover 7/60, candidate 2/60 and 3/60; the candidate's first run has
+/// one contaminated answer.
+fn runs() -> (RunArtifact, RunArtifact) {
+    let b = artifact(
+        "baseline",
+        vec![
+            cell("fast", 12, (496.0, 638.0, 288.0), 0),
+            cell("slow", 12, (900.0, 1000.0, 250.0), 1),
+        ],
+        vec![turnover(0, 7)],
+    );
+    let mut first = turnover(0, 2);
+    first.contaminated = 1;
+    let f = &mut first.failures[1];
+    f.failure_class = "request_canary_failed".into();
+    f.canary_passed = false;
+    f.foreign_markers = vec!["m-0007".into()];
+    let c = artifact(
+        "candidate",
+        vec![
+            cell("fast", 12, (470.0, 607.0, 300.0), 2),
+            cell("slow", 12, (905.0, 1080.0, 251.0), 1),
+        ],
+        vec![first, turnover(1, 3)],
+    );
+    (b, c)
+}
+
+fn policy() -> Policy {
+    let mut p = Policy {
+        source: "corpus.toml".into(),
+        ..Policy::default()
+    };
+    p.bootstrap.iterations = 2000;
+    p
+}
+
+/// The report every case alters: made by `compare`, verified clean.
+fn report() -> Value {
+    let (b, c) = runs();
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+/// [`report`]'s runs interleaved in four blocks of three requests per
+/// cell: paired resampling, no drift floor, so an undecided metric says how
+/// many requests would decide it.
+fn interleaved_report() -> Value {
+    let (mut b, mut c) = runs();
+    for a in [&mut b, &mut c] {
+        a.schedule = Some(infergate::artifact::Schedule::Interleaved);
+        for cell in &mut a.cells {
+            let blocks: Vec<u32> = (0..12).map(|i| i / 3).collect();
+            cell.sample_clusters = cell
+                .samples
+                .keys()
+                .map(|k| (k.clone(), blocks.clone()))
+                .collect();
+        }
+    }
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+fn seed() -> Value {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/runtime-profile-comparison.example.json");
+    let v = report::read_report_value(&p).expect("seed");
+    assert!(verify(&v).is_empty());
+    v
+}
+
+/// Paths `verify` names after `edit`.
+fn paths(mut v: Value, edit: impl FnOnce(&mut Value)) -> Vec<String> {
+    edit(&mut v);
+    verify(&v).into_iter().map(|d| d.path).collect()
+}
+
+#[track_caller]
+fn names(p: &[String], path: &str) {
+    assert!(p.iter().any(|x| x == path), "{path} not named in {p:#?}");
+}
+
+fn metric_mut<'a>(v: &'a mut Value, cell: &str, m: &str) -> &'a mut Map {
+    v["cells"][cell]["metrics"][m]
+        .as_object_mut()
+        .expect("metric")
+}
+
+type Map = serde_json::Map<String, Value>;
+
+const E2E_SLOW: &str = "cells.slow.metrics.e2e_p50_ms";
+
+// ----------------------------------------------------- the list ----
+
+#[test]
+fn untouched_reports_verify_clean_and_the_seed_says_what_it_cannot_check() {
+    report();
+    let s = verify_report(&seed());
+    assert!(s.is_clean(), "{:#?}", s.disagreements);
+    for what in ["no per-request samples", "no policy block", "--runs"] {
+        assert!(
+            s.unchecked.iter().any(|u| u.contains(what)),
+            "{what} not in {:#?}",
+            s.unchecked
+        );
+    }
+}
+
+#[test]
+fn the_slow_cell_really_fails() {
+    let v = report();
+    let m = &v["cells"]["slow"]["metrics"]["e2e_p50_ms"];
+    assert_eq!(m["no_more_than_5_percent_regression"], false, "{m}");
+    assert!(m["delta_percent"].as_f64().is_some_and(|d| d > 5.0), "{m}");
+    assert_eq!(v["performance_gate_passed"], false);
+}
+
+#[test]
+fn flag_renamed_to_a_larger_threshold() {
+    let p = paths(report(), |v| {
+        let m = metric_mut(v, "slow", "e2e_p50_ms");
+        m.remove("no_more_than_5_percent_regression");
+        m.insert("no_more_than_25_percent_regression".into(), true.into());
+        m.insert("threshold_percent".into(), 25.0.into());
+    });
+    names(
+        &p,
+        &format!("{E2E_SLOW}.no_more_than_25_percent_regression"),
+    );
+}
+
+/// A limit, stated: the seed has no policy block, so a flag's name is its
+/// only threshold. Renaming one (every seed metric improved, so each flag
+/// stays true) is undetectable there, and verify says so.
+#[test]
+fn flag_renamed_in_the_seed_is_a_stated_limit() {
+    let mut v = seed();
+    let m = metric_mut(&mut v, "capacity-4k", "ttft_p50_ms");
+    m.remove("no_more_than_5_percent_regression");
+    m.insert("no_more_than_25_percent_regression".into(), true.into());
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("which thresholds were intended is not in the report")),
+        "{:#?}",
+        r.unchecked
+    );
+    // With a threshold_percent beside it that disagrees, it is caught.
+    let p = paths(v, |v| {
+        metric_mut(v, "capacity-4k", "ttft_p50_ms").insert("threshold_percent".into(), 5.0.into());
+    });
+    names(
+        &p,
+        "cells.capacity-4k.metrics.ttft_p50_ms.threshold_percent",
+    );
+}
+
+#[test]
+fn direction_contradicting_the_policy_and_the_name() {
+    let p = paths(report(), |v| {
+        metric_mut(v, "slow", "e2e_p50_ms").insert("direction".into(), "higher_is_better".into());
+    });
+    names(&p, &format!("{E2E_SLOW}.direction"));
+    let p = paths(seed(), |v| {
+        metric_mut(v, "capacity-4k", "e2e_p50_ms")
+            .insert("direction".into(), "higher_is_better".into());
+    });
+    names(&p, "cells.capacity-4k.metrics.e2e_p50_ms.direction");
+}
+
+#[test]
+fn failing_metric_deleted_with_a_matching_policy() {
+    let p = paths(report(), |v| {
+        for c in ["fast", "slow"] {
+            v["cells"][c]["metrics"]
+                .as_object_mut()
+                .map(|m| m.remove("e2e_p50_ms"));
+        }
+        v["policy"]["metrics"]
+            .as_array_mut()
+            .expect("metrics")
+            .retain(|x| x["name"] != "e2e_p50_ms");
+        v["performance_gate_passed"] = true.into();
+    });
+    names(&p, "statistics.family_wise.gating_pairs");
+    names(&p, "cells.slow.samples.e2e_ms");
+}
+
+#[test]
+fn every_metric_deleted_with_an_empty_policy() {
+    let p = paths(report(), |v| {
+        for c in ["fast", "slow"] {
+            v["cells"][c]["metrics"] = json!({});
+        }
+        v["policy"]["metrics"] = json!([]);
+        v["performance_gate_passed"] = true.into();
+    });
+    names(&p, "policy.metrics");
+}
+
+#[test]
+fn seed_metric_deleted_without_a_policy_block() {
+    let p = paths(seed(), |v| {
+        v["cells"]["capacity-120k"]["metrics"]
+            .as_object_mut()
+            .map(|m| m.remove("decode_tok_s_p50"));
+    });
+    names(&p, "cells.capacity-120k.metrics.decode_tok_s_p50");
+    names(&p, "performance_gate_passed");
+}
+
+#[test]
+fn edited_interval_is_recomputed_from_the_samples() {
+    let p = paths(report(), |v| {
+        let ci = &mut metric_mut(v, "slow", "e2e_p50_ms")["ci_delta_percent"];
+        ci["low"] = (-1.0).into();
+        ci["high"] = 4.0.into();
+    });
+    names(&p, &format!("{E2E_SLOW}.ci_delta_percent.low"));
+    names(&p, &format!("{E2E_SLOW}.ci_delta_percent.high"));
+}
+
+#[test]
+fn edited_verdict_and_interval_together() {
+    let p = paths(report(), |v| {
+        let m = metric_mut(v, "slow", "e2e_p50_ms");
+        m["ci_delta_percent"] = json!({"low": -1.0, "high": 1.0, "confidence": 0.95});
+        m["verdict"] = "equivalent".into();
+    });
+    names(&p, &format!("{E2E_SLOW}.ci_delta_percent.low"));
+    names(&p, &format!("{E2E_SLOW}.verdict"));
+}
+
+#[test]
+fn edited_requests_to_resolve() {
+    let v = interleaved_report();
+    let m = &v["cells"]["slow"]["metrics"]["e2e_p50_ms"];
+    assert!(
+        m["requests_to_resolve"].as_u64().is_some_and(|n| n > 12),
+        "an undecided pair says how many requests would decide it: {m}"
+    );
+    let p = paths(v, |v| {
+        metric_mut(v, "slow", "e2e_p50_ms")["requests_to_resolve"] = 13.into();
+        v["cells"]["slow"]["metrics"]["e2e_p50_ms"]["evidence"]["requests_to_resolve"] = 13.into();
+        v["gates"]["performance_evidence"]["requests_to_resolve"] = 13.into();
+    });
+    names(&p, &format!("{E2E_SLOW}.requests_to_resolve"));
+    names(&p, &format!("{E2E_SLOW}.evidence.requests_to_resolve"));
+    names(&p, "gates.performance_evidence.requests_to_resolve");
+}
+
+#[test]
+fn edited_evidence_bound_and_outcome() {
+    let p = paths(report(), |v| {
+        let e = &mut metric_mut(v, "slow", "e2e_p50_ms")["evidence"];
+        e["upper_bound_percent"] = 4.0.into();
+        e["lower_bound_percent"] = (-1.0).into();
+        e["outcome"] = "pass".into();
+    });
+    names(&p, &format!("{E2E_SLOW}.evidence.upper_bound_percent"));
+    names(&p, &format!("{E2E_SLOW}.evidence.lower_bound_percent"));
+}
+
+#[test]
+fn quantile_disagreeing_with_the_name() {
+    let p = paths(report(), |v| {
+        metric_mut(v, "slow", "e2e_p50_ms").insert("quantile".into(), 0.1.into());
+    });
+    names(&p, &format!("{E2E_SLOW}.quantile"));
+    let p = paths(report(), |v| {
+        v["policy"]["metrics"][1]["quantile"] = 0.1.into();
+        metric_mut(v, "slow", "e2e_p50_ms").insert("quantile".into(), 0.1.into());
+        metric_mut(v, "fast", "e2e_p50_ms").insert("quantile".into(), 0.1.into());
+    });
+    names(&p, "policy.metrics[1].quantile");
+}
+
+#[test]
+fn removed_samples() {
+    let p = paths(report(), |v| {
+        v["cells"]["slow"]
+            .as_object_mut()
+            .map(|c| c.remove("samples"));
+    });
+    names(&p, "cells.slow.samples");
+    // Without the promise to keep them, the fields computed from them still need them.
+    let p = paths(report(), |v| {
+        v["cells"]["slow"]
+            .as_object_mut()
+            .map(|c| c.remove("samples"));
+        v["statistics"]
+            .as_object_mut()
+            .map(|s| s.remove("samples_kept"));
+    });
+    names(&p, "cells.slow.samples.e2e_ms");
+}
+
+#[test]
+fn qualification_wording() {
+    let p = paths(report(), |v| v["qualification"] = "pass".into());
+    names(&p, "qualification");
+    let p = paths(report(), |v| v["qualification"] = "ready to promote".into());
+    names(&p, "qualification");
+    let p = paths(seed(), |v| v["qualification"] = "ready to promote".into());
+    names(&p, "qualification");
+}
+
+#[test]
+fn turnover_mode_disagreeing_with_the_policy() {
+    let p = paths(report(), |v| {
+        v["turnover_gate"]["mode"] = "non_inferior".into()
+    });
+    names(&p, "turnover_gate.mode");
+}
+
+#[test]
+fn turnover_alpha_disagreeing_or_out_of_range() {
+    let p = paths(report(), |v| v["turnover_comparison"]["alpha"] = 0.2.into());
+    names(&p, "turnover_comparison.alpha");
+    let p = paths(report(), |v| {
+        v["turnover_comparison"]["alpha"] = 1.5.into();
+        v["policy"]["alpha"] = 1.5.into();
+    });
+    names(&p, "turnover_comparison.alpha");
+    names(&p, "policy.alpha");
+}
+
+#[test]
+fn contamination_zeroed_while_a_failure_carries_a_foreign_marker() {
+    let p = paths(report(), |v| {
+        v["candidate_turnover"]["contaminated"] = 0.into()
+    });
+    names(&p, "candidate_turnover.contaminated");
+}
+
+#[test]
+fn unknown_failure_class() {
+    let p = paths(report(), |v| {
+        v["baseline_turnover"]["failures"][0]["failure_class"] = "benign".into();
+    });
+    names(&p, "baseline_turnover.failures[0].failure_class");
+}
+
+#[test]
+fn failure_class_breaking_the_check_order() {
+    // The canary is checked before the controlled output.
+    let p = paths(report(), |v| {
+        v["candidate_turnover"]["failures"][1]["failure_class"] = "controlled_output_failed".into();
+    });
+    names(&p, "candidate_turnover.failures[1].failure_class");
+    let p = paths(seed(), |v| {
+        v["baseline_turnover"]["failures"][0]["canary_passed"] = false.into();
+    });
+    names(&p, "baseline_turnover.failures[0].failure_class");
+}
+
+#[test]
+fn failures_out_of_request_order() {
+    let p = paths(seed(), |v| {
+        let f = v["baseline_turnover"]["failures"]
+            .as_array_mut()
+            .expect("failures");
+        f.swap(0, 3);
+    });
+    names(&p, "baseline_turnover.failures[1].request_index");
+}
+
+#[test]
+fn dropped_turnover_repeat() {
+    let p = paths(report(), |v| {
+        v.as_object_mut()
+            .map(|r| r.remove("candidate_turnover_repeat"));
+    });
+    names(&p, "candidate_turnover_repeat");
+}
+
+#[test]
+fn images_disagreeing_with_provenance() {
+    let p = paths(report(), |v| {
+        v["candidate_image"] = "registry.example/llama-server@sha256:0000".into();
+    });
+    names(&p, "candidate_image");
+    let p = paths(report(), |v| {
+        v["provenance"]["baseline"]["image"] = "registry.example/llama-server@sha256:ffff".into();
+    });
+    names(&p, "baseline_image");
+}
+
+// ------------------------------------------------------ found besides ----
+
+#[test]
+fn defaults_source_holds_the_policy_to_the_defaults() {
+    let (b, c) = runs();
+    let v = compare(&b, &c, &Policy::default())
+        .expect("comparable")
+        .to_value();
+    assert!(verify(&v).is_empty());
+    let p = paths(v, |v| {
+        for m in v["policy"]["metrics"].as_array_mut().expect("metrics") {
+            m["threshold_percent"] = 25.0.into();
+        }
+    });
+    names(&p, "policy.metrics");
+}
+
+#[test]
+fn edited_family_wise_level() {
+    let p = paths(report(), |v| {
+        v["statistics"]["family_wise"]["alpha_fail"] = 0.05.into();
+    });
+    names(&p, "statistics.family_wise.alpha_fail");
+}
+
+#[test]
+fn design_resampling_disagreeing_with_its_schedule() {
+    let p = paths(report(), |v| {
+        v["statistics"]["design"]["resampling"] = "paired".into();
+    });
+    names(&p, "statistics.design.resampling");
+}
+
+#[test]
+fn edited_bootstrap_seed_moves_every_interval() {
+    let p = paths(report(), |v| {
+        v["statistics"]["bootstrap"]["seed"] = 1.into()
+    });
+    names(&p, &format!("{E2E_SLOW}.ci_delta_percent.low"));
+}
+
+#[test]
+fn compare_block_removed() {
+    let p = paths(report(), |v| {
+        v.as_object_mut().map(|r| r.remove("gates"));
+    });
+    names(&p, "gates");
+}
+
+#[test]
+fn field_compare_never_writes() {
+    let p = paths(report(), |v| {
+        metric_mut(v, "fast", "ttft_p50_ms").insert("note".into(), "reviewed".into());
+    });
+    names(&p, "cells.fast.metrics.ttft_p50_ms.note");
+}
+
+#[test]
+fn eligible_cell_with_failed_requests() {
+    let p = paths(report(), |v| {
+        v["cells"]["fast"]["candidate_failed"] = 2.into()
+    });
+    names(&p, "cells.fast.candidate_performance_eligible");
+}
+
+#[test]
+fn responses_received_against_the_failure_classes() {
+    let p = paths(report(), |v| {
+        v["baseline_turnover"]["failures"][0]["failure_class"] = "http_error".into();
+    });
+    names(&p, "baseline_turnover.responses_received");
+}
+
+#[test]
+fn repeat_numbering() {
+    let p = paths(report(), |v| {
+        v["candidate_turnover_repeat"]["repeat"] = 2.into()
+    });
+    names(&p, "candidate_turnover_repeat.repeat");
+}
+
+#[test]
+fn human_decision_disagreeing_with_the_decision() {
+    let p = paths(report(), |v| v["human_decision"] = "promote".into());
+    names(&p, "human_decision");
+}
+
+#[test]
+fn edited_sample_value() {
+    let p = paths(report(), |v| {
+        v["cells"]["slow"]["samples"]["e2e_ms"]["candidate"][0] = 1000.0.into();
+    });
+    assert!(p.iter().any(|x| x.starts_with(E2E_SLOW)), "{p:#?}");
+}
+
+#[test]
+fn compare_refuses_an_artifact_that_contradicts_itself() {
+    // What verify would reject in the report is refused at the source.
+    let (b, mut c) = runs();
+    c.turnover[0].contaminated = 0;
+    let e = compare(&b, &c, &policy()).expect_err("contradicting artifact");
+    let text = e.to_string();
+    assert!(
+        text.contains("candidate run artifact contradicts itself")
+            && text.contains("turnover[0].contaminated"),
+        "{text}"
+    );
+    let (mut b, c) = runs();
+    b.cells[0].failed = 3;
+    let e = compare(&b, &c, &policy()).expect_err("contradicting artifact");
+    assert!(e.to_string().contains("cells[0].failed"), "{e}");
+}
+
+#[test]
+fn a_report_from_an_earlier_compare_is_not_held_to_newer_fields() {
+    let mut v = report();
+    v["statistics"].as_object_mut().map(|s| {
+        s.remove("drift_floor");
+        s.remove("samples_kept")
+    });
+    for c in ["fast", "slow"] {
+        let cell = v["cells"][c].as_object_mut().expect("cell");
+        cell.remove("baseline_failed");
+        cell.remove("candidate_failed");
+    }
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("statistics.samples_kept")),
+        "{:#?}",
+        r.unchecked
+    );
+}
+
+/// A limit, stated: the seed does not say how many turnover runs were
+/// planned, and its dropped repeat leaves every count consistent.
+#[test]
+fn dropped_repeat_in_the_seed_is_a_stated_limit() {
+    let mut v = seed();
+    v.as_object_mut()
+        .map(|r| r.remove("candidate_turnover_repeat"));
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    assert!(
+        r.unchecked
+            .iter()
+            .any(|u| u.contains("candidate_turnover_repeat")),
+        "{:#?}",
+        r.unchecked
+    );
+}
