@@ -1,5 +1,6 @@
 //! Small helpers every stage uses: timestamps, hashes, URL redaction, the
-//! API key from the environment. A leaf: it imports nothing of infergate.
+//! API key from the environment. A leaf: it imports nothing of this crate
+//! (sha256 is the report crate's, re-exported).
 
 use anyhow::{Result, bail};
 
