@@ -669,3 +669,26 @@ fn dropped_repeat_in_the_seed_is_a_stated_limit() {
         r.unchecked
     );
 }
+
+/// A real interleaved report from the demo, written by the compare of the
+/// previous release (before drift_floor, samples_kept, look, spending and the
+/// gate parts' requests were recorded): it still verifies, and still cannot
+/// be edited unnoticed (its intervals are recomputed from its samples).
+#[test]
+fn an_older_interleaved_report_verifies_and_an_edited_interval_is_named() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/interleaved-report-before-spending.json");
+    let mut v = report::read_report_value(&path).expect("fixture");
+    let r = verify_report(&v);
+    assert!(r.is_clean(), "{:#?}", r.disagreements);
+    let ci = &mut v["cells"]["capacity-1k"]["metrics"]["ttft_p50_ms"]["ci_delta_percent"]["low"];
+    *ci = serde_json::json!(ci.as_f64().unwrap() - 1.0);
+    let r = verify_report(&v);
+    assert!(
+        r.disagreements
+            .iter()
+            .any(|d| d.path == "cells.capacity-1k.metrics.ttft_p50_ms.ci_delta_percent.low"),
+        "{:#?}",
+        r.disagreements
+    );
+}

@@ -611,7 +611,20 @@ fn drift_floor(root: &Map<String, Value>) -> Option<DriftFloor> {
             m.get("evidence")?
                 .get("drift_floor")
                 .and_then(parse::<DriftFloor>)
-        })?;
+        });
+    let single = root
+        .get("statistics")
+        .and_then(|s| s.pointer("/design/schedule"))
+        .and_then(Value::as_str)
+        .is_none_or(|s| s == "single");
+    let Some(applied) = applied else {
+        // Interleaved and alternating designs never apply the floor, so an
+        // older report that did not record it is recomputed without it.
+        return (!single).then(|| DriftFloor {
+            pass_sd_percent: crate::policy::DEFAULT_DRIFT_SD_PERCENT,
+            source: "not recorded by this report; not applied by its design".into(),
+        });
+    };
     let source = match applied.source.rfind("; applied because ") {
         Some(i) => applied.source[..i].to_string(),
         None => applied.source,
