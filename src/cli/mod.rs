@@ -20,10 +20,15 @@ use args::{CalibrateArgs, Cmd, ColorChoice, Format};
 pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
         Cmd::Run(a) => {
+            let adhoc = a.suite.is_none();
+            let suite = match a.suite {
+                Some(path) => path,
+                None => adhoc_suite(&a.cell, &a.out)?,
+            };
             let opts = RunOptions {
                 target: a.target,
                 api_key_env: a.api_key_env,
-                suite: a.suite,
+                suite: suite.clone(),
                 out_dir: a.out.clone(),
                 runtime_label: a.runtime,
                 image: a.image,
@@ -48,6 +53,13 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 );
             }
             println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
+            if adhoc {
+                println!(
+                    "suite {} (run it again with --suite {})",
+                    suite.display(),
+                    suite.display()
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Qualify(a) => qualify::main_qualify(a).await,
@@ -103,6 +115,13 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// An ad-hoc run's suite: made from the cell flags and written into the
+/// output directory before anything is sent, so the run can be repeated.
+fn adhoc_suite(cell: &args::CellArgs, out: &std::path::Path) -> Result<PathBuf> {
+    let (_, text) = cell.to_flags().suite()?;
+    infergate::config::adhoc::write_suite_file(out, &text)
 }
 
 /// Text from a report, made unable to drive a terminal: control and bidi
