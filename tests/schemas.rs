@@ -288,3 +288,81 @@ fn help_and_readme_point_to_the_schemas() {
         assert!(schema_dir().join(&n).is_file(), "README names {n}");
     }
 }
+
+/// The parts a clean fast-source run leaves out (a failed request, a
+/// qualify schedule and clusters, a diverged turnover answer), as serde
+/// writes them from infergate's own types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_optional_parts_validate_as_infergate_writes_them() {
+    use infergate::artifact::{Divergence, RunArtifact, Schedule, TurnoverFailure};
+    use infergate::measure::record::{Failure, Outcome, RequestRecord, StreamCapture};
+    let v = validator();
+    let failed = RequestRecord {
+        cell: "small".into(),
+        index: 3,
+        send_offset_ms: 12.5,
+        queue_ms: 0.0,
+        target_prompt_tokens: Some(200),
+        capture: StreamCapture {
+            http_status: Some(503),
+            failure: Some(Failure {
+                class: Outcome::HttpError,
+                message: "HTTP 503".into(),
+            }),
+            ..StreamCapture::default()
+        },
+        outcome: Outcome::HttpError,
+        detail: Some("HTTP 503".into()),
+    };
+    let rec = serde_json::to_value(&failed).unwrap();
+    v.assert_valid(v.record, &rec, "a failed request");
+    v.assert_required(v.record, &rec, "/capture/failure/class");
+
+    let (_, src) = FastSource::start(FastSourceConfig::default()).expect("fast source");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let out = dir.path().join("run");
+    let mut art: RunArtifact = runner::run(&opts(&src.base_url(), &suite, out, "baseline"))
+        .await
+        .expect("run");
+    art.schedule = Some(Schedule::Interleaved);
+    let n = art.cells[0].samples["ttft_ms"].len();
+    let clusters = (0..n as u32).map(|i| i / 2).collect();
+    art.cells[0]
+        .sample_clusters
+        .insert("ttft_ms".into(), clusters);
+    art.turnover[0].failures.insert(
+        0,
+        TurnoverFailure {
+            request_index: 1,
+            failure_class: "controlled_output_failed".into(),
+            words: 3,
+            finish_reasons: vec!["stop".into()],
+            canary_passed: true,
+            foreign_markers: vec!["cedar-2".into()],
+            error: None,
+            output: Some("cedar-1 one two".into()),
+            divergence: Some(Divergence {
+                char_index: 8,
+                token_index: None,
+                expected_snippet: "one".into(),
+                actual_snippet: "two".into(),
+            }),
+        },
+    );
+    let value = serde_json::to_value(&art).unwrap();
+    v.assert_valid(
+        v.run,
+        &value,
+        "a run with a schedule, clusters and a divergence",
+    );
+    v.assert_required(
+        v.run,
+        &value,
+        "/turnover/0/failures/0/divergence/char_index",
+    );
+    let mut bad = value;
+    bad["schedule"] = "sometimes".into();
+    assert!(v.check(v.run, &bad).is_err(), "an unknown schedule");
+}

@@ -23,14 +23,12 @@ pub struct Cli {
     pub cmd: Cmd,
 }
 
-// One value, parsed once at start-up: a large variant costs nothing here.
-#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Measure one OpenAI-compatible target with a suite, or with cells described
     /// by flags (written to OUT/suite.toml); writes run.json and journal.jsonl.
     /// Their formats: schemas/infergate-run.v1.json and schemas/journal-record.v1.json.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Compare two run artifacts into a runtime-profile-comparison/v1 report
     /// (its format: schemas/runtime-profile-comparison.v1.json).
     Compare(CompareArgs),
