@@ -286,6 +286,12 @@ pub fn suite_toml(suite: &Suite) -> Result<String> {
         cell: &suite.cells,
     })
     .context("writing the ad-hoc suite as TOML")?;
+    // A text file ends with a newline; the serializer leaves the last one off.
+    let body = if body.ends_with('\n') {
+        body
+    } else {
+        body + "\n"
+    };
     Ok(format!(
         "# Written by `infergate run` from its cell flags. `infergate run --suite\n# <this file>` measures the same cells, and `infergate compare` accepts\n# the two runs (same suite, same sha256).\n{body}"
     ))
@@ -410,6 +416,10 @@ mod tests {
         };
         let (s, text) = f.suite().unwrap();
         assert_eq!(Suite::parse(&text, "t").unwrap(), s);
+        assert!(
+            text.starts_with("# Written by `infergate run`") && text.ends_with("true\n"),
+            "{text}"
+        );
         assert_eq!(
             s.cells[1].extra.get("ignore_eos"),
             Some(&toml::Value::Boolean(true))
