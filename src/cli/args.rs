@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use infergate::config::adhoc::{CellFlags, OpenLoop};
+use infergate::config::suite::CachePolicy;
 use infergate::measure::client::Timeouts;
 
 use super::qualify;
@@ -23,9 +25,12 @@ pub struct Cli {
 
 #[derive(Subcommand)]
 pub enum Cmd {
-    /// Measure one OpenAI-compatible target with a suite; writes run.json and journal.jsonl.
-    Run(RunArgs),
-    /// Compare two run artifacts into a runtime-profile-comparison/v1 report.
+    /// Measure one OpenAI-compatible target with a suite, or with cells described
+    /// by flags (written to OUT/suite.toml); writes run.json and journal.jsonl.
+    /// Their formats: schemas/infergate-run.v1.json and schemas/journal-record.v1.json.
+    Run(Box<RunArgs>),
+    /// Compare two run artifacts into a runtime-profile-comparison/v1 report
+    /// (its format: schemas/runtime-profile-comparison.v1.json).
     Compare(CompareArgs),
     /// Measure a runtime's noise from several runs of it (A/A): drift between
     /// runs, false-alarm rates of every A/A pair, requests per side needed.
@@ -45,7 +50,8 @@ pub enum Cmd {
         #[arg(long, requires = "runs")]
         suite: Option<PathBuf>,
     },
-    /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser (HTML).
+    /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser
+    /// (HTML). To parse one instead: schemas/runtime-profile-comparison.v1.json.
     Report(ReportArgs),
     /// Qualify a candidate runtime against the baseline end to end, as a plan says.
     Qualify(qualify::QualifyArgs),
@@ -120,9 +126,10 @@ pub struct RunArgs {
     /// Base URL of the target, e.g. http://127.0.0.1:8080
     #[arg(long)]
     pub target: String,
-    /// Workload suite (TOML).
-    #[arg(long)]
-    pub suite: PathBuf,
+    /// Workload suite (TOML). Without it, the cell flags below describe the
+    /// cells, and the equivalent suite is written to OUT/suite.toml.
+    #[arg(long, conflicts_with_all = CELL_FLAGS)]
+    pub suite: Option<PathBuf>,
     /// Output directory for run.json and journal.jsonl.
     #[arg(long, short)]
     pub out: PathBuf,
@@ -152,6 +159,101 @@ pub struct RunArgs {
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub cell: CellArgs,
+}
+
+/// The ids of [`CellArgs`]' flags: `--suite` conflicts with each by name, so
+/// clap's error names the one given (a group would list them all).
+const CELL_FLAGS: [&str; 11] = [
+    "prompt_tokens",
+    "tolerance_percent",
+    "max_tokens",
+    "requests",
+    "concurrency",
+    "rate",
+    "arrival",
+    "warmup",
+    "cache",
+    "seed",
+    "ignore_eos",
+];
+
+/// An ad-hoc run's cells, instead of `--suite` (not together with it).
+#[derive(clap::Args)]
+#[command(next_help_heading = "Cell (without --suite)")]
+pub struct CellArgs {
+    /// Prompt tokens each request aims for (required without --suite).
+    #[arg(long)]
+    pub prompt_tokens: Option<u64>,
+    /// How far a sized prompt may be from --prompt-tokens, percent [default: 10].
+    #[arg(long)]
+    pub tolerance_percent: Option<f64>,
+    /// max_tokens of each request (required without --suite).
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Requests measured per cell (required without --suite).
+    #[arg(long)]
+    pub requests: Option<usize>,
+    /// Requests in flight (closed loop) or their cap (with --rate); a list
+    /// (1,4,16) makes one cell per value [default: 1; with --rate: no cap].
+    #[arg(long, value_delimiter = ',')]
+    pub concurrency: Vec<usize>,
+    /// Open loop at this many requests per second; a list (2,4,8) makes one
+    /// cell per value.
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// How --rate spaces the sends [default: poisson].
+    #[arg(long, value_enum)]
+    pub arrival: Option<ArrivalArg>,
+    /// Requests sent before measuring, never recorded [default: 0].
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// unique: a fresh prefix per request (cold prefill); shared: one prefix [default: unique].
+    #[arg(long, value_enum)]
+    pub cache: Option<CacheArg>,
+    /// Seed of the open-loop schedule and prompt filler.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Send ignore_eos, so every answer runs to --max-tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ArrivalArg {
+    Poisson,
+    Constant,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum CacheArg {
+    Unique,
+    Shared,
+}
+
+impl CellArgs {
+    pub fn to_flags(&self) -> CellFlags {
+        CellFlags {
+            prompt_tokens: self.prompt_tokens,
+            tolerance_percent: self.tolerance_percent,
+            max_tokens: self.max_tokens,
+            concurrency: self.concurrency.clone(),
+            rate: self.rate.clone(),
+            arrival: self.arrival.map(|a| match a {
+                ArrivalArg::Poisson => OpenLoop::Poisson,
+                ArrivalArg::Constant => OpenLoop::Constant,
+            }),
+            requests: self.requests,
+            warmup: self.warmup,
+            cache: self.cache.map(|c| match c {
+                CacheArg::Unique => CachePolicy::Unique,
+                CacheArg::Shared => CachePolicy::Shared,
+            }),
+            seed: self.seed,
+            ignore_eos: self.ignore_eos,
+        }
+    }
 }
 
 #[derive(clap::Args, Clone)]
@@ -193,5 +295,19 @@ impl TimeoutArgs {
             idle: Duration::from_secs_f64(self.idle_timeout),
             total: Duration::from_secs_f64(self.total_timeout),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args;
+
+    use super::*;
+
+    #[test]
+    fn suite_conflicts_with_every_cell_flag() {
+        let cmd = CellArgs::augment_args(clap::Command::new("t"));
+        let ids: Vec<&str> = cmd.get_arguments().map(|a| a.get_id().as_str()).collect();
+        assert_eq!(ids, CELL_FLAGS, "CELL_FLAGS must list CellArgs' flags");
     }
 }

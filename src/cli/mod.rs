@@ -19,37 +19,7 @@ use args::{CalibrateArgs, Cmd, ColorChoice, Format};
 
 pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
-        Cmd::Run(a) => {
-            let opts = RunOptions {
-                target: a.target,
-                api_key_env: a.api_key_env,
-                suite: a.suite,
-                out_dir: a.out.clone(),
-                runtime_label: a.runtime,
-                image: a.image,
-                only_cells: a.cells,
-                resume: a.resume,
-                timeouts: a.timeouts.to_timeouts(),
-                skip_turnover: a.skip_turnover,
-                quiet: a.quiet,
-                tokenizer: a.tokenizer,
-                part: RunPart::Whole,
-            };
-            let art = runner::run(&opts).await?;
-            for c in &art.cells {
-                let eligible = if c.performance_eligible {
-                    "eligible".to_string()
-                } else {
-                    format!("NOT eligible: {}", c.ineligible_reasons.join("; "))
-                };
-                println!(
-                    "{}: {}/{} ok, {}",
-                    c.name, c.succeeded, c.requests, eligible
-                );
-            }
-            println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Run(a) => run(*a).await,
         Cmd::Qualify(a) => qualify::main_qualify(a).await,
         Cmd::Decide(a) => qualify::main_decide(a).await,
         Cmd::Status(a) => qualify::main_status(a).await,
@@ -103,6 +73,58 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `infergate run`: with `--suite`, or with the suite the cell flags make.
+async fn run(a: args::RunArgs) -> Result<ExitCode> {
+    let adhoc = a.suite.is_none();
+    let suite = match a.suite {
+        Some(path) => path,
+        None => adhoc_suite(&a.cell, &a.out)?,
+    };
+    let opts = RunOptions {
+        target: a.target,
+        api_key_env: a.api_key_env,
+        suite: suite.clone(),
+        out_dir: a.out.clone(),
+        runtime_label: a.runtime,
+        image: a.image,
+        only_cells: a.cells,
+        resume: a.resume,
+        timeouts: a.timeouts.to_timeouts(),
+        skip_turnover: a.skip_turnover,
+        quiet: a.quiet,
+        tokenizer: a.tokenizer,
+        part: RunPart::Whole,
+    };
+    let art = runner::run(&opts).await?;
+    for c in &art.cells {
+        let eligible = if c.performance_eligible {
+            "eligible".to_string()
+        } else {
+            format!("NOT eligible: {}", c.ineligible_reasons.join("; "))
+        };
+        println!(
+            "{}: {}/{} ok, {}",
+            c.name, c.succeeded, c.requests, eligible
+        );
+    }
+    println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
+    if adhoc {
+        println!(
+            "suite {} (run it again with --suite {})",
+            suite.display(),
+            suite.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An ad-hoc run's suite: made from the cell flags and written into the
+/// output directory before anything is sent, so the run can be repeated.
+fn adhoc_suite(cell: &args::CellArgs, out: &std::path::Path) -> Result<PathBuf> {
+    let (_, text) = cell.to_flags().suite()?;
+    infergate::config::adhoc::write_suite_file(out, &text)
 }
 
 /// Text from a report, made unable to drive a terminal: control and bidi

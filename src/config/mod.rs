@@ -1,8 +1,10 @@
 //! Configuration files, read and checked before anything runs: the
-//! qualification [`plan`] and the workload [`suite`]. Errors are one type,
+//! qualification [`plan`] and the workload [`suite`] (or, for an ad-hoc run,
+//! the suite [`adhoc`] makes from `infergate run`'s cell flags). Errors are one type,
 //! [`ConfigError`] (file, line, column, field); the policy file is read by the
 //! report crate with the same type.
 
+pub mod adhoc;
 pub mod plan;
 pub mod suite;
 

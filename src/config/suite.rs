@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::artifact::CellShape;
 
@@ -28,14 +28,15 @@ pub struct Suite {
 }
 
 /// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CachePolicy {
     Unique,
     Shared,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// Serialize writes a cell back as TOML (`config::adhoc`'s suite file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CellSpec {
     pub name: String,
@@ -55,10 +56,10 @@ pub struct CellSpec {
     pub arrival: String,
     #[serde(default)]
     pub temperature: f64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Extra body fields sent with every request (e.g. `ignore_eos = true`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub extra: toml::Table,
 }
 

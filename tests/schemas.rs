@@ -1,0 +1,368 @@
+//! The published JSON Schemas (`schemas/*.json`) hold for what infergate
+//! really writes: the run artifact and journal of real `infergate run`s
+//! (the runner's own code path, against the loopback fast source, so no
+//! engine), the report `compare` makes of them (before and after a
+//! decision), and the seed report. An artifact missing a required field
+//! must not validate, or the schemas would promise nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use boon::{Compiler, SchemaIndex, Schemas};
+use infergate::measure::client::Timeouts;
+use infergate::measure::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
+use infergate::report::{self, Decision, DecisionAction};
+use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+use serde_json::Value;
+
+const RUN: &str = "infergate-run.v1.json";
+const RECORD: &str = "journal-record.v1.json";
+const REPORT: &str = "runtime-profile-comparison.v1.json";
+
+/// A suite with a cell and a turnover run, so both parts of the artifact
+/// (and of the report) are exercised.
+const SUITE: &str = r#"
+name = "schemas"
+[[cell]]
+name = "small"
+prompt_tokens = 200
+tolerance_percent = 50
+max_tokens = 8
+concurrency = 2
+requests = 6
+warmup = 1
+seed = 3
+
+[[turnover]]
+name = "churn"
+contract = "words"
+requests = 4
+concurrency = 2
+repeats = 2
+"#;
+
+struct Validator {
+    schemas: Schemas,
+    run: SchemaIndex,
+    record: SchemaIndex,
+    report: SchemaIndex,
+}
+
+fn schema_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas")
+}
+
+/// Compiling also checks each schema against its draft's meta-schema.
+fn validator() -> Validator {
+    let mut compiler = Compiler::new();
+    let mut schemas = Schemas::new();
+    let mut compile = |file: &str| {
+        let path = schema_dir().join(file);
+        let value: Value = serde_json::from_slice(&std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let loc = format!("file://{}", path.display());
+        compiler.add_resource(&loc, value).unwrap();
+        compiler
+            .compile(&loc, &mut schemas)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+    };
+    let (run, record, report) = (compile(RUN), compile(RECORD), compile(REPORT));
+    Validator {
+        schemas,
+        run,
+        record,
+        report,
+    }
+}
+
+impl Validator {
+    fn check(&self, schema: SchemaIndex, v: &Value) -> Result<(), String> {
+        self.schemas.validate(v, schema).map_err(|e| format!("{e}"))
+    }
+
+    fn assert_valid(&self, schema: SchemaIndex, v: &Value, what: &str) {
+        if let Err(e) = self.check(schema, v) {
+            panic!("{what} does not validate:\n{e}");
+        }
+    }
+
+    /// `v` without the field at `pointer` must fail, naming the field.
+    fn assert_required(&self, schema: SchemaIndex, v: &Value, pointer: &str) {
+        let (parent, field) = pointer.rsplit_once('/').unwrap();
+        let mut cut = v.clone();
+        let removed = cut
+            .pointer_mut(parent)
+            .and_then(Value::as_object_mut)
+            .and_then(|o| o.remove(field));
+        assert!(removed.is_some(), "{pointer} is not in the artifact");
+        let e = self
+            .check(schema, &cut)
+            .expect_err(&format!("valid without {pointer}"));
+        assert!(e.contains(field), "{pointer}: {e}");
+    }
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+}
+
+fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
+    RunOptions {
+        target: target.to_string(),
+        api_key_env: None,
+        suite: suite.to_path_buf(),
+        out_dir: out,
+        runtime_label: Some(label.into()),
+        image: Some(format!("registry.example/fast@sha256:{label}")),
+        only_cells: vec![],
+        resume: false,
+        timeouts: Timeouts {
+            connect: Duration::from_secs(2),
+            first_byte: Duration::from_secs(10),
+            idle: Duration::from_secs(10),
+            total: Duration::from_secs(20),
+        },
+        skip_turnover: false,
+        quiet: true,
+        tokenizer: None,
+        part: RunPart::Whole,
+    }
+}
+
+#[test]
+fn the_seed_report_validates_and_its_required_fields_are_required() {
+    let v = validator();
+    let seed = read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/runtime-profile-comparison.example.json"),
+    );
+    v.assert_valid(v.report, &seed, "the seed report");
+    for field in [
+        "/qualification",
+        "/human_decision",
+        "/cells/capacity-4k/baseline_requests",
+        "/cells/capacity-4k/metrics/ttft_p50_ms/candidate",
+        "/baseline_turnover/failures/0/canary_passed",
+    ] {
+        v.assert_required(v.report, &seed, field);
+    }
+    // The regression flag's name is the seed's way to carry the threshold.
+    let mut no_flag = seed.clone();
+    no_flag["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"]
+        .as_object_mut()
+        .unwrap()
+        .remove("no_more_than_5_percent_regression");
+    assert!(
+        v.check(v.report, &no_flag).is_err(),
+        "a metric without its flag"
+    );
+    let mut wrong = seed;
+    wrong["schema"] = "runtime-profile-comparison/v2".into();
+    assert!(v.check(v.report, &wrong).is_err(), "another schema version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_runs_their_journals_and_their_report_validate() {
+    let v = validator();
+    let (_, src) = FastSource::start(FastSourceConfig {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(1),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let (base, cand) = (dir.path().join("base"), dir.path().join("cand"));
+    for (label, out) in [("baseline", &base), ("candidate", &cand)] {
+        runner::run(&opts(&src.base_url(), &suite, out.clone(), label))
+            .await
+            .expect("run");
+    }
+
+    let run = read_json(&base.join(ARTIFACT_FILE));
+    v.assert_valid(v.run, &run, "run.json");
+    assert!(
+        !run["turnover"].as_array().unwrap().is_empty(),
+        "turnover ran"
+    );
+    for field in [
+        "/schema",
+        "/provenance/suite",
+        "/cells/0/shape/arrival",
+        "/cells/0/metrics/ttft_ms/p50",
+        "/turnover/0/contaminated",
+    ] {
+        v.assert_required(v.run, &run, field);
+    }
+
+    let journal = std::fs::read_to_string(base.join(JOURNAL_FILE)).unwrap();
+    let records: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        records.len() > 6,
+        "cell and turnover requests: {}",
+        records.len()
+    );
+    for (i, r) in records.iter().enumerate() {
+        v.assert_valid(v.record, r, &format!("journal line {}", i + 1));
+    }
+    v.assert_required(v.record, &records[0], "/outcome");
+    v.assert_required(v.record, &records[0], "/capture/e2e_ms");
+    let mut bad = records[0].clone();
+    bad["outcome"] = "fine".into();
+    assert!(v.check(v.record, &bad).is_err(), "an unknown outcome");
+
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, "[bootstrap]\niterations = 200\n").unwrap();
+    let mut rep = report::compare_files(
+        &base.join(ARTIFACT_FILE),
+        &cand.join(ARTIFACT_FILE),
+        Some(&policy),
+    )
+    .expect("compare");
+    let file = dir.path().join("report.json");
+    report::write_report_atomic(&file, &rep).unwrap();
+    let written = read_json(&file);
+    v.assert_valid(v.report, &written, "compare's report");
+    for key in [
+        "statistics",
+        "gates",
+        "policy",
+        "provenance",
+        "turnover_comparison",
+    ] {
+        assert!(
+            written.get(key).is_some(),
+            "the additions are exercised: {key}"
+        );
+    }
+    v.assert_required(
+        v.report,
+        &written,
+        "/cells/small/metrics/ttft_p50_ms/baseline",
+    );
+    v.assert_required(v.report, &written, "/provenance/baseline/model");
+
+    rep.record_decision(Decision {
+        action: DecisionAction::RetainBaseline,
+        who: Some("ops".into()),
+        when: Some("2026-01-01T00:00:00Z".into()),
+        note: Some("schema test".into()),
+    });
+    v.assert_valid(v.report, &rep.to_value(), "a decided report");
+}
+
+/// `--help` of the commands that write or read these files, and the README,
+/// name schema files that exist.
+#[test]
+fn help_and_readme_point_to_the_schemas() {
+    let mentioned = |text: &str| -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || "()[]`,".contains(c))
+            .filter_map(|w| w.strip_prefix("schemas/"))
+            .map(|w| w.trim_end_matches('.').to_string())
+            .filter(|w| w.ends_with(".json"))
+            .collect()
+    };
+    for (sub, want) in [("run", RUN), ("compare", REPORT), ("report", REPORT)] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args([sub, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+        let names = mentioned(&help);
+        assert!(names.iter().any(|n| n == want), "{sub} --help: {names:?}");
+        for n in names {
+            assert!(schema_dir().join(&n).is_file(), "{sub} --help names {n}");
+        }
+    }
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let names = mentioned(&readme);
+    for f in [RUN, RECORD, REPORT] {
+        assert!(names.iter().any(|n| n == f), "README: {names:?}");
+    }
+    for n in names {
+        assert!(schema_dir().join(&n).is_file(), "README names {n}");
+    }
+}
+
+/// The parts a clean fast-source run leaves out (a failed request, a
+/// qualify schedule and clusters, a diverged turnover answer), as serde
+/// writes them from infergate's own types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_optional_parts_validate_as_infergate_writes_them() {
+    use infergate::artifact::{Divergence, RunArtifact, Schedule, TurnoverFailure};
+    use infergate::measure::record::{Failure, Outcome, RequestRecord, StreamCapture};
+    let v = validator();
+    let failed = RequestRecord {
+        cell: "small".into(),
+        index: 3,
+        send_offset_ms: 12.5,
+        queue_ms: 0.0,
+        target_prompt_tokens: Some(200),
+        capture: StreamCapture {
+            http_status: Some(503),
+            failure: Some(Failure {
+                class: Outcome::HttpError,
+                message: "HTTP 503".into(),
+            }),
+            ..StreamCapture::default()
+        },
+        outcome: Outcome::HttpError,
+        detail: Some("HTTP 503".into()),
+    };
+    let rec = serde_json::to_value(&failed).unwrap();
+    v.assert_valid(v.record, &rec, "a failed request");
+    v.assert_required(v.record, &rec, "/capture/failure/class");
+
+    let (_, src) = FastSource::start(FastSourceConfig::default()).expect("fast source");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(&suite, SUITE).unwrap();
+    let out = dir.path().join("run");
+    let mut art: RunArtifact = runner::run(&opts(&src.base_url(), &suite, out, "baseline"))
+        .await
+        .expect("run");
+    art.schedule = Some(Schedule::Interleaved);
+    let n = art.cells[0].samples["ttft_ms"].len();
+    let clusters = (0..n as u32).map(|i| i / 2).collect();
+    art.cells[0]
+        .sample_clusters
+        .insert("ttft_ms".into(), clusters);
+    art.turnover[0].failures.insert(
+        0,
+        TurnoverFailure {
+            request_index: 1,
+            failure_class: "controlled_output_failed".into(),
+            words: 3,
+            finish_reasons: vec!["stop".into()],
+            canary_passed: true,
+            foreign_markers: vec!["cedar-2".into()],
+            error: None,
+            output: Some("cedar-1 one two".into()),
+            divergence: Some(Divergence {
+                char_index: 8,
+                token_index: None,
+                expected_snippet: "one".into(),
+                actual_snippet: "two".into(),
+            }),
+        },
+    );
+    let value = serde_json::to_value(&art).unwrap();
+    v.assert_valid(
+        v.run,
+        &value,
+        "a run with a schedule, clusters and a divergence",
+    );
+    v.assert_required(
+        v.run,
+        &value,
+        "/turnover/0/failures/0/divergence/char_index",
+    );
+    let mut bad = value;
+    bad["schedule"] = "sometimes".into();
+    assert!(v.check(v.run, &bad).is_err(), "an unknown schedule");
+}
