@@ -150,7 +150,6 @@ pub fn divergence(expected: &str, actual: &str) -> Option<Divergence> {
     let snip = |s: &str| s.chars().take(SNIPPET_CHARS).collect::<String>();
     Some(Divergence {
         char_index,
-        token_index: None,
         expected_snippet: snip(&expected[eb..]),
         actual_snippet: snip(&actual[ab..]),
     })
@@ -242,7 +241,6 @@ mod tests {
         assert_eq!(d.char_index, 14);
         assert_eq!(d.expected_snippet, "vast.");
         assert_eq!(d.actual_snippet, "deep.");
-        assert_eq!(d.token_index, None);
     }
 
     #[test]

@@ -501,6 +501,7 @@ pub async fn run_turnover(
                 send_offset_ms: ms(t_send.saturating_duration_since(t0)),
                 queue_ms: 0.0,
                 target_prompt_tokens: None,
+                template_prompt_tokens: None,
                 capture,
                 outcome,
                 detail,
