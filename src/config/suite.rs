@@ -203,6 +203,7 @@ impl Suite {
         }
         crate::measure::turnover::TurnoverSpec::check_unique(&specs)
             .with_context(|| format!("{origin}: [[turnover]]"))?;
+        crate::measure::turnover::TurnoverSpec::with_suite_markers(&mut specs);
         suite.turnover_specs = specs;
         Ok(suite)
     }

@@ -46,7 +46,7 @@ use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
 use crate::measure::client::{Client, Endpoint, chat_body};
 use crate::measure::record::{Outcome, RequestRecord, StreamCapture, bounded};
 
-pub use canary::{CanaryCheck, MarkerSet};
+pub use canary::{CanaryCheck, IssuedMarkers, MarkerSet};
 pub use contract::Contract;
 
 /// Characters of error text kept in a failure record.
@@ -103,6 +103,10 @@ pub struct TurnoverSpec {
     /// fields (messages, max_tokens, temperature, seed, stream) win.
     #[serde(default)]
     pub extra: Map<String, Value>,
+    /// Every marker of the qualification: this workload's repeats once
+    /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
+    #[serde(skip)]
+    pub issued: IssuedMarkers,
 }
 
 fn default_requests() -> usize {
@@ -151,16 +155,35 @@ impl TurnoverSpec {
             .with_context(|| format!("turnover '{name}'"))?;
         spec.validate()
             .with_context(|| format!("turnover '{}'", spec.name))?;
-        Ok(spec)
+        let issued = IssuedMarkers::of_workloads([spec.marker_workload()]);
+        Ok(TurnoverSpec { issued, ..spec })
+    }
+
+    fn marker_key(&self) -> u64 {
+        canary::marker_key(&self.name, self.seed.unwrap_or(0))
+    }
+
+    fn marker_workload(&self) -> (&str, u64, usize, usize) {
+        (&self.name, self.marker_key(), self.requests, self.repeats)
+    }
+
+    /// Judge every workload against the markers of all of them: a leak from
+    /// another workload (or an earlier pass of it) is contamination too.
+    pub fn with_suite_markers(specs: &mut [TurnoverSpec]) {
+        let all = IssuedMarkers::of_workloads(specs.iter().map(TurnoverSpec::marker_workload));
+        for s in specs {
+            s.issued = all.clone();
+        }
     }
 
     /// Every `[[turnover]]` table of a suite; names must be unique.
     pub fn from_tables(tables: &[toml::Table]) -> Result<Vec<TurnoverSpec>> {
-        let specs = tables
+        let mut specs = tables
             .iter()
             .map(TurnoverSpec::from_table)
             .collect::<Result<Vec<_>>>()?;
         TurnoverSpec::check_unique(&specs)?;
+        TurnoverSpec::with_suite_markers(&mut specs);
         Ok(specs)
     }
 
@@ -252,8 +275,8 @@ impl TurnoverSpec {
     /// The prompts of repeat `repeat`. Markers depend on the name, the seed
     /// and the repeat only, so two runtimes are sent identical requests.
     pub fn plan(&self, repeat: usize) -> RunPlan {
-        let key = canary::marker_key(&self.name, self.seed.unwrap_or(0));
-        let markers = MarkerSet::for_run(key, repeat, self.requests);
+        let markers = MarkerSet::for_run(self.marker_key(), repeat, self.requests)
+            .with_issued(self.issued.clone());
         let shots = self.shots();
         let requests = (0..self.requests)
             .map(|index| {
@@ -377,9 +400,17 @@ pub fn judge(
             why.push(format!("answer does not begin with its marker {marker}"));
         }
         if !canary.foreign.is_empty() {
+            let named: Vec<String> = canary
+                .foreign
+                .iter()
+                .map(|m| match markers.origin(m) {
+                    Some(o) => format!("{m} ({o})"),
+                    None => m.clone(),
+                })
+                .collect();
             why.push(format!(
                 "answer carries other requests' markers: {}",
-                canary.foreign.join(", ")
+                named.join(", ")
             ));
         }
         (Outcome::RequestCanaryFailed, Some(why.join("; ")))
