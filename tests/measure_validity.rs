@@ -268,3 +268,85 @@ async fn an_open_loop_client_that_falls_behind_is_reported() {
             .any(|w| w.contains("fell behind its schedule"))
     );
 }
+
+const REFERENCE_SUITE: &str = r#"
+name = "reference"
+[[turnover]]
+name = "reference-sentence"
+contract = "reference"
+prompt = "sentence"
+requests = 3
+concurrency = 2
+max_tokens = 24
+"#;
+
+/// A candidate that is consistently wrong (here it stops after 10 tokens,
+/// the fault proxy capping every request on its way to the same engine)
+/// passes its own reference contract, since its references come from
+/// itself; held against the baseline's references it fails, and the report
+/// says where the texts first differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consistently_wrong_candidate_fails_against_the_baselines_references() {
+    let engine = support::engine("baseline");
+    let proxy = FaultProxy::start(FaultProxyConfig::new(&engine.base_url), |r| {
+        match r.body.and_then(|b| b.get("stream")) {
+            Some(serde_json::Value::Bool(true)) => Fault::CapMaxTokens(10),
+            _ => Fault::Pass,
+        }
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let with_turnover = |target: &str, name: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, REFERENCE_SUITE).unwrap();
+        RunOptions {
+            skip_turnover: false,
+            ..opts(target, path, dir.path().join(name))
+        }
+    };
+    let b = runner::run(&with_turnover(&engine.base_url, "baseline"))
+        .await
+        .expect("baseline run");
+    let c = runner::run(&with_turnover(&proxy.base_url(), "candidate"))
+        .await
+        .expect("candidate run");
+    let (bt, ct) = (&b.turnover[0], &c.turnover[0]);
+    assert_eq!(bt.exact_output_passed, 3, "{bt:#?}");
+    assert_eq!(
+        ct.exact_output_passed, 3,
+        "its own contract passes: {ct:#?}"
+    );
+    assert_eq!(ct.references.len(), 3);
+    assert!(ct.references.iter().flatten().count() == 3);
+
+    let r = report::compare(&b, &c, &Policy::default()).expect("comparable runs");
+    let v = r.to_value();
+    assert!(report::verify(&v).is_empty(), "{:#?}", report::verify(&v));
+    assert!(!r.strict_turnover_gate_passed);
+    let run = &v["candidate_turnover"];
+    assert_eq!(run["failed"], 3, "{run:#}");
+    let f = &run["failures"][0];
+    assert_eq!(f["failure_class"], "controlled_output_failed");
+    let d = &f["divergence"];
+    let (at, expected) = (d["char_index"].as_u64().unwrap(), &d["expected_snippet"]);
+    assert_eq!(
+        d["actual_snippet"], "",
+        "the candidate's text ends where it differs"
+    );
+    assert_eq!(
+        at as usize,
+        ct.references[0].as_ref().unwrap().chars().count()
+    );
+    assert!(!expected.as_str().unwrap().is_empty());
+    let note = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("reference texts differ from the baseline's"))
+        .expect("a warning names it");
+    eprintln!("{note}");
+    assert!(
+        note.contains("3 of the candidate's reference texts"),
+        "{note}"
+    );
+}

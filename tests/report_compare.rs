@@ -117,6 +117,7 @@ fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
                 divergence: None,
             })
             .collect(),
+        references: vec![],
     }
 }
 

@@ -204,6 +204,11 @@ pub struct TurnoverRun {
     /// Requests whose answer carried another request's canary: cross-request contamination.
     pub contaminated: usize,
     pub failures: Vec<TurnoverFailure>,
+    /// Reference contract: each request's reference text (run alone,
+    /// temperature 0), by request index; None where it failed or was cut
+    /// at the capture cap. `compare` holds the candidate's against the baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<Option<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

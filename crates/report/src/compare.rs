@@ -37,6 +37,7 @@ use super::model::{
     turnover_key,
 };
 use super::policy::{GateRule, MetricSpec, Policy};
+use super::reference;
 use super::turnover::{self, RunCounts};
 
 pub const VERDICT_RULE: &str = "map the CI of delta_percent to the change in the worse direction [w_lo, w_hi] (latency: as is; throughput: negated) and take the first that holds, T the threshold: regressed if w_lo > T; improved if w_hi < 0; equivalent if -T <= w_lo and w_hi <= T; inconclusive otherwise";
@@ -735,8 +736,13 @@ pub fn compare(
     }
     let evidence_gate = evidence_gate(evidence_parts);
 
+    // The candidate's reference texts held against the baseline's: changed
+    // greedy output fails those requests, and a warning says where.
+    let (c_turnover, reference_notes) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover);
+    warnings.extend(reference_notes);
     let b_runs = ordered_turnover(&baseline.turnover);
-    let c_runs = ordered_turnover(&candidate.turnover);
+    let c_runs = ordered_turnover(&c_turnover);
     let b_counts = run_counts(Side::Baseline, &b_runs);
     let c_counts = run_counts(Side::Candidate, &c_runs);
     let tcmp = turnover::compare_turnover(

@@ -468,6 +468,7 @@ pub fn summarize(
         performance_eligible: false,
         contaminated: 0,
         failures: Vec::new(),
+        references: Vec::new(),
     };
     for j in judged {
         run.requests += 1;
@@ -593,7 +594,17 @@ pub async fn run_turnover(
         judged.push(j);
     })
     .await;
-    summarize(spec, repeat, judged)
+    let mut run = summarize(spec, repeat, judged);
+    run.references = reference_texts(references.iter().flatten());
+    run
+}
+
+/// The texts `compare` holds against the other runtime's: None where the
+/// reference failed or was cut at the capture cap (nothing exact to compare).
+fn reference_texts<'a>(refs: impl IntoIterator<Item = &'a StreamCapture>) -> Vec<Option<String>> {
+    refs.into_iter()
+        .map(|r| (r.failure.is_none() && !r.truncated).then(|| r.content.clone()))
+        .collect()
 }
 
 impl TurnoverSpec {
@@ -633,7 +644,9 @@ impl TurnoverSpec {
             };
             judge(&plan.markers, i, cap, expected)
         });
-        Some(summarize(self, repeat, judged))
+        let mut run = summarize(self, repeat, judged);
+        run.references = reference_texts(references.iter().flatten().copied());
+        Some(run)
     }
 }
 
