@@ -692,3 +692,32 @@ fn open_loop_queue_samples_and_client_lag_reach_the_report() {
         r.warnings
     );
 }
+
+#[test]
+fn a_policy_can_gate_on_latency_from_the_scheduled_send() {
+    let (mut b, mut c) = seed_like();
+    for (a, lag) in [(&mut b, 0.0), (&mut c, 300.0)] {
+        for cell in &mut a.cells {
+            let ttft = cell.samples[metric::TTFT_MS].clone();
+            let sched: Vec<f64> = ttft.iter().map(|t| t + lag).collect();
+            cell.metrics.insert(
+                metric::TTFT_SCHED_MS.into(),
+                stats::summarize(&sched).unwrap(),
+            );
+            cell.samples.insert(metric::TTFT_SCHED_MS.into(), sched);
+        }
+    }
+    let mut policy =
+        Policy::from_toml_str("[[metric]]\nname = \"ttft_sched_p50_ms\"\n", "policy.toml").unwrap();
+    policy.bootstrap.iterations = 2000;
+    policy.gate.decide = report::GateRule::Point;
+    let r = compare(&b, &c, &policy).expect("comparable runs");
+    let v = clean(&r);
+    let m = &v["cells"]["capacity-4k"]["metrics"]["ttft_sched_p50_ms"];
+    assert_eq!(m["no_more_than_5_percent_regression"], false, "{m:#}");
+    assert!(!r.performance_gate_passed);
+    // The same runs gated on TTFT from the actual send pass: the client queue
+    // is what regressed, and only the scheduled-send metric sees it.
+    let r = compare(&b, &c, &fast_policy()).unwrap();
+    assert!(r.performance_gate_passed);
+}
