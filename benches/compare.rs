@@ -41,6 +41,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         arrival: "closed".into(),
         temperature: 0.0,
         seed: None,
+        output: Default::default(),
         extra: toml::Table::new(),
     }
 }
@@ -69,6 +70,7 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
                 send_offset_ms: index as f64,
                 queue_ms: 0.0,
                 target_prompt_tokens: Some(s.prompt_tokens),
+                template_prompt_tokens: None,
                 capture: StreamCapture {
                     http_status: Some(200),
                     ttfo_ms: Some(ttft),

@@ -194,6 +194,7 @@ async fn infergate_requests(
                         .as_secs_f64()
                         * 1e3,
                     target_prompt_tokens: None,
+                    template_prompt_tokens: None,
                     detail: capture.failure.as_ref().map(|f| f.message.clone()),
                     capture,
                     outcome,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
-use crate::config::suite::{CachePolicy, CellSpec, Suite};
+use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
 use crate::measure::aggregate;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
@@ -479,6 +479,10 @@ fn spec_of(c: &CellResult) -> CellSpec {
         arrival: s.arrival.clone(),
         temperature: s.temperature,
         seed: s.seed,
+        output: match &c.output_length {
+            Some(o) if !o.fixed => OutputPolicy::Free,
+            _ => OutputPolicy::Fixed,
+        },
         extra: toml::Table::new(),
     }
 }

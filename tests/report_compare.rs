@@ -86,6 +86,9 @@ fn cell(
         samples,
         tokens_estimated: false,
         sample_clusters: BTreeMap::new(),
+        prompt_cache: None,
+        output_length: None,
+        warnings: vec![],
     }
 }
 
@@ -114,6 +117,7 @@ fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
                 divergence: None,
             })
             .collect(),
+        references: vec![],
     }
 }
 
@@ -634,4 +638,100 @@ fn tampered_full_report_is_caught() {
         ],
         "a gating metric named by the policy block is missing (and its samples are there)"
     );
+}
+
+/// Give a cell `completion_tokens` samples (and summary) of `tokens` each.
+fn with_completion(mut c: CellResult, tokens: f64) -> CellResult {
+    let v = vec![tokens; c.requests];
+    c.metrics.insert(
+        metric::COMPLETION_TOKENS.into(),
+        stats::summarize(&v).unwrap(),
+    );
+    c.samples.insert(metric::COMPLETION_TOKENS.into(), v);
+    c
+}
+
+#[test]
+fn different_output_lengths_are_not_performance_comparable() {
+    let (mut b, mut c) = seed_like();
+    b.cells[0] = with_completion(b.cells[0].clone(), 64.0);
+    // 52 of 64 tokens: an early stop that would "improve" e2e.
+    c.cells[0] = with_completion(c.cells[0].clone(), 52.0);
+    b.cells[1] = with_completion(b.cells[1].clone(), 64.0);
+    c.cells[1] = with_completion(c.cells[1].clone(), 63.0); // within 5%
+    let r = compare(&b, &c, &fast_policy()).expect("comparable runs");
+    let v = clean(&r);
+    assert!(!r.performance_gate_passed);
+    let cell = &v["cells"]["capacity-4k"];
+    let why = cell["not_comparable"].as_str().unwrap();
+    assert!(
+        why.contains("median completion tokens differ by -18.8% (baseline 64, candidate 52), more than the cell's 5% tolerance"),
+        "{why}"
+    );
+    assert_eq!(cell["candidate_performance_eligible"], false);
+    assert_eq!(cell["baseline_performance_eligible"], false);
+    assert_eq!(cell["candidate_median_completion_tokens"], 52.0);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("capacity-4k") && w.contains(why))
+    );
+    let other = &v["cells"]["capacity-120k"];
+    assert!(other.get("not_comparable").is_none());
+    assert_eq!(other["candidate_performance_eligible"], true);
+}
+
+#[test]
+fn open_loop_queue_samples_and_client_lag_reach_the_report() {
+    let (mut b, mut c) = seed_like();
+    for (a, lag) in [(&mut b, 0.0), (&mut c, 250.0)] {
+        let cell = &mut a.cells[0];
+        let n = cell.requests;
+        cell.samples.insert(metric::QUEUE_MS.into(), vec![lag; n]);
+        if lag > 0.0 {
+            cell.warnings
+                .push("the client fell behind its schedule".into());
+        }
+    }
+    let r = compare(&b, &c, &fast_policy()).expect("comparable runs");
+    let v = clean(&r);
+    let q = &v["cells"]["capacity-4k"]["samples"]["queue_ms"];
+    assert_eq!(q["candidate"][0], 250.0);
+    assert_eq!(q["baseline"][0], 0.0);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w == "cell `capacity-4k`: candidate: the client fell behind its schedule"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn a_policy_can_gate_on_latency_from_the_scheduled_send() {
+    let (mut b, mut c) = seed_like();
+    for (a, lag) in [(&mut b, 0.0), (&mut c, 300.0)] {
+        for cell in &mut a.cells {
+            let ttft = cell.samples[metric::TTFT_MS].clone();
+            let sched: Vec<f64> = ttft.iter().map(|t| t + lag).collect();
+            cell.metrics.insert(
+                metric::TTFT_SCHED_MS.into(),
+                stats::summarize(&sched).unwrap(),
+            );
+            cell.samples.insert(metric::TTFT_SCHED_MS.into(), sched);
+        }
+    }
+    let mut policy =
+        Policy::from_toml_str("[[metric]]\nname = \"ttft_sched_p50_ms\"\n", "policy.toml").unwrap();
+    policy.bootstrap.iterations = 2000;
+    policy.gate.decide = report::GateRule::Point;
+    let r = compare(&b, &c, &policy).expect("comparable runs");
+    let v = clean(&r);
+    let m = &v["cells"]["capacity-4k"]["metrics"]["ttft_sched_p50_ms"];
+    assert_eq!(m["no_more_than_5_percent_regression"], false, "{m:#}");
+    assert!(!r.performance_gate_passed);
+    // The same runs gated on TTFT from the actual send pass: the client queue
+    // is what regressed, and only the scheduled-send metric sees it.
+    let r = compare(&b, &c, &fast_policy()).unwrap();
+    assert!(r.performance_gate_passed);
 }

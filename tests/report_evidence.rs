@@ -87,6 +87,9 @@ fn artifact(
         } else {
             BTreeMap::new()
         },
+        prompt_cache: None,
+        output_length: None,
+        warnings: vec![],
     };
     RunArtifact {
         schema: RUN_SCHEMA.into(),

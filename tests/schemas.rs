@@ -303,6 +303,7 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
         send_offset_ms: 12.5,
         queue_ms: 0.0,
         target_prompt_tokens: Some(200),
+        template_prompt_tokens: Some(30),
         capture: StreamCapture {
             http_status: Some(503),
             failure: Some(Failure {
@@ -345,7 +346,6 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
             output: Some("cedar-1 one two".into()),
             divergence: Some(Divergence {
                 char_index: 8,
-                token_index: None,
                 expected_snippet: "one".into(),
                 actual_snippet: "two".into(),
             }),

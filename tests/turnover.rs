@@ -250,6 +250,68 @@ seed = 1
     assert_eq!(run.contaminated, swapped.len());
 }
 
+/// Two repeats of one workload in flight at once, the proxy swapping the
+/// content of request 0 of each: each answer carries the *other repeat's*
+/// marker, which no single repeat's own markers would recognise. It counts as
+/// contamination, named with the repeat it came from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_from_another_repeat_is_contamination() {
+    let engine = support::engine(PROFILE);
+    let s = spec(
+        r#"
+name = "words-xrepeat"
+contract = "words"
+requests = 3
+concurrency = 1
+repeats = 2
+words = 3
+seed = 4
+"#,
+    );
+    let first: Vec<String> = (0..2)
+        .map(|r| s.plan(r).requests[0].marker.clone())
+        .collect();
+    let f2 = first.clone();
+    let proxy = FaultProxy::start(
+        FaultProxyConfig {
+            pair_timeout: Duration::from_secs(30),
+            ..FaultProxyConfig::new(&engine.base_url)
+        },
+        move |r: &ProxiedRequest<'_>| match marker_of(r.body, &f2) {
+            Some(_) => Fault::SwapContent,
+            None => Fault::Pass,
+        },
+    )
+    .await
+    .expect("proxy");
+    let c = client(&proxy.base_url());
+    let (run0, run1) = tokio::join!(
+        turnover::run_turnover(&c, &s, 0, None),
+        turnover::run_turnover(&c, &s, 1, None)
+    );
+    let swapped = proxy
+        .events()
+        .iter()
+        .filter(|e| e.swapped_with.is_some())
+        .count();
+    assert_eq!(swapped, 2, "{:#?}", proxy.events());
+    for (run, other) in [(&run0, 1), (&run1, 0)] {
+        assert_consistent(run);
+        assert_eq!(run.contaminated, 1, "{run:#?}");
+        let f = run.failures.iter().find(|f| f.request_index == 0).unwrap();
+        assert_eq!(f.failure_class, "request_canary_failed");
+        assert_eq!(f.foreign_markers, [first[other].clone()]);
+        let why = f.error.as_deref().unwrap();
+        eprintln!("repeat {}: {why}", run.repeat);
+        assert!(
+            why.contains(&format!(
+                "(turnover words-xrepeat repeat {other} request 0)"
+            )),
+            "{why}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_contract_catches_a_real_output_change() {
     let engine = support::engine(PROFILE);

@@ -75,6 +75,9 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
         samples,
         tokens_estimated: false,
         sample_clusters: BTreeMap::new(),
+        prompt_cache: None,
+        output_length: None,
+        warnings: vec![],
     }
 }
 
@@ -94,6 +97,7 @@ fn failure(index: usize) -> TurnoverFailure {
 
 fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
     TurnoverRun {
+        references: vec![],
         name: "turnover".into(),
         repeat,
         contract: "words".into(),

@@ -189,6 +189,7 @@ impl CellFlags {
             },
             temperature: 0.0,
             seed: self.seed,
+            output: Default::default(),
             extra,
         }
     }

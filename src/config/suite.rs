@@ -58,10 +58,28 @@ pub struct CellSpec {
     pub temperature: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
-    /// Extra body fields sent with every request (e.g. `ignore_eos = true`).
+    /// "fixed" (default): ask the server for exactly `max_tokens` in its
+    /// dialect, so both sides decode the same length; "free": let it stop.
+    #[serde(default)]
+    pub output: OutputPolicy,
+    /// Extra body fields sent with every request (e.g. `cache_prompt = false`).
+    /// May not set the fields infergate's measurement depends on (`RESERVED_BODY_KEYS`).
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub extra: toml::Table,
 }
+
+/// Output length: fixed at `max_tokens`, or wherever the model stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputPolicy {
+    #[default]
+    Fixed,
+    Free,
+}
+
+/// Body fields a cell's `extra` may not override: streaming, usage and the
+/// output cap are what the measurement is made of.
+pub const RESERVED_BODY_KEYS: &[&str] = &["stream", "stream_options", "max_tokens", "messages"];
 
 fn default_tolerance() -> f64 {
     10.0
@@ -186,6 +204,7 @@ impl Suite {
         }
         crate::measure::turnover::TurnoverSpec::check_unique(&specs)
             .with_context(|| format!("{origin}: [[turnover]]"))?;
+        crate::measure::turnover::TurnoverSpec::with_suite_markers(&mut specs);
         suite.turnover_specs = specs;
         Ok(suite)
     }
@@ -257,6 +276,14 @@ impl CellSpec {
             bail!("cell '{name}': tolerance_percent must be >= 0");
         }
         self.arrival()?;
+        if let Some(k) = RESERVED_BODY_KEYS
+            .iter()
+            .find(|k| self.extra.contains_key(**k))
+        {
+            bail!(
+                "cell '{name}': extra.{k} is set by infergate itself (streaming with usage, the cell's max_tokens and prompt) and may not be overridden"
+            );
+        }
         Ok(())
     }
 }
@@ -291,6 +318,29 @@ requests = 4
 concurrency = 2
 arrival = "poisson:2.5"
 "#;
+
+    #[test]
+    fn extra_may_not_override_what_the_measurement_needs() {
+        for key in [
+            "stream = false",
+            "max_tokens = 3",
+            "stream_options = { include_usage = false }",
+        ] {
+            let text = format!(
+                "name = \"t\"\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\nextra = {{ {key} }}\n"
+            );
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            let field = key.split(' ').next().unwrap();
+            assert!(e.starts_with("s.toml: line 2: [[cell]]"), "{e}");
+            assert!(
+                e.contains(&format!("extra.{field} is set by infergate")),
+                "{e}"
+            );
+        }
+        let ok = "name = \"t\"\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\nextra = { cache_prompt = false }\n";
+        let s = Suite::parse(ok, "s.toml").unwrap();
+        assert_eq!(s.cells[0].output, OutputPolicy::Fixed);
+    }
 
     #[test]
     fn parses_with_defaults() {

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{CellResult, metric};
-use crate::config::suite::CellSpec;
+use crate::artifact::{CellResult, OutputLength, PromptCache, metric};
+use crate::config::suite::{Arrival, CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::stats;
 
@@ -41,8 +41,11 @@ pub fn cell_clustered(
     let mut clusters: [Vec<u32>; COLUMNS.len()] =
         std::array::from_fn(|_| Vec::with_capacity(ok.len()));
     let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
+    let open_loop = !matches!(spec.arrival(), Ok(Arrival::Closed));
     for r in &ok {
         let d = r.capture.derived();
+        // Open loop: latency as a user sees it, from when the request was due.
+        let sched = |v: Option<f64>| v.filter(|_| open_loop).map(|v| v + r.queue_ms);
         let row = [
             d.ttft_ms,
             d.ttfo_ms,
@@ -53,6 +56,8 @@ pub fn cell_clustered(
             Some(r.queue_ms),
             r.capture.prompt_tokens.map(|v| v as f64),
             r.capture.completion_tokens.map(|v| v as f64),
+            sched(d.ttft_ms),
+            sched(d.e2e_ms),
         ];
         let k = cluster_of(r);
         for ((col, cl), v) in cols.iter_mut().zip(clusters.iter_mut()).zip(row) {
@@ -95,6 +100,46 @@ pub fn cell_clustered(
         metrics.insert(metric::ITL_MS.to_string(), s);
     }
 
+    let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
+    let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
+    reasons.extend(cache_reason);
+    let warnings = schedule_warnings(&ok, open_loop);
+
+    CellResult {
+        name: spec.name.clone(),
+        shape: spec.shape(),
+        requests: recs.len(),
+        succeeded: ok.len(),
+        failed: recs.len() - ok.len(),
+        failures_by_class,
+        performance_eligible: reasons.is_empty(),
+        ineligible_reasons: reasons,
+        median_prompt_tokens: samples
+            .get(metric::PROMPT_TOKENS)
+            .and_then(|v| stats::median(v)),
+        metrics,
+        samples: samples
+            .into_iter()
+            .filter(|(k, _)| GATING_SAMPLES.contains(&k.as_str()))
+            // Closed loop has no schedule: queue time is 0 by construction.
+            .filter(|(k, _)| open_loop || k != metric::QUEUE_MS)
+            .collect(),
+        tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
+        sample_clusters,
+        prompt_cache,
+        output_length: Some(output_length(spec, &ok)),
+        warnings,
+    }
+}
+
+/// Why a cell cannot stand as performance evidence; empty when it can.
+fn ineligible_reasons(
+    spec: &CellSpec,
+    recs: &[&RequestRecord],
+    ok: &[&RequestRecord],
+    samples: &BTreeMap<String, Vec<f64>>,
+    failures_by_class: &BTreeMap<String, usize>,
+) -> Vec<String> {
     let mut reasons = Vec::new();
     if recs.len() < spec.requests {
         reasons.push(format!(
@@ -133,41 +178,123 @@ pub fn cell_clustered(
             off[0]
         ));
     }
-    let missing_decode = ok.len() - samples.get(metric::DECODE_TOK_S).map_or(0, Vec::len);
-    if missing_decode > 0 {
+    let count = |k: &str| samples.get(k).map_or(0, Vec::len);
+    // A percentile over fewer requests than the cell's n would misstate both.
+    let no_ttft = ok.len() - count(metric::TTFT_MS);
+    if no_ttft > 0 {
         reasons.push(format!(
-            "{missing_decode} requests too short to measure decode speed (< 2 tokens)"
+            "{no_ttft} of {} successful requests have no TTFT (no visible content, e.g. reasoning only): TTFT would cover only a subset",
+            ok.len()
         ));
     }
+    reasons.extend(decode_reasons(ok, count(metric::DECODE_TOK_S)));
+    reasons
+}
 
-    CellResult {
-        name: spec.name.clone(),
-        shape: spec.shape(),
-        requests: recs.len(),
-        succeeded: ok.len(),
-        failed: recs.len() - ok.len(),
-        failures_by_class,
-        performance_eligible: reasons.is_empty(),
-        ineligible_reasons: reasons,
-        median_prompt_tokens: samples
-            .get(metric::PROMPT_TOKENS)
-            .and_then(|v| stats::median(v)),
-        metrics,
-        samples: samples
-            .into_iter()
-            .filter(|(k, _)| GATING_SAMPLES.contains(&k.as_str()))
-            .collect(),
-        tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
-        sample_clusters,
+/// Requests without a decode speed, by cause: no token count at all, or too short.
+fn decode_reasons(ok: &[&RequestRecord], with_decode: usize) -> Vec<String> {
+    let uncounted = ok
+        .iter()
+        .filter(|r| r.capture.completion_tokens.is_none())
+        .count();
+    let short = (ok.len() - with_decode).saturating_sub(uncounted);
+    let mut out = Vec::new();
+    if uncounted > 0 {
+        out.push(format!(
+            "{uncounted} requests without a completion token count (no usage from the server, no tokenizer to count with): no decode speed"
+        ));
+    }
+    if short > 0 {
+        out.push(format!(
+            "{short} requests too short to measure decode speed (< 2 tokens)"
+        ));
+    }
+    out
+}
+
+/// The server's cache counts over the cell; with a reason when a unique
+/// cell's request took more from the cache than the chat template, the one
+/// part its prompts share (its TTFT is then not a cold prefill).
+fn prompt_cache(spec: &CellSpec, ok: &[&RequestRecord]) -> (Option<PromptCache>, Option<String>) {
+    let reported: Vec<(usize, u64, Option<u64>)> = ok
+        .iter()
+        .filter_map(|r| {
+            let c = &r.capture;
+            c.cached_prompt_tokens
+                .map(|n| (r.index, n, c.prompt_tokens))
+        })
+        .collect();
+    if reported.is_empty() {
+        return (None, None);
+    }
+    let template = ok.iter().find_map(|r| r.template_prompt_tokens);
+    let beyond: Vec<&(usize, u64, Option<u64>)> = match (spec.cache, template) {
+        (CachePolicy::Unique, Some(t)) => reported.iter().filter(|(_, n, _)| *n > t).collect(),
+        _ => Vec::new(),
+    };
+    let summary = PromptCache {
+        reported: reported.len(),
+        max_cached_tokens: reported.iter().map(|r| r.1).max().unwrap_or(0),
+        template_tokens: template,
+        beyond_template: beyond.len(),
+    };
+    let reason = beyond.first().map(|(i, n, p)| {
+        let of = p.map_or(String::new(), |p| format!(" of {p}"));
+        format!(
+            "{} requests of a unique-cache cell were served from the server's prompt cache beyond the chat template ({} tokens), e.g. request {i}: {n}{of} prompt tokens cached",
+            beyond.len(),
+            template.unwrap_or(0)
+        )
+    });
+    (Some(summary), reason)
+}
+
+/// Did every successful request get exactly `max_tokens`?
+fn output_length(spec: &CellSpec, ok: &[&RequestRecord]) -> OutputLength {
+    let at_max = ok
+        .iter()
+        .filter(|r| r.capture.completion_tokens == Some(spec.max_tokens))
+        .count();
+    let fixed = spec.output == OutputPolicy::Fixed;
+    OutputLength {
+        fixed,
+        at_max_tokens: at_max,
+        of: ok.len(),
+        held: fixed && at_max == ok.len(),
     }
 }
+
+/// Open loop: a client that sent late hides latency; say how late it was.
+fn schedule_warnings(ok: &[&RequestRecord], open_loop: bool) -> Vec<String> {
+    if !open_loop {
+        return Vec::new();
+    }
+    let late: Vec<f64> = ok
+        .iter()
+        .map(|r| r.queue_ms)
+        .filter(|&q| q > BEHIND_SCHEDULE_MS)
+        .collect();
+    if late.is_empty() {
+        return Vec::new();
+    }
+    let worst = late.iter().copied().fold(0.0, f64::max);
+    vec![format!(
+        "the client fell behind its schedule: {} of {} requests were sent more than {BEHIND_SCHEDULE_MS} ms after their scheduled time (worst {worst:.0} ms); ttft_sched_ms and e2e_sched_ms count that wait",
+        late.len(),
+        ok.len()
+    )]
+}
+
+/// Queue time above which an open-loop send counts as behind schedule: well
+/// above timer and task-wake jitter, well below any latency worth gating.
+const BEHIND_SCHEDULE_MS: f64 = 5.0;
 
 fn clusters_first(clusters: &[Vec<u32>]) -> u32 {
     clusters.iter().flatten().next().copied().unwrap_or(0)
 }
 
 /// Per-request metrics, in the order of the row built for each request in [`cell`].
-const COLUMNS: [&str; 9] = [
+const COLUMNS: [&str; 11] = [
     metric::TTFT_MS,
     metric::TTFO_MS,
     metric::E2E_MS,
@@ -177,6 +304,8 @@ const COLUMNS: [&str; 9] = [
     metric::QUEUE_MS,
     metric::PROMPT_TOKENS,
     metric::COMPLETION_TOKENS,
+    metric::TTFT_SCHED_MS,
+    metric::E2E_SCHED_MS,
 ];
 
 /// Per-request metrics kept in full in the artifact, for resampling and plots.
@@ -189,6 +318,9 @@ const GATING_SAMPLES: &[&str] = &[
     metric::PREFILL_TOK_S,
     metric::PROMPT_TOKENS,
     metric::COMPLETION_TOKENS,
+    metric::QUEUE_MS,
+    metric::TTFT_SCHED_MS,
+    metric::E2E_SCHED_MS,
 ];
 
 /// Sort ascending in `f64::total_cmp` order, in O(n): an LSD radix sort on
@@ -236,6 +368,146 @@ fn radix_sort(v: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::suite::Suite;
+    use crate::measure::record::StreamCapture;
+
+    fn spec(extra: &str) -> CellSpec {
+        let text = format!(
+            "name = \"t\"\n[[cell]]\nname = \"c\"\nprompt_tokens = 100\nmax_tokens = 8\nrequests = 4\n{extra}\n"
+        );
+        Suite::parse(&text, "t.toml").unwrap().cells.remove(0)
+    }
+
+    /// A successful request of cell `c`: 100 prompt tokens, 8 completion tokens.
+    fn ok(index: usize) -> RequestRecord {
+        RequestRecord {
+            cell: "c".into(),
+            index,
+            send_offset_ms: 0.0,
+            queue_ms: 0.0,
+            target_prompt_tokens: Some(100),
+            template_prompt_tokens: Some(30),
+            capture: StreamCapture {
+                ttfo_ms: Some(100.0),
+                ttft_ms: Some(100.0),
+                e2e_ms: Some(200.0),
+                chunk_ms: vec![100.0, 150.0, 200.0],
+                prompt_tokens: Some(100),
+                completion_tokens: Some(8),
+                cached_prompt_tokens: Some(24),
+                ..Default::default()
+            },
+            outcome: Outcome::Ok,
+            detail: None,
+        }
+    }
+
+    fn four(edit: impl Fn(&mut RequestRecord)) -> Vec<RequestRecord> {
+        (0..4)
+            .map(|i| {
+                let mut r = ok(i);
+                if i == 2 {
+                    edit(&mut r);
+                }
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_cell_is_eligible_and_records_cache_and_length() {
+        let c = cell(&spec(""), &four(|_| {}));
+        assert!(c.performance_eligible, "{:?}", c.ineligible_reasons);
+        let pc = c.prompt_cache.unwrap();
+        assert_eq!(
+            (pc.reported, pc.max_cached_tokens, pc.beyond_template),
+            (4, 24, 0)
+        );
+        assert_eq!(pc.template_tokens, Some(30));
+        let ol = c.output_length.unwrap();
+        assert!(ol.fixed && ol.held && ol.at_max_tokens == 4, "{ol:?}");
+        assert!(c.warnings.is_empty() && !c.samples.contains_key(metric::QUEUE_MS));
+    }
+
+    #[test]
+    fn a_unique_request_cached_beyond_the_template_makes_the_cell_ineligible() {
+        let recs = four(|r| r.capture.cached_prompt_tokens = Some(99));
+        let c = cell(&spec(""), &recs);
+        assert!(!c.performance_eligible);
+        let why = c.ineligible_reasons.join("; ");
+        assert!(why.contains("1 requests of a unique-cache cell were served from the server's prompt cache beyond the chat template (30 tokens), e.g. request 2: 99 of 100"), "{why}");
+        assert_eq!(c.prompt_cache.unwrap().beyond_template, 1);
+        // A shared-cache cell is meant to hit the cache.
+        let c = cell(&spec("cache = \"shared\""), &recs);
+        assert!(c.performance_eligible, "{:?}", c.ineligible_reasons);
+    }
+
+    #[test]
+    fn ttft_over_a_subset_makes_the_cell_ineligible() {
+        let c = cell(
+            &spec(""),
+            &four(|r| {
+                r.capture.ttft_ms = None;
+                r.capture.reasoning = "only thinking".into();
+            }),
+        );
+        assert!(!c.performance_eligible);
+        assert_eq!(c.metrics[metric::TTFT_MS].n, 3);
+        let why = c.ineligible_reasons.join("; ");
+        assert!(
+            why.contains("1 of 4 successful requests have no TTFT"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn no_token_count_is_named_as_such_not_as_too_short() {
+        let c = cell(&spec(""), &four(|r| r.capture.completion_tokens = None));
+        let why = c.ineligible_reasons.join("; ");
+        assert!(
+            why.contains("1 requests without a completion token count"),
+            "{why}"
+        );
+        assert!(!why.contains("< 2 tokens"), "{why}");
+        let c = cell(&spec(""), &four(|r| r.capture.completion_tokens = Some(1)));
+        let why = c.ineligible_reasons.join("; ");
+        assert!(
+            why.contains("1 requests too short to measure decode speed (< 2 tokens)"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_short_answer_breaks_a_fixed_length_and_free_length_never_holds() {
+        let recs = four(|r| r.capture.completion_tokens = Some(5));
+        let ol = cell(&spec(""), &recs).output_length.unwrap();
+        assert!(ol.fixed && !ol.held && ol.at_max_tokens == 3, "{ol:?}");
+        let ol = cell(&spec("output = \"free\""), &four(|_| {}))
+            .output_length
+            .unwrap();
+        assert!(!ol.fixed && !ol.held, "{ol:?}");
+    }
+
+    #[test]
+    fn open_loop_keeps_queue_time_latency_from_schedule_and_warns_when_late() {
+        let recs = four(|r| r.queue_ms = 40.0);
+        let c = cell(&spec("arrival = \"constant:5\""), &recs);
+        assert_eq!(c.samples[metric::QUEUE_MS], vec![0.0, 0.0, 40.0, 0.0]);
+        assert_eq!(
+            c.samples[metric::TTFT_SCHED_MS],
+            vec![100.0, 100.0, 140.0, 100.0]
+        );
+        assert_eq!(c.samples[metric::E2E_SCHED_MS][2], 240.0);
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(
+            c.warnings[0].contains("fell behind its schedule: 1 of 4"),
+            "{:?}",
+            c.warnings
+        );
+        // Closed loop has no schedule to measure from.
+        let c = cell(&spec(""), &recs);
+        assert!(!c.samples.contains_key(metric::TTFT_SCHED_MS) && c.warnings.is_empty());
+    }
 
     #[test]
     fn radix_sort_orders_like_total_cmp() {

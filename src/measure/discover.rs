@@ -27,6 +27,9 @@ pub struct ServerInfo {
     pub build: Option<String>,
     /// `/tokenize` answered a probe with a token count.
     pub has_tokenize: bool,
+    /// The server answered llama.cpp's `/props`: it speaks llama.cpp's
+    /// dialect of request fields (`ignore_eos`, no `min_tokens`).
+    pub llama_cpp: bool,
 }
 
 /// Ask `base_url` (without `/v1`) about itself.
@@ -157,6 +160,7 @@ pub fn server_info_from(models: &Value, props: Option<&Value>) -> Result<ServerI
         context_train,
         build,
         has_tokenize: false,
+        llama_cpp: props.is_some_and(|p| p.get("default_generation_settings").is_some()),
     })
 }
 
@@ -249,6 +253,7 @@ mod tests {
                 context_train: Some(8192),
                 build: Some("b6500-abc".into()),
                 has_tokenize: false,
+                llama_cpp: true,
             }
         );
     }

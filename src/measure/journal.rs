@@ -118,6 +118,7 @@ mod tests {
             send_offset_ms: i as f64,
             queue_ms: 0.0,
             target_prompt_tokens: Some(10),
+            template_prompt_tokens: None,
             capture: StreamCapture {
                 ttft_ms: Some(1.5),
                 ..Default::default()

@@ -45,6 +45,30 @@ pub struct StreamCapture {
     pub system_fingerprint: Option<String>,
     /// Failure, if any, detected by the client (transport, HTTP, stream validity).
     pub failure: Option<Failure>,
+    /// Prompt tokens the server says it served from its prompt cache
+    /// (`usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
+    /// The server's own timings of this request (llama.cpp's `timings`), when sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
+}
+
+/// What a server measured of one request itself (llama.cpp: `timings` in the
+/// final chunk). A cross-check of client TTFT, and proof of a cold prefill:
+/// `prompt_n` tokens were evaluated, `cache_n` reused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +91,10 @@ pub struct RequestRecord {
     pub queue_ms: f64,
     /// Prompt tokens the workload aimed for.
     pub target_prompt_tokens: Option<u64>,
+    /// Prompt tokens of the chat template alone (an empty user message), as
+    /// measured when sizing: the most a unique prompt may take from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_prompt_tokens: Option<u64>,
     pub capture: StreamCapture,
     /// Final classification after all checks.
     pub outcome: Outcome,
@@ -116,7 +144,8 @@ impl StreamCapture {
         d
     }
 
-    /// Gaps between consecutive content-bearing chunks (ITL), ms.
+    /// Gaps between consecutive output-bearing (content or reasoning) chunks (ITL), ms:
+    /// reasoning tokens are output the client waits for, as they count in completion_tokens.
     pub fn itl_ms(&self) -> impl Iterator<Item = f64> + '_ {
         self.chunk_ms.windows(2).map(|w| w[1] - w[0])
     }

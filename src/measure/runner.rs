@@ -124,6 +124,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         model: info.model_id.clone(),
         nonce: run_nonce(),
         t0: Instant::now(),
+        dialect: workload::LengthDialect::of_server(info.llama_cpp),
     };
     let mut all: Vec<RequestRecord> = previous.clone();
     for cell in &cells {
@@ -161,7 +162,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             ended_at: now_rfc3339(),
             journal: Some(journal::digest(&opts.out_dir.join(JOURNAL_FILE))?),
         },
-        method: method_of(opts, &sizer),
+        method: method_of(opts, &sizer, session.dialect),
         cells: results,
         turnover,
         schedule: None,
@@ -218,8 +219,13 @@ fn open_journal(opts: &RunOptions) -> Result<(Journal, Vec<RequestRecord>)> {
 
 /// Definitions written into the artifact: the shared notes, how prompts were
 /// sized and the timeouts in force.
-fn method_of(opts: &RunOptions, sizer: &PromptSizer) -> BTreeMap<String, String> {
+fn method_of(
+    opts: &RunOptions,
+    sizer: &PromptSizer,
+    dialect: workload::LengthDialect,
+) -> BTreeMap<String, String> {
     let mut m = method_notes();
+    m.insert("output_length".into(), dialect.describe().into());
     m.insert(
         "prompt_sizing".into(),
         format!(
@@ -245,6 +251,7 @@ struct Session {
     model: String,
     nonce: String,
     t0: Instant,
+    dialect: workload::LengthDialect,
 }
 
 impl Session {
@@ -307,9 +314,13 @@ impl Session {
             request_job(
                 self.estimator.clone(),
                 self.client.clone(),
-                cell.clone(),
-                self.model.clone(),
-                body.clone(),
+                RequestShape {
+                    cell: cell.clone(),
+                    model: self.model.clone(),
+                    body: body.clone(),
+                    template_prompt_tokens: sized.template_prompt_tokens,
+                    dialect: self.dialect,
+                },
                 nonce,
                 self.t0,
             )
@@ -468,12 +479,20 @@ impl Estimator {
     }
 }
 
-fn request_job(
-    estimator: Estimator,
-    client: Arc<Client>,
+/// What every request of a cell shares.
+#[derive(Clone)]
+struct RequestShape {
     cell: CellSpec,
     model: String,
     body: Arc<String>,
+    template_prompt_tokens: Option<u64>,
+    dialect: workload::LengthDialect,
+}
+
+fn request_job(
+    estimator: Estimator,
+    client: Arc<Client>,
+    shape: RequestShape,
     nonce: String,
     run_t0: Instant,
 ) -> impl Fn(
@@ -484,17 +503,23 @@ fn request_job(
 + Sync
 + 'static {
     move |index, scheduled| {
-        let (estimator, client, cell, model, body, nonce) = (
+        let (estimator, client, shape, nonce) = (
             estimator.clone(),
             client.clone(),
-            cell.clone(),
-            model.clone(),
-            body.clone(),
+            shape.clone(),
             nonce.clone(),
         );
         Box::pin(async move {
+            let RequestShape {
+                cell,
+                model,
+                body,
+                template_prompt_tokens,
+                dialect,
+            } = shape;
             let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
-            let req = workload::request_body(&cell, &model, workload::user_content(&pre, &body));
+            let req =
+                workload::request_body(&cell, &model, workload::user_content(&pre, &body), dialect);
             let (sent, mut capture) = client.stream_timed(Endpoint::Chat, &req).await;
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
@@ -508,6 +533,7 @@ fn request_job(
                 send_offset_ms: ms(sent - run_t0),
                 queue_ms: ms(sent.saturating_duration_since(scheduled)),
                 target_prompt_tokens: Some(cell.prompt_tokens),
+                template_prompt_tokens,
                 capture,
                 outcome,
                 detail,
@@ -530,7 +556,7 @@ pub fn method_notes() -> BTreeMap<String, String> {
         ("e2e_ms", "end of stream: [DONE], or connection close after the final chunk"),
         ("decode_tok_s", "(completion_tokens - 1) / (e2e - TTFO); reasoning tokens count in completion_tokens"),
         ("tpot_ms", "(e2e - TTFO) / (completion_tokens - 1)"),
-        ("itl_ms", "gaps between consecutive content-bearing chunks, pooled over all requests of the cell (a chunk may carry several tokens, so ITL != TPOT)"),
+        ("itl_ms", "gaps between consecutive output-bearing chunks (content or reasoning deltas, as both are output tokens), pooled over all requests of the cell (a chunk may carry several tokens, so ITL != TPOT)"),
         ("prefill_tok_s", "prompt_tokens / TTFO"),
         ("queue_ms", "open loop: time between a request's scheduled send and its actual send (coordinated-omission guard); 0 in closed loop"),
         ("tokens", "prompt and completion tokens from the server's usage (stream_options.include_usage); client-side counts are flagged tokens_estimated"),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::config::suite::{CachePolicy, CellSpec};
+use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::tokenizer::TokenizerFile;
 
 /// Word list for filler text: common words, so any tokenizer splits them sanely.
@@ -108,6 +108,10 @@ pub struct SizedBody {
     /// `tokenizer.json <path> (sha256 …)`, "server /tokenize" or
     /// "usage.prompt_tokens calibration".
     pub method: String,
+    /// Prompt tokens of the chat template around an empty user message: all
+    /// that unique prompts share, so all a server may rightly serve from cache.
+    /// None when the server refused an empty message.
+    pub template_prompt_tokens: Option<u64>,
 }
 
 impl PromptSizer {
@@ -212,6 +216,7 @@ impl PromptSizer {
     /// usage probes when there is none. A final usage probe checks the result.
     pub async fn size(&self, cell: &CellSpec, run_nonce: &str) -> Result<SizedBody> {
         let pre = probe_prefix(cell.cache, run_nonce, &cell.name);
+        let template_prompt_tokens = self.prompt_tokens("").await.ok();
         let overhead = self.prompt_tokens(&user_content(&pre, "")).await?;
         if overhead >= cell.prompt_tokens {
             bail!(
@@ -262,6 +267,7 @@ impl PromptSizer {
             body,
             measured_prompt_tokens: measured,
             method: self.method(),
+            template_prompt_tokens,
         })
     }
 }
@@ -275,8 +281,57 @@ fn cell_seed(cell: &CellSpec) -> u64 {
     h ^ cell.seed.unwrap_or(0)
 }
 
-/// The chat request body for one request of a cell.
-pub fn request_body(cell: &CellSpec, model: &str, content: String) -> Value {
+/// How a server is asked for exactly `max_tokens` output tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LengthDialect {
+    /// llama.cpp: `ignore_eos` (it has no `min_tokens`).
+    LlamaCpp,
+    /// vLLM and SGLang: `ignore_eos` and `min_tokens`.
+    Vllm,
+}
+
+impl LengthDialect {
+    /// llama.cpp answers `/props`; the others are taken to speak vLLM's dialect.
+    pub fn of_server(is_llama_cpp: bool) -> LengthDialect {
+        if is_llama_cpp {
+            LengthDialect::LlamaCpp
+        } else {
+            LengthDialect::Vllm
+        }
+    }
+
+    fn fields(self, max_tokens: u64) -> Vec<(&'static str, Value)> {
+        match self {
+            LengthDialect::LlamaCpp => vec![("ignore_eos", json!(true))],
+            LengthDialect::Vllm => vec![
+                ("ignore_eos", json!(true)),
+                ("min_tokens", json!(max_tokens)),
+            ],
+        }
+    }
+
+    /// For the artifact's `method`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            LengthDialect::LlamaCpp => {
+                "cells with output = \"fixed\" send ignore_eos: true (llama.cpp dialect); output_length.held says whether every request got exactly max_tokens"
+            }
+            LengthDialect::Vllm => {
+                "cells with output = \"fixed\" send ignore_eos: true and min_tokens = max_tokens (vLLM/SGLang dialect); output_length.held says whether every request got exactly max_tokens"
+            }
+        }
+    }
+}
+
+/// The chat request body for one request of a cell. A cell's `extra` wins
+/// over the length dialect's fields (never over the reserved ones: refused
+/// when the suite is read).
+pub fn request_body(
+    cell: &CellSpec,
+    model: &str,
+    content: String,
+    dialect: LengthDialect,
+) -> Value {
     let mut body = json!({
         "model": model,
         "messages": [{"role": "user", "content": content}],
@@ -287,6 +342,11 @@ pub fn request_body(cell: &CellSpec, model: &str, content: String) -> Value {
     });
     if let Some(seed) = cell.seed {
         body["seed"] = json!(seed);
+    }
+    if cell.output == OutputPolicy::Fixed {
+        for (k, v) in dialect.fields(cell.max_tokens) {
+            body[k] = v;
+        }
     }
     if let Value::Object(map) = &mut body {
         for (k, v) in &cell.extra {
@@ -301,6 +361,35 @@ pub fn request_body(cell: &CellSpec, model: &str, content: String) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cell(output: &str) -> CellSpec {
+        let text = format!(
+            "name = \"t\"\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 7\nrequests = 1\noutput = \"{output}\"\n"
+        );
+        crate::config::suite::Suite::parse(&text, "t.toml")
+            .unwrap()
+            .cells
+            .remove(0)
+    }
+
+    #[test]
+    fn fixed_output_asks_in_the_servers_dialect_and_free_output_does_not() {
+        let fixed = cell("fixed");
+        let b = request_body(&fixed, "m", "x".into(), LengthDialect::LlamaCpp);
+        assert_eq!(b["ignore_eos"], json!(true));
+        assert!(b.get("min_tokens").is_none(), "{b}");
+        let b = request_body(&fixed, "m", "x".into(), LengthDialect::Vllm);
+        assert_eq!(
+            (&b["ignore_eos"], &b["min_tokens"]),
+            (&json!(true), &json!(7))
+        );
+        let b = request_body(&cell("free"), "m", "x".into(), LengthDialect::Vllm);
+        assert!(
+            b.get("ignore_eos").is_none() && b.get("min_tokens").is_none(),
+            "{b}"
+        );
+        assert_eq!((&b["max_tokens"], &b["stream"]), (&json!(7), &json!(true)));
+    }
 
     #[test]
     fn filler_is_deterministic_and_sized_in_words() {

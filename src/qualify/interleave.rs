@@ -323,6 +323,7 @@ mod tests {
             send_offset_ms: index as f64,
             queue_ms: 0.0,
             target_prompt_tokens: Some(16),
+            template_prompt_tokens: None,
             capture: StreamCapture {
                 ttft_ms: Some(ttft),
                 ttfo_ms: Some(ttft),

@@ -17,6 +17,9 @@ pub mod metric {
     pub const ITL_MS: &str = "itl_ms";
     pub const PREFILL_TOK_S: &str = "prefill_tok_s";
     pub const QUEUE_MS: &str = "queue_ms";
+    /// Open loop: TTFT and e2e from the *scheduled* send (queue time included).
+    pub const TTFT_SCHED_MS: &str = "ttft_sched_ms";
+    pub const E2E_SCHED_MS: &str = "e2e_sched_ms";
     pub const PROMPT_TOKENS: &str = "prompt_tokens";
     pub const COMPLETION_TOKENS: &str = "completion_tokens";
 }
@@ -188,6 +191,44 @@ pub struct CellResult {
     /// in `samples[k]`, same key, order and length. Absent: one cluster.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sample_clusters: BTreeMap<String, Vec<u32>>,
+    /// What the server said about its prompt cache, when it said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<PromptCache>,
+    /// Whether the output length was fixed as asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_length: Option<OutputLength>,
+    /// Things a reader must know that do not make the cell ineligible.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The server's own account of prompt-cache reuse over a cell's successful
+/// requests (`usage.prompt_tokens_details.cached_tokens`, llama.cpp `timings.cache_n`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptCache {
+    /// Requests whose server reported a cached-token count.
+    pub reported: usize,
+    /// Most prompt tokens one request took from the cache.
+    pub max_cached_tokens: u64,
+    /// Prompt tokens of the chat template alone: what a unique prompt may share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_tokens: Option<u64>,
+    /// Unique cells: requests served from cache beyond the chat template.
+    pub beyond_template: usize,
+}
+
+/// Output length as asked and as served.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputLength {
+    /// True when the requests asked for exactly `max_tokens` (see the
+    /// artifact's `method.output_length` for the fields sent).
+    pub fixed: bool,
+    /// Successful requests whose completion tokens equal `max_tokens`.
+    pub at_max_tokens: usize,
+    /// Successful requests counted.
+    pub of: usize,
+    /// `fixed`, and every successful request got exactly `max_tokens`.
+    pub held: bool,
 }
 
 /// One turnover run, in the seed's shape (extra fields are additions).
@@ -207,6 +248,11 @@ pub struct TurnoverRun {
     /// Requests whose answer carried another request's canary: cross-request contamination.
     pub contaminated: usize,
     pub failures: Vec<TurnoverFailure>,
+    /// Reference contract: each request's reference text (run alone,
+    /// temperature 0), by request index; None where it failed or was cut
+    /// at the capture cap. `compare` holds the candidate's against the baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<Option<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,9 +281,6 @@ pub struct TurnoverFailure {
 pub struct Divergence {
     /// Character (Unicode scalar) index of the first difference.
     pub char_index: usize,
-    /// Token index of the first difference, when a tokenizer was available.
-    #[serde(default)]
-    pub token_index: Option<usize>,
     pub expected_snippet: String,
     pub actual_snippet: String,
 }

@@ -20,7 +20,9 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
-use crate::artifact::{CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, TurnoverRun};
+use crate::artifact::{
+    CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, TurnoverRun, metric,
+};
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
 use crate::stats::{self, Clustered, DriftFloor, GateOutcome, Resampling};
 
@@ -35,6 +37,7 @@ use super::model::{
     turnover_key,
 };
 use super::policy::{GateRule, MetricSpec, Policy};
+use super::reference;
 use super::turnover::{self, RunCounts};
 
 pub const VERDICT_RULE: &str = "map the CI of delta_percent to the change in the worse direction [w_lo, w_hi] (latency: as is; throughput: negated) and take the first that holds, T the threshold: regressed if w_lo > T; improved if w_hi < 0; equivalent if -T <= w_lo and w_hi <= T; inconclusive otherwise";
@@ -498,6 +501,48 @@ fn evidence_part(
     }
 }
 
+/// Open loop: client queue time and latency from the scheduled send go into
+/// the report beside the gating samples, whether or not the policy gates on them.
+fn add_schedule_samples(pairs: &mut Vec<(String, SamplePair)>, bc: &CellResult, cc: &CellResult) {
+    for key in [
+        metric::QUEUE_MS,
+        metric::TTFT_SCHED_MS,
+        metric::E2E_SCHED_MS,
+    ] {
+        if pairs.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        if let (Some(b), Some(c)) = (bc.samples.get(key), cc.samples.get(key)) {
+            pairs.push((
+                key.to_string(),
+                SamplePair {
+                    baseline: b.clone(),
+                    candidate: c.clone(),
+                    baseline_clusters: bc.sample_clusters.get(key).cloned(),
+                    candidate_clusters: cc.sample_clusters.get(key).cloned(),
+                },
+            ));
+        }
+    }
+}
+
+fn median_completion(c: &CellResult) -> Option<f64> {
+    c.metrics.get(metric::COMPLETION_TOKENS).map(|s| s.p50)
+}
+
+/// Sides that decoded different lengths do not compare on speed: a runtime
+/// that stops early "wins" e2e. The cell's prompt tolerance is the bound.
+fn output_length_mismatch(bc: &CellResult, cc: &CellResult) -> Option<String> {
+    let (b, c) = (median_completion(bc)?, median_completion(cc)?);
+    let tol = bc.shape.tolerance_percent;
+    let d = stats::delta_percent(b, c)?;
+    (d.abs() > tol).then(|| {
+        format!(
+            "not performance-comparable: median completion tokens differ by {d:+.1}% (baseline {b}, candidate {c}), more than the cell's {tol}% tolerance"
+        )
+    })
+}
+
 pub fn compare(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
@@ -553,18 +598,34 @@ pub fn compare(
             continue;
         };
         let name = &bc.name;
-        for (side, cell) in [(Side::Baseline, bc), (Side::Candidate, cc)] {
+        let mismatch = output_length_mismatch(bc, cc);
+        if let Some(why) = &mismatch {
+            warnings.push(format!("cell `{name}`: {why}"));
+        }
+        // Not comparable reads as ineligible on both sides, so the gate (and
+        // `verify`, which recomputes it from the eligibilities) holds it back.
+        let side_view = |cell: &CellResult| {
+            let mut reasons = cell.ineligible_reasons.clone();
+            reasons.extend(mismatch.clone());
+            (cell.performance_eligible && mismatch.is_none(), reasons)
+        };
+        let (b_eligible, b_reasons) = side_view(bc);
+        let (c_eligible, c_reasons) = side_view(cc);
+        for (side, cell, eligible, reasons) in [
+            (Side::Baseline, bc, b_eligible, &b_reasons),
+            (Side::Candidate, cc, c_eligible, &c_reasons),
+        ] {
             perf_parts.push(GatePart {
                 subject: format!("cells.{name}.{side}_performance_eligible"),
-                passed: cell.performance_eligible,
-                reason: if cell.performance_eligible {
+                passed: eligible,
+                reason: if eligible {
                     "eligible".to_string()
-                } else if cell.ineligible_reasons.is_empty() {
+                } else if reasons.is_empty() {
                     format!("{side} cell is not performance-eligible")
                 } else {
                     format!(
                         "{side} cell is not performance-eligible: {}",
-                        cell.ineligible_reasons.join("; ")
+                        reasons.join("; ")
                     )
                 },
             });
@@ -573,9 +634,12 @@ pub fn compare(
                     "cell `{name}`: {side} completion tokens were counted client-side (server sent no usage)"
                 ));
             }
+            for w in &cell.warnings {
+                warnings.push(format!("cell `{name}`: {side}: {w}"));
+            }
         }
 
-        let eligible = bc.performance_eligible && cc.performance_eligible;
+        let eligible = b_eligible && c_eligible;
         let mut metrics = Vec::new();
         let mut sample_pairs: Vec<(String, SamplePair)> = Vec::new();
         for spec in &policy.metrics {
@@ -620,7 +684,11 @@ pub fn compare(
                     continue;
                 }
             };
-            evidence_parts.push(evidence_part(&subject, &m, eligible, bc, cc));
+            let mut ep = evidence_part(&subject, &m, eligible, bc, cc);
+            if let (Some(why), GateOutcome::Inconclusive) = (&mismatch, ep.outcome) {
+                ep.reason = why.clone();
+            }
+            evidence_parts.push(ep);
             metrics.push((spec.name.clone(), m));
             perf_parts.push(part);
             if !sample_pairs.iter().any(|(k, _)| *k == spec.sample) {
@@ -636,6 +704,7 @@ pub fn compare(
             }
         }
 
+        add_schedule_samples(&mut sample_pairs, bc, cc);
         if let (Some(b), Some(c)) = (bc.median_prompt_tokens, cc.median_prompt_tokens) {
             let tol = bc.shape.tolerance_percent;
             if stats::delta_percent(b, c).is_some_and(|d| d.abs() > tol) {
@@ -649,17 +718,21 @@ pub fn compare(
             CellComparison {
                 baseline_requests: bc.requests,
                 candidate_requests: cc.requests,
-                baseline_performance_eligible: bc.performance_eligible,
-                candidate_performance_eligible: cc.performance_eligible,
+                baseline_performance_eligible: b_eligible,
+                candidate_performance_eligible: c_eligible,
                 median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
                 metrics: OrderedMap(metrics),
                 baseline_median_prompt_tokens: bc.median_prompt_tokens,
                 candidate_median_prompt_tokens: cc.median_prompt_tokens,
-                baseline_ineligible_reasons: bc.ineligible_reasons.clone(),
-                candidate_ineligible_reasons: cc.ineligible_reasons.clone(),
+                baseline_ineligible_reasons: b_reasons,
+                candidate_ineligible_reasons: c_reasons,
                 baseline_failed: Some(bc.failed),
                 candidate_failed: Some(cc.failed),
                 samples: Some(OrderedMap(sample_pairs)),
+                not_comparable: mismatch,
+                baseline_median_completion_tokens: median_completion(bc),
+                candidate_median_completion_tokens: median_completion(cc),
+                output_tolerance_percent: Some(bc.shape.tolerance_percent),
             },
         ));
     }
@@ -681,8 +754,13 @@ pub fn compare(
     }
     let evidence_gate = evidence_gate(evidence_parts);
 
+    // The candidate's reference texts held against the baseline's: changed
+    // greedy output fails those requests, and a warning says where.
+    let (c_turnover, reference_notes) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover);
+    warnings.extend(reference_notes);
     let b_runs = ordered_turnover(&baseline.turnover);
-    let c_runs = ordered_turnover(&candidate.turnover);
+    let c_runs = ordered_turnover(&c_turnover);
     let b_counts = run_counts(Side::Baseline, &b_runs);
     let c_counts = run_counts(Side::Candidate, &c_runs);
     let tcmp = turnover::compare_turnover(

@@ -21,6 +21,7 @@ pub mod gate;
 mod io;
 mod model;
 pub mod policy;
+pub mod reference;
 pub mod render;
 pub mod stats;
 mod turnover;

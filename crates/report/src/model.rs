@@ -159,6 +159,17 @@ pub struct CellComparison {
     /// (`ttft_ms`, …), in request order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<OrderedMap<SamplePair>>,
+    /// Why the two sides' measurements do not compare (e.g. different output
+    /// lengths); both sides then read as ineligible, with this among the reasons.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_comparable: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_median_completion_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_median_completion_tokens: Option<f64>,
+    /// The cell's tolerance the completion-token medians are held to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tolerance_percent: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

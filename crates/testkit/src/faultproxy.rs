@@ -71,6 +71,9 @@ pub enum Fault {
     DuplicateDone,
     /// Drop the `[DONE]` event; the connection closes after the final chunk.
     MissingDone,
+    /// Forward the request with `max_tokens` lowered to this, then stream
+    /// untouched: a runtime that stops early, whatever length was asked for.
+    CapMaxTokens(u64),
 }
 
 /// The data of the event [`Fault::MalformedEvent`] inserts: JSON cut off mid-string.
@@ -296,6 +299,17 @@ async fn serve(mut sock: TcpStream, shared: &Shared) -> Result<()> {
     }
 }
 
+/// The JSON body with `max_tokens` at most `n`.
+fn cap_max_tokens(body: &[u8], n: u64) -> Result<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(body).context("CapMaxTokens: body is not JSON")?;
+    let asked = v
+        .get("max_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(u64::MAX);
+    v["max_tokens"] = Value::from(asked.min(n));
+    Ok(serde_json::to_vec(&v)?)
+}
+
 /// How the proxy ends a connection.
 enum End {
     Close,
@@ -316,6 +330,10 @@ async fn respond(
         // Before the upstream sees the request, as a slow network or router
         // would: the stream itself keeps its real timing.
         tokio::time::sleep(d).await;
+    }
+    let mut req = req;
+    if let Fault::CapMaxTokens(n) = event.fault {
+        req.body = cap_max_tokens(&req.body, n)?;
     }
     let method = reqwest::Method::from_bytes(req.method.as_bytes())
         .with_context(|| format!("method {:?}", req.method))?;
@@ -340,7 +358,7 @@ async fn respond(
 
     let end = match event.fault {
         // Status was answered above; Delay waited before the upstream call.
-        Fault::Pass | Fault::Status(_) | Fault::Delay(_) => {
+        Fault::Pass | Fault::Status(_) | Fault::Delay(_) | Fault::CapMaxTokens(_) => {
             sock.write_all(head.as_bytes()).await?;
             while let Some(chunk) = resp.chunk().await? {
                 sock.write_all(&chunk).await?;

@@ -24,6 +24,9 @@ pub(super) struct Chunk<'a> {
     pub(super) choices: Choices<'a>,
     #[serde(default)]
     pub(super) usage: Option<Usage>,
+    /// llama.cpp's per-request server timings, in the final chunk only.
+    #[serde(default)]
+    pub(super) timings: Option<Timings>,
     /// Only present on failure, so a `Value` costs nothing in the hot path.
     #[serde(default)]
     pub(super) error: Option<Value>,
@@ -56,6 +59,30 @@ pub(super) struct Usage {
     pub(super) prompt_tokens: Option<u64>,
     #[serde(default)]
     pub(super) completion_tokens: Option<u64>,
+    /// vLLM, OpenAI, llama.cpp: `{cached_tokens}`, prompt tokens served from cache.
+    #[serde(default)]
+    pub(super) prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct PromptTokensDetails {
+    #[serde(default)]
+    pub(super) cached_tokens: Option<u64>,
+}
+
+/// llama.cpp's `timings` object; the fields infergate records, the rest ignored.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Timings {
+    #[serde(default)]
+    pub(super) cache_n: Option<u64>,
+    #[serde(default)]
+    pub(super) prompt_n: Option<u64>,
+    #[serde(default)]
+    pub(super) prompt_ms: Option<f64>,
+    #[serde(default)]
+    pub(super) predicted_n: Option<u64>,
+    #[serde(default)]
+    pub(super) predicted_ms: Option<f64>,
 }
 
 /// `choices`, with the usual single choice stored inline so that a chunk costs

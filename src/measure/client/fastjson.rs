@@ -280,6 +280,8 @@ impl<'a> Parser<'a> {
             }
             // Rare, and carried as a serde Value: leave it to serde.
             "error" => None,
+            // Final chunk only, with floats: serde reads it (the cost is one chunk).
+            "timings" => None,
             _ => p.skip(1),
         })
     }
@@ -343,6 +345,8 @@ impl<'a> Parser<'a> {
                 u.completion_tokens = p.opt_u64()?;
                 Some(())
             }
+            // Once per stream, in the usage chunk: left to serde.
+            "prompt_tokens_details" => None,
             _ => p.skip(2),
         })
     }
@@ -404,6 +408,8 @@ mod tests {
             r#"{"a":01}"#,
             r#"{"a":1}x"#,
             "{\"a\":\"\u{1}\"}",
+            r#"{"choices":[],"timings":{"cache_n":24,"prompt_ms":1.5}}"#,
+            r#"{"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}"#,
         ] {
             assert_eq!(fast(t), None, "{t}");
         }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::measure::record::{Failure, Outcome, StreamCapture};
+use crate::measure::record::{Failure, Outcome, ServerTimings, StreamCapture};
 use crate::measure::sse::{Event, SseError};
 
 use super::chunk::{Chunk, Str};
@@ -169,6 +169,21 @@ impl<'c> Sink<'c> {
             if u.completion_tokens.is_some() {
                 self.cap.completion_tokens = u.completion_tokens;
             }
+            if let Some(n) = u.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+                self.cap.cached_prompt_tokens = Some(n);
+            }
+        }
+        if let Some(t) = chunk.timings {
+            let t = ServerTimings {
+                cache_n: t.cache_n,
+                prompt_n: t.prompt_n,
+                prompt_ms: t.prompt_ms,
+                predicted_n: t.predicted_n,
+                predicted_ms: t.predicted_ms,
+            };
+            // usage's count, when the server sent one, is the portable field.
+            self.cap.cached_prompt_tokens = self.cap.cached_prompt_tokens.or(t.cache_n);
+            self.cap.server_timings = Some(t);
         }
     }
 

@@ -10,6 +10,7 @@
 //! another request's answer. `I` and `O` are left out because they read as digits.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Letters a run marker may start with.
 const LETTERS: &[u8] = b"ABCDEFGHJKLMNPRSTUVWYZ";
@@ -43,12 +44,60 @@ pub fn marker(key: u64, ordinal: u64) -> String {
     format!("{letter}{}", 10_000 + v % NUMBERS)
 }
 
+/// Every marker a qualification issues, with where it was issued: a marker
+/// from another repeat, another workload or an earlier pass (stale KV or
+/// prefix cache on the same server) in an answer is contamination too.
+/// Prompts are deterministic, so the whole set is known before any request.
+#[derive(Clone, Default, PartialEq)]
+pub struct IssuedMarkers(Arc<HashMap<String, String>>);
+
+impl std::fmt::Debug for IssuedMarkers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IssuedMarkers({} markers)", self.0.len())
+    }
+}
+
+impl IssuedMarkers {
+    /// `(workload name, marker key, requests, repeats)` of each workload.
+    pub fn of_workloads<'a>(
+        workloads: impl IntoIterator<Item = (&'a str, u64, usize, usize)>,
+    ) -> IssuedMarkers {
+        let mut all = HashMap::new();
+        for (name, key, requests, repeats) in workloads {
+            for repeat in 0..repeats {
+                for (i, m) in MarkerSet::for_run(key, repeat, requests).iter().enumerate() {
+                    all.insert(
+                        m.to_string(),
+                        format!("turnover {name} repeat {repeat} request {i}"),
+                    );
+                }
+            }
+        }
+        IssuedMarkers(Arc::new(all))
+    }
+
+    /// Where `marker` was issued, if it was.
+    pub fn origin(&self, marker: &str) -> Option<&str> {
+        self.0.get(marker).map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The markers of one run: request `i` of repeat `r` gets ordinal `r * requests + i`,
 /// so no two requests of a run, or of its repeats, share one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MarkerSet {
     markers: Vec<String>,
     owner: HashMap<String, usize>,
+    /// Markers issued anywhere in the qualification (may include this run's).
+    issued: IssuedMarkers,
 }
 
 impl MarkerSet {
@@ -64,7 +113,33 @@ impl MarkerSet {
             .enumerate()
             .map(|(i, m)| (m.clone(), i))
             .collect();
-        MarkerSet { markers, owner }
+        MarkerSet {
+            markers,
+            owner,
+            issued: IssuedMarkers::default(),
+        }
+    }
+
+    /// The same run, judged against every marker of the qualification.
+    pub fn with_issued(mut self, issued: IssuedMarkers) -> MarkerSet {
+        self.issued = issued;
+        self
+    }
+
+    /// Is `marker` another request's: of this run but not `own`, or issued elsewhere?
+    pub fn foreign_to(&self, own: usize, marker: &str) -> bool {
+        match self.owner(marker) {
+            Some(o) => o != own,
+            None => self.issued.origin(marker).is_some(),
+        }
+    }
+
+    /// Where a foreign `marker` came from, for people.
+    pub fn origin(&self, marker: &str) -> Option<String> {
+        match self.owner(marker) {
+            Some(o) => Some(format!("request {o} of this run")),
+            None => self.issued.origin(marker).map(str::to_string),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -136,10 +211,7 @@ pub fn check(set: &MarkerSet, own: usize, content: &str, reasoning: &str) -> Can
     let begins_with_own = set.get(own).is_some_and(|m| begins_with(content, m));
     let mut foreign: Vec<String> = Vec::new();
     for m in marker_shaped(content).chain(marker_shaped(reasoning)) {
-        if let Some(o) = set.owner(m)
-            && o != own
-            && !foreign.iter().any(|f| f == m)
-        {
+        if set.foreign_to(own, m) && !foreign.iter().any(|f| f == m) {
             foreign.push(m.to_string());
         }
     }
@@ -248,6 +320,27 @@ mod tests {
         let leak = check(&set, 0, &format!("{m0} cedar {m2} {m2}"), m1);
         assert!(leak.begins_with_own && !leak.passed());
         assert_eq!(leak.foreign, [m2, m1]);
+
+        // Another repeat's marker counts once the qualification's markers are known.
+        let key = marker_key("c", 0);
+        let other = MarkerSet::for_run(key, 1, 4);
+        let o1 = other.get(1).unwrap();
+        let alone = check(&set, 0, &format!("{m0} {o1}"), "");
+        assert!(
+            alone.passed(),
+            "without the registry another repeat is invisible"
+        );
+        let all = IssuedMarkers::of_workloads([("c", key, 4, 2), ("d", marker_key("d", 0), 4, 1)]);
+        assert_eq!(all.len(), 12);
+        let judged = set.clone().with_issued(all.clone());
+        let leak = check(&judged, 0, &format!("{m0} {o1}"), "");
+        assert_eq!(leak.foreign, [o1]);
+        assert_eq!(judged.origin(o1).unwrap(), "turnover c repeat 1 request 1");
+        let d0 = MarkerSet::for_run(marker_key("d", 0), 0, 4);
+        let cross = check(&judged, 2, m2, d0.get(3).unwrap());
+        assert_eq!(cross.foreign, [d0.get(3).unwrap()]);
+        // Its own marker stays its own with the registry too.
+        assert!(check(&judged, 0, &format!("{m0} cedar"), "").passed());
 
         // A marker-shaped string that belongs to no request of the run is not contamination.
         let stray = check(&set, 0, &format!("{m0} Q52817 cedar"), "");

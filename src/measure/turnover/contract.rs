@@ -7,12 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::Divergence;
-
 use super::canary;
 
-/// Characters of each side kept in a [`Divergence`] snippet.
-pub const SNIPPET_CHARS: usize = 40;
+pub use crate::report::reference::SNIPPET_CHARS;
 
 /// Which contract a turnover workload checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,36 +122,9 @@ pub fn judge_words(
     }
 }
 
-/// Where `actual` first differs from `expected`, or None when they are
-/// byte-identical. `char_index` counts Unicode scalars; when one text is a
-/// prefix of the other it is the shorter one's length. Snippets start at the
-/// divergence and hold at most [`SNIPPET_CHARS`] characters of each side.
-pub fn divergence(expected: &str, actual: &str) -> Option<Divergence> {
-    if expected == actual {
-        return None;
-    }
-    let (mut eb, mut ab, mut char_index) = (0, 0, 0);
-    let (mut e, mut a) = (expected.chars(), actual.chars());
-    loop {
-        match (e.next(), a.next()) {
-            (Some(x), Some(y)) if x == y => {
-                eb += x.len_utf8();
-                ab += y.len_utf8();
-                char_index += 1;
-            }
-            // Equal texts returned above.
-            (None, None) => return None,
-            _ => break,
-        }
-    }
-    let snip = |s: &str| s.chars().take(SNIPPET_CHARS).collect::<String>();
-    Some(Divergence {
-        char_index,
-        token_index: None,
-        expected_snippet: snip(&expected[eb..]),
-        actual_snippet: snip(&actual[ab..]),
-    })
-}
+/// The first difference of two texts: shared with `compare`, which holds a
+/// candidate's reference texts against the baseline's.
+pub use crate::report::reference::divergence;
 
 #[cfg(test)]
 mod tests {
@@ -242,7 +212,6 @@ mod tests {
         assert_eq!(d.char_index, 14);
         assert_eq!(d.expected_snippet, "vast.");
         assert_eq!(d.actual_snippet, "deep.");
-        assert_eq!(d.token_index, None);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
 use crate::measure::client::{Client, Endpoint, chat_body};
 use crate::measure::record::{Outcome, RequestRecord, StreamCapture, bounded};
 
-pub use canary::{CanaryCheck, MarkerSet};
+pub use canary::{CanaryCheck, IssuedMarkers, MarkerSet};
 pub use contract::Contract;
 
 /// Characters of error text kept in a failure record.
@@ -103,6 +103,10 @@ pub struct TurnoverSpec {
     /// fields (messages, max_tokens, temperature, seed, stream) win.
     #[serde(default)]
     pub extra: Map<String, Value>,
+    /// Every marker of the qualification: this workload's repeats once
+    /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
+    #[serde(skip)]
+    pub issued: IssuedMarkers,
 }
 
 fn default_requests() -> usize {
@@ -151,16 +155,35 @@ impl TurnoverSpec {
             .with_context(|| format!("turnover '{name}'"))?;
         spec.validate()
             .with_context(|| format!("turnover '{}'", spec.name))?;
-        Ok(spec)
+        let issued = IssuedMarkers::of_workloads([spec.marker_workload()]);
+        Ok(TurnoverSpec { issued, ..spec })
+    }
+
+    fn marker_key(&self) -> u64 {
+        canary::marker_key(&self.name, self.seed.unwrap_or(0))
+    }
+
+    fn marker_workload(&self) -> (&str, u64, usize, usize) {
+        (&self.name, self.marker_key(), self.requests, self.repeats)
+    }
+
+    /// Judge every workload against the markers of all of them: a leak from
+    /// another workload (or an earlier pass of it) is contamination too.
+    pub fn with_suite_markers(specs: &mut [TurnoverSpec]) {
+        let all = IssuedMarkers::of_workloads(specs.iter().map(TurnoverSpec::marker_workload));
+        for s in specs {
+            s.issued = all.clone();
+        }
     }
 
     /// Every `[[turnover]]` table of a suite; names must be unique.
     pub fn from_tables(tables: &[toml::Table]) -> Result<Vec<TurnoverSpec>> {
-        let specs = tables
+        let mut specs = tables
             .iter()
             .map(TurnoverSpec::from_table)
             .collect::<Result<Vec<_>>>()?;
         TurnoverSpec::check_unique(&specs)?;
+        TurnoverSpec::with_suite_markers(&mut specs);
         Ok(specs)
     }
 
@@ -252,8 +275,8 @@ impl TurnoverSpec {
     /// The prompts of repeat `repeat`. Markers depend on the name, the seed
     /// and the repeat only, so two runtimes are sent identical requests.
     pub fn plan(&self, repeat: usize) -> RunPlan {
-        let key = canary::marker_key(&self.name, self.seed.unwrap_or(0));
-        let markers = MarkerSet::for_run(key, repeat, self.requests);
+        let markers = MarkerSet::for_run(self.marker_key(), repeat, self.requests)
+            .with_issued(self.issued.clone());
         let shots = self.shots();
         let requests = (0..self.requests)
             .map(|index| {
@@ -377,9 +400,17 @@ pub fn judge(
             why.push(format!("answer does not begin with its marker {marker}"));
         }
         if !canary.foreign.is_empty() {
+            let named: Vec<String> = canary
+                .foreign
+                .iter()
+                .map(|m| match markers.origin(m) {
+                    Some(o) => format!("{m} ({o})"),
+                    None => m.clone(),
+                })
+                .collect();
             why.push(format!(
                 "answer carries other requests' markers: {}",
-                canary.foreign.join(", ")
+                named.join(", ")
             ));
         }
         (Outcome::RequestCanaryFailed, Some(why.join("; ")))
@@ -437,6 +468,7 @@ pub fn summarize(
         performance_eligible: false,
         contaminated: 0,
         failures: Vec::new(),
+        references: Vec::new(),
     };
     for j in judged {
         run.requests += 1;
@@ -501,6 +533,7 @@ pub async fn run_turnover(
                 send_offset_ms: ms(t_send.saturating_duration_since(t0)),
                 queue_ms: 0.0,
                 target_prompt_tokens: None,
+                template_prompt_tokens: None,
                 capture,
                 outcome,
                 detail,
@@ -561,7 +594,17 @@ pub async fn run_turnover(
         judged.push(j);
     })
     .await;
-    summarize(spec, repeat, judged)
+    let mut run = summarize(spec, repeat, judged);
+    run.references = reference_texts(references.iter().flatten());
+    run
+}
+
+/// The texts `compare` holds against the other runtime's: None where the
+/// reference failed or was cut at the capture cap (nothing exact to compare).
+fn reference_texts<'a>(refs: impl IntoIterator<Item = &'a StreamCapture>) -> Vec<Option<String>> {
+    refs.into_iter()
+        .map(|r| (r.failure.is_none() && !r.truncated).then(|| r.content.clone()))
+        .collect()
 }
 
 impl TurnoverSpec {
@@ -601,7 +644,9 @@ impl TurnoverSpec {
             };
             judge(&plan.markers, i, cap, expected)
         });
-        Some(summarize(self, repeat, judged))
+        let mut run = summarize(self, repeat, judged);
+        run.references = reference_texts(references.iter().flatten().copied());
+        Some(run)
     }
 }
 

@@ -431,6 +431,7 @@ fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<Req
             send_offset_ms: 0.0,
             queue_ms: 0.0,
             target_prompt_tokens: None,
+            template_prompt_tokens: None,
             capture,
             outcome: Outcome::Ok,
             detail: None,

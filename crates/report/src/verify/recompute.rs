@@ -98,7 +98,7 @@ pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expecte
 /// Fields `compare` added after reports were first written (pointer from the
 /// report's root; `*` is every cell or side): a report without them was made
 /// by an earlier `compare`, and is not held to them.
-const NEWER: [&str; 8] = [
+const NEWER: [&str; 9] = [
     "/statistics/drift_floor",
     "/statistics/samples_kept",
     "/cells/*/baseline_failed",
@@ -107,6 +107,7 @@ const NEWER: [&str; 8] = [
     "/gates/performance_evidence/parts/*/requests_to_resolve",
     "/statistics/family_wise/look",
     "/statistics/family_wise/spending",
+    "/cells/*/output_tolerance_percent",
 ];
 
 fn skip_newer_fields(
@@ -245,6 +246,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         Some(v) => parse(Some(v), &at(&format!("{side}_failed")))?,
         None => 0,
     };
+    let (eligible, reasons) = side_eligibility(name, cell, side)?;
     let mut samples = BTreeMap::new();
     let mut sample_clusters = BTreeMap::new();
     if let Some(s) = cell.get("samples").and_then(Value::as_object) {
@@ -261,7 +263,11 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         name: name.to_string(),
         shape: CellShape {
             prompt_tokens: 0,
-            tolerance_percent: f64::INFINITY,
+            // Only the output-length check reads it (prompt sizes are not re-judged).
+            tolerance_percent: cell
+                .get("output_tolerance_percent")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::INFINITY),
             max_tokens: 0,
             concurrency: 0,
             requests: 0,
@@ -275,23 +281,57 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         succeeded: requests.saturating_sub(failed),
         failed,
         failures_by_class: BTreeMap::new(),
-        performance_eligible: parse(
-            get("performance_eligible"),
-            &at(&format!("{side}_performance_eligible")),
-        )?,
-        ineligible_reasons: match get("ineligible_reasons") {
-            Some(v) => parse(Some(v), &at(&format!("{side}_ineligible_reasons")))?,
-            None => Vec::new(),
-        },
+        performance_eligible: eligible,
+        ineligible_reasons: reasons,
         median_prompt_tokens: match get("median_prompt_tokens") {
             Some(v) => parse(Some(v), &at(&format!("{side}_median_prompt_tokens")))?,
             None => None,
         },
-        metrics: BTreeMap::new(),
+        // compare reads only the completion tokens' median from the metrics.
+        metrics: match get("median_completion_tokens") {
+            Some(v) => {
+                let p50: f64 = parse(Some(v), &at(&format!("{side}_median_completion_tokens")))?;
+                let s = crate::stats::Summary {
+                    n: 1,
+                    p50,
+                    p90: p50,
+                    p99: p50,
+                    mean: p50,
+                    min: p50,
+                    max: p50,
+                };
+                BTreeMap::from([(crate::artifact::metric::COMPLETION_TOKENS.to_string(), s)])
+            }
+            None => BTreeMap::new(),
+        },
         samples,
         tokens_estimated: false,
         sample_clusters,
+        // Not kept by a report; what they decided (comparability, warnings)
+        // is in the report's own eligibility and warnings, taken as given.
+        prompt_cache: None,
+        output_length: None,
+        warnings: Vec::new(),
     })
+}
+
+/// A side's eligibility as its run had it: the report's, less what
+/// `compare` itself added for a cell that is not comparable (it adds it again).
+fn side_eligibility(name: &str, cell: &Value, side: &str) -> Result<(bool, Vec<String>), String> {
+    let at = |k: &str| format!("cells.{name}.{side}_{k}");
+    let eligible: bool = parse(
+        cell.get(format!("{side}_performance_eligible")),
+        &at("performance_eligible"),
+    )?;
+    let mut reasons: Vec<String> = match cell.get(format!("{side}_ineligible_reasons")) {
+        Some(v) => parse(Some(v), &at("ineligible_reasons"))?,
+        None => Vec::new(),
+    };
+    let Some(nc) = cell.get("not_comparable").and_then(Value::as_str) else {
+        return Ok((eligible, reasons));
+    };
+    reasons.retain(|r| r != nc);
+    Ok((reasons.is_empty(), reasons))
 }
 
 /// A side's turnover runs in key order.
@@ -314,6 +354,9 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
         let earlier = out.iter().filter(|r| r.name == name).count();
         let failures: Vec<TurnoverFailure> = parse(run.get("failures"), &join(key, "failures"))?;
         out.push(TurnoverRun {
+            // Reference texts are not kept by a report; the cross-check of the
+            // candidate's against the baseline's is taken as given.
+            references: Vec::new(),
             repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
             contract: match run.get("contract") {
                 Some(v) => parse(Some(v), &join(key, "contract"))?,
