@@ -202,7 +202,11 @@ async fn a_runtime_that_stops_early_is_not_performance_comparable() {
     assert!(co.fixed && !co.held && co.at_max_tokens == 0, "{co:?}");
     assert_eq!(c.cells[0].metrics[metric::COMPLETION_TOKENS].p50, 16.0);
 
-    let mut policy = Policy::default();
+    // A modified default policy must not call itself "defaults" (verify checks).
+    let mut policy = Policy {
+        source: "tests: defaults with 500 bootstrap iterations".into(),
+        ..Policy::default()
+    };
     policy.bootstrap.iterations = 500;
     let r = report::compare(&b, &c, &policy).expect("comparable runs");
     let v = r.to_value();
