@@ -4,40 +4,16 @@
 //! behind its schedule is caught.
 
 mod support;
+use support::run_opts as opts;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
 use infergate::artifact::{RunArtifact, metric};
-use infergate::measure::client::Timeouts;
 use infergate::measure::journal;
 use infergate::measure::record::{Outcome, RequestRecord};
-use infergate::measure::runner::{self, RunOptions, RunPart};
+use infergate::measure::runner::{self, RunOptions};
 use infergate::report::{self, Policy};
 use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig};
-
-fn opts(target: &str, suite: PathBuf, out: PathBuf) -> RunOptions {
-    RunOptions {
-        target: target.to_string(),
-        api_key_env: None,
-        suite,
-        out_dir: out,
-        runtime_label: Some("baseline".into()),
-        image: None,
-        only_cells: vec![],
-        resume: false,
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            first_byte: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(300),
-        },
-        skip_turnover: true,
-        quiet: true,
-        tokenizer: None,
-        part: RunPart::Whole,
-    }
-}
 
 async fn run(
     target: &str,

@@ -1,6 +1,7 @@
 //! `infergate run` against the real reference engine: the measurement core.
 
 mod support;
+use support::run_opts as opts;
 
 use std::io::Write;
 use std::path::Path;
@@ -8,10 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use infergate::artifact::{RunArtifact, metric};
-use infergate::measure::client::Timeouts;
 use infergate::measure::journal;
 use infergate::measure::record::Outcome;
-use infergate::measure::runner::{self, RunOptions, RunPart};
+use infergate::measure::runner;
 use infergate::stats;
 
 const SUITE: &str = r#"
@@ -32,29 +32,6 @@ fn write_suite(dir: &Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("suite.toml");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn opts(target: &str, suite: std::path::PathBuf, out: std::path::PathBuf) -> RunOptions {
-    RunOptions {
-        target: target.to_string(),
-        api_key_env: None,
-        suite,
-        out_dir: out,
-        runtime_label: Some("baseline".into()),
-        image: None,
-        only_cells: vec![],
-        resume: false,
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            first_byte: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(300),
-        },
-        skip_turnover: true,
-        quiet: true,
-        tokenizer: None,
-        part: RunPart::Whole,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

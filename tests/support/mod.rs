@@ -121,3 +121,31 @@ pub fn tokenizer_json() -> PathBuf {
     assert!(path.is_file(), "{} printed {stdout:?}", script.display());
     path
 }
+
+/// Options of a plain whole-suite run against `target` (no turnover, quiet).
+pub fn run_opts(
+    target: &str,
+    suite: PathBuf,
+    out: PathBuf,
+) -> infergate::measure::runner::RunOptions {
+    infergate::measure::runner::RunOptions {
+        target: target.to_string(),
+        api_key_env: None,
+        suite,
+        out_dir: out,
+        runtime_label: Some("baseline".into()),
+        image: None,
+        only_cells: vec![],
+        resume: false,
+        timeouts: infergate::measure::client::Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(300),
+        },
+        skip_turnover: true,
+        quiet: true,
+        tokenizer: None,
+        part: infergate::measure::runner::RunPart::Whole,
+    }
+}

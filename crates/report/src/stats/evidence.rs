@@ -353,9 +353,8 @@ pub const MAX_REQUESTS_TO_RESOLVE: f64 = 1_000_000.0;
 /// - Looks: Bonferroni alpha spending over the planned maximum number of
 ///   looks, valid under any stopping rule that looks at most that often.
 pub fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
-    let looks = looks.max(1) as f64;
-    let m = m.max(1) as f64;
-    (alpha / looks, alpha / (m * looks))
+    // Bonferroni spends the same share at every look.
+    alpha_levels_at(alpha, m, 1, looks, Spending::Bonferroni)
 }
 
 /// How a sequential run shares its error between looks.
