@@ -43,6 +43,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         seed: None,
         output: Default::default(),
         extra: toml::Table::new(),
+        slo: None,
     }
 }
 
@@ -95,6 +96,7 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
 
 fn artifact(label: &str, cells: Vec<CellResult>) -> RunArtifact {
     RunArtifact {
+        rate_sweeps: Vec::new(),
         schema: RUN_SCHEMA.into(),
         provenance: Provenance {
             target: "http://127.0.0.1:1".into(),

@@ -134,16 +134,27 @@ print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], r.get("performance_outco
                  str(req), sys.argv[5]]))
 PY
     say "trial $id: $(tail -1 "$results" | cut -f4) (ttft delta $(tail -1 "$results" | cut -f6)%)"
+    [[ -n "${RESULTS_TSV:-}" ]] && tail -1 "$results" >>"$RESULTS_TSV"
+    return 0
 }
 
-say "A/A at the suite's size"
-for n in $(seq 1 "$trials"); do trial aa fixed 0 "$n"; done
+# The two scenarios alternate trial by trial, so drift of the machine over
+# the session falls on both alike (and a run stopped early stays balanced:
+# RESULTS_TSV, when set, receives every row as it is measured).
+say "A/A at the suite's size, to measure the TTFT the injected delay is 10 % of"
+trial aa fixed 0 1
 ttft=$(awk -F'\t' '$1=="aa" && $5!="" {print $5; exit}' "$results")
-delay=$(python3 -c "print(round(0.10 * float('$ttft')))")
+delay=${CALIBRATE_DELAY_MS:-$(python3 -c "print(round(0.10 * float('$ttft')))")}
 say "injected delay: $delay ms (10% of the c1-256 TTFT p50, $ttft ms)"
-for n in $(seq 1 "$trials"); do trial injected fixed "$delay" "$n"; done
-for n in $(seq 1 "$adaptive_trials"); do trial aa adaptive 0 "$n"; done
-for n in $(seq 1 "$adaptive_trials"); do trial injected adaptive "$delay" "$n"; done
+trial injected fixed "$delay" 1
+for n in $(seq 2 "$trials"); do
+    trial aa fixed 0 "$n"
+    trial injected fixed "$delay" "$n"
+done
+for n in $(seq 1 "$adaptive_trials"); do
+    trial aa adaptive 0 "$n"
+    trial injected adaptive "$delay" "$n"
+done
 
 python3 - "$results" "$out" "$delay" "$ttft" "$trials $adaptive_trials $out $max_requests $max_minutes" "$max_requests" "$max_minutes" <<'PY'
 import collections, sys, datetime

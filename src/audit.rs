@@ -484,6 +484,7 @@ fn spec_of(c: &CellResult) -> CellSpec {
             _ => OutputPolicy::Fixed,
         },
         extra: toml::Table::new(),
+        slo: c.slo.as_ref().map(|a| a.targets),
     }
 }
 

@@ -80,7 +80,8 @@ fn an_adhoc_run_writes_a_suite_that_reproduces_a_comparable_run() {
         "1,2",
         "--seed",
         "1",
-        "--ignore-eos",
+        "--slo",
+        "ttft:60000,e2e:120000",
     ];
     let mut args = vec!["run", "--quiet", "--target", target];
     args.extend(cell_flags);
@@ -131,6 +132,7 @@ fn an_adhoc_run_writes_a_suite_that_reproduces_a_comparable_run() {
     .expect("compare accepts the ad-hoc run and its rerun");
     let cells: Vec<&str> = rep.cells.iter().map(|(k, _)| k).collect();
     assert_eq!(cells, ["p128-o4-c1", "p128-o4-c2"]);
+    slo_in_the_runs_the_report_and_every_renderer(&a, &rep, &stdout);
 
     // The same flags with one value changed are another workload: refused.
     let mut other = cell_flags.to_vec();
@@ -151,5 +153,146 @@ fn an_adhoc_run_writes_a_suite_that_reproduces_a_comparable_run() {
     assert!(
         e.contains("suite_sha256") && e.contains("requests 3 vs 2"),
         "{e}"
+    );
+}
+
+/// `--slo` on the real engine: attainment and goodput in the run (its
+/// summary line and artifact), in the report with its evidence, and in all
+/// three renderers. The targets are generous, so every request meets them.
+fn slo_in_the_runs_the_report_and_every_renderer(
+    a: &RunArtifact,
+    rep: &report::Report,
+    stdout: &str,
+) {
+    for c in &a.cells {
+        let slo = c.slo.as_ref().expect("the run reports SLO attainment");
+        assert_eq!((slo.met, slo.of), (3, 3), "{}", c.name);
+        assert_eq!(slo.attainment, 1.0);
+        assert_eq!(c.request_rows.len(), 3);
+        // Goodput: the 3 requests over the cell's own window.
+        let rps = slo.goodput_rps.expect("a window");
+        assert!((rps - 3.0 / slo.window_s).abs() < 1e-9, "{rps}");
+        let tokens: u64 = c
+            .request_rows
+            .iter()
+            .filter_map(|r| r.completion_tokens)
+            .sum();
+        assert!((slo.goodput_tok_s.unwrap() - tokens as f64 / slo.window_s).abs() < 1e-9);
+        // The window is bounded by the cell's own requests.
+        let last_end = c
+            .request_rows
+            .iter()
+            .map(|r| r.send_offset_ms + r.e2e_ms.unwrap())
+            .fold(0.0, f64::max);
+        let first = c
+            .request_rows
+            .iter()
+            .map(|r| r.send_offset_ms)
+            .fold(f64::MAX, f64::min);
+        assert!((slo.window_s - (last_end - first) / 1000.0).abs() < 1e-9);
+    }
+    assert!(
+        stdout.contains("SLO ttft_ms <= 60000, e2e_ms <= 120000: 3/3 met"),
+        "{stdout}"
+    );
+    let value = rep.to_value();
+    let cell = &value["cells"]["p128-o4-c1"];
+    assert_eq!(cell["slo"]["source"], "suite");
+    assert_eq!(cell["slo"]["baseline"]["met"], 3);
+    assert_eq!(
+        cell["slo"]["evidence"]["outcome"], "inconclusive",
+        "3 requests a side cannot show a 5-point margin"
+    );
+    assert!(
+        cell["slo"]["evidence"]["requests_to_resolve"]
+            .as_u64()
+            .unwrap()
+            > 3
+    );
+    // The suite's SLOs are reported; only a policy's gate.
+    assert_eq!(cell["slo"]["gating"], false);
+    let parts = value["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    assert!(
+        !parts
+            .iter()
+            .any(|p| p["subject"] == "cells.p128-o4-c1.slo_attainment"),
+        "the suite's attainment is not a gate part"
+    );
+    let found = report::verify(&value);
+    assert!(found.is_empty(), "the report verifies: {found:?}");
+    for (name, text) in [
+        ("terminal", report::render::terminal(&value, false)),
+        ("markdown", report::render::markdown(&value)),
+        ("html", report::render::html(&value)),
+    ] {
+        assert!(
+            text.contains("SLO (ttft_ms") && text.contains("60000, e2e_ms"),
+            "{name} shows the SLO"
+        );
+        assert!(
+            text.contains("3/3 met = 100.0%"),
+            "{name} shows the attainment"
+        );
+        assert!(text.contains("req/s"), "{name} shows the goodput");
+    }
+    let html = report::render::html(&value);
+    assert!(
+        html.contains("ttft_ms by request, in send order") && html.contains("e2e_ms by request"),
+        "the HTML plots each request over the run"
+    );
+}
+
+/// An open-loop sweep with an SLO on the real engine: every rate holds the
+/// generous target, so the highest rate holding is the highest swept; 3
+/// requests a rate cannot show 90 % with confidence, and the run says so.
+#[test]
+fn an_open_loop_rate_sweep_reports_the_highest_rate_holding_its_slo() {
+    let engine = support::engine("baseline");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let res = infergate(
+        &[
+            "run",
+            "--quiet",
+            "--target",
+            engine.base_url.as_str(),
+            "--prompt-tokens",
+            "128",
+            "--tolerance-percent",
+            "25",
+            "--max-tokens",
+            "2",
+            "--requests",
+            "3",
+            "--rate",
+            "0.5,1",
+            "--arrival",
+            "constant",
+            "--slo",
+            "e2e:60000",
+        ],
+        &out,
+    );
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let a = artifact(&out);
+    assert_eq!(a.rate_sweeps.len(), 1, "{:?}", a.rate_sweeps);
+    let s = &a.rate_sweeps[0];
+    assert_eq!(s.rates, vec![0.5, 1.0]);
+    assert_eq!(s.attainment, vec![1.0, 1.0]);
+    assert_eq!(s.highest_rate_holding, Some(1.0));
+    assert_eq!(
+        s.highest_rate_confidently_holding, None,
+        "3 of 3 has a Wilson lower bound of 0.44"
+    );
+    assert!(
+        stdout.contains("highest rate holding 90% attainment: 1 req/s (with 95% confidence: none)"),
+        "{stdout}"
     );
 }

@@ -73,6 +73,8 @@ fn cell(
         .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
         .collect();
     CellResult {
+        request_rows: Vec::new(),
+        slo: None,
         name: name.into(),
         shape: shape(prompt, n),
         requests: n,
@@ -128,6 +130,7 @@ fn artifact(
     turnover: Vec<TurnoverRun>,
 ) -> RunArtifact {
     RunArtifact {
+        rate_sweeps: Vec::new(),
         schema: RUN_SCHEMA.into(),
         provenance: provenance(label, digest),
         method: BTreeMap::new(),
@@ -734,4 +737,122 @@ fn a_policy_can_gate_on_latency_from_the_scheduled_send() {
     // is what regressed, and only the scheduled-send metric sees it.
     let r = compare(&b, &c, &fast_policy()).unwrap();
     assert!(r.performance_gate_passed);
+}
+
+/// Request rows for a cell's TTFT samples: the first `slow` requests take
+/// ten times as long (over a 500 ms SLO), the rest as sampled.
+fn with_rows(mut c: CellResult, slow: usize) -> CellResult {
+    c.request_rows = c.samples[metric::TTFT_MS]
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| infergate::artifact::RequestRow {
+            ok: true,
+            send_offset_ms: i as f64 * 100.0,
+            queue_ms: 0.0,
+            ttft_ms: Some(if i < slow { t * 10.0 } else { t }),
+            tpot_ms: Some(10.0),
+            e2e_ms: Some(t + 50.0),
+            completion_tokens: Some(64),
+            cluster: 0,
+        })
+        .collect();
+    c
+}
+
+#[test]
+fn slo_attainment_is_gated_as_a_proportion_and_recomputed_by_verify() {
+    let policy = Policy::from_toml_str(
+        "[[slo]]\ncell = \"c\"\nttft_ms = 500\n[bootstrap]\niterations = 200\n",
+        "slo.toml",
+    )
+    .unwrap();
+    let side = |label: &str, slow: usize| {
+        let c = with_rows(cell("c", 512, 400, 100.0, 1000.0, 50.0, 0), slow);
+        artifact(label, label, vec![c], vec![])
+    };
+    // 60 of 400 candidate requests over the SLO: 15 points worse, margin 5.
+    let rep = compare(&side("base", 0), &side("cand", 60), &policy).unwrap();
+    let v = rep.to_value();
+    let slo = &v["cells"]["c"]["slo"];
+    assert_eq!(
+        (&slo["source"], &slo["gating"]),
+        (&"policy".into(), &true.into())
+    );
+    assert_eq!(
+        (
+            slo["baseline"]["met"].as_u64(),
+            slo["candidate"]["met"].as_u64()
+        ),
+        (Some(400), Some(340))
+    );
+    assert_eq!(slo["evidence"]["outcome"], "fail", "{slo}");
+    assert!((slo["evidence"]["drop_points"].as_f64().unwrap() - 15.0).abs() < 1e-9);
+    assert_eq!(
+        v["performance_outcome"], "fail",
+        "the attainment alone fails the gate"
+    );
+    assert_eq!(
+        v["statistics"]["family_wise"]["gating_pairs"], 4,
+        "3 metrics + 1 SLO cell"
+    );
+    assert!(
+        v["statistics"]["attainment_rule"]
+            .as_str()
+            .unwrap()
+            .contains("Newcombe")
+    );
+    assert!(verify(&v).is_empty(), "{:?}", verify(&v));
+
+    // verify recomputes the attainment from the rows: edits are named.
+    type Edit = (&'static str, fn(&mut Value));
+    let edits: [Edit; 4] = [
+        ("/cells/c/slo/evidence/outcome", |v| {
+            v["cells"]["c"]["slo"]["evidence"]["outcome"] = "pass".into()
+        }),
+        ("/cells/c/slo/candidate/met", |v| {
+            v["cells"]["c"]["slo"]["candidate"]["met"] = 400.into()
+        }),
+        ("/cells/c/request_rows/candidate/0/ttft_ms", |v| {
+            v["cells"]["c"]["request_rows"]["candidate"][0]["ttft_ms"] = 90.0.into()
+        }),
+        ("/policy/slo/0/margin_points", |v| {
+            v["policy"]["slo"][0]["margin_points"] = 20.0.into()
+        }),
+    ];
+    for (what, edit) in edits {
+        let mut t = v.clone();
+        edit(&mut t);
+        let found = verify(&t);
+        assert!(
+            found.iter().any(|d| d.path.starts_with("cells.c.slo")),
+            "{what}: {found:?}"
+        );
+    }
+
+    // The same runtime on both sides: the attainment part passes at 400 a side.
+    let rep = compare(&side("base", 0), &side("cand", 0), &policy).unwrap();
+    let v = rep.to_value();
+    assert_eq!(v["cells"]["c"]["slo"]["evidence"]["outcome"], "pass");
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let part = parts
+        .iter()
+        .find(|p| p["subject"] == "cells.c.slo_attainment")
+        .unwrap();
+    assert_eq!(part["outcome"], "pass", "{part}");
+
+    // Without rows (a run from before them), the part is inconclusive and says why.
+    let mut old = side("cand", 0);
+    old.cells[0].request_rows.clear();
+    let rep = compare(&side("base", 0), &old, &policy).unwrap();
+    let v = rep.to_value();
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let part = parts
+        .iter()
+        .find(|p| p["subject"] == "cells.c.slo_attainment")
+        .unwrap();
+    assert_eq!(part["outcome"], "inconclusive");
 }

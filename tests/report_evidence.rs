@@ -70,6 +70,8 @@ fn artifact(
         .filter_map(|(k, v)| infergate::stats::summarize(v).map(|s| (k.clone(), s)))
         .collect();
     let cell = CellResult {
+        request_rows: Vec::new(),
+        slo: None,
         name: "c1".into(),
         shape: shape(n),
         requests: n,
@@ -92,6 +94,7 @@ fn artifact(
         warnings: vec![],
     };
     RunArtifact {
+        rate_sweeps: Vec::new(),
         schema: RUN_SCHEMA.into(),
         provenance: Provenance {
             target: "http://127.0.0.1:1".into(),

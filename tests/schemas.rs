@@ -1,12 +1,15 @@
 //! The published JSON Schemas (`schemas/*.json`) hold for what infergate
 //! really writes: the run artifact and journal of real `infergate run`s
-//! (the runner's own code path, against the loopback fast source, so no
-//! engine), the report `compare` makes of them (before and after a
-//! decision), and the seed report. An artifact missing a required field
+//! against the reference engine (a cell with SLOs, so attainment, goodput
+//! and request rows are in them), the report `compare` makes of them
+//! (before and after a decision), and the seed report; the optional parts a
+//! clean run leaves out come from infergate's own types. An artifact missing a required field
 //! must not validate, or the schemas would promise nothing.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod support;
 
 use boon::{Compiler, SchemaIndex, Schemas};
 use infergate::measure::client::Timeouts;
@@ -32,6 +35,7 @@ concurrency = 2
 requests = 6
 warmup = 1
 seed = 3
+slo = { ttft_ms = 60000, e2e_ms = 120000 }
 
 [[turnover]]
 name = "churn"
@@ -164,18 +168,13 @@ fn the_seed_report_validates_and_its_required_fields_are_required() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_runs_their_journals_and_their_report_validate() {
     let v = validator();
-    let (_, src) = FastSource::start(FastSourceConfig {
-        ttft: Duration::from_millis(2),
-        itl: Duration::from_millis(1),
-        ..FastSourceConfig::default()
-    })
-    .expect("fast source");
+    let engine = support::engine("baseline");
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite.toml");
     std::fs::write(&suite, SUITE).unwrap();
     let (base, cand) = (dir.path().join("base"), dir.path().join("cand"));
     for (label, out) in [("baseline", &base), ("candidate", &cand)] {
-        runner::run(&opts(&src.base_url(), &suite, out.clone(), label))
+        runner::run(&opts(engine.base_url.as_str(), &suite, out.clone(), label))
             .await
             .expect("run");
     }
@@ -192,9 +191,14 @@ async fn real_runs_their_journals_and_their_report_validate() {
         "/cells/0/shape/arrival",
         "/cells/0/metrics/ttft_ms/p50",
         "/turnover/0/contaminated",
+        "/cells/0/slo/met",
+        "/cells/0/request_rows/0/ok",
     ] {
         v.assert_required(v.run, &run, field);
     }
+    let mut bad = run.clone();
+    bad["cells"][0]["slo"]["targets"]["ttft"] = 5.into();
+    assert!(v.check(v.run, &bad).is_err(), "an unknown SLO target");
 
     let journal = std::fs::read_to_string(base.join(JOURNAL_FILE)).unwrap();
     let records: Vec<Value> = journal
@@ -245,6 +249,8 @@ async fn real_runs_their_journals_and_their_report_validate() {
         "/cells/small/metrics/ttft_p50_ms/baseline",
     );
     v.assert_required(v.report, &written, "/provenance/baseline/model");
+    v.assert_required(v.report, &written, "/cells/small/slo/baseline/attainment");
+    v.assert_required(v.report, &written, "/cells/small/slo/evidence/outcome");
 
     rep.record_decision(Decision {
         action: DecisionAction::RetainBaseline,

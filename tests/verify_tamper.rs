@@ -51,6 +51,8 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
         .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
         .collect();
     CellResult {
+        request_rows: Vec::new(),
+        slo: None,
         name: name.into(),
         shape: CellShape {
             prompt_tokens: 3000,
@@ -114,6 +116,7 @@ fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
 
 fn artifact(label: &str, cells: Vec<CellResult>, turnover: Vec<TurnoverRun>) -> RunArtifact {
     RunArtifact {
+        rate_sweeps: Vec::new(),
         schema: RUN_SCHEMA.into(),
         provenance: provenance(label, label),
         method: BTreeMap::new(),

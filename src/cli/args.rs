@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use infergate::config::adhoc::{CellFlags, OpenLoop};
-use infergate::config::suite::CachePolicy;
+use infergate::config::suite::{CachePolicy, OutputPolicy};
 use infergate::measure::client::Timeouts;
 
 use super::qualify;
@@ -165,7 +165,7 @@ pub struct RunArgs {
 
 /// The ids of [`CellArgs`]' flags: `--suite` conflicts with each by name, so
 /// clap's error names the one given (a group would list them all).
-const CELL_FLAGS: [&str; 11] = [
+const CELL_FLAGS: [&str; 12] = [
     "prompt_tokens",
     "tolerance_percent",
     "max_tokens",
@@ -176,7 +176,8 @@ const CELL_FLAGS: [&str; 11] = [
     "warmup",
     "cache",
     "seed",
-    "ignore_eos",
+    "output",
+    "slo",
 ];
 
 /// An ad-hoc run's cells, instead of `--suite` (not together with it).
@@ -215,9 +216,21 @@ pub struct CellArgs {
     /// Seed of the open-loop schedule and prompt filler.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Send ignore_eos, so every answer runs to --max-tokens.
+    /// fixed: ask the server for exactly --max-tokens (ignore_eos /
+    /// min_tokens); free: let it stop [default: fixed].
+    #[arg(long, value_enum)]
+    pub output: Option<OutputArg>,
+    /// SLOs per request, any subset: `ttft:1500,tpot:80,e2e:4000` (ms), and
+    /// `min:0.9`, the attainment a cell must reach to hold [default min: 0.9].
+    /// The run reports attainment and goodput.
     #[arg(long)]
-    pub ignore_eos: bool,
+    pub slo: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum OutputArg {
+    Fixed,
+    Free,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -251,7 +264,11 @@ impl CellArgs {
                 CacheArg::Shared => CachePolicy::Shared,
             }),
             seed: self.seed,
-            ignore_eos: self.ignore_eos,
+            output: self.output.map(|o| match o {
+                OutputArg::Fixed => OutputPolicy::Fixed,
+                OutputArg::Free => OutputPolicy::Free,
+            }),
+            slo: self.slo.clone(),
         }
     }
 }

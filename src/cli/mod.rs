@@ -108,6 +108,19 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
             "{}: {}/{} ok, {}",
             c.name, c.succeeded, c.requests, eligible
         );
+        if let Some(s) = &c.slo {
+            println!("  {}", slo_summary(s));
+        }
+    }
+    for s in &art.rate_sweeps {
+        let at = |r: Option<f64>| r.map_or("none".to_string(), |r| format!("{r} req/s"));
+        println!(
+            "rate sweep {}: highest rate holding {:.0}% attainment: {} (with 95% confidence: {})",
+            s.cells.join(", "),
+            s.min_attainment * 100.0,
+            at(s.highest_rate_holding),
+            at(s.highest_rate_confidently_holding)
+        );
     }
     println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
     if adhoc {
@@ -118,6 +131,22 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `SLO ttft_ms <= 1500: 19/20 met = 95.0% [76.4%, 99.1%], goodput 0.81 req/s, 25.9 tok/s`.
+fn slo_summary(s: &infergate::artifact::SloAttainment) -> String {
+    let rate = |v: Option<f64>, unit: &str| v.map_or(String::new(), |v| format!(", {v:.2} {unit}"));
+    format!(
+        "SLO {}: {}/{} met = {:.1}% [{:.1}%, {:.1}%], goodput{}{}",
+        s.targets.describe(),
+        s.met,
+        s.of,
+        s.attainment * 100.0,
+        s.interval[0] * 100.0,
+        s.interval[1] * 100.0,
+        rate(s.goodput_rps, "req/s"),
+        rate(s.goodput_tok_s, "tok/s")
+    )
 }
 
 /// An ad-hoc run's suite: made from the cell flags and written into the

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use super::suite::{CachePolicy, CellSpec, Suite};
+use super::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
+use crate::artifact::Slo;
 
 /// The suite file an ad-hoc run writes beside run.json.
 pub const SUITE_FILE: &str = "suite.toml";
@@ -53,8 +54,40 @@ pub struct CellFlags {
     pub warmup: Option<usize>,
     pub cache: Option<CachePolicy>,
     pub seed: Option<u64>,
-    /// Send `ignore_eos = true`, so every answer runs to max_tokens.
-    pub ignore_eos: bool,
+    /// Output length (default: the suite file's default, fixed).
+    pub output: Option<OutputPolicy>,
+    /// `--slo` as given: `ttft:1500,tpot:80,e2e:4000,min:0.9`, any subset.
+    pub slo: Option<String>,
+}
+
+/// `ttft:1500,tpot:80,e2e:4000,min:0.9` (any subset, any order) as SLOs.
+pub fn parse_slo(text: &str) -> Result<Slo> {
+    let mut slo = Slo::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((key, value)) = part.split_once(':') else {
+            bail!(
+                "--slo {text}: `{part}` is not KEY:VALUE (ttft, tpot, e2e in ms; min, an attainment)"
+            );
+        };
+        let v: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--slo {text}: `{value}` in `{part}` is not a number"))?;
+        let slot = match key.trim() {
+            "ttft" => &mut slo.ttft_ms,
+            "tpot" => &mut slo.tpot_ms,
+            "e2e" => &mut slo.e2e_ms,
+            "min" => &mut slo.min_attainment,
+            other => bail!("--slo {text}: unknown key `{other}` (ttft, tpot, e2e, min)"),
+        };
+        if slot.replace(v).is_some() {
+            bail!("--slo {text}: `{}` is given twice", key.trim());
+        }
+    }
+    if let Some(why) = slo.problem() {
+        bail!("--slo {text}: {why}");
+    }
+    Ok(slo)
 }
 
 /// One cell's place in the sweep.
@@ -129,6 +162,9 @@ impl CellFlags {
         if self.arrival.is_some() && self.rate.is_empty() {
             bail!("--arrival needs --rate: without a rate the loop is closed");
         }
+        if let Some(text) = &self.slo {
+            parse_slo(text)?;
+        }
         Ok(())
     }
 
@@ -170,10 +206,6 @@ impl CellFlags {
 
     fn cell(&self, p: &Point) -> CellSpec {
         let kind = self.arrival.unwrap_or_default();
-        let mut extra = toml::Table::new();
-        if self.ignore_eos {
-            extra.insert("ignore_eos".into(), toml::Value::Boolean(true));
-        }
         CellSpec {
             name: self.cell_name(p),
             prompt_tokens: self.prompt_tokens.unwrap_or(1),
@@ -189,8 +221,10 @@ impl CellFlags {
             },
             temperature: 0.0,
             seed: self.seed,
-            output: Default::default(),
-            extra,
+            output: self.output.unwrap_or_default(),
+            extra: toml::Table::new(),
+            // check() has parsed it already.
+            slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
         }
     }
 
@@ -265,8 +299,11 @@ impl CellFlags {
         if let Some(seed) = self.seed {
             s += &format!(" --seed {seed}");
         }
-        if self.ignore_eos {
-            s += " --ignore-eos";
+        if self.output == Some(OutputPolicy::Free) {
+            s += " --output free";
+        }
+        if let Some(slo) = &self.slo {
+            s += &format!(" --slo {slo}");
         }
         s
     }
@@ -412,23 +449,29 @@ mod tests {
             tolerance_percent: Some(5.0),
             cache: Some(CachePolicy::Shared),
             seed: Some(7),
-            ignore_eos: true,
+            output: Some(OutputPolicy::Free),
+            slo: Some("ttft:1500,tpot:80,min:0.95".into()),
             ..flags()
         };
         let (s, text) = f.suite().unwrap();
         assert_eq!(Suite::parse(&text, "t").unwrap(), s);
-        assert!(
-            text.starts_with("# Written by `infergate run`") && text.ends_with("true\n"),
-            "{text}"
-        );
+        assert!(text.starts_with("# Written by `infergate run`"), "{text}");
+        assert_eq!(s.cells[1].output, OutputPolicy::Free);
         assert_eq!(
-            s.cells[1].extra.get("ignore_eos"),
-            Some(&toml::Value::Boolean(true))
+            s.cells[1].slo,
+            Some(Slo {
+                ttft_ms: Some(1500.0),
+                tpot_ms: Some(80.0),
+                e2e_ms: None,
+                min_attainment: Some(0.95),
+            })
         );
         assert_eq!(s.cells[1].seed, Some(7));
         assert_eq!(f.suite().unwrap().1, text, "same flags, same bytes");
         assert!(
-            s.description.contains("--concurrency 1,2") && s.description.contains("--ignore-eos"),
+            s.description.contains("--concurrency 1,2")
+                && s.description.contains("--output free")
+                && s.description.contains("--slo ttft:1500,tpot:80,min:0.95"),
             "{}",
             s.description
         );
@@ -437,6 +480,34 @@ mod tests {
             ..f
         };
         assert_ne!(other.suite().unwrap().1, text);
+    }
+
+    #[test]
+    fn slo_flags_parse_any_subset_and_name_what_is_wrong() {
+        assert_eq!(
+            parse_slo("e2e:4000").unwrap(),
+            Slo {
+                e2e_ms: Some(4000.0),
+                ..Slo::default()
+            }
+        );
+        for (text, says) in [
+            ("ttft", "is not KEY:VALUE"),
+            ("ttft:fast", "is not a number"),
+            ("itl:5", "unknown key `itl`"),
+            ("ttft:1,ttft:2", "given twice"),
+            ("ttft:-5", "not a positive number"),
+            ("min:0.9", "no target"),
+            ("ttft:100,min:1.5", "min_attainment 1.5"),
+        ] {
+            let e = parse_slo(text).unwrap_err().to_string();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let f = CellFlags {
+            slo: Some("tpot:0".into()),
+            ..flags()
+        };
+        assert!(err(&f).contains("--slo tpot:0"), "{}", err(&f));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::CellShape;
+use crate::artifact::{CellShape, Slo};
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +66,10 @@ pub struct CellSpec {
     /// May not set the fields infergate's measurement depends on (`RESERVED_BODY_KEYS`).
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
     pub extra: toml::Table,
+    /// Service-level objectives (`{ ttft_ms = 1500, tpot_ms = 80 }`, any
+    /// subset, and `min_attainment`): the run reports attainment and goodput.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
 }
 
 /// Output length: fixed at `max_tokens`, or wherever the model stops.
@@ -276,6 +280,9 @@ impl CellSpec {
             bail!("cell '{name}': tolerance_percent must be >= 0");
         }
         self.arrival()?;
+        if let Some(why) = self.slo.as_ref().and_then(Slo::problem) {
+            bail!("cell '{name}': slo: {why}");
+        }
         if let Some(k) = RESERVED_BODY_KEYS
             .iter()
             .find(|k| self.extra.contains_key(**k))

@@ -2,9 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{CellResult, OutputLength, PromptCache, metric};
+use crate::artifact::{CellResult, OutputLength, PromptCache, RequestRow, metric};
 use crate::config::suite::{Arrival, CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::record::{Outcome, RequestRecord};
+use crate::slo;
 use crate::stats;
 
 /// Aggregate one cell's records (any order; sorted by index here), all in one cluster.
@@ -100,6 +101,9 @@ pub fn cell_clustered(
         metrics.insert(metric::ITL_MS.to_string(), s);
     }
 
+    let request_rows: Vec<RequestRow> =
+        recs.iter().map(|r| request_row(r, cluster_of(r))).collect();
+    let slo = spec.slo.as_ref().map(|t| slo::attainment(t, &request_rows));
     let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
     let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
     reasons.extend(cache_reason);
@@ -129,6 +133,24 @@ pub fn cell_clustered(
         prompt_cache,
         output_length: Some(output_length(spec, &ok)),
         warnings,
+        request_rows,
+        slo,
+    }
+}
+
+/// What SLO attainment reads of one request (failures included).
+fn request_row(r: &RequestRecord, cluster: u32) -> RequestRow {
+    let d = r.capture.derived();
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    RequestRow {
+        ok: r.outcome == Outcome::Ok,
+        send_offset_ms: r.send_offset_ms,
+        queue_ms: r.queue_ms,
+        ttft_ms: finite(d.ttft_ms),
+        tpot_ms: finite(d.tpot_ms),
+        e2e_ms: finite(d.e2e_ms),
+        completion_tokens: r.capture.completion_tokens,
+        cluster,
     }
 }
 

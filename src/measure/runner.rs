@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use tokio::time::Instant;
 
-use crate::artifact::{Provenance, RUN_SCHEMA, RunArtifact};
+use crate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
 use crate::config::suite::{CellSpec, Suite};
 use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::measure::journal::{self, Journal};
@@ -132,7 +132,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             .measure_cell(cell, opts, &sizer, &previous, &mut journal, &mut all)
             .await?;
     }
-    let results = cells.iter().map(|c| aggregate::cell(c, &all)).collect();
+    let results: Vec<CellResult> = cells.iter().map(|c| aggregate::cell(c, &all)).collect();
 
     let turnover = if opts.skip_turnover
         || suite.turnover.is_empty()
@@ -163,6 +163,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             journal: Some(journal::digest(&opts.out_dir.join(JOURNAL_FILE))?),
         },
         method: method_of(opts, &sizer, session.dialect),
+        rate_sweeps: crate::slo::rate_sweeps(&results),
         cells: results,
         turnover,
         schedule: None,
@@ -561,6 +562,7 @@ pub fn method_notes() -> BTreeMap<String, String> {
         ("queue_ms", "open loop: time between a request's scheduled send and its actual send (coordinated-omission guard); 0 in closed loop"),
         ("tokens", "prompt and completion tokens from the server's usage (stream_options.include_usage); client-side counts are flagged tokens_estimated"),
         ("summaries", "over successful requests only; warmup requests are never recorded"),
+        ("slo", "cells with SLOs: a request meets them when it succeeded and every target holds (TTFT and e2e from the scheduled send, TPOT as measured; one output token has no TPOT); failures count as not met; goodput: those requests, and their output tokens, per second of the cell's window (per cluster, first send to last end); request_rows keeps every recorded request"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))

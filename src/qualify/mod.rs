@@ -1315,7 +1315,7 @@ pub fn merge_interleaved(
 ) -> Result<RunArtifact> {
     let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
     let records = journal::read(&dir.join(JOURNAL_FILE))?;
-    let pooled = suite
+    let pooled: Vec<crate::artifact::CellResult> = suite
         .cells
         .iter()
         .zip(cells)
@@ -1353,6 +1353,7 @@ pub fn merge_interleaved(
         schema: last.schema.clone(),
         provenance,
         method,
+        rate_sweeps: crate::slo::rate_sweeps(&pooled),
         cells: pooled,
         turnover,
         schedule: Some(Schedule::Interleaved),
@@ -1432,7 +1433,7 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
             }
         }
     }
-    let cells = first
+    let cells: Vec<crate::artifact::CellResult> = first
         .cells
         .iter()
         .filter_map(|c| suite.cells.iter().find(|s| s.name == c.name))
@@ -1470,6 +1471,7 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         schema: first.schema.clone(),
         provenance,
         method,
+        rate_sweeps: crate::slo::rate_sweeps(&cells),
         cells,
         turnover,
         schedule: Some(Schedule::AlternatingPasses),

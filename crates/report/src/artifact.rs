@@ -67,6 +67,9 @@ pub struct RunArtifact {
     /// absent (a plain `infergate run`) means one pass, [`Schedule::Single`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Schedule>,
+    /// Open-loop rate sweeps with SLOs (see [`RateSweep`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_sweeps: Vec<RateSweep>,
 }
 
 /// How the requests of the two runtimes were placed in time. `compare` picks
@@ -200,6 +203,102 @@ pub struct CellResult {
     /// Things a reader must know that do not make the cell ineligible.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Every recorded request (warmups excluded), in request order: what
+    /// SLO attainment and goodput are computed from, failures included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_rows: Vec<RequestRow>,
+    /// The cell's SLOs (from the suite) and how many requests met them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloAttainment>,
+}
+
+/// One recorded request, as SLO attainment and goodput read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRow {
+    pub ok: bool,
+    /// When it was sent, from the start of its run.
+    pub send_offset_ms: f64,
+    /// Open loop: how late it was sent after its scheduled time.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queue_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    /// Its pass, process lifetime or interleaved block (see `sample_clusters`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cluster: u32,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_zero_u32(x: &u32) -> bool {
+    *x == 0
+}
+
+/// Service-level objectives of a cell: a request meets them when it
+/// succeeded and every target given holds. Any subset may be given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+    /// Attainment the cell must reach to "hold" (a rate sweep's capacity);
+    /// absent: [`crate::slo::DEFAULT_MIN_ATTAINMENT`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_attainment: Option<f64>,
+}
+
+/// How many of a cell's requests met its SLOs, and the goodput they make.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloAttainment {
+    pub targets: Slo,
+    /// Requests that succeeded and met every target.
+    pub met: usize,
+    /// Every recorded request (failures count as not met).
+    pub of: usize,
+    /// `met / of`.
+    pub attainment: f64,
+    /// Wilson score interval of the attainment.
+    pub interval: [f64; 2],
+    pub confidence: f64,
+    /// Seconds this side spent serving the cell: per cluster, first send to
+    /// last end, summed (an interleaved side's own blocks only).
+    pub window_s: f64,
+    /// Requests meeting the SLOs per second of `window_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<f64>,
+    /// Output tokens of those requests per second of `window_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_tok_s: Option<f64>,
+}
+
+/// Open-loop cells of one shape at several rates, with SLOs: the highest
+/// rate whose attainment holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateSweep {
+    /// Cell names, by rate ascending.
+    pub cells: Vec<String>,
+    /// Offered rates (requests/s), same order.
+    pub rates: Vec<f64>,
+    pub attainment: Vec<f64>,
+    pub min_attainment: f64,
+    /// Highest rate at which it, and every lower rate, reached `min_attainment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highest_rate_holding: Option<f64>,
+    /// The same with the attainment's Wilson lower bound: holding with confidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highest_rate_confidently_holding: Option<f64>,
 }
 
 /// The server's own account of prompt-cache reuse over a cell's successful

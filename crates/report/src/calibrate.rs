@@ -264,6 +264,7 @@ mod tests {
             samples.insert(k.to_string(), v);
         }
         RunArtifact {
+            rate_sweeps: Vec::new(),
             schema: RUN_SCHEMA.into(),
             provenance: Provenance {
                 model: "m".into(),
@@ -272,6 +273,8 @@ mod tests {
             },
             method: BTreeMap::new(),
             cells: vec![CellResult {
+                request_rows: Vec::new(),
+                slo: None,
                 name: "c".into(),
                 shape: CellShape {
                     prompt_tokens: 100,

@@ -21,8 +21,9 @@ use std::collections::BTreeSet;
 use thiserror::Error;
 
 use crate::artifact::{
-    CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, TurnoverRun, metric,
+    CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, Slo, TurnoverRun, metric,
 };
+use crate::slo;
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
 use crate::stats::{self, Clustered, DriftFloor, GateOutcome, Resampling};
 
@@ -32,13 +33,15 @@ use super::gate::{
 };
 use super::model::{
     BootstrapSettings, CellComparison, Decision, Design, EvidencePart, FamilyWise, Gate, GatePart,
-    Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA, Report,
-    SamplePair, Side, Statistics, TurnoverGateResult, TurnoverRunReport, TurnoverRuns,
-    turnover_key,
+    Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA, Report, RowsPair,
+    SamplePair, Side, SloComparison, Statistics, TurnoverGateResult, TurnoverRunReport,
+    TurnoverRuns, turnover_key,
 };
-use super::policy::{GateRule, MetricSpec, Policy};
+use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
 use super::reference;
 use super::turnover::{self, RunCounts};
+
+pub const ATTAINMENT_RULE: &str = "a request meets a cell's SLOs when it succeeded and every target holds (TTFT and e2e from the scheduled send, TPOT as measured; one output token has no TPOT); attainment = met / recorded requests, failures included, with a 95% Wilson interval per side; the gate reads the drop (baseline - candidate, percentage points) with Newcombe's hybrid score interval at the evidence levels: fail if its lower bound > margin_points, pass if its upper bound <= margin_points, else inconclusive; each cell with SLOs from the policy is one gating pair of the family (SLOs from the suite are reported with the same bounds, gating: false); requests are taken as independent";
 
 pub const VERDICT_RULE: &str = "map the CI of delta_percent to the change in the worse direction [w_lo, w_hi] (latency: as is; throughput: negated) and take the first that holds, T the threshold: regressed if w_lo > T; improved if w_hi < 0; equivalent if -T <= w_lo and w_hi <= T; inconclusive otherwise";
 
@@ -116,6 +119,15 @@ fn differences(b: &RunArtifact, c: &RunArtifact) -> Vec<String> {
         match c.cells.iter().find(|x| x.name == cell.name) {
             None => out.push(format!("cell `{}` is in the baseline run only", cell.name)),
             Some(other) => {
+                let slo = |c: &CellResult| c.slo.as_ref().map(|a| a.targets);
+                if slo(cell) != slo(other) {
+                    out.push(format!(
+                        "cell `{}` SLOs differ: baseline {:?} vs candidate {:?}",
+                        cell.name,
+                        slo(cell).map(|s| s.describe()),
+                        slo(other).map(|s| s.describe())
+                    ));
+                }
                 let d = shape_differences(&cell.shape, &other.shape);
                 if !d.is_empty() {
                     out.push(format!(
@@ -462,19 +474,7 @@ fn evidence_part(
         requests_to_resolve: None,
     };
     if !eligible {
-        if cc.failed > 0 && bc.failed == 0 {
-            return part(
-                GateOutcome::Fail,
-                format!(
-                    "{} candidate requests failed, none of the baseline's",
-                    cc.failed
-                ),
-            );
-        }
-        return part(
-            GateOutcome::Inconclusive,
-            "the cell is not performance-eligible on both sides".into(),
-        );
+        return ineligible_part(subject, bc, cc);
     }
     let Some(e) = &m.evidence else {
         return part(
@@ -499,6 +499,124 @@ fn evidence_part(
         requests_to_resolve: e.requests_to_resolve,
         ..part(e.outcome, format!("{bounds}{more}"))
     }
+}
+
+/// An ineligible cell's part: inconclusive, or a fail when candidate
+/// requests failed where the baseline's did not.
+fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidencePart {
+    let (outcome, reason) = if cc.failed > 0 && bc.failed == 0 {
+        (
+            GateOutcome::Fail,
+            format!(
+                "{} candidate requests failed, none of the baseline's",
+                cc.failed
+            ),
+        )
+    } else {
+        (
+            GateOutcome::Inconclusive,
+            "the cell is not performance-eligible on both sides".to_string(),
+        )
+    };
+    EvidencePart {
+        subject: subject.to_string(),
+        outcome,
+        reason,
+        requests_to_resolve: None,
+    }
+}
+
+/// A cell's SLOs: the policy's for it, which gate, else the suite's (both
+/// runs carry the same ones, or `differences` refused them), which are
+/// reported beside the gate: the policy decides what gates.
+struct CellSlo {
+    targets: Slo,
+    source: &'static str,
+    margin_points: f64,
+    gating: bool,
+}
+
+fn slo_of(policy: &Policy, bc: &CellResult) -> Option<CellSlo> {
+    if let Some(s) = policy.slo_for(&bc.name) {
+        return Some(CellSlo {
+            targets: s.targets,
+            source: "policy",
+            margin_points: s.margin_points,
+            gating: true,
+        });
+    }
+    let a = bc.slo.as_ref()?;
+    Some(CellSlo {
+        targets: a.targets,
+        source: "suite",
+        margin_points: DEFAULT_SLO_MARGIN_POINTS,
+        gating: false,
+    })
+}
+
+/// One cell's SLO attainment on both sides, and its gate part when it gates.
+fn compare_slo(
+    bc: &CellResult,
+    cc: &CellResult,
+    eligible: bool,
+    policy: &Policy,
+    design: &DesignChoice,
+) -> Option<(SloComparison, Option<EvidencePart>)> {
+    let CellSlo {
+        targets,
+        source,
+        margin_points: margin,
+        gating,
+    } = slo_of(policy, bc)?;
+    let subject = format!("cells.{}.slo_attainment", bc.name);
+    let b = slo::attainment(&targets, &bc.request_rows);
+    let c = slo::attainment(&targets, &cc.request_rows);
+    let evidence = stats::attainment_evidence(
+        (b.met as u64, b.of as u64),
+        (c.met as u64, c.of as u64),
+        margin,
+        design.alpha_pass,
+        design.alpha_fail,
+    );
+    let part = match &evidence {
+        _ if !eligible => ineligible_part(&subject, bc, cc),
+        None => EvidencePart {
+            subject,
+            outcome: GateOutcome::Inconclusive,
+            reason: "a side has no request rows (a run from before they were kept)".into(),
+            requests_to_resolve: None,
+        },
+        Some(e) => {
+            let more = e
+                .requests_to_resolve
+                .map(|n| format!("; about {n} requests per side would decide it"))
+                .unwrap_or_default();
+            EvidencePart {
+                subject,
+                outcome: e.outcome,
+                reason: format!(
+                    "SLO attainment ({}) {:.1}% -> {:.1}%, drop {:+.2} points, bounds [{:+.2}, {:+.2}] (fail if lower > {margin}, pass if upper <= {margin}){more}",
+                    targets.describe(),
+                    b.attainment * 100.0,
+                    c.attainment * 100.0,
+                    e.drop_points,
+                    e.lower_bound_points,
+                    e.upper_bound_points,
+                ),
+                requests_to_resolve: e.requests_to_resolve,
+            }
+        }
+    };
+    let cmp = SloComparison {
+        targets,
+        source: source.to_string(),
+        gating,
+        margin_points: margin,
+        baseline: b,
+        candidate: c,
+        evidence,
+    };
+    Some((cmp, gating.then_some(part)))
 }
 
 /// Open loop: client queue time and latency from the scheduled send go into
@@ -543,6 +661,194 @@ fn output_length_mismatch(bc: &CellResult, cc: &CellResult) -> Option<String> {
     })
 }
 
+/// What comparing the cells one by one gives the report.
+#[derive(Default)]
+struct Accumulated {
+    cells: Vec<(String, CellComparison)>,
+    perf_parts: Vec<GatePart>,
+    evidence_parts: Vec<EvidencePart>,
+    warnings: Vec<String>,
+}
+
+/// One cell of both runs: eligibility, every policy metric, the SLOs; its
+/// comparison, gate parts and warnings go into `acc`.
+fn compare_cell(
+    bc: &CellResult,
+    cc: &CellResult,
+    design: &DesignChoice,
+    policy: &Policy,
+    acc: &mut Accumulated,
+) -> Result<(), CompareError> {
+    let name = &bc.name;
+    let mismatch = output_length_mismatch(bc, cc);
+    if let Some(why) = &mismatch {
+        acc.warnings.push(format!("cell `{name}`: {why}"));
+    }
+    // Not comparable reads as ineligible on both sides, so the gate (and
+    // `verify`, which recomputes it from the eligibilities) holds it back.
+    let side_view = |cell: &CellResult| {
+        let mut reasons = cell.ineligible_reasons.clone();
+        reasons.extend(mismatch.clone());
+        (cell.performance_eligible && mismatch.is_none(), reasons)
+    };
+    let (b_eligible, b_reasons) = side_view(bc);
+    let (c_eligible, c_reasons) = side_view(cc);
+    for (side, cell, eligible, reasons) in [
+        (Side::Baseline, bc, b_eligible, &b_reasons),
+        (Side::Candidate, cc, c_eligible, &c_reasons),
+    ] {
+        acc.perf_parts.push(GatePart {
+            subject: format!("cells.{name}.{side}_performance_eligible"),
+            passed: eligible,
+            reason: if eligible {
+                "eligible".to_string()
+            } else if reasons.is_empty() {
+                format!("{side} cell is not performance-eligible")
+            } else {
+                format!(
+                    "{side} cell is not performance-eligible: {}",
+                    reasons.join("; ")
+                )
+            },
+        });
+        if cell.tokens_estimated {
+            acc.warnings.push(format!(
+                "cell `{name}`: {side} completion tokens were counted client-side (server sent no usage)"
+            ));
+        }
+        for w in &cell.warnings {
+            acc.warnings.push(format!("cell `{name}`: {side}: {w}"));
+        }
+    }
+
+    let eligible = b_eligible && c_eligible;
+    let (metrics, mut sample_pairs) =
+        cell_metrics(bc, cc, eligible, mismatch.as_deref(), design, policy, acc)?;
+
+    let slo = compare_slo(bc, cc, eligible, policy, design).map(|(cmp, part)| {
+        acc.evidence_parts.extend(part);
+        cmp
+    });
+    let request_rows =
+        (!bc.request_rows.is_empty() && !cc.request_rows.is_empty()).then(|| RowsPair {
+            baseline: bc.request_rows.clone(),
+            candidate: cc.request_rows.clone(),
+        });
+    add_schedule_samples(&mut sample_pairs, bc, cc);
+    if let (Some(b), Some(c)) = (bc.median_prompt_tokens, cc.median_prompt_tokens) {
+        let tol = bc.shape.tolerance_percent;
+        if stats::delta_percent(b, c).is_some_and(|d| d.abs() > tol) {
+            acc.warnings.push(format!(
+                "cell `{name}`: median prompt tokens differ by more than the cell's {tol}% tolerance (baseline {b}, candidate {c})"
+            ));
+        }
+    }
+    acc.cells.push((
+        name.clone(),
+        CellComparison {
+            baseline_requests: bc.requests,
+            candidate_requests: cc.requests,
+            baseline_performance_eligible: b_eligible,
+            candidate_performance_eligible: c_eligible,
+            median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
+            metrics: OrderedMap(metrics),
+            baseline_median_prompt_tokens: bc.median_prompt_tokens,
+            candidate_median_prompt_tokens: cc.median_prompt_tokens,
+            baseline_ineligible_reasons: b_reasons,
+            candidate_ineligible_reasons: c_reasons,
+            baseline_failed: Some(bc.failed),
+            candidate_failed: Some(cc.failed),
+            samples: Some(OrderedMap(sample_pairs)),
+            not_comparable: mismatch,
+            baseline_median_completion_tokens: median_completion(bc),
+            candidate_median_completion_tokens: median_completion(cc),
+            output_tolerance_percent: Some(bc.shape.tolerance_percent),
+            slo,
+            request_rows,
+        },
+    ));
+    Ok(())
+}
+
+/// Every policy metric of one cell: its comparison and the per-request
+/// samples the report keeps; each metric's gate parts go into `acc`.
+#[allow(clippy::type_complexity)]
+fn cell_metrics(
+    bc: &CellResult,
+    cc: &CellResult,
+    eligible: bool,
+    mismatch: Option<&str>,
+    design: &DesignChoice,
+    policy: &Policy,
+    acc: &mut Accumulated,
+) -> Result<(Vec<(String, MetricComparison)>, Vec<(String, SamplePair)>), CompareError> {
+    let name = &bc.name;
+    let mut metrics = Vec::new();
+    let mut sample_pairs: Vec<(String, SamplePair)> = Vec::new();
+    for spec in &policy.metrics {
+        let subject = format!("cells.{name}.metrics.{}", spec.name);
+        let b = samples(Side::Baseline, bc, &spec.sample)?;
+        let c = samples(Side::Candidate, cc, &spec.sample)?;
+        let (Some(b), Some(c)) = (b, c) else {
+            let missing: Vec<&str> = [(b.is_none(), "baseline"), (c.is_none(), "candidate")]
+                .into_iter()
+                .filter_map(|(m, s)| m.then_some(s))
+                .collect();
+            let reason = format!(
+                "no `{}` samples in the {} run",
+                spec.sample,
+                missing.join(" and ")
+            );
+            acc.evidence_parts.push(EvidencePart {
+                subject: subject.clone(),
+                outcome: GateOutcome::Inconclusive,
+                reason: reason.clone(),
+                requests_to_resolve: None,
+            });
+            acc.perf_parts.push(GatePart {
+                subject,
+                passed: false,
+                reason,
+            });
+            continue;
+        };
+        let bcl = bc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+        let ccl = cc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+        let (m, part) = match compare_metric(spec, name, b, c, (bcl, ccl), design, policy) {
+            Ok(x) => x,
+            Err(part) => {
+                acc.evidence_parts.push(EvidencePart {
+                    subject: part.subject.clone(),
+                    outcome: GateOutcome::Inconclusive,
+                    reason: part.reason.clone(),
+                    requests_to_resolve: None,
+                });
+                acc.perf_parts.push(part);
+                continue;
+            }
+        };
+        let mut ep = evidence_part(&subject, &m, eligible, bc, cc);
+        if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
+            ep.reason = why.to_string();
+        }
+        acc.evidence_parts.push(ep);
+        metrics.push((spec.name.clone(), m));
+        acc.perf_parts.push(part);
+        if !sample_pairs.iter().any(|(k, _)| *k == spec.sample) {
+            sample_pairs.push((
+                spec.sample.clone(),
+                SamplePair {
+                    baseline: b.to_vec(),
+                    candidate: c.to_vec(),
+                    baseline_clusters: bcl.map(<[u32]>::to_vec),
+                    candidate_clusters: ccl.map(<[u32]>::to_vec),
+                },
+            ));
+        }
+    }
+    Ok((metrics, sample_pairs))
+}
+
 pub fn compare(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
@@ -572,7 +878,13 @@ pub fn compare(
     }
 
     let (schedule, resampling) = design_of(baseline, candidate);
-    let gating_pairs = baseline.cells.len() * policy.metrics.len();
+    // Each cell the policy gives SLOs adds one pair: its attainment.
+    let slo_cells = baseline
+        .cells
+        .iter()
+        .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
+        .count();
+    let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells;
     let looks = policy.sequential_looks.max(1);
     let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
     let spending = policy.gate.spending;
@@ -588,154 +900,20 @@ pub fn compare(
             source: policy.gate.drift_source.clone(),
         },
     };
-    let mut cells = Vec::new();
-    let mut perf_parts = Vec::new();
-    let mut evidence_parts: Vec<EvidencePart> = Vec::new();
-    let mut warnings = Vec::new();
+    let mut acc = Accumulated::default();
     for bc in &baseline.cells {
         // differences() guarantees the candidate has this cell.
         let Some(cc) = candidate.cells.iter().find(|c| c.name == bc.name) else {
             continue;
         };
-        let name = &bc.name;
-        let mismatch = output_length_mismatch(bc, cc);
-        if let Some(why) = &mismatch {
-            warnings.push(format!("cell `{name}`: {why}"));
-        }
-        // Not comparable reads as ineligible on both sides, so the gate (and
-        // `verify`, which recomputes it from the eligibilities) holds it back.
-        let side_view = |cell: &CellResult| {
-            let mut reasons = cell.ineligible_reasons.clone();
-            reasons.extend(mismatch.clone());
-            (cell.performance_eligible && mismatch.is_none(), reasons)
-        };
-        let (b_eligible, b_reasons) = side_view(bc);
-        let (c_eligible, c_reasons) = side_view(cc);
-        for (side, cell, eligible, reasons) in [
-            (Side::Baseline, bc, b_eligible, &b_reasons),
-            (Side::Candidate, cc, c_eligible, &c_reasons),
-        ] {
-            perf_parts.push(GatePart {
-                subject: format!("cells.{name}.{side}_performance_eligible"),
-                passed: eligible,
-                reason: if eligible {
-                    "eligible".to_string()
-                } else if reasons.is_empty() {
-                    format!("{side} cell is not performance-eligible")
-                } else {
-                    format!(
-                        "{side} cell is not performance-eligible: {}",
-                        reasons.join("; ")
-                    )
-                },
-            });
-            if cell.tokens_estimated {
-                warnings.push(format!(
-                    "cell `{name}`: {side} completion tokens were counted client-side (server sent no usage)"
-                ));
-            }
-            for w in &cell.warnings {
-                warnings.push(format!("cell `{name}`: {side}: {w}"));
-            }
-        }
-
-        let eligible = b_eligible && c_eligible;
-        let mut metrics = Vec::new();
-        let mut sample_pairs: Vec<(String, SamplePair)> = Vec::new();
-        for spec in &policy.metrics {
-            let subject = format!("cells.{name}.metrics.{}", spec.name);
-            let b = samples(Side::Baseline, bc, &spec.sample)?;
-            let c = samples(Side::Candidate, cc, &spec.sample)?;
-            let (Some(b), Some(c)) = (b, c) else {
-                let missing: Vec<&str> = [(b.is_none(), "baseline"), (c.is_none(), "candidate")]
-                    .into_iter()
-                    .filter_map(|(m, s)| m.then_some(s))
-                    .collect();
-                let reason = format!(
-                    "no `{}` samples in the {} run",
-                    spec.sample,
-                    missing.join(" and ")
-                );
-                evidence_parts.push(EvidencePart {
-                    subject: subject.clone(),
-                    outcome: GateOutcome::Inconclusive,
-                    reason: reason.clone(),
-                    requests_to_resolve: None,
-                });
-                perf_parts.push(GatePart {
-                    subject,
-                    passed: false,
-                    reason,
-                });
-                continue;
-            };
-            let bcl = bc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
-            let ccl = cc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
-            let (m, part) = match compare_metric(spec, name, b, c, (bcl, ccl), &design, policy) {
-                Ok(x) => x,
-                Err(part) => {
-                    evidence_parts.push(EvidencePart {
-                        subject: part.subject.clone(),
-                        outcome: GateOutcome::Inconclusive,
-                        reason: part.reason.clone(),
-                        requests_to_resolve: None,
-                    });
-                    perf_parts.push(part);
-                    continue;
-                }
-            };
-            let mut ep = evidence_part(&subject, &m, eligible, bc, cc);
-            if let (Some(why), GateOutcome::Inconclusive) = (&mismatch, ep.outcome) {
-                ep.reason = why.clone();
-            }
-            evidence_parts.push(ep);
-            metrics.push((spec.name.clone(), m));
-            perf_parts.push(part);
-            if !sample_pairs.iter().any(|(k, _)| *k == spec.sample) {
-                sample_pairs.push((
-                    spec.sample.clone(),
-                    SamplePair {
-                        baseline: b.to_vec(),
-                        candidate: c.to_vec(),
-                        baseline_clusters: bcl.map(<[u32]>::to_vec),
-                        candidate_clusters: ccl.map(<[u32]>::to_vec),
-                    },
-                ));
-            }
-        }
-
-        add_schedule_samples(&mut sample_pairs, bc, cc);
-        if let (Some(b), Some(c)) = (bc.median_prompt_tokens, cc.median_prompt_tokens) {
-            let tol = bc.shape.tolerance_percent;
-            if stats::delta_percent(b, c).is_some_and(|d| d.abs() > tol) {
-                warnings.push(format!(
-                    "cell `{name}`: median prompt tokens differ by more than the cell's {tol}% tolerance (baseline {b}, candidate {c})"
-                ));
-            }
-        }
-        cells.push((
-            name.clone(),
-            CellComparison {
-                baseline_requests: bc.requests,
-                candidate_requests: cc.requests,
-                baseline_performance_eligible: b_eligible,
-                candidate_performance_eligible: c_eligible,
-                median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
-                metrics: OrderedMap(metrics),
-                baseline_median_prompt_tokens: bc.median_prompt_tokens,
-                candidate_median_prompt_tokens: cc.median_prompt_tokens,
-                baseline_ineligible_reasons: b_reasons,
-                candidate_ineligible_reasons: c_reasons,
-                baseline_failed: Some(bc.failed),
-                candidate_failed: Some(cc.failed),
-                samples: Some(OrderedMap(sample_pairs)),
-                not_comparable: mismatch,
-                baseline_median_completion_tokens: median_completion(bc),
-                candidate_median_completion_tokens: median_completion(cc),
-                output_tolerance_percent: Some(bc.shape.tolerance_percent),
-            },
-        ));
+        compare_cell(bc, cc, &design, policy, &mut acc)?;
     }
+    let Accumulated {
+        cells,
+        mut perf_parts,
+        mut evidence_parts,
+        mut warnings,
+    } = acc;
     if cells.is_empty() {
         perf_parts.push(GatePart {
             subject: "cells".into(),
@@ -793,6 +971,7 @@ pub fn compare(
     }
     let turnover_gate_passed = turnover_ok(strict.passed, non_inferior.passed, mode);
 
+    let any_slo = cells.iter().any(|(_, c)| c.slo.is_some());
     let bs = &policy.bootstrap;
     Ok(Report {
         schema: REPORT_SCHEMA.to_string(),
@@ -836,7 +1015,7 @@ pub fn compare(
             gate_decides: Some(policy.gate.decide.as_str().to_string()),
             evidence_rule: Some(EVIDENCE_RULE.to_string()),
             family_wise: Some(FamilyWise {
-                method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating (cell, metric) pairs (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
+                method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
                     ev::Spending::Bonferroni => "alpha / looks each",
                     ev::Spending::OBrienFleming => "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
                 }),
@@ -861,6 +1040,7 @@ pub fn compare(
                 source: policy.gate.drift_source.clone(),
             }),
             samples_kept: Some(true),
+            attainment_rule: any_slo.then(|| ATTAINMENT_RULE.to_string()),
         }),
         gates: Some(Gates {
             performance,

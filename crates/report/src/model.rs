@@ -170,6 +170,36 @@ pub struct CellComparison {
     /// The cell's tolerance the completion-token medians are held to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tolerance_percent: Option<f64>,
+    /// SLO attainment of both sides and the evidence on its drop, when the
+    /// policy or the suite gives the cell SLOs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloComparison>,
+    /// Every recorded request of each side (what `slo` is computed from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_rows: Option<RowsPair>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowsPair {
+    pub baseline: Vec<crate::artifact::RequestRow>,
+    pub candidate: Vec<crate::artifact::RequestRow>,
+}
+
+/// One cell's SLO attainment on both sides, gated as a proportion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloComparison {
+    pub targets: crate::artifact::Slo,
+    /// "policy" (the policy's `[[slo]]`) or "suite" (the cell's own `slo`).
+    pub source: String,
+    /// Whether the attainment is a part of the evidence gate: the policy's
+    /// SLOs gate, the suite's are reported beside the gate.
+    pub gating: bool,
+    pub margin_points: f64,
+    pub baseline: crate::artifact::SloAttainment,
+    pub candidate: crate::artifact::SloAttainment,
+    /// Absent when a side has no requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<crate::stats::AttainmentEvidence>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -570,6 +600,9 @@ pub struct Statistics {
     /// (`cells.<cell>.samples`), so `verify` can recompute them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_kept: Option<bool>,
+    /// How SLO attainment is gated, when any cell has SLOs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attainment_rule: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -680,6 +713,20 @@ pub struct PolicySummary {
     pub metrics: Vec<PolicyMetric>,
     pub turnover_gate: TurnoverGateMode,
     pub alpha: f64,
+    /// SLO attainment gates, per cell (absent in reports from before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<PolicySlo>,
+}
+
+/// One SLO gate of the policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicySlo {
+    /// The cell it applies to; absent: every cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<String>,
+    pub targets: crate::artifact::Slo,
+    /// How far (percentage points) the candidate's attainment may fall below the baseline's.
+    pub margin_points: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -17,6 +17,12 @@
 //! iterations = 10000
 //! confidence = 0.95
 //! seed = 7
+//!
+//! [[slo]]                          # gate on SLO attainment (a binomial)
+//! cell = "c1-256"                  # absent: every cell
+//! ttft_ms = 1500                   # any subset of ttft_ms, tpot_ms, e2e_ms
+//! tpot_ms = 80
+//! margin_points = 5                # the attainment may drop at most 5 points
 //! ```
 
 use std::ops::Range;
@@ -27,9 +33,11 @@ use toml::Spanned;
 
 use crate::config::{ConfigError, line_col};
 
+use crate::artifact::Slo;
 use crate::stats::evidence::Spending;
 use crate::stats::{BootstrapConfig, Direction};
 
+pub use super::model::PolicySlo as SloSpec;
 pub use super::model::TurnoverGateMode;
 use super::model::{PolicyMetric, PolicySummary};
 
@@ -146,6 +154,8 @@ pub struct GatePolicy {
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
 /// ±12 % run-to-run range of p50 TTFT measured on the reference engine ≈ ±2 s.d.
 pub const DEFAULT_DRIFT_SD_PERCENT: f64 = 6.0;
+/// Default non-inferiority margin on SLO attainment, in percentage points.
+pub const DEFAULT_SLO_MARGIN_POINTS: f64 = 5.0;
 /// Default turnover non-inferiority margin: 5 percentage points of failure rate.
 pub const DEFAULT_TURNOVER_MARGIN: f64 = 0.05;
 
@@ -175,6 +185,9 @@ pub struct Policy {
     /// Which look this comparison is (1-based); None: the last.
     pub sequential_look: Option<usize>,
     pub gate: GatePolicy,
+    /// SLOs to gate on, per cell (a spec without a cell applies to every
+    /// cell; a cell's own spec wins over it).
+    pub slo: Vec<SloSpec>,
 }
 
 impl Default for Policy {
@@ -195,6 +208,7 @@ impl Default for Policy {
             sequential_looks: 1,
             sequential_look: None,
             gate: GatePolicy::default(),
+            slo: Vec::new(),
         }
     }
 }
@@ -209,6 +223,12 @@ impl Policy {
             m.threshold_percent = threshold_percent;
         }
         self
+    }
+
+    /// The SLO spec that applies to `cell`: its own, else the one for every cell.
+    pub fn slo_for(&self, cell: &str) -> Option<&SloSpec> {
+        let own = self.slo.iter().find(|s| s.cell.as_deref() == Some(cell));
+        own.or_else(|| self.slo.iter().find(|s| s.cell.is_none()))
     }
 
     pub fn summary(&self) -> PolicySummary {
@@ -227,6 +247,7 @@ impl Policy {
                 .collect(),
             turnover_gate: self.turnover.gate,
             alpha: self.turnover.alpha,
+            slo: self.slo.clone(),
         }
     }
 
@@ -262,6 +283,25 @@ struct RawPolicy {
     bootstrap: Option<RawBootstrap>,
     #[serde(default)]
     gate: Option<RawGate>,
+    #[serde(default)]
+    slo: Option<Vec<RawSlo>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlo {
+    #[serde(default)]
+    cell: Option<Spanned<String>>,
+    #[serde(default)]
+    ttft_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    tpot_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    e2e_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    min_attainment: Option<Spanned<f64>>,
+    #[serde(default)]
+    margin_points: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -506,6 +546,54 @@ impl RawPolicy {
             bootstrap.confidence = b.confidence.map_or(bootstrap.confidence, |s| *s.get_ref());
         }
 
+        let mut slo: Vec<SloSpec> = Vec::new();
+        for (i, raw) in self.slo.into_iter().flatten().enumerate() {
+            let at = |f: &str| format!("slo[{i}].{f}");
+            // toml keeps no span for the table itself: point at its first field.
+            let span = [
+                raw.cell.as_ref().map(Spanned::span),
+                raw.ttft_ms.as_ref().map(Spanned::span),
+                raw.tpot_ms.as_ref().map(Spanned::span),
+                raw.e2e_ms.as_ref().map(Spanned::span),
+                raw.min_attainment.as_ref().map(Spanned::span),
+                raw.margin_points.as_ref().map(Spanned::span),
+            ]
+            .into_iter()
+            .flatten()
+            .min_by_key(|r| r.start)
+            .unwrap_or(0..0);
+            let cell = raw.cell.map(Spanned::into_inner);
+            if slo.iter().any(|s| s.cell == cell) {
+                let which = cell
+                    .as_deref()
+                    .map_or("every cell".to_string(), |c| format!("cell `{c}`"));
+                return Err(err(span, at("cell"), format!("a second SLO for {which}")));
+            }
+            let value = |v: &Option<Spanned<f64>>| v.as_ref().map(|v| *v.get_ref());
+            let targets = Slo {
+                ttft_ms: value(&raw.ttft_ms),
+                tpot_ms: value(&raw.tpot_ms),
+                e2e_ms: value(&raw.e2e_ms),
+                min_attainment: value(&raw.min_attainment),
+            };
+            if let Some(why) = targets.problem() {
+                return Err(err(span, format!("slo[{i}]"), why));
+            }
+            check(
+                &raw.margin_points,
+                at("margin_points"),
+                |m| m.is_finite() && (0.0..100.0).contains(&m),
+                "a margin in percentage points in [0, 100)",
+            )?;
+            slo.push(SloSpec {
+                cell,
+                targets,
+                margin_points: raw
+                    .margin_points
+                    .map_or(DEFAULT_SLO_MARGIN_POINTS, |m| *m.get_ref()),
+            });
+        }
+
         Ok(Policy {
             source: file.to_string(),
             metrics,
@@ -514,6 +602,7 @@ impl RawPolicy {
             sequential_looks: 1,
             sequential_look: None,
             gate,
+            slo,
         })
     }
 }
@@ -687,6 +776,42 @@ mod tests {
         let p = Policy::from_toml_str("threshold_percent = 2.5\n", "p.toml").expect("valid");
         assert!(p.metrics.iter().all(|m| m.threshold_percent == 2.5));
         assert_eq!(p.metrics.len(), 3);
+    }
+
+    #[test]
+    fn slo_specs_parse_and_a_cells_own_wins_over_every_cells() {
+        let p = Policy::from_toml_str(
+            "[[slo]]\nttft_ms = 2000\n[[slo]]\ncell = \"c1\"\nttft_ms = 500\ntpot_ms = 40\nmargin_points = 2\n",
+            "p.toml",
+        )
+        .unwrap();
+        let own = p.slo_for("c1").unwrap();
+        assert_eq!(
+            (own.targets.ttft_ms, own.targets.tpot_ms, own.margin_points),
+            (Some(500.0), Some(40.0), 2.0)
+        );
+        let any = p.slo_for("c2").unwrap();
+        assert_eq!(
+            (any.targets.ttft_ms, any.margin_points),
+            (Some(2000.0), DEFAULT_SLO_MARGIN_POINTS)
+        );
+        assert!(Policy::default().slo_for("c1").is_none());
+        for (text, field) in [
+            ("[[slo]]\ncell = \"c\"\n", "slo[0]"),
+            ("[[slo]]\ncell = \"c\"\nttft_ms = -1\n", "slo[0]"),
+            (
+                "[[slo]]\nttft_ms = 1\nmargin_points = 100\n",
+                "slo[0].margin_points",
+            ),
+            ("[[slo]]\nttft_ms = 1\n[[slo]]\ne2e_ms = 1\n", "slo[1].cell"),
+            ("[[slo]]\nttft = 1\n", "slo"),
+        ] {
+            let e = Policy::from_toml_str(text, "p.toml").expect_err(text);
+            assert!(
+                e.field.as_deref().is_some_and(|f| f.starts_with(field)),
+                "{text}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::artifact::RequestRow;
 use crate::stats;
 
 use super::view::{CellView, MetricView, TurnoverRow, View};
@@ -163,6 +164,102 @@ fn strip_plot(m: &MetricView, b: &[f64], c: &[f64]) -> String {
     s
 }
 
+/// One latency per request against its place in send order, both sides on
+/// one chart: drift over the run shows as a slope, a warm-up or cache hit
+/// as an outlier at the start. Failed requests are marked on the top edge.
+/// Send order, not send time: an interleaved side's blocks each start
+/// their own clock, but block k of one side ran next to block k of the other.
+fn time_series_plot(
+    label: &str,
+    rows: (&[RequestRow], &[RequestRow]),
+    value: fn(&RequestRow) -> Option<f64>,
+) -> Option<String> {
+    let (w, h) = (520.0, 150.0);
+    let (left, right, top, bottom) = (56.0, 12.0, 24.0, 24.0);
+    let vals: Vec<f64> = rows.0.iter().chain(rows.1).filter_map(value).collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() || !hi.is_finite() {
+        return None;
+    }
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 1.0, hi + 1.0)
+    };
+    let n = rows.0.len().max(rows.1.len()).max(2);
+    let x = |i: usize| left + i as f64 / (n - 1) as f64 * (w - left - right);
+    let y = |v: f64| top + (hi - v) / (hi - lo) * (h - top - bottom);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg role=\"img\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><title>{0} per request in send order</title><text x=\"8\" y=\"14\" font-size=\"12\" font-weight=\"600\">{0} by request, in send order</text>",
+        escape(label)
+    );
+    for (side, color) in [(rows.0, BASELINE_COLOR), (rows.1, CANDIDATE_COLOR)] {
+        for (i, r) in side.iter().enumerate() {
+            match value(r) {
+                Some(v) if r.ok => {
+                    let _ = write!(
+                        s,
+                        "<circle cx=\"{:.2}\" cy=\"{:.2}\" r=\"2.6\" fill=\"{color}\" fill-opacity=\"0.7\"/>",
+                        x(i),
+                        y(v)
+                    );
+                }
+                _ => {
+                    let _ = write!(
+                        s,
+                        "<text x=\"{:.2}\" y=\"{:.2}\" font-size=\"10\" text-anchor=\"middle\" fill=\"{color}\">×<title>request {i} failed</title></text>",
+                        x(i),
+                        top - 2.0
+                    );
+                }
+            }
+        }
+    }
+    for t in ticks(lo, hi, 4) {
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">{}</text>",
+            left - 4.0,
+            y(t) + 3.0,
+            escape(&fmt_value(Some(t)))
+        );
+    }
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{0}\" stroke=\"#8c959f\"/><line x1=\"{left}\" x2=\"{1}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#8c959f\"/><text x=\"{1}\" y=\"{2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">request 0 … {3}</text></svg>",
+        h - bottom,
+        w - right,
+        h - 8.0,
+        n - 1
+    );
+    Some(s)
+}
+
+/// The cell's per-request TTFT and e2e over the run, when the report keeps its rows.
+fn time_series(out: &mut String, c: &CellView) {
+    let Some(rows) = &c.rows else {
+        return;
+    };
+    let pair = (rows.baseline.as_slice(), rows.candidate.as_slice());
+    let plots: Vec<String> = [
+        time_series_plot("ttft_ms", pair, |r| r.ttft_ms),
+        time_series_plot("e2e_ms", pair, |r| r.e2e_ms),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !plots.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"legend small\">over the run<span style=\"background:{BASELINE_COLOR}\"></span>baseline<span style=\"background:{CANDIDATE_COLOR}\"></span>candidate; ×: a failed request</p><div class=\"plots\">{}</div>",
+            plots.join("\n")
+        );
+    }
+}
+
 /// Failure rate per turnover row with its interval as a whisker.
 fn turnover_plot(rows: &[TurnoverRow]) -> String {
     let row_h = 22.0;
@@ -298,6 +395,10 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         );
     }
     out.push_str("</table>\n");
+    for line in c.slo_lines() {
+        let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
+    }
+    time_series(out, c);
     let plots: Vec<String> = c
         .metrics
         .iter()

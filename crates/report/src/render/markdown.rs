@@ -190,6 +190,13 @@ pub(super) fn render(v: &View) -> String {
                 ],
             );
         }
+        let slo = c.slo_lines();
+        if !slo.is_empty() {
+            out.push('\n');
+            for line in slo {
+                let _ = writeln!(out, "- {}", md(&line));
+            }
+        }
         for (side, reasons) in [
             ("baseline", &c.baseline_reasons),
             ("candidate", &c.candidate_reasons),

@@ -173,6 +173,9 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
             );
         }
     }
+    for line in c.slo_lines() {
+        let _ = writeln!(out, "  {line}");
+    }
     for (side, reasons) in [
         ("baseline", &c.baseline_reasons),
         ("candidate", &c.candidate_reasons),

@@ -10,14 +10,15 @@ use crate::stats::{Direction, Interval};
 
 use super::super::gate::non_inferior_gate;
 use super::super::model::{
-    Decision, FailureRate, Gate, Gates, ProvenancePair, Side, Statistics, TurnoverComparison,
-    parse_regression_flag, parse_turnover_key,
+    Decision, FailureRate, Gate, Gates, ProvenancePair, RowsPair, Side, SloComparison, Statistics,
+    TurnoverComparison, parse_regression_flag, parse_turnover_key,
 };
 use super::super::policy::{
     DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_TURNOVER_CONFIDENCE, infer_direction, split_quantile,
 };
 use super::super::turnover::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
+use crate::artifact::SloAttainment;
 use crate::stats;
 
 pub struct View {
@@ -55,6 +56,65 @@ pub struct CellView {
     pub baseline_reasons: Vec<String>,
     pub candidate_reasons: Vec<String>,
     pub metrics: Vec<MetricView>,
+    /// SLO attainment of both sides, when the cell has SLOs.
+    pub slo: Option<SloComparison>,
+    /// Every recorded request of each side, in request order, when kept.
+    pub rows: Option<RowsPair>,
+}
+
+impl CellView {
+    /// The cell's SLO attainment in words, one line per fact; empty without SLOs.
+    pub fn slo_lines(&self) -> Vec<String> {
+        let Some(slo) = &self.slo else {
+            return Vec::new();
+        };
+        let side = |name: &str, a: &SloAttainment| {
+            let rate = |v: Option<f64>, unit: &str| {
+                v.map_or(String::new(), |v| format!(", {v:.2} {unit}"))
+            };
+            format!(
+                "{name}: {}/{} met = {:.1}% [{:.1}%, {:.1}%]; goodput{}{} over {:.1} s",
+                a.met,
+                a.of,
+                a.attainment * 100.0,
+                a.interval[0] * 100.0,
+                a.interval[1] * 100.0,
+                rate(a.goodput_rps, "req/s"),
+                rate(a.goodput_tok_s, "tok/s"),
+                a.window_s
+            )
+        };
+        let verdict = match &slo.evidence {
+            Some(e) => {
+                let more = e.requests_to_resolve.map_or(String::new(), |n| {
+                    format!("; ~{n} requests/side would decide it")
+                });
+                format!(
+                    "drop {:+.2} points, bounds [{:+.2}, {:+.2}] against a {}-point margin: {}{more}",
+                    e.drop_points,
+                    e.lower_bound_points,
+                    e.upper_bound_points,
+                    e.margin_points,
+                    e.outcome.as_str()
+                )
+            }
+            None => "no attainment evidence (a side has no requests)".to_string(),
+        };
+        vec![
+            format!(
+                "SLO ({}, from the {}{}): {verdict}",
+                slo.targets.describe(),
+                slo.source,
+                if slo.gating {
+                    ""
+                } else {
+                    "; reported, not gated: the policy's [[slo]] gates"
+                }
+            ),
+            side("baseline", &slo.baseline),
+            side("candidate", &slo.candidate),
+        ]
+    }
 }
 
 pub struct MetricView {
@@ -285,6 +345,8 @@ impl View {
                             baseline_reasons: strings(c.get("baseline_ineligible_reasons")),
                             candidate_reasons: strings(c.get("candidate_ineligible_reasons")),
                             metrics,
+                            slo: typed(c.get("slo")),
+                            rows: typed(c.get("request_rows")),
                         }
                     })
                     .collect()

@@ -12,6 +12,7 @@
 //! - Percentiles use [`PERCENTILE_METHOD`] throughout, including inside the
 //!   bootstrap, so a CI brackets exactly the median delta the report prints.
 
+pub mod attainment;
 mod bootstrap;
 mod compare;
 pub mod evidence;
@@ -19,6 +20,7 @@ mod exact;
 mod percentile;
 pub mod special;
 
+pub use attainment::{AttainmentEvidence, attainment_evidence, attainment_interval};
 pub use bootstrap::{
     BootstrapConfig, DEFAULT_BOOTSTRAP_SEED, SplitMix64, Xoshiro256, bootstrap_delta_ci,
     median_delta_percent, requests_to_resolve,

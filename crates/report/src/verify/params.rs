@@ -327,15 +327,29 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
     }
     let pairs = ck.count(&p("gating_pairs"), fw.get("gating_pairs"));
     let looks = ck.count(&p("looks"), fw.get("looks"));
-    let cells = root.get("cells").and_then(Value::as_object).map(Map::len);
+    let cells = root.get("cells").and_then(Value::as_object);
+    // Each cell with gating SLOs is one more pair (its attainment).
+    let slo_cells = cells.map_or(0, |c| {
+        c.values()
+            .filter(|c| c.pointer("/slo/gating") == Some(&Value::Bool(true)))
+            .count()
+    });
     let metrics = params.policy_metrics.as_ref().map(Vec::len);
-    if let (Some(found), Some(c), Some(m)) = (pairs, cells, metrics)
-        && found != (c * m) as u64
+    if let (Some(found), Some(c), Some(m)) = (pairs, cells.map(Map::len), metrics)
+        && found != (c * m + slo_cells) as u64
     {
+        let slo = if slo_cells > 0 {
+            format!(" + {slo_cells} SLO cells")
+        } else {
+            String::new()
+        };
         ck.push(
             p("gating_pairs"),
             found.to_string(),
-            format!("{} ({c} cells × {m} policy metrics)", c * m),
+            format!(
+                "{} ({c} cells × {m} policy metrics{slo})",
+                c * m + slo_cells
+            ),
         );
     }
     if looks == Some(0) {
@@ -588,6 +602,10 @@ pub(super) fn policy_from_report(
                 .get("spending")
                 .and_then(parse::<Spending>)
                 .unwrap_or(Spending::Bonferroni),
+        },
+        slo: match policy.get("slo") {
+            None => Vec::new(),
+            Some(v) => parse(v).ok_or("unreadable policy.slo")?,
         },
     })
 }

@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::artifact::{
-    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, Schedule, TurnoverFailure,
-    TurnoverRun,
+    CellResult, CellShape, Provenance, RUN_SCHEMA, RequestRow, RunArtifact, Schedule, Slo,
+    TurnoverFailure, TurnoverRun,
 };
+use crate::slo;
 
 use super::super::compare::compare;
 use super::super::model::{Report, Side, parse_turnover_key};
@@ -191,6 +192,7 @@ pub(super) fn artifacts_from_report(
             .map(|name| side_cell(name, &cells[name.as_str()], s))
             .collect::<Result<Vec<_>, _>>()?;
         out.push(RunArtifact {
+            rate_sweeps: Vec::new(),
             schema: RUN_SCHEMA.to_string(),
             provenance,
             method: BTreeMap::new(),
@@ -259,6 +261,10 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             }
         }
     }
+    let request_rows: Vec<RequestRow> = match cell.get("request_rows") {
+        Some(pair) => parse(pair.get(side), &at(&format!("request_rows.{side}")))?,
+        None => Vec::new(),
+    };
     Ok(CellResult {
         name: name.to_string(),
         shape: CellShape {
@@ -312,6 +318,15 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         prompt_cache: None,
         output_length: None,
         warnings: Vec::new(),
+        request_rows: request_rows.clone(),
+        // Suite SLOs travel with the runs; the policy's are in the policy block.
+        slo: match cell.get("slo") {
+            Some(v) if v.get("source").and_then(Value::as_str) == Some("suite") => {
+                let targets: Slo = parse(v.get("targets"), &at("slo.targets"))?;
+                Some(slo::attainment(&targets, &request_rows))
+            }
+            _ => None,
+        },
     })
 }
 
