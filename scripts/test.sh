@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # All tests, from a fresh machine: sets up the reference engine (cached after
-# the first run) and a Docker daemon (for the container-driver test), then
+# the first run), a Docker daemon (for the container-driver test) and a
+# headless Chromium (for the HTML report in a real browser), then
 # formatting, lints, and every test against the real engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-engine.sh
 # Without a daemon the container test fails and says why; it never passes silently.
 scripts/setup-docker.sh || echo "test: no Docker daemon could be started; tests/container.rs will fail and say so" >&2
+# The HTML report is checked in a real headless browser (tests/browser.rs).
+if line=$(scripts/setup-chromium.sh | grep '^INFERGATE_CHROMIUM='); then
+    export "${line?}"
+else
+    echo "test: no chromium could be installed; tests/browser.rs will fail and say so" >&2
+fi
 cargo fmt --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features

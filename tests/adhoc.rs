@@ -236,6 +236,12 @@ fn slo_in_the_runs_the_report_and_every_renderer(
             "{name} shows the attainment"
         );
         assert!(text.contains("req/s"), "{name} shows the goodput");
+        assert!(
+            text.contains(
+                "server timings, baseline (3 requests): client TTFT − server prompt time p50"
+            ),
+            "{name} shows the client-minus-server overhead"
+        );
     }
     let html = report::render::html(&value);
     assert!(

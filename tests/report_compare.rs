@@ -74,6 +74,7 @@ fn cell(
         .collect();
     CellResult {
         request_rows: Vec::new(),
+        server_timings: None,
         slo: None,
         name: name.into(),
         shape: shape(prompt, n),

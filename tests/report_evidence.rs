@@ -71,6 +71,7 @@ fn artifact(
         .collect();
     let cell = CellResult {
         request_rows: Vec::new(),
+        server_timings: None,
         slo: None,
         name: "c1".into(),
         shape: shape(n),

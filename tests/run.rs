@@ -110,6 +110,31 @@ async fn run_measures_real_values_that_agree_with_the_journal() {
         .map(|r| r.capture.prompt_tokens.unwrap() as f64)
         .collect();
     assert_eq!(cell.median_prompt_tokens, stats::median(&prompt));
+
+    // The server's own clock, as a cross-check of the client's: llama.cpp
+    // sends timings with every request; its prompt time is inside the
+    // client's TTFT (the first token cannot arrive before the prompt is
+    // evaluated), and what is left (HTTP, scheduling, streaming) is small.
+    assert!(
+        recs.iter().all(|r| r.capture.server_timings.is_some()),
+        "timings in every journal record"
+    );
+    let t = cell
+        .server_timings
+        .as_ref()
+        .expect("server timings checked");
+    assert_eq!((t.requests, t.client_below_server), (6, 0), "{t:?}");
+    let overhead = t.ttft_overhead_ms.as_ref().unwrap();
+    assert!(
+        overhead.min > 0.0 && overhead.p50 < 500.0,
+        "client TTFT − server prompt time: {overhead:?}"
+    );
+    let by_hand: Vec<f64> = recs
+        .iter()
+        .map(|r| r.capture.ttft_ms.unwrap() - r.capture.server_timings.unwrap().prompt_ms.unwrap())
+        .collect();
+    assert_eq!(overhead.p50, stats::median(&by_hand).unwrap());
+    assert!(t.e2e_overhead_ms.as_ref().unwrap().min > 0.0, "{t:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

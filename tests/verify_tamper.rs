@@ -52,6 +52,7 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
         .collect();
     CellResult {
         request_rows: Vec::new(),
+        server_timings: None,
         slo: None,
         name: name.into(),
         shape: CellShape {

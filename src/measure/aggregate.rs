@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{CellResult, OutputLength, PromptCache, RequestRow, metric};
+use crate::artifact::{
+    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, metric,
+};
 use crate::config::suite::{Arrival, CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::slo;
@@ -107,7 +109,17 @@ pub fn cell_clustered(
     let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
     let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
     reasons.extend(cache_reason);
-    let warnings = schedule_warnings(&ok, open_loop);
+    let mut warnings = schedule_warnings(&ok, open_loop);
+    let server_timings = server_timing_check(&ok);
+    if let Some(t) = server_timings
+        .as_ref()
+        .filter(|t| t.client_below_server > 0)
+    {
+        warnings.push(format!(
+            "MEASUREMENT ERROR: {} of {} requests have a client TTFT below the server's own prompt time; the client's clock or stream parsing is wrong for them",
+            t.client_below_server, t.requests
+        ));
+    }
 
     CellResult {
         name: spec.name.clone(),
@@ -135,7 +147,41 @@ pub fn cell_clustered(
         warnings,
         request_rows,
         slo,
+        server_timings,
     }
+}
+
+/// Slack for rounding between two clocks (server ms are rounded floats).
+const CLOCK_SLACK_MS: f64 = 1.0;
+
+/// The client's TTFT and e2e against the server's own timings, over the
+/// requests that carried them; None when none did.
+fn server_timing_check(ok: &[&RequestRecord]) -> Option<ServerTimingCheck> {
+    let mut ttft = Vec::new();
+    let mut e2e = Vec::new();
+    let mut requests = 0;
+    let mut below = 0;
+    for r in ok {
+        let Some(t) = r.capture.server_timings else {
+            continue;
+        };
+        requests += 1;
+        if let (Some(client), Some(prompt)) = (r.capture.ttft_ms, t.prompt_ms) {
+            ttft.push(client - prompt);
+            below += usize::from(client + CLOCK_SLACK_MS < prompt);
+        }
+        if let (Some(client), Some(prompt), Some(predicted)) =
+            (r.capture.e2e_ms, t.prompt_ms, t.predicted_ms)
+        {
+            e2e.push(client - prompt - predicted);
+        }
+    }
+    (requests > 0).then(|| ServerTimingCheck {
+        requests,
+        ttft_overhead_ms: stats::summarize(&ttft),
+        e2e_overhead_ms: stats::summarize(&e2e),
+        client_below_server: below,
+    })
 }
 
 /// What SLO attainment reads of one request (failures included).

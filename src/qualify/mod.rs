@@ -983,7 +983,7 @@ async fn interleaved_body(
                 run_block(ctx, suite, cells, &b, up).await?;
             }
             done += 1;
-            let report = compare_interleaved(ctx, suite, cells, Some(done))
+            let report = compare_interleaved(ctx, suite, cells, Some(done), false)
                 .map_err(|e| fail("compare", "adaptive round", e))?;
             let outcome = report.performance_outcome;
             let why =
@@ -1265,12 +1265,14 @@ async fn finish_side(
 }
 
 /// Merge each side's blocks (requests `0 .. totals` of every cell) and compare,
-/// telling the comparison how many looks an adaptive budget allows.
+/// telling the comparison how many looks an adaptive budget allows, and
+/// whether this look closes the run early (`closing`).
 fn compare_interleaved(
     ctx: &Ctx<'_>,
     suite: &Suite,
     cells: &[CellLayout],
     rounds: Option<usize>,
+    closing: bool,
 ) -> Result<Report> {
     let mut policy = ctx.plan.policy.load(&ctx.plan.path)?;
     policy.sequential_looks = match rounds {
@@ -1279,6 +1281,7 @@ fn compare_interleaved(
     };
     // Every adaptive round is a look; this comparison is the look after round `rounds`.
     policy.sequential_look = rounds;
+    policy.sequential_closing = closing;
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let side = |label: &str| -> Result<RunArtifact> {
@@ -1382,9 +1385,18 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
     if ctx.plan.schedule == PlanSchedule::Interleaved {
         let (suite, _) = Suite::load(&ctx.plan.suite)?;
         let cells = interleave::layout(&suite.cells, ctx.plan.window);
-        let rounds = adaptive
-            .then(|| rounds_done(&ctx.ledger.entries(ctx.qualification).unwrap_or_default()));
-        return compare_interleaved(ctx, &suite, &cells, rounds);
+        let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
+        let rounds = adaptive.then(|| rounds_done(&entries));
+        // Stopped by the clock before the last planned look: the last look
+        // spends the error the earlier ones left (unspent, it is just lost).
+        let closing = adaptive
+            && entries
+                .iter()
+                .rev()
+                .find(|e| e.step == "round" && e.status == Status::Ok)
+                .and_then(|e| e.detail_str("stop"))
+                == Some(StopReason::MaxMinutes.as_str());
+        return compare_interleaved(ctx, &suite, &cells, rounds, closing);
     }
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
     if ctx.plan.repeats == 1 {

@@ -210,6 +210,28 @@ pub struct CellResult {
     /// The cell's SLOs (from the suite) and how many requests met them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<SloAttainment>,
+    /// The server's own timings beside the client's, where the engine sends
+    /// them (llama.cpp `timings`): a cross-check of the client's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimingCheck>,
+}
+
+/// Client latency against the server's own per-request timings, over a
+/// cell's successful requests that carried them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimingCheck {
+    /// Successful requests with server timings (of `CellResult::succeeded`).
+    pub requests: usize,
+    /// Client TTFT − server prompt time, per request: the network, HTTP,
+    /// queueing and streaming overhead the client sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_overhead_ms: Option<Summary>,
+    /// Client e2e − (server prompt + generation time), per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_overhead_ms: Option<Summary>,
+    /// Requests whose client TTFT was below the server's own prompt time: a
+    /// measurement error (the client cannot see a token before it exists).
+    pub client_below_server: usize,
 }
 
 /// One recorded request, as SLO attainment and goodput read it.

@@ -274,6 +274,7 @@ mod tests {
             method: BTreeMap::new(),
             cells: vec![CellResult {
                 request_rows: Vec::new(),
+                server_timings: None,
                 slo: None,
                 name: "c".into(),
                 shape: CellShape {

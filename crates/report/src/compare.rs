@@ -765,6 +765,8 @@ fn compare_cell(
             output_tolerance_percent: Some(bc.shape.tolerance_percent),
             slo,
             request_rows,
+            baseline_server_timings: bc.server_timings.clone(),
+            candidate_server_timings: cc.server_timings.clone(),
         },
     ));
     Ok(())
@@ -888,8 +890,14 @@ pub fn compare(
     let looks = policy.sequential_looks.max(1);
     let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
     let spending = policy.gate.spending;
-    let (alpha_pass, alpha_fail) =
-        ev::alpha_levels_at(policy.gate.alpha, gating_pairs, look, looks, spending);
+    // A look before the last that closes the run spends what is left.
+    let closing = policy.sequential_closing && look < looks;
+    let levels = if closing {
+        ev::alpha_levels_closing
+    } else {
+        ev::alpha_levels_at
+    };
+    let (alpha_pass, alpha_fail) = levels(policy.gate.alpha, gating_pairs, look, looks, spending);
     let design = DesignChoice {
         schedule,
         resampling,
@@ -1018,11 +1026,12 @@ pub fn compare(
                 method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
                     ev::Spending::Bonferroni => "alpha / looks each",
                     ev::Spending::OBrienFleming => "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
-                }),
+                }) + if closing { "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))" } else { "" },
                 alpha: policy.gate.alpha,
                 gating_pairs,
                 looks,
                 look: Some(look),
+                closing: closing.then_some(true),
                 spending: Some(spending),
                 alpha_pass,
                 alpha_fail,

@@ -177,6 +177,11 @@ pub struct CellComparison {
     /// Every recorded request of each side (what `slo` is computed from).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_rows: Option<RowsPair>,
+    /// Each side's client latency against the server's own timings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_server_timings: Option<crate::artifact::ServerTimingCheck>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_server_timings: Option<crate::artifact::ServerTimingCheck>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -617,6 +622,10 @@ pub struct FamilyWise {
     /// Which look this report is (1-based); absent in older reports (the last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub look: Option<usize>,
+    /// This look closed the run before its planned last (time budget) and
+    /// spent what the earlier looks left; absent: it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closing: Option<bool>,
     /// How alpha is shared between looks; absent in older reports (Bonferroni).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::stats::evidence::Spending>,

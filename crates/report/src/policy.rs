@@ -184,6 +184,9 @@ pub struct Policy {
     pub sequential_looks: usize,
     /// Which look this comparison is (1-based); None: the last.
     pub sequential_look: Option<usize>,
+    /// This look closes the run before its planned last (the time budget
+    /// ran out): it spends the error the earlier looks left.
+    pub sequential_closing: bool,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -207,6 +210,7 @@ impl Default for Policy {
             bootstrap: BootstrapConfig::default(),
             sequential_looks: 1,
             sequential_look: None,
+            sequential_closing: false,
             gate: GatePolicy::default(),
             slo: Vec::new(),
         }
@@ -601,6 +605,7 @@ impl RawPolicy {
             bootstrap,
             sequential_looks: 1,
             sequential_look: None,
+            sequential_closing: false,
             gate,
             slo,
         })

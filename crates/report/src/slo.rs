@@ -277,6 +277,7 @@ mod tests {
                 output_length: None,
                 warnings: vec![],
                 request_rows: vec![],
+                server_timings: None,
                 slo: Some(a),
             }
         };

@@ -87,13 +87,14 @@ fn strip_plot(m: &MetricView, b: &[f64], c: &[f64]) -> String {
     let lo = all.clone().fold(f64::INFINITY, f64::min);
     let hi = all.fold(f64::NEG_INFINITY, f64::max);
     // A flat sample still needs a visible axis span.
-    let (lo, hi) = if hi > lo {
-        let pad = (hi - lo) * 0.05;
-        (lo - pad, hi + pad)
+    let pad = if hi > lo {
+        (hi - lo) * 0.05
     } else {
-        let pad = lo.abs().max(1.0) * 0.05;
-        (lo - pad, hi + pad)
+        lo.abs().max(1.0) * 0.05
     };
+    // Latencies and speeds are never negative: the axis does not start below 0.
+    let floor = if lo >= 0.0 { 0.0 } else { f64::NEG_INFINITY };
+    let (lo, hi) = ((lo - pad).max(floor), hi + pad);
     let x = |v: f64| left + (v - lo) / (hi - lo) * (w - left - right);
     let mut s = String::new();
     let _ = write!(
@@ -395,7 +396,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         );
     }
     out.push_str("</table>\n");
-    for line in c.slo_lines() {
+    for line in c.slo_lines().into_iter().chain(c.server_lines()) {
         let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
     }
     time_series(out, c);
@@ -523,7 +524,12 @@ pub(super) fn render(v: &View) -> String {
         escape(v.promotion.as_deref().unwrap_or(DASH)),
         escape(v.human_decision.as_deref().unwrap_or(DASH)),
     );
-    if let Some(d) = &v.decision {
+    // An undecided report has no who or when: nothing to print beside "pending".
+    if let Some(d) = v
+        .decision
+        .as_ref()
+        .filter(|d| d.who.is_some() || d.when.is_some())
+    {
         let _ = writeln!(
             out,
             "<tr><th>decision</th><td>{} by {} at {}{}</td></tr>",
@@ -606,8 +612,16 @@ pub(super) fn render(v: &View) -> String {
                 ""
             }
         );
-        out.push_str(&turnover_plot(&rows));
-        out.push('\n');
+        // All-zero bars say nothing a sentence does not: the intervals are the news.
+        if rows.iter().all(|r| r.failed == Some(0)) {
+            let _ = writeln!(
+                out,
+                "<p class=\"small\">No turnover request failed on either side; the table's intervals bound the failure rates these counts allow.</p>"
+            );
+        } else {
+            out.push_str(&turnover_plot(&rows));
+            out.push('\n');
+        }
         let lines: Vec<String> = v
             .runs
             .iter()
@@ -692,6 +706,67 @@ pub(super) fn render(v: &View) -> String {
 #[cfg(test)]
 mod tests {
     use super::escape;
+    use serde_json::Value;
+
+    fn seed() -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/runtime-profile-comparison.example.json");
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_undecided_report_shows_no_who_or_when() {
+        let mut r = seed();
+        r["decision"] = serde_json::json!({"action": "pending"});
+        let html = super::super::html(&r);
+        assert!(
+            !html.contains("by ? at ?"),
+            "undecided: nothing beside pending"
+        );
+        r["decision"] =
+            serde_json::json!({"action": "promote", "who": "ops", "when": "2026-01-01"});
+        assert!(super::super::html(&r).contains("by ops at 2026-01-01"));
+    }
+
+    #[test]
+    fn turnover_without_failures_is_a_sentence_not_empty_bars() {
+        let mut r = seed();
+        assert!(super::super::html(&r).contains("<title>turnover failure rates</title>"));
+        for k in [
+            "baseline_turnover",
+            "candidate_turnover",
+            "candidate_turnover_repeat",
+        ] {
+            r[k]["failed"] = 0.into();
+            r[k]["exact_output_passed"] = r[k]["requests"].clone();
+            r[k]["failures"] = serde_json::json!([]);
+        }
+        let html = super::super::html(&r);
+        assert!(!html.contains("<title>turnover failure rates</title>"));
+        assert!(html.contains("No turnover request failed on either side"));
+    }
+
+    #[test]
+    fn a_latency_axis_never_starts_below_zero() {
+        let m = super::MetricView {
+            name: "ttft_p50_ms".into(),
+            baseline: Some(2.0),
+            candidate: Some(2.0),
+            delta_percent: Some(0.0),
+            threshold_percent: Some(5.0),
+            within_threshold: Some(true),
+            direction: None,
+            ci: None,
+            verdict: None,
+            baseline_n: Some(3),
+            candidate_n: Some(3),
+            requests_to_resolve: None,
+            samples: None,
+        };
+        // Values from 0 to 40: a 5 % pad below would put the first tick at -2.
+        let svg = super::strip_plot(&m, &[0.0, 1.0, 40.0], &[2.0, 3.0, 4.0]);
+        assert!(!svg.contains(">-"), "no negative tick label: {svg}");
+    }
 
     #[test]
     fn escapes_markup_and_quotes() {

@@ -190,7 +190,7 @@ pub(super) fn render(v: &View) -> String {
                 ],
             );
         }
-        let slo = c.slo_lines();
+        let slo: Vec<String> = c.slo_lines().into_iter().chain(c.server_lines()).collect();
         if !slo.is_empty() {
             out.push('\n');
             for line in slo {

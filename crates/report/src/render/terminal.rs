@@ -173,7 +173,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
             );
         }
     }
-    for line in c.slo_lines() {
+    for line in c.slo_lines().into_iter().chain(c.server_lines()) {
         let _ = writeln!(out, "  {line}");
     }
     for (side, reasons) in [

@@ -18,7 +18,7 @@ use super::super::policy::{
 };
 use super::super::turnover::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
-use crate::artifact::SloAttainment;
+use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::stats;
 
 pub struct View {
@@ -60,9 +60,44 @@ pub struct CellView {
     pub slo: Option<SloComparison>,
     /// Every recorded request of each side, in request order, when kept.
     pub rows: Option<RowsPair>,
+    pub baseline_server: Option<ServerTimingCheck>,
+    pub candidate_server: Option<ServerTimingCheck>,
 }
 
 impl CellView {
+    /// Each side's client-minus-server overhead in words; empty when the
+    /// server sent no timings.
+    pub fn server_lines(&self) -> Vec<String> {
+        let summary = |s: &Option<crate::stats::Summary>| {
+            s.as_ref().map_or("—".to_string(), |s| {
+                format!("p50 {:.1} ms [{:.1}, {:.1}]", s.p50, s.min, s.max)
+            })
+        };
+        [
+            ("baseline", &self.baseline_server),
+            ("candidate", &self.candidate_server),
+        ]
+        .into_iter()
+        .filter_map(|(side, t)| {
+            let t = t.as_ref()?;
+            let error = if t.client_below_server > 0 {
+                format!(
+                    "; MEASUREMENT ERROR: {} requests with client TTFT below the server's prompt time",
+                    t.client_below_server
+                )
+            } else {
+                String::new()
+            };
+            Some(format!(
+                "server timings, {side} ({} requests): client TTFT − server prompt time {}; client e2e − server time {}{error}",
+                t.requests,
+                summary(&t.ttft_overhead_ms),
+                summary(&t.e2e_overhead_ms)
+            ))
+        })
+        .collect()
+    }
+
     /// The cell's SLO attainment in words, one line per fact; empty without SLOs.
     pub fn slo_lines(&self) -> Vec<String> {
         let Some(slo) = &self.slo else {
@@ -347,6 +382,8 @@ impl View {
                             metrics,
                             slo: typed(c.get("slo")),
                             rows: typed(c.get("request_rows")),
+                            baseline_server: typed(c.get("baseline_server_timings")),
+                            candidate_server: typed(c.get("candidate_server_timings")),
                         }
                     })
                     .collect()

@@ -413,6 +413,26 @@ pub fn alpha_levels_at(
     (share, share / m.max(1) as f64)
 }
 
+/// [`alpha_levels_at`] for a run that stops at look `look` before its
+/// planned last (its time budget ran out): this look spends everything the
+/// earlier looks left, `alpha − α(t₍look−1₎)`, so the shares still sum to
+/// `alpha` and the error stays at or below it. The stop must not depend on
+/// the observed difference (a clock does not, to first order: it measures
+/// both sides' latencies together).
+pub fn alpha_levels_closing(
+    alpha: f64,
+    m: usize,
+    look: usize,
+    looks: usize,
+    spending: Spending,
+) -> (f64, f64) {
+    let looks = looks.max(1);
+    let look = look.clamp(1, looks);
+    let share = alpha - spending.spent(alpha, (look - 1) as f64 / looks as f64);
+    let share = share.max(f64::MIN_POSITIVE);
+    (share, share / m.max(1) as f64)
+}
+
 /// Inputs of [`evidence`] beyond the distribution.
 #[derive(Debug, Clone)]
 pub struct EvidenceInput<'a> {

@@ -30,7 +30,8 @@ pub use compare::{
 };
 pub use evidence::{
     Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending, alpha_levels,
-    alpha_levels_at, bootstrap_deltas, combine, newcombe_difference, paired_point_delta,
+    alpha_levels_at, alpha_levels_closing, bootstrap_deltas, combine, newcombe_difference,
+    paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 pub use percentile::{

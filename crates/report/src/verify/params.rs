@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
-use crate::stats::evidence::{DriftFloor, Spending, alpha_levels_at};
+use crate::stats::evidence::{DriftFloor, Spending, alpha_levels_at, alpha_levels_closing};
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
 use super::super::model::PolicyMetric;
@@ -384,7 +384,26 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             }
         },
     };
-    let (ap, af) = alpha_levels_at(a, m as usize, look as usize, l as usize, spending);
+    // A look that closed the run early spent what the earlier looks left;
+    // only a look before the last can close it.
+    let closing = match fw.get("closing") {
+        None => false,
+        Some(Value::Bool(true)) if look < l => true,
+        Some(v) => {
+            ck.push(
+                p("closing"),
+                v.to_string(),
+                format!("absent, or true at a look before the last ({l})"),
+            );
+            return;
+        }
+    };
+    let levels = if closing {
+        alpha_levels_closing
+    } else {
+        alpha_levels_at
+    };
+    let (ap, af) = levels(a, m as usize, look as usize, l as usize, spending);
     for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
         if let Some(found) = ck.num(&p(key), fw.get(key))
             && found != expected
@@ -393,7 +412,8 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
                 p(key),
                 found.to_string(),
                 format!(
-                    "{expected}, from alpha {a}, {m} pairs, look {look} of {l}, {} spending",
+                    "{expected}, from alpha {a}, {m} pairs, look {look} of {l}{}, {} spending",
+                    if closing { " (closing)" } else { "" },
                     spending.as_str()
                 ),
             );
@@ -593,6 +613,7 @@ pub(super) fn policy_from_report(
         bootstrap,
         sequential_looks: fw.get("looks").and_then(Value::as_u64).ok_or("no looks")? as usize,
         sequential_look: fw.get("look").and_then(Value::as_u64).map(|k| k as usize),
+        sequential_closing: fw.get("closing") == Some(&Value::Bool(true)),
         gate: GatePolicy {
             decide,
             alpha: num(fw.get("alpha"), "statistics.family_wise.alpha")?,

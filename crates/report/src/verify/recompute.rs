@@ -318,6 +318,11 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         prompt_cache: None,
         output_length: None,
         warnings: Vec::new(),
+        // Measured by the run, not derived: taken as given, carried through.
+        server_timings: match get("server_timings") {
+            Some(v) => Some(parse(Some(v), &at(&format!("{side}_server_timings")))?),
+            None => None,
+        },
         request_rows: request_rows.clone(),
         // Suite SLOs travel with the runs; the policy's are in the policy block.
         slo: match cell.get("slo") {

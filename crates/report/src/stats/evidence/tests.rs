@@ -594,6 +594,20 @@ fn adaptive(
     trials: usize,
     seed: u64,
 ) -> ([usize; 3], f64) {
+    adaptive_until(shifts, spending, looks, looks, false, trials, seed)
+}
+
+/// [`adaptive`] stopped by a clock after look `stop_at` of `looks`; with
+/// `closing`, that look spends the error the earlier looks left.
+fn adaptive_until(
+    shifts: [f64; 3],
+    spending: Spending,
+    looks: usize,
+    stop_at: usize,
+    closing: bool,
+    trials: usize,
+    seed: u64,
+) -> ([usize; 3], f64) {
     const BLOCKS_PER_ROUND: usize = 2;
     // The reference engine's c=1 cell: per-request CV about 6 %.
     let sim = Sim {
@@ -608,9 +622,14 @@ fn adaptive(
     for t in 0..trials {
         let draws: Vec<Draw> = shifts.iter().map(|&s| sim.draw(s, &mut r)).collect();
         let mut outcome = GateOutcome::Inconclusive;
-        let mut used = looks;
-        for look in 1..=looks {
-            let alpha = alpha_levels_at(0.05, 3, look, looks, spending);
+        let last = stop_at.min(looks);
+        let mut used = last;
+        for look in 1..=last {
+            let alpha = if closing && look == last && last < looks {
+                alpha_levels_closing(0.05, 3, look, looks, spending)
+            } else {
+                alpha_levels_at(0.05, 3, look, looks, spending)
+            };
             let n = look * per_round;
             let outcomes: Vec<GateOutcome> = draws
                 .iter()
@@ -681,4 +700,81 @@ fn adaptive_looks_keep_error_rates_and_obrien_fleming_is_more_powerful() {
         obf_worse[1] >= bon_worse[1],
         "+10% fails: OBF {obf_worse:?} vs Bonferroni {bon_worse:?}"
     );
+}
+
+/// A run its clock stops before the last planned look loses the error it
+/// did not spend (O'Brien–Fleming keeps most of it for the end), unless that
+/// look closes the run and spends what is left. Closing keeps the error
+/// rates — A/A false fails and passes at the margin ≤ 5 % — and decides more.
+#[test]
+fn a_run_stopped_by_its_clock_spends_what_is_left_at_its_last_look() {
+    let (looks, stop_at, trials) = (10, 6, 60);
+    let spending = Spending::OBrienFleming;
+    let mut decided = Vec::new();
+    for closing in [false, true] {
+        let (aa, _) = adaptive_until([0.0; 3], spending, looks, stop_at, closing, trials, 81);
+        assert!(
+            aa[1] * 100 <= trials * 5,
+            "closing {closing}: A/A false fails {aa:?}"
+        );
+        let (edge, _) = adaptive_until(
+            [5.0, 0.0, 0.0],
+            spending,
+            looks,
+            stop_at,
+            closing,
+            trials,
+            82,
+        );
+        assert!(
+            edge[0] * 100 <= trials * 5,
+            "closing {closing}: at the margin passed {edge:?}"
+        );
+        let (worse, _) = adaptive_until(
+            [10.0, 0.0, 0.0],
+            spending,
+            looks,
+            stop_at,
+            closing,
+            trials,
+            83,
+        );
+        assert!(
+            worse[0] * 100 <= trials * 5,
+            "closing {closing}: +10% passed {worse:?}"
+        );
+        decided.push((aa, worse));
+    }
+    let ((open_aa, open_worse), (closed_aa, closed_worse)) = (decided[0], decided[1]);
+    eprintln!(
+        "stopped at look {stop_at} of {looks}: A/A [pass, fail, inconclusive] not closing {open_aa:?} closing {closed_aa:?}; +10%: not closing {open_worse:?} closing {closed_worse:?}"
+    );
+    assert!(
+        closed_aa[0] >= open_aa[0],
+        "A/A passes: {closed_aa:?} vs {open_aa:?}"
+    );
+    assert!(
+        closed_worse[1] >= open_worse[1],
+        "+10% fails: {closed_worse:?} vs {open_worse:?}"
+    );
+    assert!(
+        closed_aa[0] + closed_worse[1] > open_aa[0] + open_worse[1],
+        "closing decides more"
+    );
+}
+
+#[test]
+fn closing_levels_spend_what_the_earlier_looks_left() {
+    let spent_before = Spending::OBrienFleming.spent(0.05, 11.0 / 20.0);
+    let (pass, fail) = alpha_levels_closing(0.05, 3, 12, 20, Spending::OBrienFleming);
+    assert!((pass - (0.05 - spent_before)).abs() < 1e-15 && (fail - pass / 3.0).abs() < 1e-15);
+    let (open, _) = alpha_levels_at(0.05, 3, 12, 20, Spending::OBrienFleming);
+    assert!(
+        pass > 5.0 * open,
+        "closing {pass} vs the look's own share {open}"
+    );
+    // The planned last look closes the run anyway: the same levels.
+    let (a, _) = alpha_levels_closing(0.05, 3, 20, 20, Spending::OBrienFleming);
+    let (b, _) = alpha_levels_at(0.05, 3, 20, 20, Spending::OBrienFleming);
+    assert!((a - b).abs() < 1e-12, "{a} vs {b}");
 }
