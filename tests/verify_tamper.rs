@@ -700,3 +700,59 @@ fn an_older_interleaved_report_verifies_and_an_edited_interval_is_named() {
         r.disagreements
     );
 }
+
+/// A look the clock closed early spends what the earlier looks left; the
+/// report says so (`closing`), verify recomputes those levels, and a
+/// `closing` that was not (dropped, or claimed at the planned last look) is named.
+#[test]
+fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
+    let (b, c) = runs();
+    let p = Policy {
+        sequential_looks: 20,
+        sequential_look: Some(17),
+        sequential_closing: true,
+        ..policy()
+    };
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+    let fw = &v["statistics"]["family_wise"];
+    assert_eq!(fw["closing"], true);
+    let (pass, _) = stats::evidence::alpha_levels_closing(
+        0.05,
+        3,
+        17,
+        20,
+        stats::evidence::Spending::OBrienFleming,
+    );
+    assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
+    let open = compare(
+        &b,
+        &c,
+        &Policy {
+            sequential_closing: false,
+            ..p.clone()
+        },
+    )
+    .unwrap()
+    .to_value();
+    assert!(
+        open["statistics"]["family_wise"]["alpha_pass"]
+            .as_f64()
+            .unwrap()
+            * 3.0
+            < pass,
+        "closing spends far more than the look's own share"
+    );
+
+    let dropped = paths(v.clone(), |v| {
+        v["statistics"]["family_wise"]
+            .as_object_mut()
+            .unwrap()
+            .remove("closing");
+    });
+    names(&dropped, "statistics.family_wise.alpha_pass");
+    let at_the_last = paths(v, |v| {
+        v["statistics"]["family_wise"]["look"] = 20.into();
+    });
+    names(&at_the_last, "statistics.family_wise.closing");
+}
