@@ -404,13 +404,7 @@ pub fn alpha_levels_at(
     looks: usize,
     spending: Spending,
 ) -> (f64, f64) {
-    let looks = looks.max(1);
-    let look = look.clamp(1, looks);
-    let share = spending.spent(alpha, look as f64 / looks as f64)
-        - spending.spent(alpha, (look - 1) as f64 / looks as f64);
-    // Never zero: a look with no error to spend would be a bound at ±inf.
-    let share = share.max(f64::MIN_POSITIVE);
-    (share, share / m.max(1) as f64)
+    look_levels(alpha, m, look, looks, spending, false)
 }
 
 /// [`alpha_levels_at`] for a run that stops at look `look` before its
@@ -426,9 +420,28 @@ pub fn alpha_levels_closing(
     looks: usize,
     spending: Spending,
 ) -> (f64, f64) {
+    look_levels(alpha, m, look, looks, spending, true)
+}
+
+/// What look `look` of `looks` spends: up to its own information fraction,
+/// or (`closing`) all that is left, less what the earlier looks spent.
+fn look_levels(
+    alpha: f64,
+    m: usize,
+    look: usize,
+    looks: usize,
+    spending: Spending,
+    closing: bool,
+) -> (f64, f64) {
     let looks = looks.max(1);
     let look = look.clamp(1, looks);
-    let share = alpha - spending.spent(alpha, (look - 1) as f64 / looks as f64);
+    let until = if closing {
+        alpha
+    } else {
+        spending.spent(alpha, look as f64 / looks as f64)
+    };
+    let share = until - spending.spent(alpha, (look - 1) as f64 / looks as f64);
+    // Never zero: a look with no error to spend would be a bound at ±inf.
     let share = share.max(f64::MIN_POSITIVE);
     (share, share / m.max(1) as f64)
 }
