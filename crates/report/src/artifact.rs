@@ -264,6 +264,10 @@ fn is_zero_u32(x: &u32) -> bool {
     *x == 0
 }
 
+/// Attainment a cell must reach to hold when its SLOs name none (the
+/// 90 % that DistServe-style goodput studies use).
+pub const DEFAULT_MIN_ATTAINMENT: f64 = 0.9;
+
 /// Service-level objectives of a cell: a request meets them when it
 /// succeeded and every target given holds. Any subset may be given.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -276,7 +280,7 @@ pub struct Slo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub e2e_ms: Option<f64>,
     /// Attainment the cell must reach to "hold" (a rate sweep's capacity);
-    /// absent: [`crate::slo::DEFAULT_MIN_ATTAINMENT`].
+    /// absent: [`DEFAULT_MIN_ATTAINMENT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_attainment: Option<f64>,
 }

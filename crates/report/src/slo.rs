@@ -9,12 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::artifact::{CellResult, RateSweep, RequestRow, Slo, SloAttainment};
+use crate::artifact::{
+    CellResult, DEFAULT_MIN_ATTAINMENT, RateSweep, RequestRow, Slo, SloAttainment,
+};
 use crate::stats::attainment_interval;
 
-/// Attainment a cell must reach to hold when its SLOs name none (the
-/// 90 % that DistServe-style goodput studies use).
-pub const DEFAULT_MIN_ATTAINMENT: f64 = 0.9;
 /// Confidence of the per-side attainment interval.
 pub const ATTAINMENT_CONFIDENCE: f64 = 0.95;
 
