@@ -15,9 +15,10 @@ use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
-use crate::measure::aggregate;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
+use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
+use crate::measure::{aggregate, windows};
 use crate::report::verify::checker::{Checker, show};
 use crate::report::verify::{self as report_verify, Disagreement, Verification};
 use crate::report::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, Side, compare};
@@ -332,7 +333,16 @@ fn read_journal(
             ),
         );
     }
-    let journal = Journal::read(ck, &jname, &jbytes);
+    let mut journal = Journal::read(ck, &jname, &jbytes);
+    let sfile = jfile.with_file_name(SCRAPE_LOG_FILE);
+    match scrape::read_log(&sfile) {
+        Ok(s) => journal.scrapes = s,
+        Err(e) => ck.push(
+            sfile.display().to_string(),
+            format!("{e:#}"),
+            "the scrape log the cells' server metrics came from",
+        ),
+    }
     if journal.records.len() != digest.records {
         ck.push(
             &jname,
@@ -347,6 +357,8 @@ fn read_journal(
 struct Journal {
     name: String,
     records: Vec<(usize, RequestRecord)>,
+    /// The run's scrape log beside it (none when the run scraped nothing).
+    scrapes: Vec<ScrapeEntry>,
 }
 
 impl Journal {
@@ -378,6 +390,7 @@ impl Journal {
         Journal {
             name: name.to_string(),
             records,
+            scrapes: Vec::new(),
         }
     }
 
@@ -504,17 +517,24 @@ fn rebuild_cell(
         &format!("cell `{}`", cell.name),
     );
     let records: Vec<RequestRecord> = j.of(&cell.name).map(|(_, r)| r.clone()).collect();
-    let rebuilt = aggregate::cell(&spec, &records);
+    let mut rebuilt = aggregate::cell(&spec, &records);
+    let w = windows::cell_windows(&j.scrapes, &cell.name, &records, usize::MAX);
+    windows::attach(&mut rebuilt, w);
     if rebuilt != *cell {
         name_sample_lines(ck, j, &spec, &rebuilt, cell, art_name, i);
         let mut sub = Checker::default();
         sub.expect_exact("", Some(&to_value(cell)), &to_value(&rebuilt));
         for d in sub.out.into_iter().take(20) {
             let path = format!("{art_name}: cells[{i}].{}", d.path);
+            let from = if d.path.starts_with("server_metrics") {
+                format!("{} with {SCRAPE_LOG_FILE}", j.name)
+            } else {
+                j.name.clone()
+            };
             ck.push(
                 path,
                 d.found,
-                format!("{} (aggregated again from {})", d.expected, j.name),
+                format!("{} (aggregated again from {from})", d.expected),
             );
         }
     }

@@ -28,4 +28,4 @@ pub mod util;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use infergate_report::{self as report, artifact, atomic, slo, stats};
+pub use infergate_report::{self as report, artifact, atomic, server, slo, stats};

@@ -159,6 +159,23 @@ async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
         );
     }
 
+    // The server's gauges over the cell, both sides on each plot.
+    let gauges: Vec<&&str> = plots.iter().filter(|s| s.contains(", by scrape")).collect();
+    assert!(
+        gauges
+            .iter()
+            .any(|s| s.contains("llamacpp:requests_processing")),
+        "the server's gauges are plotted: {} gauge plots",
+        gauges.len()
+    );
+    for g in gauges {
+        assert_eq!(
+            g.matches("<polyline").count(),
+            2,
+            "a line per side: {g:.300}"
+        );
+    }
+
     let shot = out.join("report.png");
     let _ = std::fs::remove_file(&shot);
     let res = headless(

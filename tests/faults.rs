@@ -131,6 +131,7 @@ async fn run_with(fault: Fault, idle: Duration) -> FaultRun {
         quiet: true,
         tokenizer: None,
         part: RunPart::Whole,
+        scrape: infergate::measure::scrape::ScrapeOptions::default(),
     };
     let art = runner::run(&opts)
         .await

@@ -75,6 +75,7 @@ fn cell(
     CellResult {
         request_rows: Vec::new(),
         server_timings: None,
+        server_metrics: Vec::new(),
         slo: None,
         name: name.into(),
         shape: shape(prompt, n),

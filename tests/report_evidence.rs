@@ -72,6 +72,7 @@ fn artifact(
     let cell = CellResult {
         request_rows: Vec::new(),
         server_timings: None,
+        server_metrics: Vec::new(),
         slo: None,
         name: "c1".into(),
         shape: shape(n),
@@ -267,4 +268,30 @@ fn verify_catches_an_edited_outcome() {
     v["qualification"] = "pass".into();
     let paths = paths_of(&v);
     assert!(paths.contains(&"qualification".to_string()), "{paths:?}");
+}
+
+#[test]
+fn an_early_look_too_small_to_bound_says_so_and_decides_nothing() {
+    let b = artifact("b", 96, 8, 0.0, &DRIFT, Some(Schedule::Interleaved), 1);
+    let c = artifact("c", 96, 8, 0.0, &DRIFT, Some(Schedule::Interleaved), 2);
+    let mut p = policy();
+    // O'Brien-Fleming at look 1 of 40: a share of alpha that 1 − α loses.
+    p.sequential_looks = 40;
+    p.sequential_look = Some(1);
+    let r = compare(&b, &c, &p).unwrap();
+    assert_eq!(r.performance_outcome, Some(GateOutcome::Inconclusive));
+    let gate = r
+        .gates
+        .as_ref()
+        .unwrap()
+        .performance_evidence
+        .as_ref()
+        .unwrap();
+    assert!(
+        gate.parts
+            .iter()
+            .all(|x| x.reason.contains("too small for any bound")),
+        "{gate:#?}"
+    );
+    assert!(verify(&r.to_value()).is_empty());
 }

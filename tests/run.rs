@@ -299,3 +299,235 @@ async fn a_tokenizer_json_sizes_prompts_and_agrees_with_the_server() {
     assert!(e.contains(&bad.display().to_string()), "{e}");
     assert!(!dir.path().join("out2").exists(), "nothing was started");
 }
+
+/// An engine of this test's own (no other test's traffic in its counters).
+async fn own_engine(metrics: bool) -> infergate::driver::engine::RunningEngine {
+    let mut profile = support::profile("baseline");
+    profile.metrics = metrics;
+    profile.name = format!("scrape-{metrics}");
+    infergate::driver::engine::start(&profile, &support::log_dir())
+        .await
+        .expect("reference engine")
+}
+
+/// A `llamacpp:` counter as the server prints it, read by this test itself
+/// (a second client and a second parser: a line split, not the crate).
+async fn counter(base: &str, name: &str) -> f64 {
+    let text = support::http()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+}
+
+const TWO_CELLS: &str = r#"
+name = "scrape-test"
+[[cell]]
+name = "c1"
+prompt_tokens = 200
+max_tokens = 12
+concurrency = 1
+requests = 3
+warmup = 1
+seed = 4
+[[cell]]
+name = "c2"
+prompt_tokens = 200
+max_tokens = 12
+concurrency = 2
+requests = 4
+warmup = 1
+seed = 5
+"#;
+
+const ONE_SMALL_CELL: &str = r#"
+name = "no-metrics"
+[[cell]]
+name = "c1"
+prompt_tokens = 120
+max_tokens = 4
+concurrency = 1
+requests = 2
+warmup = 0
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
+    let mut engine = own_engine(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut o = opts(
+        &engine.base_url,
+        write_suite(dir.path(), TWO_CELLS),
+        out.clone(),
+    );
+    o.scrape.interval = Some(Duration::from_millis(500));
+    let art = runner::run(&o).await.expect("run");
+    let recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
+    let log = infergate::measure::scrape::read_log(&out.join("server-metrics.jsonl")).unwrap();
+    assert!(art.method["server_metrics"].contains("/metrics"));
+    for cell in &art.cells {
+        assert!(cell.warnings.is_empty(), "{:?}", cell.warnings);
+        let [m] = cell.server_metrics.as_slice() else {
+            panic!("one endpoint: {:?}", cell.server_metrics)
+        };
+        assert_eq!(m.engine.as_deref(), Some("llama.cpp"));
+        assert_eq!((m.windows, m.incomplete_windows), (1, 0));
+        assert!(m.scrapes >= 2 && m.window_s > 0.0, "{m:?}");
+        // The journal's own sums, added up here.
+        let mine: Vec<_> = recs.iter().filter(|r| r.cell == cell.name).collect();
+        let cached: u64 = mine
+            .iter()
+            .map(|r| r.capture.server_timings.unwrap().cache_n.unwrap())
+            .sum();
+        let prompt: u64 = mine.iter().map(|r| r.capture.prompt_tokens.unwrap()).sum();
+        let generated: u64 = mine
+            .iter()
+            .map(|r| r.capture.completion_tokens.unwrap())
+            .sum();
+        let delta = |name: &str| m.counters[name];
+        assert_eq!(
+            delta("llamacpp:prompt_tokens_total"),
+            (prompt - cached) as f64
+        );
+        assert_eq!(delta("llamacpp:prompt_tokens_cached_total"), cached as f64);
+        assert_eq!(delta("llamacpp:tokens_predicted_total"), generated as f64);
+        let check = m.check.as_ref().expect("a counter check");
+        assert!(check.agrees && check.lines.len() == 3, "{check:?}");
+        assert_eq!(check.requests, mine.len());
+        // c2 runs two at once: the gauge saw it.
+        let busy = m.gauges["llamacpp:requests_processing"];
+        assert!(busy.max >= 1.0, "{busy:?}");
+        assert!(m.series.contains_key("llamacpp:requests_processing"));
+    }
+    // The crate's parse of the last scrape equals the server's text read
+    // by this test afterwards (nothing was sent in between).
+    let last = log.iter().rev().find(|e| e.samples.is_some()).unwrap();
+    let parsed = last
+        .samples
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|s| s.name == "llamacpp:tokens_predicted_total")
+        .unwrap()
+        .value;
+    assert_eq!(
+        parsed,
+        counter(&engine.base_url, "llamacpp:tokens_predicted_total").await
+    );
+
+    // An interleaved qualification's later blocks reuse the first block's
+    // sizing: the server's own counter sees only the block's requests.
+    let blocks = dir.path().join("blocks");
+    let block = |first: usize| {
+        let mut o = opts(
+            &engine.base_url,
+            dir.path().join("suite.toml"),
+            blocks.clone(),
+        );
+        o.only_cells = vec!["c1".into()];
+        o.resume = first > 0;
+        o.part = runner::RunPart::Block {
+            first,
+            count: 2,
+            warmup: false,
+        };
+        o
+    };
+    runner::run(&block(0)).await.expect("first block");
+    assert!(blocks.join(runner::SIZING_FILE).is_file());
+    let before = counter(&engine.base_url, "llamacpp:prompt_tokens_total").await;
+    runner::run(&block(2)).await.expect("second block");
+    let after = counter(&engine.base_url, "llamacpp:prompt_tokens_total").await;
+    let second: u64 = journal::read(&blocks.join(runner::JOURNAL_FILE))
+        .unwrap()
+        .iter()
+        .filter(|r| r.index >= 2)
+        .map(|r| {
+            r.capture.prompt_tokens.unwrap() - r.capture.server_timings.unwrap().cache_n.unwrap()
+        })
+        .sum();
+    assert_eq!(
+        after - before,
+        second as f64,
+        "no sizing probes in a later block"
+    );
+    engine.stop().unwrap();
+
+    // The report carries both sides' server metrics, and verify aggregates
+    // the scrape log again: an edited scrape is named.
+    let art_file = out.join(runner::ARTIFACT_FILE);
+    let report = infergate::report::compare_files(&art_file, &art_file, None).unwrap();
+    let cell = &report.cells.0[0].1;
+    assert_eq!(cell.baseline_server_metrics.len(), 1);
+    assert!(
+        cell.baseline_server_metrics[0].counters.is_empty(),
+        "raw series stay in the run"
+    );
+    assert!(
+        cell.baseline_server_metrics[0]
+            .check
+            .as_ref()
+            .unwrap()
+            .agrees
+    );
+    let value = serde_json::to_value(&report).unwrap();
+    let dirs = infergate::audit::RunDirs {
+        baseline: vec![out.clone()],
+        candidate: vec![out.clone()],
+        suite: None,
+    };
+    let v = infergate::audit::verify_runs(&value, &dirs);
+    assert!(v.is_clean(), "{:#?}", v.disagreements);
+    let log_file = out.join("server-metrics.jsonl");
+    let edited: String = std::fs::read_to_string(&log_file)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+            if e["phase"] == "after" && e["cell"] == "c1" {
+                for s in e["samples"].as_array_mut().unwrap() {
+                    if s["name"] == "llamacpp:tokens_predicted_total" {
+                        s["value"] = (s["value"].as_f64().unwrap() + 5.0).into();
+                    }
+                }
+            }
+            e.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&log_file, edited).unwrap();
+    let v = infergate::audit::verify_runs(&value, &dirs);
+    assert!(
+        v.disagreements.iter().any(|d| d
+            .path
+            .ends_with("cells[0].server_metrics[0].counters.llamacpp:tokens_predicted_total")),
+        "{:#?}",
+        v.disagreements
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_metrics_is_noted_and_measured_all_the_same() {
+    let mut engine = own_engine(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write_suite(dir.path(), ONE_SMALL_CELL);
+    let art = runner::run(&opts(&engine.base_url, suite, dir.path().join("out")))
+        .await
+        .expect("a run without /metrics");
+    for cell in &art.cells {
+        assert_eq!(cell.failed, 0);
+        let [m] = cell.server_metrics.as_slice() else {
+            panic!("{:?}", cell.server_metrics)
+        };
+        let why = m.unavailable.as_deref().expect("noted as unavailable");
+        assert!(why.contains("501") || why.contains("404"), "{why}");
+        assert!(m.check.is_none() && m.counters.is_empty());
+    }
+    engine.stop().unwrap();
+}

@@ -81,6 +81,7 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
         quiet: true,
         tokenizer: None,
         part: RunPart::Whole,
+        scrape: infergate::measure::scrape::ScrapeOptions::default(),
     }
 }
 

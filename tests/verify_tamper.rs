@@ -53,6 +53,7 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
     CellResult {
         request_rows: Vec::new(),
         server_timings: None,
+        server_metrics: Vec::new(),
         slo: None,
         name: name.into(),
         shape: CellShape {

@@ -156,11 +156,59 @@ pub struct RunArgs {
     pub tokenizer: Option<PathBuf>,
     #[command(flatten)]
     pub timeouts: TimeoutArgs,
+    #[command(flatten)]
+    pub scrape: ScrapeArgs,
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
     pub cell: CellArgs,
+}
+
+/// The server's metrics endpoints, read around each cell.
+#[derive(clap::Args)]
+pub struct ScrapeArgs {
+    /// Do not read the target's /metrics (a target without one is only noted).
+    #[arg(long)]
+    pub no_server_metrics: bool,
+    /// Seconds between scrapes while a cell runs; 0: only before and after it.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub scrape_interval: f64,
+    /// Another metrics endpoint to read beside the target's (repeatable), e.g. dcgm=http://127.0.0.1:9400/metrics.
+    #[arg(long = "metrics-endpoint", value_name = "NAME=URL", value_parser = endpoint)]
+    pub metrics_endpoints: Vec<(String, String)>,
+}
+
+impl ScrapeArgs {
+    pub fn to_options(&self) -> anyhow::Result<infergate::measure::scrape::ScrapeOptions> {
+        if !(self.scrape_interval.is_finite() && self.scrape_interval >= 0.0) {
+            anyhow::bail!(
+                "--scrape-interval {}: expected seconds, 0 or more",
+                self.scrape_interval
+            );
+        }
+        Ok(infergate::measure::scrape::ScrapeOptions {
+            target: !self.no_server_metrics,
+            extra: self.metrics_endpoints.clone(),
+            interval: (self.scrape_interval > 0.0)
+                .then(|| std::time::Duration::from_secs_f64(self.scrape_interval)),
+        })
+    }
+}
+
+fn endpoint(s: &str) -> Result<(String, String), String> {
+    let (name, url) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected NAME=URL"))?;
+    if name.is_empty() || name == infergate::measure::scrape::TARGET_ENDPOINT {
+        return Err(format!(
+            "{s:?}: NAME must be given and not `target` (the target's own /metrics)"
+        ));
+    }
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!("{s:?}: {url:?} is not an http(s) URL"));
+    }
+    Ok((name.to_string(), url.to_string()))
 }
 
 /// The ids of [`CellArgs`]' flags: `--suite` conflicts with each by name, so

@@ -96,6 +96,7 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         quiet: a.quiet,
         tokenizer: a.tokenizer,
         part: RunPart::Whole,
+        scrape: a.scrape.to_options()?,
     };
     let art = runner::run(&opts).await?;
     for c in &art.cells {

@@ -168,6 +168,10 @@ pub struct Runtime {
     pub ready_timeout: Duration,
     /// Grace between SIGTERM (or docker stop) and SIGKILL.
     pub stop_grace: Duration,
+    /// Read the runtime's own `/metrics` around each cell (default true).
+    pub scrape_metrics: bool,
+    /// Extra metrics endpoints read beside it: (name, URL), e.g. a DCGM exporter.
+    pub metrics_endpoints: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -445,6 +449,8 @@ struct RawRuntime {
     api_key_env: Option<String>,
     ready_timeout_s: Option<Spanned<f64>>,
     stop_grace_s: Option<Spanned<f64>>,
+    scrape_metrics: Option<bool>,
+    metrics_endpoints: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize)]
@@ -1192,7 +1198,42 @@ fn runtime(
         api_key_env: r.api_key_env,
         ready_timeout: seconds(r.ready_timeout_s, 120.0, &at("ready_timeout_s"), err)?,
         stop_grace: seconds(r.stop_grace_s, 10.0, &at("stop_grace_s"), err)?,
+        scrape_metrics: r.scrape_metrics.unwrap_or(true),
+        metrics_endpoints: metrics_endpoints(
+            r.metrics_endpoints,
+            &at("metrics_endpoints"),
+            Some(key_span("metrics_endpoints")),
+            err,
+        )?,
     })
+}
+
+/// Extra metrics endpoints: each an http(s) URL, by a name that is not `target`.
+fn metrics_endpoints(
+    raw: Option<BTreeMap<String, String>>,
+    at: &str,
+    span: Option<Range<usize>>,
+    err: &ErrFn,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, url) in raw.unwrap_or_default() {
+        if name == crate::measure::scrape::TARGET_ENDPOINT {
+            return Err(err(
+                span,
+                at,
+                "`target` names the runtime's own /metrics; choose another name".into(),
+            ));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(err(
+                span,
+                &format!("{at}.{name}"),
+                format!("{url:?} is not an http(s) URL"),
+            ));
+        }
+        out.push((name, url));
+    }
+    Ok(out)
 }
 
 /// Why the two runtimes cannot both serve at once, if they cannot: both
@@ -1289,6 +1330,37 @@ mod tests {
     }
 
     #[test]
+    fn metrics_endpoints_are_named_urls_beside_the_runtimes_own() {
+        let with = |extra: &str| {
+            minimal("").replace(
+                "engine_profile = \"candidate\"",
+                &format!("engine_profile = \"candidate\"\n{extra}"),
+            )
+        };
+        let plan = parse(&with(
+            "scrape_metrics = false\nmetrics_endpoints = { dcgm = \"http://127.0.0.1:9400/metrics\" }",
+        ))
+        .unwrap();
+        assert!(plan.baseline.scrape_metrics && plan.baseline.metrics_endpoints.is_empty());
+        assert!(!plan.candidate.scrape_metrics);
+        assert_eq!(
+            plan.candidate.metrics_endpoints,
+            vec![(
+                "dcgm".to_string(),
+                "http://127.0.0.1:9400/metrics".to_string()
+            )]
+        );
+        let e = parse(&with("metrics_endpoints = { dcgm = \"127.0.0.1:9400\" }")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("candidate.metrics_endpoints.dcgm"));
+        assert_eq!(e.line, Some(8), "{e}");
+        let e = parse(&with(
+            "metrics_endpoints = { target = \"http://x/metrics\" }",
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("own /metrics"), "{e}");
+    }
+
+    #[test]
     fn relative_paths_follow_the_plan_and_order_alternates() {
         let plan = parse(&format!("repeats = 2\n{}", minimal(""))).unwrap();
         assert_eq!(plan.suite, Path::new("/p/s.toml"));
@@ -1345,7 +1417,7 @@ mod tests {
         );
         let e = parse(&text).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("candidate.image"));
-        assert_eq!(e.line, Some(7), "{e}");
+        assert_eq!(e.line, Some(8), "{e}");
         assert!(e.message.contains("not pinned by digest"), "{e}");
 
         let ok =

@@ -148,6 +148,8 @@ pub fn cell_clustered(
         request_rows,
         slo,
         server_timings,
+        // From the scrape log, not the journal: `windows::attach`.
+        server_metrics: Vec::new(),
     }
 }
 

@@ -2,7 +2,9 @@
 //! (model, context window), load a [`tokenizer`], build each cell's
 //! [`workload`], schedule it with [`loadgen`], send it through the
 //! [`client`] (streamed [`sse`]), keep every request as a [`record`] in the
-//! [`journal`], and [`aggregate`] the records into a run artifact.
+//! [`journal`], and [`aggregate`] the records into a run artifact. Beside
+//! the requests, [`scrape`] reads the server's metrics endpoints and
+//! [`windows`] turns those scrapes into each cell's server metrics.
 //! [`turnover`] runs the churn and canary workloads; [`runner`] is the
 //! sequence of those steps for one `infergate run`.
 
@@ -13,7 +15,9 @@ pub mod journal;
 pub mod loadgen;
 pub mod record;
 pub mod runner;
+pub mod scrape;
 pub mod sse;
 pub mod tokenizer;
 pub mod turnover;
+pub mod windows;
 pub mod workload;

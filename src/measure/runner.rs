@@ -15,9 +15,10 @@ use crate::config::suite::{CellSpec, Suite};
 use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::measure::journal::{self, Journal};
 use crate::measure::record::{Outcome, RequestRecord};
+use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeOptions, Scraper};
 use crate::measure::tokenizer::TokenizerFile;
 use crate::measure::workload::{self, PromptSizer};
-use crate::measure::{aggregate, discover};
+use crate::measure::{aggregate, discover, windows};
 use crate::util::{api_key, hostname, now_rfc3339, redact_url, sha256_hex};
 use crate::{atomic, stats};
 
@@ -42,6 +43,8 @@ pub struct RunOptions {
     pub tokenizer: Option<PathBuf>,
     /// The whole suite, one block of its cells, or only its turnover.
     pub part: RunPart,
+    /// The server's metrics endpoints read around each cell.
+    pub scrape: ScrapeOptions,
 }
 
 /// Which part of the suite one `run` measures. `qualify`'s interleaved
@@ -113,6 +116,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     if let Some(t) = &tokenizer {
         sizer = sizer.with_file(t.clone());
     }
+    let t0 = Instant::now();
+    let scraper = Scraper::new(
+        &opts.scrape,
+        &base,
+        key.clone(),
+        &opts.out_dir.join(SCRAPE_LOG_FILE),
+        t0,
+    )?;
     let session = Session {
         client: client.clone(),
         estimator: Estimator {
@@ -123,7 +134,8 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         },
         model: info.model_id.clone(),
         nonce: run_nonce(),
-        t0: Instant::now(),
+        t0,
+        scraper,
         dialect: workload::LengthDialect::of_server(info.llama_cpp),
     };
     let mut all: Vec<RequestRecord> = previous.clone();
@@ -132,7 +144,18 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             .measure_cell(cell, opts, &sizer, &previous, &mut journal, &mut all)
             .await?;
     }
-    let results: Vec<CellResult> = cells.iter().map(|c| aggregate::cell(c, &all)).collect();
+    let scrapes = scrape::read_log(&opts.out_dir.join(SCRAPE_LOG_FILE))?;
+    let results: Vec<CellResult> = cells
+        .iter()
+        .map(|c| {
+            let mut r = aggregate::cell(c, &all);
+            windows::attach(
+                &mut r,
+                windows::cell_windows(&scrapes, &c.name, &all, usize::MAX),
+            );
+            r
+        })
+        .collect();
 
     let turnover = if opts.skip_turnover
         || suite.turnover.is_empty()
@@ -234,6 +257,15 @@ fn method_of(
             sizer.method()
         ),
     );
+    if matches!(opts.part, RunPart::Block { .. }) {
+        m.insert(
+            "prompt_sizing_blocks".into(),
+            format!("a side's first block sizes each cell; later blocks reuse it ({SIZING_FILE})"),
+        );
+    }
+    if opts.scrape.target || !opts.scrape.extra.is_empty() {
+        m.insert("server_metrics".into(), opts.scrape.describe());
+    }
     let t = &opts.timeouts;
     m.insert(
         "timeouts".into(),
@@ -253,6 +285,7 @@ struct Session {
     nonce: String,
     t0: Instant,
     dialect: workload::LengthDialect,
+    scraper: Option<Arc<Scraper>>,
 }
 
 impl Session {
@@ -288,10 +321,7 @@ impl Session {
             );
             return Ok(());
         }
-        let sized = sizer
-            .size(cell, &self.nonce)
-            .await
-            .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        let sized = self.sized(cell, opts, sizer).await?;
         let what = match opts.part {
             RunPart::Block { first, count, .. } => {
                 format!("block of {count} requests (#{first}..{})", first + count)
@@ -334,6 +364,16 @@ impl Session {
             let warm = job(format!("{}-warm", self.nonce));
             loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }
+        // The server's window: after the warmup, around the measured requests.
+        let window = format!("{}/{}", self.nonce, todo[0]);
+        if let Some(s) = &self.scraper {
+            s.take(&cell.name, &window, Phase::Before, &scrape::ranges(&todo))
+                .await?;
+        }
+        let during = self
+            .scraper
+            .as_ref()
+            .and_then(|s| s.during(&cell.name, &window));
         let progress = Progress::new(opts, &cell.name, todo.len());
         let measured = job(self.nonce.clone());
         let mut write_err: Option<anyhow::Error> = None;
@@ -354,9 +394,65 @@ impl Session {
             },
         )
         .await?;
+        drop(during);
+        if let Some(s) = &self.scraper {
+            s.take(&cell.name, &window, Phase::After, &[]).await?;
+        }
         progress.finish();
         write_err.map_or(Ok(()), Err)
     }
+}
+
+impl Session {
+    /// The cell's prompt, sized against the server. A block of an
+    /// interleaved qualification reuses the first block's sizing of its side
+    /// (same server, same cell: `sizing.json` in its directory) rather than
+    /// spend three chat probes and a dozen `/tokenize` calls per block; each
+    /// request's own usage is still checked against the cell's tolerance.
+    async fn sized(
+        &self,
+        cell: &CellSpec,
+        opts: &RunOptions,
+        sizer: &PromptSizer,
+    ) -> Result<workload::SizedBody> {
+        let cache =
+            matches!(opts.part, RunPart::Block { .. }).then(|| opts.out_dir.join(SIZING_FILE));
+        let key = sizing_key(cell);
+        if let Some(found) = cache.as_deref().and_then(|p| cached_sizing(p, &key)) {
+            return Ok(found);
+        }
+        let sized = sizer
+            .size(cell, &self.nonce)
+            .await
+            .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
+        if let Some(path) = &cache {
+            let mut all: BTreeMap<String, workload::SizedBody> = std::fs::read(path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            all.insert(key, sized.clone());
+            atomic::write_json_atomic(path, &all)?;
+        }
+        Ok(sized)
+    }
+}
+
+/// Sizings kept across the blocks of one side, by cell.
+pub const SIZING_FILE: &str = "sizing.json";
+
+/// What a sizing depends on: the whole cell but its request and warmup
+/// counts (which grow block by block).
+fn sizing_key(cell: &CellSpec) -> String {
+    let mut c = cell.clone();
+    c.requests = 0;
+    c.warmup = 0;
+    serde_json::to_string(&c).unwrap_or_else(|_| cell.name.clone())
+}
+
+fn cached_sizing(path: &std::path::Path, key: &str) -> Option<workload::SizedBody> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut all: BTreeMap<String, workload::SizedBody> = serde_json::from_slice(&bytes).ok()?;
+    all.remove(key)
 }
 
 /// The suite's turnover runs, every request journaled as it completes.

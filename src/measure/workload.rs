@@ -98,7 +98,7 @@ pub struct PromptSizer {
 }
 
 /// What sizing found for one cell.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SizedBody {
     /// Filler words that bring the prompt to the target.
     pub words: usize,

@@ -27,6 +27,7 @@
 //! continues from its journal, and anything an interrupted invocation left
 //! running is stopped first. `--rollback` abandons it instead and restores the baseline.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -40,7 +41,8 @@ use crate::config::plan::{
 use crate::config::suite::Suite;
 use crate::driver::container::Docker;
 use crate::measure::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
-use crate::measure::{aggregate, journal};
+use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeOptions};
+use crate::measure::{aggregate, journal, windows};
 use crate::report::{self, DecisionAction, Report};
 use interleave::{Block, CellLayout, StopReason};
 use ledger::{Entry, Ledger, Status};
@@ -678,6 +680,7 @@ async fn run_pass(ctx: &Ctx<'_>, label: &'static str, n: usize) -> Result<(), Pa
         quiet: ctx.quiet,
         tokenizer: None,
         part: RunPart::Whole,
+        scrape: scrape_options(rt),
     };
     // A runtime that dies mid-suite ends the pass now, not after every
     // remaining request has timed out.
@@ -1132,6 +1135,7 @@ async fn run_block(
             count: b.count,
             warmup: warmup > 0,
         },
+        scrape: scrape_options(rt),
     };
     match up.run(ctx, b.side, &opts).await {
         Ok(_) => {
@@ -1222,6 +1226,7 @@ async fn finish_side(
             quiet: ctx.quiet,
             tokenizer: None,
             part: RunPart::TurnoverOnly,
+            scrape: ScrapeOptions::none(),
         };
         match up.run(ctx, label, &opts).await {
             Ok(art) => turnover_runs = art.turnover.len(),
@@ -1304,6 +1309,16 @@ fn compare_interleaved(
     report::compare(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
 }
 
+/// What a runtime's runs scrape: its own `/metrics` unless the plan says
+/// not, and the plan's extra endpoints.
+fn scrape_options(rt: &crate::config::plan::Runtime) -> ScrapeOptions {
+    ScrapeOptions {
+        target: rt.scrape_metrics,
+        extra: rt.metrics_endpoints.clone(),
+        ..ScrapeOptions::default()
+    }
+}
+
 /// One side of an interleaved qualification as one artifact: each cell pooled
 /// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
 /// index, the same numbering on both sides), the turnover from its own run
@@ -1318,12 +1333,18 @@ pub fn merge_interleaved(
 ) -> Result<RunArtifact> {
     let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
     let records = journal::read(&dir.join(JOURNAL_FILE))?;
+    let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
     let pooled: Vec<crate::artifact::CellResult> = suite
         .cells
         .iter()
         .zip(cells)
         .zip(totals)
-        .map(|((spec, c), &n)| interleave::pool_cell(spec, c.window, n, &records))
+        .map(|((spec, c), &n)| {
+            let mut cell = interleave::pool_cell(spec, c.window, n, &records);
+            let w = windows::cell_windows(&scrapes, &spec.name, &records, n);
+            windows::attach(&mut cell, w);
+            cell
+        })
         .collect();
     let mut provenance = last.provenance.clone();
     // Pooled from blocks: no one journal state describes the merged artifact.
@@ -1436,8 +1457,16 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         .collect::<Result<_, _>>()?;
     let first = arts.first().context("no passes to merge")?;
     let mut records = Vec::new();
+    // Per cell, every pass's server windows (each pass its own log and indices).
+    let mut server: BTreeMap<String, BTreeMap<String, windows::EndpointWindows>> = BTreeMap::new();
     for (k, dir) in dirs.iter().enumerate() {
-        for mut r in journal::read(&dir.join(JOURNAL_FILE))? {
+        let pass = journal::read(&dir.join(JOURNAL_FILE))?;
+        let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
+        for spec in &suite.cells {
+            let w = windows::cell_windows(&scrapes, &spec.name, &pass, spec.requests);
+            windows::merge(server.entry(spec.name.clone()).or_default(), w);
+        }
+        for mut r in pass {
             if let Some(spec) = suite.cells.iter().find(|c| c.name == r.cell) {
                 // Distinct indices per pass, so pooled requests never collide.
                 r.index += k * spec.requests;
@@ -1454,7 +1483,10 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
             pooled.requests = spec.requests * dirs.len();
             // Each pass is a fresh start of the runtime: a cluster of its own.
             let per_pass = spec.requests;
-            aggregate::cell_clustered(&pooled, &records, |r| (r.index / per_pass) as u32)
+            let mut cell =
+                aggregate::cell_clustered(&pooled, &records, |r| (r.index / per_pass) as u32);
+            windows::attach(&mut cell, server.remove(&spec.name).unwrap_or_default());
+            cell
         })
         .collect();
     let mut turnover = Vec::new();

@@ -147,5 +147,6 @@ pub fn run_opts(
         quiet: true,
         tokenizer: None,
         part: infergate::measure::runner::RunPart::Whole,
+        scrape: infergate::measure::scrape::ScrapeOptions::default(),
     }
 }

@@ -214,6 +214,10 @@ pub struct CellResult {
     /// them (llama.cpp `timings`): a cross-check of the client's clock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<ServerTimingCheck>,
+    /// What each metrics endpoint (the target's `/metrics`, extras) said over
+    /// the cell's measured requests, with its counters checked against them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<crate::server::ServerMetrics>,
 }
 
 /// Client latency against the server's own per-request timings, over a

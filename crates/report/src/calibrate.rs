@@ -275,6 +275,7 @@ mod tests {
             cells: vec![CellResult {
                 request_rows: Vec::new(),
                 server_timings: None,
+                server_metrics: Vec::new(),
                 slo: None,
                 name: "c".into(),
                 shape: CellShape {

@@ -466,6 +466,7 @@ fn evidence_part(
     eligible: bool,
     bc: &CellResult,
     cc: &CellResult,
+    alpha_pass: f64,
 ) -> EvidencePart {
     let part = |outcome, reason| EvidencePart {
         subject: subject.to_string(),
@@ -477,10 +478,16 @@ fn evidence_part(
         return ineligible_part(subject, bc, cc);
     }
     let Some(e) = &m.evidence else {
-        return part(
-            GateOutcome::Inconclusive,
-            "no interval could be computed (a baseline value of 0, or too few values)".into(),
-        );
+        // An early look's share of α can be below what a double holds
+        // apart from 1 (1 − α == 1): no bound exists at that level yet.
+        let why = if 1.0 - alpha_pass == 1.0 {
+            format!(
+                "this look's share of alpha ({alpha_pass:.1e}) is too small for any bound: the spending rule keeps nearly all of alpha for the later looks, so more requests (later looks) decide it"
+            )
+        } else {
+            "no interval could be computed (a baseline value of 0, or too few values)".into()
+        };
+        return part(GateOutcome::Inconclusive, why);
     };
     let bounds = format!(
         "worse-direction change {:+.2}%, bounds [{:+.2}%, {:+.2}%] (fail if lower > {}%, pass if upper <= {}%)",
@@ -767,6 +774,8 @@ fn compare_cell(
             request_rows,
             baseline_server_timings: bc.server_timings.clone(),
             candidate_server_timings: cc.server_timings.clone(),
+            baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
+            candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
         },
     ));
     Ok(())
@@ -829,7 +838,7 @@ fn cell_metrics(
                 continue;
             }
         };
-        let mut ep = evidence_part(&subject, &m, eligible, bc, cc);
+        let mut ep = evidence_part(&subject, &m, eligible, bc, cc, design.alpha_pass);
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
         }

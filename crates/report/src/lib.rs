@@ -23,6 +23,7 @@ mod model;
 pub mod policy;
 pub mod reference;
 pub mod render;
+pub mod server;
 pub mod slo;
 pub mod stats;
 mod turnover;

@@ -182,6 +182,12 @@ pub struct CellComparison {
     pub baseline_server_timings: Option<crate::artifact::ServerTimingCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_server_timings: Option<crate::artifact::ServerTimingCheck>,
+    /// Each side's server metrics over the cell (known metrics, gauges over
+    /// time, the counter check; the raw series stay in the runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_server_metrics: Vec<crate::server::ServerMetrics>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_server_metrics: Vec<crate::server::ServerMetrics>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

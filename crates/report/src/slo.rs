@@ -277,6 +277,7 @@ mod tests {
                 warnings: vec![],
                 request_rows: vec![],
                 server_timings: None,
+                server_metrics: Vec::new(),
                 slo: Some(a),
             }
         };

@@ -261,6 +261,102 @@ fn time_series(out: &mut String, c: &CellView) {
     }
 }
 
+/// One gauge of both sides over their scrapes, in scrape order (each
+/// window's offsets count from its own run's start, so order is what the
+/// two sides share), as a line per side with a point per scrape.
+fn gauge_plot(label: &str, sides: (&[[f64; 2]], &[[f64; 2]])) -> Option<String> {
+    let (w, h) = (520.0, 130.0);
+    let (left, right, top, bottom) = (56.0, 12.0, 24.0, 24.0);
+    let vals: Vec<f64> = sides.0.iter().chain(sides.1).map(|p| p[1]).collect();
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min).min(0.0);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !hi.is_finite() {
+        return None;
+    }
+    let hi = if hi > lo { hi } else { lo + 1.0 };
+    let n = sides.0.len().max(sides.1.len()).max(2);
+    let x = |i: usize| left + i as f64 / (n - 1) as f64 * (w - left - right);
+    let y = |v: f64| top + (hi - v) / (hi - lo) * (h - top - bottom);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg role=\"img\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><title>{0} per scrape</title><text x=\"8\" y=\"14\" font-size=\"12\" font-weight=\"600\">{0}, by scrape</text>",
+        escape(label)
+    );
+    for (side, color) in [(sides.0, BASELINE_COLOR), (sides.1, CANDIDATE_COLOR)] {
+        let pts: Vec<String> = side
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{:.2},{:.2}", x(i), y(p[1])))
+            .collect();
+        let _ = write!(
+            s,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-opacity=\"0.8\"/>",
+            pts.join(" ")
+        );
+        for (i, p) in side.iter().enumerate() {
+            let _ = write!(
+                s,
+                "<circle cx=\"{:.2}\" cy=\"{:.2}\" r=\"2.2\" fill=\"{color}\"/>",
+                x(i),
+                y(p[1])
+            );
+        }
+    }
+    for t in ticks(lo, hi, 3) {
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">{}</text>",
+            left - 4.0,
+            y(t) + 3.0,
+            escape(&fmt_value(Some(t)))
+        );
+    }
+    let _ = write!(
+        s,
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{0}\" stroke=\"#8c959f\"/><line x1=\"{left}\" x2=\"{1}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#8c959f\"/></svg>",
+        h - bottom,
+        w - right
+    );
+    Some(s)
+}
+
+/// The server's gauges (requests processing, queued, KV usage) over the
+/// cell's windows, both sides on one plot per gauge.
+fn gauges(out: &mut String, c: &CellView) {
+    let series = |all: &[crate::server::ServerMetrics]| {
+        all.iter()
+            .flat_map(|m| {
+                m.series
+                    .iter()
+                    .map(move |(k, v)| (format!("{} {k}", m.endpoint), v.clone()))
+            })
+            .collect::<std::collections::BTreeMap<String, Vec<[f64; 2]>>>()
+    };
+    let (b, cand) = (series(&c.baseline_metrics), series(&c.candidate_metrics));
+    let mut keys: Vec<&String> = b.keys().chain(cand.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let empty = Vec::new();
+    let plots: Vec<String> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let label = k.strip_prefix("target ").unwrap_or(k);
+            gauge_plot(
+                label,
+                (b.get(k).unwrap_or(&empty), cand.get(k).unwrap_or(&empty)),
+            )
+        })
+        .collect();
+    if !plots.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"legend small\">the server's gauges over the cell<span style=\"background:{BASELINE_COLOR}\"></span>baseline<span style=\"background:{CANDIDATE_COLOR}\"></span>candidate</p><div class=\"plots gauges\">{}</div>",
+            plots.join("\n")
+        );
+    }
+}
+
 /// Failure rate per turnover row with its interval as a whisker.
 fn turnover_plot(rows: &[TurnoverRow]) -> String {
     let row_h = 22.0;
@@ -400,6 +496,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
     }
     time_series(out, c);
+    gauges(out, c);
     let plots: Vec<String> = c
         .metrics
         .iter()

@@ -19,6 +19,7 @@ use super::super::policy::{
 use super::super::turnover::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
+use crate::server::ServerMetrics;
 use crate::stats;
 
 pub struct View {
@@ -62,12 +63,28 @@ pub struct CellView {
     pub rows: Option<RowsPair>,
     pub baseline_server: Option<ServerTimingCheck>,
     pub candidate_server: Option<ServerTimingCheck>,
+    /// Each side's metrics endpoints over the cell.
+    pub baseline_metrics: Vec<ServerMetrics>,
+    pub candidate_metrics: Vec<ServerMetrics>,
 }
 
 impl CellView {
-    /// Each side's client-minus-server overhead in words; empty when the
-    /// server sent no timings.
+    /// Each side's client-minus-server overhead, then what each metrics
+    /// endpoint said, in words; empty when the server said nothing.
     pub fn server_lines(&self) -> Vec<String> {
+        let mut out = self.timing_lines();
+        for (side, all) in [
+            ("baseline", &self.baseline_metrics),
+            ("candidate", &self.candidate_metrics),
+        ] {
+            for m in all {
+                out.extend(metrics_lines(side, m));
+            }
+        }
+        out
+    }
+
+    fn timing_lines(&self) -> Vec<String> {
         let summary = |s: &Option<crate::stats::Summary>| {
             s.as_ref().map_or("—".to_string(), |s| {
                 format!("p50 {:.1} ms [{:.1}, {:.1}]", s.p50, s.min, s.max)
@@ -260,6 +277,67 @@ fn floats(v: Option<&Value>) -> Option<Vec<f64>> {
             .collect()
     })
 }
+/// One endpoint of one side in words: where and how long it was read, its
+/// counters against the journal, then its known metrics.
+fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<String> {
+    let head = format!("server metrics, {side} ({}", m.endpoint);
+    if let Some(why) = &m.unavailable {
+        return vec![format!("{head}): not read: {why}")];
+    }
+    let mut out = vec![format!(
+        "{head}, {}): {} window(s), {} scrapes over {:.1} s{}",
+        m.engine.as_deref().unwrap_or("engine not recognized"),
+        m.windows,
+        m.scrapes,
+        m.window_s,
+        if m.incomplete_windows > 0 {
+            format!(
+                "; {} window(s) without an end left out, their requests with them",
+                m.incomplete_windows
+            )
+        } else {
+            String::new()
+        }
+    )];
+    if let Some(c) = &m.check {
+        let lines: Vec<String> = c
+            .lines
+            .iter()
+            .map(|l| {
+                format!(
+                    "{} {} {} {} {}",
+                    l.server_metric,
+                    l.server,
+                    if l.agrees { "=" } else { "≠" },
+                    l.what,
+                    l.client
+                )
+            })
+            .collect();
+        let verdict = if c.lines.is_empty() {
+            "not checked"
+        } else if c.agrees {
+            "agree with the journal"
+        } else {
+            "DISAGREE with the journal"
+        };
+        let mut s = format!(
+            "server counters, {side}: {verdict} over {} requests: {}",
+            c.requests,
+            lines.join("; ")
+        );
+        if !c.notes.is_empty() {
+            s.push_str(&format!(" ({})", c.notes.join("; ")));
+        }
+        out.push(s);
+    }
+    if !m.known.is_empty() {
+        let known: Vec<String> = m.known.iter().map(|k| k.text()).collect();
+        out.push(format!("server, {side}: {}", known.join("; ")));
+    }
+    out
+}
+
 fn typed<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<T> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
 }
@@ -384,6 +462,10 @@ impl View {
                             rows: typed(c.get("request_rows")),
                             baseline_server: typed(c.get("baseline_server_timings")),
                             candidate_server: typed(c.get("candidate_server_timings")),
+                            baseline_metrics: typed(c.get("baseline_server_metrics"))
+                                .unwrap_or_default(),
+                            candidate_metrics: typed(c.get("candidate_server_metrics"))
+                                .unwrap_or_default(),
                         }
                     })
                     .collect()

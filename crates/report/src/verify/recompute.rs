@@ -323,6 +323,10 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             Some(v) => Some(parse(Some(v), &at(&format!("{side}_server_timings")))?),
             None => None,
         },
+        server_metrics: match get("server_metrics") {
+            Some(v) => parse(Some(v), &at(&format!("{side}_server_metrics")))?,
+            None => Vec::new(),
+        },
         request_rows: request_rows.clone(),
         // Suite SLOs travel with the runs; the policy's are in the policy block.
         slo: match cell.get("slo") {

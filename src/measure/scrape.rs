@@ -1,0 +1,479 @@
+//! The server's side while a cell runs: read each metrics endpoint (the
+//! target's `/metrics`, extra ones the user names) just before the cell's
+//! measured requests, at a fixed interval during them, and just after;
+//! append every scrape to `server-metrics.jsonl` as it is taken. The window
+//! math is `infergate_report::server`; this file only fetches and parses.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::server::{Kind, MetricSample, Scrape};
+
+pub const SCRAPE_LOG_FILE: &str = "server-metrics.jsonl";
+/// The target's own endpoint, by name.
+pub const TARGET_ENDPOINT: &str = "target";
+
+/// What to scrape, and how often during a cell.
+#[derive(Debug, Clone)]
+pub struct ScrapeOptions {
+    /// Read the target's `/metrics` (a target without one is noted, not an error).
+    pub target: bool,
+    /// Extra endpoints: (name, full URL), e.g. a DCGM exporter or a router.
+    pub extra: Vec<(String, String)>,
+    /// Between the before and after scrapes; None: only those two.
+    pub interval: Option<Duration>,
+}
+
+impl Default for ScrapeOptions {
+    fn default() -> Self {
+        ScrapeOptions {
+            target: true,
+            extra: Vec::new(),
+            interval: Some(Duration::from_secs(5)),
+        }
+    }
+}
+
+impl ScrapeOptions {
+    pub fn none() -> Self {
+        ScrapeOptions {
+            target: false,
+            extra: Vec::new(),
+            interval: None,
+        }
+    }
+
+    /// How scrapes were taken, for the artifact's method notes.
+    pub fn describe(&self) -> String {
+        let mut what: Vec<String> = Vec::new();
+        if self.target {
+            what.push("the target's /metrics".into());
+        }
+        what.extend(self.extra.iter().map(|(n, _)| format!("endpoint {n}")));
+        let every = self.interval.map_or("no scrapes between".to_string(), |d| {
+            format!("every {:.1} s between", d.as_secs_f64())
+        });
+        format!(
+            "{} read (Prometheus text format) after each cell's warmup, {every}, and after its last request: the window holds the cell's journaled requests only (prompt sizing's max_tokens=1 probes and the warmup come before it); counters and histograms as their increase over the windows, gauges over every scrape; every scrape in {SCRAPE_LOG_FILE}",
+            what.join(" and ")
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    Before,
+    During,
+    After,
+}
+
+/// One line of the scrape log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeEntry {
+    pub cell: String,
+    /// Unique per measured window: the run's nonce and the window's first request.
+    pub window: String,
+    pub endpoint: String,
+    pub url: String,
+    pub phase: Phase,
+    /// The window's request indices as half-open ranges (in `before` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<[usize; 2]>,
+    pub offset_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Vec<MetricSample>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ScrapeEntry {
+    pub fn scrape(&self) -> Option<Scrape> {
+        self.samples.as_ref().map(|s| Scrape {
+            offset_ms: self.offset_ms,
+            samples: s.clone(),
+        })
+    }
+}
+
+/// Indices as sorted half-open ranges: `[0,1,2,5]` → `[[0,3],[5,6]]`.
+pub fn ranges(indices: &[usize]) -> Vec<[usize; 2]> {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<[usize; 2]> = Vec::new();
+    for i in sorted {
+        match out.last_mut() {
+            Some(r) if r[1] == i => r[1] += 1,
+            _ => out.push([i, i + 1]),
+        }
+    }
+    out
+}
+
+/// Parse a Prometheus text exposition. Only `# TYPE` lines and samples are
+/// kept (HELP text and other comments carry nothing the window math reads,
+/// and the parser is stricter about them than servers are); a sample's kind
+/// is its family's TYPE. Non-finite values are left out.
+pub fn parse(text: &str) -> Result<Vec<MetricSample>, String> {
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines().map(|l| l.trim_end_matches('\r')) {
+        let t = line.trim();
+        if t.is_empty() || (t.starts_with('#') && !t.starts_with("# TYPE ")) {
+            continue;
+        }
+        kept.push_str(line);
+        kept.push('\n');
+    }
+    let (_, families) = nom_openmetrics::parser::prometheus(&kept).map_err(|e| {
+        let at = match &e {
+            nom::Err::Error(v) | nom::Err::Failure(v) => v
+                .errors
+                .first()
+                .map(|(rest, _)| rest.lines().next().unwrap_or("").to_string()),
+            nom::Err::Incomplete(_) => None,
+        };
+        match at {
+            Some(line) => format!(
+                "not the Prometheus text format at line `{}`",
+                truncate(&line)
+            ),
+            None => "not the Prometheus text format".to_string(),
+        }
+    })?;
+    let mut types: BTreeMap<&str, Kind> = BTreeMap::new();
+    for f in &families {
+        for d in &f.descriptors {
+            if let nom_openmetrics::MetricDescriptor::Type { metric, r#type } = d {
+                types.insert(metric, kind_of(r#type));
+            }
+        }
+    }
+    let kind = |name: &str| -> Kind {
+        if name.ends_with("_created") {
+            return Kind::Gauge;
+        }
+        if let Some(k) = types.get(name) {
+            return *k;
+        }
+        for suffix in ["_total", "_bucket", "_sum", "_count"] {
+            if let Some(k) = name.strip_suffix(suffix).and_then(|b| types.get(b)) {
+                return *k;
+            }
+        }
+        Kind::Untyped
+    };
+    Ok(families
+        .iter()
+        .flat_map(|f| f.samples.iter())
+        .filter(|s| s.number().is_finite())
+        .map(|s| MetricSample {
+            name: s.name().to_string(),
+            labels: s
+                .labels()
+                .iter()
+                .map(|l| (l.name.to_string(), l.value.clone()))
+                .collect(),
+            kind: kind(s.name()),
+            value: s.number(),
+        })
+        .collect())
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+fn kind_of(t: &nom_openmetrics::MetricType) -> Kind {
+    use nom_openmetrics::MetricType as T;
+    match t {
+        T::Counter => Kind::Counter,
+        T::Gauge => Kind::Gauge,
+        T::Histogram => Kind::Histogram,
+        T::Summary => Kind::Summary,
+        // The parser has no tag for "histogram" (it comes back as Unknown).
+        T::Unknown(s) if s.trim() == "histogram" => Kind::Histogram,
+        _ => Kind::Untyped,
+    }
+}
+
+/// An append-only log of scrapes, one JSON line each, written as taken.
+pub struct ScrapeLog {
+    file: File,
+}
+
+impl ScrapeLog {
+    pub fn open(path: &Path) -> Result<ScrapeLog> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(ScrapeLog { file })
+    }
+
+    fn append(&mut self, e: &ScrapeEntry) -> Result<()> {
+        let mut line = serde_json::to_vec(e).context("serializing a scrape")?;
+        line.push(b'\n');
+        self.file.write_all(&line).context("appending a scrape")
+    }
+}
+
+/// Every entry of a scrape log; a missing file is no entries. A torn last
+/// line (a kill mid-write) is left out; any other bad line is an error
+/// naming it.
+pub fn read_log(path: &Path) -> Result<Vec<ScrapeEntry>> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    };
+    let mut out = Vec::new();
+    let mut reader = BufReader::new(f);
+    let mut buf = String::new();
+    for lineno in 1.. {
+        buf.clear();
+        let n = reader
+            .read_line(&mut buf)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        if buf.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(&buf) {
+            Ok(e) => out.push(e),
+            Err(_) if !buf.ends_with('\n') => break,
+            Err(e) => anyhow::bail!("{}:{lineno}: not a scrape entry: {e}", path.display()),
+        }
+    }
+    Ok(out)
+}
+
+/// One endpoint to scrape.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    name: String,
+    url: String,
+    /// Credentials redacted, as written into artifacts.
+    shown: String,
+}
+
+/// Takes scrapes for one run and logs them.
+pub struct Scraper {
+    http: reqwest::Client,
+    key: Option<String>,
+    endpoints: Vec<Endpoint>,
+    interval: Option<Duration>,
+    log: Mutex<ScrapeLog>,
+    t0: Instant,
+}
+
+impl Scraper {
+    /// None when nothing is to be scraped.
+    pub fn new(
+        opts: &ScrapeOptions,
+        base: &str,
+        key: Option<String>,
+        log: &Path,
+        t0: Instant,
+    ) -> Result<Option<Arc<Scraper>>> {
+        let mut endpoints = Vec::new();
+        if opts.target {
+            let url = format!("{base}/metrics");
+            endpoints.push(Endpoint {
+                name: TARGET_ENDPOINT.to_string(),
+                shown: crate::util::redact_url(&url),
+                url,
+            });
+        }
+        for (name, url) in &opts.extra {
+            endpoints.push(Endpoint {
+                name: name.clone(),
+                url: url.clone(),
+                shown: crate::util::redact_url(url),
+            });
+        }
+        if endpoints.is_empty() {
+            return Ok(None);
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .context("building the metrics HTTP client")?;
+        Ok(Some(Arc::new(Scraper {
+            http,
+            key,
+            endpoints,
+            interval: opts.interval,
+            log: Mutex::new(ScrapeLog::open(log)?),
+            t0,
+        })))
+    }
+
+    /// Scrape every endpoint once and log each result. An endpoint that
+    /// fails is logged with why; only a log that cannot be written is an error.
+    pub async fn take(
+        &self,
+        cell: &str,
+        window: &str,
+        phase: Phase,
+        requests: &[[usize; 2]],
+    ) -> Result<()> {
+        for ep in &self.endpoints {
+            let offset_ms = self.t0.elapsed().as_secs_f64() * 1000.0;
+            let (samples, error) = match self.fetch(&ep.url).await {
+                Ok(s) => (Some(s), None),
+                Err(e) => (None, Some(e)),
+            };
+            let entry = ScrapeEntry {
+                cell: cell.to_string(),
+                window: window.to_string(),
+                endpoint: ep.name.clone(),
+                url: ep.shown.clone(),
+                phase,
+                requests: requests.to_vec(),
+                offset_ms,
+                samples,
+                error,
+            };
+            self.log
+                .lock()
+                .map_err(|_| anyhow::anyhow!("scrape log lock poisoned"))?
+                .append(&entry)?;
+        }
+        Ok(())
+    }
+
+    async fn fetch(&self, url: &str) -> Result<Vec<MetricSample>, String> {
+        let mut req = self.http.get(url);
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.map_err(|e| {
+            format!(
+                "GET failed: {}",
+                crate::util::redact_url(&e.without_url().to_string())
+            )
+        })?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("GET answered {status}"));
+        }
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| format!("reading the body: {}", e.without_url()))?;
+        parse(&text)
+    }
+
+    /// Scrape at the interval until the returned guard is dropped.
+    pub fn during(self: &Arc<Self>, cell: &str, window: &str) -> Option<DuringGuard> {
+        let every = self.interval?;
+        let me = self.clone();
+        let (cell, window) = (cell.to_string(), window.to_string());
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                // A log that cannot be written fails the cell at its after-scrape.
+                if me.take(&cell, &window, Phase::During, &[]).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Some(DuringGuard(task))
+    }
+}
+
+/// Stops the interval scrapes of a window when dropped. A scrape in flight
+/// is dropped with it: its log line is written whole or not at all.
+pub struct DuringGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for DuringGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LLAMA: &str = "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed\n# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 31\n# HELP llamacpp:requests_processing Number of requests processing\n# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing 0\n";
+
+    #[test]
+    fn parses_colon_names_types_and_labels() {
+        let s = parse(LLAMA).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "llamacpp:prompt_tokens_total");
+        assert_eq!((s[0].kind, s[0].value), (Kind::Counter, 31.0));
+        assert_eq!(s[1].kind, Kind::Gauge);
+        let vllm = "# HELP vllm:ttft TTFT\n# TYPE vllm:ttft histogram\nvllm:ttft_bucket{engine=\"0\",le=\"+Inf\"} 3.0\r\nvllm:ttft_sum{engine=\"0\"} 1.5\n\nvllm:ttft_count{engine=\"0\"} 3.0\n# TYPE vllm:prompt_tokens counter\nvllm:prompt_tokens_total{m=\"a \\\"b\\\"\"} 1.0e+03\nvllm:prompt_tokens_created{m=\"x\"} 1.7e+09\nnan_gauge NaN\nplain 2";
+        let s = parse(vllm).unwrap();
+        let kinds: Vec<(&str, Kind)> = s.iter().map(|m| (m.name.as_str(), m.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("vllm:ttft_bucket", Kind::Histogram),
+                ("vllm:ttft_sum", Kind::Histogram),
+                ("vllm:ttft_count", Kind::Histogram),
+                ("vllm:prompt_tokens_total", Kind::Counter),
+                ("vllm:prompt_tokens_created", Kind::Gauge),
+                ("plain", Kind::Untyped),
+            ]
+        );
+        assert_eq!(s[0].labels["le"], "+Inf");
+        assert_eq!(s[3].labels["m"], "a \"b\"");
+        assert_eq!(s[3].value, 1000.0);
+    }
+
+    #[test]
+    fn a_page_that_is_not_metrics_says_where() {
+        let e = parse("<html>\n<body>Not Found</body>\n").unwrap_err();
+        assert!(e.contains("<html>"), "{e}");
+    }
+
+    #[test]
+    fn ranges_compress_sorted_indices() {
+        assert_eq!(ranges(&[5, 0, 1, 2]), vec![[0, 3], [5, 6]]);
+        assert!(ranges(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_log_keeps_every_whole_line_and_drops_a_torn_last_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SCRAPE_LOG_FILE);
+        let mut log = ScrapeLog::open(&path).unwrap();
+        let e = ScrapeEntry {
+            cell: "c".into(),
+            window: "n/0".into(),
+            endpoint: TARGET_ENDPOINT.into(),
+            url: "http://127.0.0.1:1/metrics".into(),
+            phase: Phase::Before,
+            requests: vec![[0, 4]],
+            offset_ms: 1.5,
+            samples: Some(parse(LLAMA).unwrap()),
+            error: None,
+        };
+        log.append(&e).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"cell\":")
+            .unwrap();
+        assert_eq!(read_log(&path).unwrap(), vec![e]);
+        std::fs::write(&path, "{}\n").unwrap();
+        let err = read_log(&path).unwrap_err().to_string();
+        assert!(err.contains(":1: not a scrape entry"), "{err}");
+        assert!(read_log(&dir.path().join("none")).unwrap().is_empty());
+    }
+}
