@@ -1417,7 +1417,7 @@ mod tests {
         );
         let e = parse(&text).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("candidate.image"));
-        assert_eq!(e.line, Some(8), "{e}");
+        assert_eq!(e.line, Some(7), "{e}");
         assert!(e.message.contains("not pinned by digest"), "{e}");
 
         let ok =
