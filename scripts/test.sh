@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests, from a fresh machine: sets up the reference engine (cached after
-# the first run), a Docker daemon (for the container-driver test) and a
-# headless Chromium (for the HTML report in a real browser), then
+# the first run), a Docker daemon (for the container-driver test), a
+# headless Chromium (for the HTML report in a real browser) and a PostgreSQL
+# server of its own (for the shared ledger), then
 # formatting, lints, and every test against the real engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,14 @@ if line=$(scripts/setup-chromium.sh | grep '^INFERGATE_CHROMIUM='); then
     export "${line?}"
 else
     echo "test: no chromium could be installed; tests/browser.rs will fail and say so" >&2
+fi
+# The shared ledger's tests (tests/ledger.rs) run against a PostgreSQL server
+# on loopback that this run starts, and stops when it ends.
+if pg=$(scripts/setup-postgres.sh); then
+    eval "$(printf '%s\n' "$pg" | sed 's/^/export /')"
+    trap 'scripts/setup-postgres.sh --stop "$INFERGATE_TEST_POSTGRES_DIR"' EXIT
+else
+    echo "test: no PostgreSQL server could be started; tests/ledger.rs will fail and say so" >&2
 fi
 cargo fmt --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings

@@ -257,7 +257,7 @@ async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
     );
 
     // Stop: the container is stopped and removed, its logs kept.
-    status::stop("q-container", Some(env.ledger.clone()), true)
+    status::stop("q-container", Some(env.ledger.clone().into()), true)
         .await
         .unwrap();
     assert!(

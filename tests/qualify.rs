@@ -188,7 +188,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     // Status derives all of this from the ledger alone.
     let text = status::run(&status::Options {
         id: Some("q-happy".into()),
-        ledger: Some(env.ledger.clone()),
+        ledger: Some(env.ledger.clone().into()),
         json: false,
     })
     .await
@@ -203,7 +203,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     assert_eq!(env.entries("q-happy").len(), entries.len());
 
     // `infergate stop` retires it.
-    let out = status::stop("q-happy", Some(env.ledger.clone()), true)
+    let out = status::stop("q-happy", Some(env.ledger.clone().into()), true)
         .await
         .unwrap();
     assert!(out.contains("retired baseline"), "{out}");
@@ -253,7 +253,7 @@ async fn an_interrupted_qualification_resumes_where_it_stopped() {
     assert_eq!(left[0].0, "candidate");
     let text = status::run(&status::Options {
         id: Some("q-resume".into()),
-        ledger: Some(env.ledger.clone()),
+        ledger: Some(env.ledger.clone().into()),
         json: false,
     })
     .await

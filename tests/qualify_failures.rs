@@ -184,7 +184,7 @@ async fn promotion_failing_identity_readmission_restores_the_baseline() {
         action: DecisionAction::Promote,
         note: "faster".into(),
         who: Some("bob".into()),
-        ledger: Some(env.ledger.clone()),
+        ledger: Some(env.ledger.clone().into()),
         quiet: false,
     })
     .await

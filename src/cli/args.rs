@@ -61,6 +61,9 @@ pub enum Cmd {
     Status(qualify::StatusArgs),
     /// Stop the runtime a qualification left serving.
     Stop(qualify::StopArgs),
+    /// The decision ledger itself.
+    #[command(subcommand)]
+    Ledger(qualify::LedgerCmd),
 }
 
 #[derive(clap::Args)]

@@ -24,6 +24,7 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Decide(a) => qualify::main_decide(a).await,
         Cmd::Status(a) => qualify::main_status(a).await,
         Cmd::Stop(a) => qualify::main_stop(a).await,
+        Cmd::Ledger(c) => qualify::main_ledger(c),
         Cmd::Compare(a) => {
             let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
             report::write_report_atomic(&a.out, &report)?;

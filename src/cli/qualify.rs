@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use infergate::qualify::ledger::LEDGER_ENV;
+use infergate::qualify::ledger::{self, LEDGER_ENV, Ledger, Location};
 use infergate::qualify::{self, Verdict, decide, status};
 use infergate::report::{self, DecisionAction};
 
@@ -26,9 +26,11 @@ pub struct QualifyArgs {
     /// Parent directory of the qualification's directory.
     #[arg(long, default_value = "out/qualify")]
     pub out: PathBuf,
-    /// Ledger (SQLite). Default $INFERGATE_LEDGER, else $XDG_DATA_HOME/infergate/ledger.sqlite.
+    /// Ledger: a SQLite file, or a team's postgres://user@host/db (the password
+    /// from PGPASSWORD or a pgpass file). Default $INFERGATE_LEDGER, else the
+    /// plan's `ledger`, else $XDG_DATA_HOME/infergate/ledger.sqlite.
     #[arg(long, env = LEDGER_ENV)]
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<String>,
     /// Abandon the interrupted qualification --id and restore the baseline.
     #[arg(long, requires = "id")]
     pub rollback: bool,
@@ -65,7 +67,7 @@ pub struct DecideArgs {
     pub who: Option<String>,
     /// Ledger; default the one the qualification was recorded in.
     #[arg(long)]
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<String>,
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -75,7 +77,7 @@ pub struct StatusArgs {
     /// One qualification, with its whole ledger; default all.
     pub id: Option<String>,
     #[arg(long, env = LEDGER_ENV)]
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<String>,
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
@@ -86,7 +88,7 @@ pub struct StopArgs {
     /// Qualification whose serving runtime (and any leftover) to stop.
     pub id: String,
     #[arg(long, env = LEDGER_ENV)]
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<String>,
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -95,7 +97,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     let opts = qualify::Options {
         id: a.id,
         out_root: Some(a.out),
-        ledger: a.ledger,
+        ledger: location(a.ledger)?,
         rollback: a.rollback,
         adaptive: a.adaptive,
         quiet: a.quiet,
@@ -127,11 +129,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         None if a.then_stop => println!("  serving: nothing (--then-stop retired it)"),
         None => println!("  serving: nothing"),
     }
-    println!(
-        "  ledger:  {} (infergate status {})",
-        o.ledger.display(),
-        o.id
-    );
+    println!("  ledger:  {} (infergate status {})", o.ledger, o.id);
     if let Some(r) = &o.report {
         println!("  report:  {}", r.display());
         if o.decision == DecisionAction::Pending {
@@ -186,7 +184,7 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
         action,
         note: a.note,
         who: a.who,
-        ledger: a.ledger,
+        ledger: location(a.ledger)?,
         quiet: a.quiet,
     })
     .await?;
@@ -201,7 +199,7 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
 pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let text = status::run(&status::Options {
         id: a.id,
-        ledger: a.ledger,
+        ledger: location(a.ledger)?,
         json: a.json,
     })
     .await?;
@@ -213,6 +211,48 @@ pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub async fn main_stop(a: StopArgs) -> anyhow::Result<ExitCode> {
-    print!("{}", status::stop(&a.id, a.ledger, a.quiet).await?);
+    print!(
+        "{}",
+        status::stop(&a.id, location(a.ledger)?, a.quiet).await?
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum LedgerCmd {
+    /// Copy every entry of one ledger into another, ids kept (e.g. a SQLite
+    /// file into a team's PostgreSQL); then check the two are equal entry for
+    /// entry. Run again, it copies only what is missing.
+    Migrate {
+        /// The ledger to copy (a SQLite file or postgres:// URL).
+        from: String,
+        /// The ledger to copy into (created and its schema applied if new).
+        to: String,
+    },
+}
+
+pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
+    match cmd {
+        LedgerCmd::Migrate { from, to } => {
+            let (from, to) = (Location::parse(&from)?, Location::parse(&to)?);
+            if from == to {
+                anyhow::bail!("ledger migrate: {from} is both FROM and TO");
+            }
+            let (src, dst) = (Ledger::connect(&from)?, Ledger::connect(&to)?);
+            let m = ledger::migrate(&src, &dst)?;
+            println!(
+                "ledger {from} -> {to}: {} entries copied, {} already there; {to} now equals {from} entry for entry ({} entries, ids kept)",
+                m.copied,
+                m.already,
+                m.copied + m.already
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The ledger a flag names, parsed here rather than by clap: clap would echo
+/// a refused value, and a URL with a password in it must not be printed.
+fn location(arg: Option<String>) -> anyhow::Result<Option<Location>> {
+    arg.map(|s| Location::parse(&s)).transpose()
 }

@@ -82,6 +82,9 @@ pub struct Plan {
     pub docker: DockerSettings,
     /// Client limits for every request of both runtimes' passes (`[timeouts]`).
     pub timeouts: crate::measure::client::Timeouts,
+    /// The ledger the plan's qualifications are recorded in (a team's
+    /// `postgres://…`); `--ledger` and `$INFERGATE_LEDGER` come first.
+    pub ledger: Option<crate::qualify::ledger::Location>,
 }
 
 /// The plan's `schedule`: how the two runtimes share the machine.
@@ -399,6 +402,8 @@ struct RawPlan {
     docker: Option<RawDocker>,
     #[serde(default)]
     timeouts: Option<RawTimeouts>,
+    #[serde(default)]
+    ledger: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -545,6 +550,19 @@ impl Plan {
         let schedule = schedule(raw.schedule, repeats_given, clash, &err)?;
         let window = window(raw.window, schedule, &err)?;
         let adaptive = adaptive(text, raw.adaptive, schedule, &err)?;
+        let ledger = match &raw.ledger {
+            None => None,
+            Some(l) => Some(
+                match crate::qualify::ledger::Location::parse(l.get_ref())
+                    .map_err(|e| err(Some(l.span()), "ledger", format!("{e:#}")))?
+                {
+                    crate::qualify::ledger::Location::Sqlite(p) => {
+                        crate::qualify::ledger::Location::Sqlite(resolve(&p.to_string_lossy()))
+                    }
+                    shared => shared,
+                },
+            ),
+        };
         Ok(Plan {
             name: raw.name.unwrap_or_else(|| {
                 path.file_stem()
@@ -569,6 +587,7 @@ impl Plan {
             after,
             docker,
             timeouts,
+            ledger,
         })
     }
 

@@ -30,7 +30,7 @@ pub struct Options {
     /// Default: $USER.
     pub who: Option<String>,
     /// Default: the ledger the qualification was recorded in.
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<crate::qualify::ledger::Location>,
     pub quiet: bool,
 }
 
@@ -70,9 +70,9 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         )
     })?;
     let plan = qf.load_plan(&out_dir)?;
-    let _lock = crate::qualify::state::lock(&out_dir, &qf.id)?;
     let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
-    let ledger = Ledger::open(&ledger_path)?;
+    let ledger = Ledger::connect(&ledger_path)?;
+    let _lock = ledger.lock(&qf.id, &out_dir)?;
     let entries = ledger.entries(&qf.id)?;
     if entries.is_empty() {
         return Err(lifecycle::unknown_qualification(&qf.id, &ledger));

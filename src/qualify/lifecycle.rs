@@ -784,10 +784,7 @@ fn file_sha256(path: &Path) -> Result<String> {
 
 /// Error for a missing qualification.
 pub fn unknown_qualification(id: &str, ledger: &Ledger) -> anyhow::Error {
-    anyhow!(
-        "no qualification {id:?} in ledger {}",
-        ledger.path().display()
-    )
+    anyhow!("no qualification {id:?} in ledger {}", ledger.location())
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeOptions};
 use crate::measure::{aggregate, journal, windows};
 use crate::report::{self, DecisionAction, Report};
 use interleave::{Block, CellLayout, StopReason};
-use ledger::{Entry, Ledger, Status};
+use ledger::{Entry, Ledger, Location, Status};
 use lifecycle::Started;
 use lifecycle::{Ctx, Handle};
 
@@ -59,7 +59,7 @@ pub mod status;
 
 pub use state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, REPORT_FILE,
-    decision_in, lock, pass_dir,
+    decision_in, pass_dir,
 };
 
 #[derive(Debug, Clone, Default)]
@@ -68,8 +68,8 @@ pub struct Options {
     pub id: Option<String>,
     /// Parent of the qualification directory; default `out/qualify`.
     pub out_root: Option<PathBuf>,
-    /// Ledger file; default [`Ledger::default_path`].
-    pub ledger: Option<PathBuf>,
+    /// The ledger; default the plan's, else [`Location::default_location`].
+    pub ledger: Option<Location>,
     /// Abandon the (interrupted) qualification and restore the baseline.
     pub rollback: bool,
     /// Adaptive mode even when the plan's `[adaptive]` is not enabled
@@ -98,7 +98,7 @@ pub enum Verdict {
 pub struct Outcome {
     pub id: String,
     pub out_dir: PathBuf,
-    pub ledger: PathBuf,
+    pub ledger: Location,
     pub verdict: Verdict,
     pub report: Option<PathBuf>,
     pub failure: Option<String>,
@@ -119,11 +119,12 @@ struct PassFailure {
 
 pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     let plan = load_plan(plan_path, opts)?;
-    let ledger_path = match &opts.ledger {
-        Some(p) => p.clone(),
-        None => Ledger::default_path()?,
+    // --ledger (or $INFERGATE_LEDGER), else the plan's, else the default file.
+    let ledger_path = match (&opts.ledger, &plan.ledger) {
+        (Some(l), _) | (None, Some(l)) => l.clone(),
+        (None, None) => Location::default_location()?,
     };
-    let ledger = Ledger::open(&ledger_path)?;
+    let ledger = Ledger::connect(&ledger_path)?;
     let id = match &opts.id {
         Some(id) => {
             check_id(id)?;
@@ -135,7 +136,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     let resuming = !entries.is_empty();
     let (out_dir, adaptive) = resolve_out_dir(&plan, plan_path, opts, &id, &entries)?;
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let _lock = lock(&out_dir, &id)?;
+    let _lock = ledger.lock(&id, &out_dir)?;
     let ctx = Ctx {
         plan: &plan,
         qualification: &id,
@@ -176,7 +177,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     } else if opts.rollback {
         bail!(
             "--rollback: qualification {id} does not exist in {}",
-            ledger_path.display()
+            ledger_path
         );
     }
 
@@ -264,7 +265,12 @@ fn resolve_out_dir(
 }
 
 /// A new qualification: the plan copy, the sidecar file, the `plan` entry.
-fn record_plan(ctx: &Ctx<'_>, plan_path: &Path, ledger_path: &Path, adaptive: bool) -> Result<()> {
+fn record_plan(
+    ctx: &Ctx<'_>,
+    plan_path: &Path,
+    ledger_path: &Location,
+    adaptive: bool,
+) -> Result<()> {
     let (plan, out_dir, id) = (ctx.plan, ctx.out_dir, ctx.qualification);
     crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
     let qf = QualificationFile {
@@ -273,7 +279,7 @@ fn record_plan(ctx: &Ctx<'_>, plan_path: &Path, ledger_path: &Path, adaptive: bo
         plan: absolute(plan_path)?,
         plan_dir: absolute(&plan.base_dir)?,
         plan_sha256: plan.sha256.clone(),
-        ledger: absolute(ledger_path)?,
+        ledger: ledger_path.absolute()?,
     };
     crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
     ctx.log(
@@ -398,7 +404,7 @@ fn compare_and_write(
 async fn decide_or_restore(
     ctx: &Ctx<'_>,
     plan_path: &Path,
-    ledger_path: &Path,
+    ledger_path: &Location,
     mut report: Report,
     report_path: PathBuf,
 ) -> Result<Outcome> {
@@ -453,7 +459,7 @@ async fn decide_or_restore(
 /// baseline back in service (rollback).
 async fn finish(
     ctx: &Ctx<'_>,
-    ledger_path: &Path,
+    ledger_path: &Location,
     verdict: Verdict,
     report: Option<PathBuf>,
     failure: Option<String>,
@@ -528,7 +534,7 @@ async fn finish(
     Ok(Outcome {
         id: ctx.qualification.to_string(),
         out_dir: ctx.out_dir.to_path_buf(),
-        ledger: ledger_path.to_path_buf(),
+        ledger: ledger_path.clone(),
         verdict,
         report,
         failure,
@@ -540,7 +546,7 @@ async fn finish(
 
 fn finished_outcome(
     ctx: &Ctx<'_>,
-    ledger_path: &Path,
+    ledger_path: &Location,
     entries: &[Entry],
     done: &Entry,
 ) -> Result<Outcome> {
@@ -553,7 +559,7 @@ fn finished_outcome(
     Ok(Outcome {
         id: ctx.qualification.to_string(),
         out_dir: ctx.out_dir.to_path_buf(),
-        ledger: ledger_path.to_path_buf(),
+        ledger: ledger_path.clone(),
         verdict,
         report: done.detail_str("report").map(PathBuf::from),
         failure: done.detail_str("failure").map(str::to_string),

@@ -31,7 +31,8 @@ pub struct QualificationFile {
     /// Where the plan's relative paths point.
     pub plan_dir: PathBuf,
     pub plan_sha256: String,
-    pub ledger: PathBuf,
+    /// The ledger it is recorded in (a file path, or a URL without a password).
+    pub ledger: crate::qualify::ledger::Location,
 }
 
 impl QualificationFile {
@@ -70,28 +71,6 @@ pub fn decision_in(entries: &[Entry]) -> DecisionAction {
         .and_then(|e| e.detail.get("action").cloned())
         .and_then(|v| serde_json::from_value(v).ok())
         .unwrap_or(DecisionAction::Pending)
-}
-
-/// One infergate at a time per qualification: a second `qualify --id` or a
-/// `decide` while one runs would start or stop runtimes under its feet.
-/// Held until the returned file is dropped; the kernel releases it if we die.
-pub fn lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    let path = out_dir.join(".lock");
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: flock on a descriptor we own; no memory is involved.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        bail!(
-            "qualification {id} is in use by another infergate process (lock {})",
-            path.display()
-        );
-    }
-    Ok(f)
 }
 
 pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {

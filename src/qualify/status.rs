@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::config::plan::DockerSettings;
 use crate::driver::container::Docker;
-use crate::qualify::ledger::{Entry, Ledger, Status};
+use crate::qualify::ledger::{Entry, Ledger, Location, Status};
 use crate::qualify::lifecycle::{self, Ctx};
 use crate::qualify::state::{self, QualificationFile};
 
@@ -20,7 +20,7 @@ use crate::qualify::state::{self, QualificationFile};
 pub struct Options {
     /// One qualification (with its full timeline), or all.
     pub id: Option<String>,
-    pub ledger: Option<PathBuf>,
+    pub ledger: Option<Location>,
     pub json: bool,
 }
 
@@ -144,15 +144,15 @@ fn docker_socket(out_dir: Option<&str>) -> PathBuf {
 pub async fn run(opts: &Options) -> Result<String> {
     let path = match &opts.ledger {
         Some(p) => p.clone(),
-        None => Ledger::default_path()?,
+        None => Location::default_location()?,
     };
-    let ledger = Ledger::open(&path)?;
+    let ledger = Ledger::connect(&path)?;
     let all = collect(&ledger, opts.id.as_deref()).await?;
     if opts.json {
         return serde_json::to_string_pretty(&all).context("serializing status");
     }
     if all.is_empty() {
-        return Ok(format!("no qualifications in {}\n", path.display()));
+        return Ok(format!("no qualifications in {}\n", path));
     }
     let mut s = String::new();
     for q in &all {
@@ -260,12 +260,12 @@ fn summarize(v: &Value) -> String {
 }
 
 /// `infergate stop ID`: retire what the qualification left serving.
-pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<String> {
+pub async fn stop(id: &str, ledger: Option<Location>, quiet: bool) -> Result<String> {
     let path = match ledger {
         Some(p) => p,
-        None => Ledger::default_path()?,
+        None => Location::default_location()?,
     };
-    let ledger = Ledger::open(&path)?;
+    let ledger = Ledger::connect(&path)?;
     let entries = ledger.entries(id)?;
     let plan_entry = entries
         .iter()
@@ -278,7 +278,7 @@ pub async fn stop(id: &str, ledger: Option<PathBuf>, quiet: bool) -> Result<Stri
     );
     let qf = QualificationFile::read(&out_dir)?;
     let plan = qf.load_plan(&out_dir)?;
-    let _lock = state::lock(&out_dir, id)?;
+    let _lock = ledger.lock(id, &out_dir)?;
     let ctx = Ctx {
         plan: &plan,
         qualification: id,

@@ -86,7 +86,7 @@ impl Env {
         qualify::Options {
             id: Some(id.into()),
             out_root: Some(self.out.clone()),
-            ledger: Some(self.ledger.clone()),
+            ledger: Some(self.ledger.clone().into()),
             rollback: false,
             adaptive: false,
             quiet: false,

@@ -1,0 +1,427 @@
+//! The append-only ledger: every lifecycle step of every qualification (plan,
+//! preflight, start, run, stop, compare, report, decision, restore, readmit,
+//! serving, rollback, done) is one row, so an interrupted qualification or
+//! promotion can be inspected and resumed, and "what serves, on what
+//! decision" is answered from the rows alone.
+//!
+//! Two backends behind one interface: an embedded SQLite file (the
+//! default, one user's) and a PostgreSQL database (`postgres://…`, a team's,
+//! shared by every CI runner and laptop). Rows are never updated or
+//! deleted: triggers refuse it in both, so a bug here cannot rewrite
+//! history. The schema is versioned; opening a ledger applies what it lacks.
+
+mod entry;
+mod pg;
+mod schema;
+mod sqlite;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+pub use entry::{Entry, Status};
+
+/// Environment variable overriding the ledger's location.
+pub const LEDGER_ENV: &str = "INFERGATE_LEDGER";
+
+/// Where a ledger lives: a SQLite file, or a PostgreSQL database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Sqlite(PathBuf),
+    /// A `postgres://` URL without a password.
+    Postgres(String),
+}
+
+impl Location {
+    /// `postgres://…` or `postgresql://…`; `sqlite://PATH`; else a file path.
+    pub fn parse(s: &str) -> Result<Location> {
+        let s = s.trim();
+        if s.is_empty() {
+            bail!("the ledger location is empty");
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            // Refused here, before anything prints or records it.
+            let parsed: postgres::Config = s
+                .parse()
+                .map_err(|e| anyhow::anyhow!("ledger URL {}: {e}", crate::util::redact_url(s)))?;
+            if parsed.get_password().is_some() {
+                bail!(
+                    "ledger URL {}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead",
+                    crate::util::redact_url(s)
+                );
+            }
+            return Ok(Location::Postgres(s.to_string()));
+        }
+        Ok(Location::Sqlite(PathBuf::from(
+            s.strip_prefix("sqlite://").unwrap_or(s),
+        )))
+    }
+
+    /// `$INFERGATE_LEDGER`, else `$XDG_DATA_HOME/infergate/ledger.sqlite`,
+    /// else `~/.local/share/infergate/ledger.sqlite`.
+    pub fn default_location() -> Result<Location> {
+        if let Some(p) = std::env::var_os(LEDGER_ENV).filter(|p| !p.is_empty()) {
+            return Location::parse(&p.to_string_lossy());
+        }
+        let data = match std::env::var_os("XDG_DATA_HOME").filter(|p| !p.is_empty()) {
+            Some(d) => PathBuf::from(d),
+            None => {
+                let home = std::env::var_os("HOME")
+                    .filter(|h| !h.is_empty())
+                    .with_context(|| {
+                        format!(
+                            "neither {LEDGER_ENV}, XDG_DATA_HOME nor HOME is set; pass --ledger"
+                        )
+                    })?;
+                PathBuf::from(home).join(".local/share")
+            }
+        };
+        Ok(Location::Sqlite(data.join("infergate/ledger.sqlite")))
+    }
+
+    /// Shared by several machines: its locks must live in the database.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Location::Postgres(_))
+    }
+
+    /// A relative SQLite path made absolute (recorded, so `decide` finds it
+    /// from anywhere); a URL as it is.
+    pub fn absolute(&self) -> Result<Location> {
+        Ok(match self {
+            Location::Sqlite(p) if p.is_relative() => Location::Sqlite(
+                std::env::current_dir()
+                    .context("reading the current directory")?
+                    .join(p),
+            ),
+            other => other.clone(),
+        })
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "{}", p.display()),
+            // Parsing refused any password (in the URL or its options).
+            Location::Postgres(u) => write!(f, "{u}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Location {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Location> {
+        Location::parse(s)
+    }
+}
+
+impl From<PathBuf> for Location {
+    fn from(p: PathBuf) -> Location {
+        Location::Sqlite(p)
+    }
+}
+
+impl From<&Path> for Location {
+    fn from(p: &Path) -> Location {
+        Location::Sqlite(p.to_path_buf())
+    }
+}
+
+impl serde::Serialize for Location {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Location {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Location, D::Error> {
+        let s = String::deserialize(d)?;
+        Location::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(pg::Postgres),
+}
+
+pub struct Ledger {
+    backend: Backend,
+    location: Location,
+}
+
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ledger")
+            .field("location", &self.location.to_string())
+            .finish()
+    }
+}
+
+/// The one-at-a-time lock on a qualification id: a file lock beside the
+/// qualification for a SQLite ledger, a database lock for a shared one.
+/// Released when dropped, or by the kernel or the server if we die.
+pub enum QualificationLock {
+    File(std::fs::File),
+    Database(pg::PgLock),
+}
+
+impl Ledger {
+    /// Open (creating if needed) the SQLite ledger at `path`.
+    pub fn open(path: &Path) -> Result<Ledger> {
+        Ledger::connect(&Location::Sqlite(path.to_path_buf()))
+    }
+
+    /// Open the ledger at `location`, its schema brought up to date.
+    pub fn connect(location: &Location) -> Result<Ledger> {
+        let backend = match location {
+            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open(p)?),
+            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
+        };
+        Ok(Ledger {
+            backend,
+            location: location.clone(),
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// The schema version the ledger is at.
+    pub fn schema_version(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.schema_version(),
+            Backend::Postgres(b) => b.schema_version(),
+        }
+    }
+
+    /// Append one step; returns its sequence number.
+    pub fn append(
+        &self,
+        qualification: &str,
+        step: &str,
+        runtime: Option<&str>,
+        status: Status,
+        detail: Value,
+    ) -> Result<i64> {
+        let e = Entry {
+            seq: 0,
+            qualification: qualification.to_string(),
+            at: crate::util::now_rfc3339(),
+            step: step.to_string(),
+            runtime: runtime.map(str::to_string),
+            status,
+            detail,
+        };
+        match &self.backend {
+            Backend::Sqlite(b) => b.append(&e),
+            Backend::Postgres(b) => b.append(&e),
+        }
+    }
+
+    /// Every entry of one qualification, in order.
+    pub fn entries(&self, qualification: &str) -> Result<Vec<Entry>> {
+        self.select(Some(qualification))
+    }
+
+    /// Every entry of every qualification, in order.
+    pub fn all_entries(&self) -> Result<Vec<Entry>> {
+        self.select(None)
+    }
+
+    fn select(&self, qualification: Option<&str>) -> Result<Vec<Entry>> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.entries(qualification),
+            Backend::Postgres(b) => b.entries(qualification),
+        }
+    }
+
+    /// Qualification ids, oldest first.
+    pub fn qualifications(&self) -> Result<Vec<String>> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.qualifications(),
+            Backend::Postgres(b) => b.qualifications(),
+        }
+    }
+
+    pub fn exists(&self, qualification: &str) -> Result<bool> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.exists(qualification),
+            Backend::Postgres(b) => b.exists(qualification),
+        }
+    }
+
+    /// Take the one-at-a-time lock on qualification `id` (whose directory
+    /// is `out_dir`), or say who holds it.
+    pub fn lock(&self, id: &str, out_dir: &Path) -> Result<QualificationLock> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(QualificationLock::File(file_lock(out_dir, id)?)),
+            Backend::Postgres(b) => Ok(QualificationLock::Database(b.lock(id)?)),
+        }
+    }
+
+    /// Raw SQL, for tests of the append-only triggers.
+    #[doc(hidden)]
+    pub fn execute_unchecked(&self, sql: &str) -> Result<u64> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.execute_raw(sql).map(|n| n as u64),
+            Backend::Postgres(b) => b.execute_raw(sql),
+        }
+    }
+}
+
+/// One infergate at a time per qualification: a second `qualify --id` or a
+/// `decide` while one runs would start or stop runtimes under its feet.
+fn file_lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let path = out_dir.join(".lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "qualification {id} is in use by another infergate process (lock {})",
+            path.display()
+        );
+    }
+    Ok(f)
+}
+
+/// What `infergate ledger migrate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    pub copied: usize,
+    /// Entries the destination already held, identical (a rerun).
+    pub already: usize,
+}
+
+/// Copy every entry of `from` into `to`, ids (seq) kept, in one
+/// transaction; then check `to` holds `from` entry for entry. Entries `to`
+/// already holds must be the same (a migration run again); anything else
+/// in `to` is refused, so two ledgers are never merged by accident.
+pub fn migrate(from: &Ledger, to: &Ledger) -> Result<Migrated> {
+    let source = from.all_entries()?;
+    let present = to.all_entries()?;
+    let mut already = 0;
+    for p in &present {
+        match source.iter().find(|s| s.seq == p.seq) {
+            Some(s) if s == p => already += 1,
+            _ => bail!(
+                "ledger {} already holds entry {} ({} {}), which {} does not: refusing to merge two ledgers",
+                to.location,
+                p.seq,
+                p.qualification,
+                p.step,
+                from.location
+            ),
+        }
+    }
+    let missing: Vec<Entry> = source
+        .iter()
+        .filter(|s| !present.iter().any(|p| p.seq == s.seq))
+        .cloned()
+        .collect();
+    match &to.backend {
+        Backend::Sqlite(b) => b.insert_exact(&missing)?,
+        Backend::Postgres(b) => b.insert_exact(&missing)?,
+    }
+    let after = to.all_entries()?;
+    if after != source {
+        bail!(
+            "ledger {} does not equal {} after the migration ({} entries against {})",
+            to.location,
+            from.location,
+            after.len(),
+            source.len()
+        );
+    }
+    Ok(Migrated {
+        copied: missing.len(),
+        already,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn appends_in_order_and_refuses_rewrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/ledger.sqlite");
+        let l = Ledger::open(&path).unwrap();
+        assert_eq!(l.schema_version().unwrap(), 1);
+        l.append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
+            .unwrap();
+        l.append("q2", "plan", None, Status::Ok, json!({})).unwrap();
+        l.append("q1", "start", Some("baseline"), Status::Started, json!({}))
+            .unwrap();
+        let e = l.entries("q1").unwrap();
+        assert_eq!(
+            e.iter().map(|e| e.step.as_str()).collect::<Vec<_>>(),
+            ["plan", "start"]
+        );
+        assert_eq!(e[1].runtime.as_deref(), Some("baseline"));
+        assert_eq!(e[0].detail_str("plan"), Some("p.toml"));
+        assert_eq!(l.qualifications().unwrap(), ["q1", "q2"]);
+        assert!(l.exists("q2").unwrap() && !l.exists("q3").unwrap());
+
+        let upd = l
+            .execute_unchecked("UPDATE entries SET status = 'ok'")
+            .unwrap_err();
+        assert!(upd.to_string().contains("append-only"), "{upd}");
+        let del = l.execute_unchecked("DELETE FROM entries").unwrap_err();
+        assert!(del.to_string().contains("append-only"), "{del}");
+        drop(l);
+        // Reopening keeps everything.
+        assert_eq!(Ledger::open(&path).unwrap().entries("q1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_ledger_from_before_schema_versions_is_taken_as_version_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(schema::SQLITE[0].sql).unwrap();
+        conn.execute(
+            "INSERT INTO entries (qualification, at, step, runtime, status, detail) VALUES ('q', 't', 'plan', NULL, 'ok', '{}')",
+            [],
+        )
+        .unwrap();
+        drop(conn);
+        let l = Ledger::open(&path).unwrap();
+        assert_eq!(l.schema_version().unwrap(), 1);
+        assert_eq!(l.entries("q").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn locations_parse_urls_and_paths_and_never_show_a_password() {
+        assert_eq!(
+            Location::parse("postgres://ig@127.0.0.1:5432/ledger").unwrap(),
+            Location::Postgres("postgres://ig@127.0.0.1:5432/ledger".into())
+        );
+        assert_eq!(
+            Location::parse("sqlite:///tmp/l.sqlite").unwrap(),
+            Location::Sqlite("/tmp/l.sqlite".into())
+        );
+        assert_eq!(
+            Location::parse("l.sqlite").unwrap(),
+            Location::Sqlite("l.sqlite".into())
+        );
+        let e = Location::parse("postgres://ig:s3cret@127.0.0.1/ledger")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("PGPASSWORD") && !e.contains("s3cret"), "{e}");
+        let l: Location = serde_json::from_str("\"/a/b.sqlite\"").unwrap();
+        assert_eq!(l, Location::Sqlite("/a/b.sqlite".into()));
+    }
+}

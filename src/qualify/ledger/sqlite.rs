@@ -1,0 +1,151 @@
+//! The embedded ledger: one SQLite file (WAL), for one user or one machine.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::entry::{Entry, RawRow, decode};
+use super::schema::{self, SCHEMA_TABLE_SQLITE};
+
+pub struct Sqlite {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Sqlite {
+    /// Open (creating if needed) the ledger at `path`, its schema brought up to date.
+    pub fn open(path: &Path) -> Result<Sqlite> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let conn =
+            Connection::open(path).with_context(|| format!("opening ledger {}", path.display()))?;
+        // Another infergate (a `status` while `qualify` runs) may hold the lock briefly.
+        conn.busy_timeout(Duration::from_secs(10))
+            .with_context(|| format!("configuring ledger {}", path.display()))?;
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+            .with_context(|| format!("configuring ledger {}", path.display()))?;
+        let mut l = Sqlite {
+            conn,
+            path: path.to_path_buf(),
+        };
+        l.migrate()
+            .with_context(|| format!("initialising ledger {}", path.display()))?;
+        Ok(l)
+    }
+
+    fn origin(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Apply the migrations the file lacks, all in one immediate transaction
+    /// (a second infergate opening it at once waits, then finds them applied).
+    fn migrate(&mut self) -> Result<()> {
+        let origin = self.origin();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(SCHEMA_TABLE_SQLITE)?;
+        let applied: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM infergate_schema",
+            [],
+            |r| r.get(0),
+        )?;
+        for m in schema::pending(schema::SQLITE, applied, &origin).map_err(anyhow::Error::msg)? {
+            tx.execute_batch(m.sql)
+                .with_context(|| format!("schema version {}", m.version))?;
+            tx.execute(
+                "INSERT INTO infergate_schema (version, description, applied_at) VALUES (?1, ?2, ?3)",
+                params![m.version, m.description, crate::util::now_rfc3339()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self.conn.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM infergate_schema",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    pub fn append(&self, e: &Entry) -> Result<i64> {
+        self.conn
+            .execute(
+                "INSERT INTO entries (qualification, at, step, runtime, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![e.qualification, e.at, e.step, e.runtime, e.status.as_str(), e.detail.to_string()],
+            )
+            .with_context(|| format!("appending to ledger {}", self.origin()))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Entries kept with their own seq (a migration), in one transaction.
+    pub fn insert_exact(&self, entries: &[Entry]) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        for e in entries {
+            tx.execute(
+                "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![e.seq, e.qualification, e.at, e.step, e.runtime, e.status.as_str(), e.detail.to_string()],
+            )
+            .with_context(|| format!("ledger {} entry {}", self.path.display(), e.seq))?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Entries of one qualification, or all, in order.
+    pub fn entries(&self, qualification: Option<&str>) -> Result<Vec<Entry>> {
+        let sql = "SELECT seq, qualification, at, step, runtime, status, detail FROM entries WHERE ?1 IS NULL OR qualification = ?1 ORDER BY seq";
+        let mut stmt = self.conn.prepare(sql).context("reading ledger")?;
+        let rows = stmt
+            .query_map([qualification], |r| {
+                Ok::<RawRow, _>((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
+            .context("reading ledger")?;
+        let origin = self.origin();
+        rows.map(|r| decode(r.context("reading ledger")?, &origin))
+            .collect()
+    }
+
+    pub fn qualifications(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT qualification FROM entries GROUP BY qualification ORDER BY MIN(seq)")
+            .context("reading ledger")?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .context("reading ledger")?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .context("reading ledger")
+    }
+
+    pub fn exists(&self, qualification: &str) -> Result<bool> {
+        let found: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT seq FROM entries WHERE qualification = ?1 LIMIT 1",
+                [qualification],
+                |r| r.get(0),
+            )
+            .optional()
+            .context("reading ledger")?;
+        Ok(found.is_some())
+    }
+
+    /// For tests: run raw SQL (a rewrite the triggers must refuse).
+    pub fn execute_raw(&self, sql: &str) -> Result<usize> {
+        Ok(self.conn.execute(sql, [])?)
+    }
+}

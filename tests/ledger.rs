@@ -1,0 +1,473 @@
+//! The ledger's two backends under one set of test bodies: an embedded
+//! SQLite file, and a PostgreSQL server on loopback owned by the test run
+//! (scripts/test.sh starts it with scripts/setup-postgres.sh). Without the
+//! server these fail and say how to start one; they never skip.
+
+mod qualify_support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use infergate::qualify::ledger::{Ledger, Location, Status};
+use serde_json::{Value, json};
+
+use qualify_support::{Env, steps};
+
+const PG_ENV: &str = "INFERGATE_TEST_POSTGRES";
+
+fn pg_admin() -> String {
+    std::env::var(PG_ENV).unwrap_or_else(|_| {
+        panic!(
+            "{PG_ENV} is not set: these tests need a PostgreSQL server; run scripts/test.sh, or export what scripts/setup-postgres.sh prints"
+        )
+    })
+}
+
+/// `psql` against the test server (a second client: libpq, not ours).
+fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            url,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql (Debian's postgresql-client)");
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A database of its own on the test server, as a ledger location.
+fn fresh_pg(name: &str) -> Location {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let admin = pg_admin();
+    let db = format!(
+        "ig_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        name
+    );
+    psql(&admin, &format!("CREATE DATABASE {db}"));
+    let base = admin.rsplit_once('/').expect("a URL with a database").0;
+    Location::parse(&format!("{base}/{db}")).unwrap()
+}
+
+/// The same body runs against both: a SQLite file and a fresh database.
+fn backends(dir: &Path, name: &str) -> Vec<Location> {
+    vec![
+        Location::Sqlite(dir.join(format!("{name}.sqlite"))),
+        fresh_pg(name),
+    ]
+}
+
+#[test]
+fn entries_append_in_order_and_no_row_is_ever_rewritten() {
+    let dir = tempfile::tempdir().unwrap();
+    for at in backends(dir.path(), "order") {
+        let l = Ledger::connect(&at).unwrap();
+        assert_eq!(l.schema_version().unwrap(), 1, "{at}");
+        let a = l
+            .append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
+            .unwrap();
+        let b = l.append("q2", "plan", None, Status::Ok, json!({})).unwrap();
+        let c = l
+            .append(
+                "q1",
+                "start",
+                Some("baseline"),
+                Status::Started,
+                json!({"n": 1}),
+            )
+            .unwrap();
+        assert!(a < b && b < c, "{at}: {a} {b} {c}");
+        let e = l.entries("q1").unwrap();
+        assert_eq!(steps(&e), ["plan - ok", "start baseline started"], "{at}");
+        assert_eq!(e[0].detail_str("plan"), Some("p.toml"));
+        assert_eq!(e[1].detail["n"], 1);
+        assert_eq!(l.qualifications().unwrap(), ["q1", "q2"], "{at}");
+        assert!(l.exists("q2").unwrap() && !l.exists("q3").unwrap());
+        for sql in ["UPDATE entries SET status = 'ok'", "DELETE FROM entries"] {
+            let err = l.execute_unchecked(sql).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("append-only"),
+                "{at}: {sql}: {err:#}"
+            );
+        }
+        if at.is_shared() {
+            let err = l.execute_unchecked("TRUNCATE entries").unwrap_err();
+            assert!(format!("{err:#}").contains("append-only"), "{err:#}");
+        }
+        drop(l);
+        let again = Ledger::connect(&at).unwrap();
+        assert_eq!(again.all_entries().unwrap().len(), 3, "{at}: reopened");
+        assert_eq!(again.schema_version().unwrap(), 1);
+    }
+}
+
+#[test]
+fn writers_at_once_are_totally_ordered_and_readers_only_see_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    for at in backends(dir.path(), "writers") {
+        Ledger::connect(&at).unwrap();
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let at = at.clone();
+                std::thread::spawn(move || {
+                    let l = Ledger::connect(&at).unwrap();
+                    for n in 0..20 {
+                        l.append(
+                            &format!("w{w}"),
+                            "step",
+                            None,
+                            Status::Info,
+                            json!({"n": n}),
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reader = {
+            let at = at.clone();
+            std::thread::spawn(move || {
+                let l = Ledger::connect(&at).unwrap();
+                let mut seen = Vec::new();
+                for _ in 0..40 {
+                    seen.push(l.all_entries().unwrap());
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                seen
+            })
+        };
+        for w in writers {
+            w.join().unwrap();
+        }
+        let snapshots = reader.join().unwrap();
+        let all = Ledger::connect(&at).unwrap().all_entries().unwrap();
+        assert_eq!(all.len(), 80, "{at}");
+        assert!(all.windows(2).all(|p| p[0].seq < p[1].seq), "{at}");
+        for w in 0..4 {
+            let ns: Vec<i64> = all
+                .iter()
+                .filter(|e| e.qualification == format!("w{w}"))
+                .map(|e| e.detail["n"].as_i64().unwrap())
+                .collect();
+            assert_eq!(ns, (0..20).collect::<Vec<_>>(), "{at}: writer {w}");
+        }
+        // No reader ever saw an entry before one with a smaller seq.
+        for s in &snapshots {
+            assert_eq!(
+                s.as_slice(),
+                &all[..s.len()],
+                "{at}: a snapshot that is not a prefix"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_qualification_id_is_locked_by_one_infergate_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    for at in backends(dir.path(), "locks") {
+        let (a, b) = (Ledger::connect(&at).unwrap(), Ledger::connect(&at).unwrap());
+        // Different directories: a shared ledger's lock cannot live in one.
+        let held = a.lock("q", &dir.path().join("one")).unwrap();
+        let other = if at.is_shared() { "two" } else { "one" };
+        let err = b.lock("q", &dir.path().join(other)).err().expect("locked");
+        assert!(
+            err.to_string().contains("in use by another infergate"),
+            "{at}: {err}"
+        );
+        let _q2 = b
+            .lock("q2", &dir.path().join("q2"))
+            .expect("another id is free");
+        drop(held);
+        b.lock("q", &dir.path().join(other))
+            .expect("released when dropped");
+    }
+}
+
+fn infergate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(args)
+        .output()
+        .expect("infergate")
+}
+
+#[test]
+fn a_migrated_ledger_equals_its_source_entry_for_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Location::Sqlite(dir.path().join("team.sqlite"));
+    let l = Ledger::connect(&src).unwrap();
+    for (q, step) in [
+        ("qa", "plan"),
+        ("qb", "plan"),
+        ("qa", "run"),
+        ("qa", "done"),
+    ] {
+        l.append(
+            q,
+            step,
+            Some("baseline"),
+            Status::Ok,
+            json!({"q": q, "s": step}),
+        )
+        .unwrap();
+    }
+    let source = l.all_entries().unwrap();
+    let to = fresh_pg("migrated");
+    let (from_s, to_s) = (src.to_string(), to.to_string());
+    let out = infergate(&["ledger", "migrate", &from_s, &to_s]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("4 entries copied"), "{text}");
+    let dest = Ledger::connect(&to).unwrap();
+    assert_eq!(
+        dest.all_entries().unwrap(),
+        source,
+        "entry for entry, ids kept"
+    );
+    // libpq's view of the same rows: the ids are the source's.
+    let Location::Postgres(url) = &to else {
+        panic!()
+    };
+    assert_eq!(
+        psql(
+            url,
+            "SELECT string_agg(seq::text, ',' ORDER BY seq) FROM entries"
+        ),
+        source
+            .iter()
+            .map(|e| e.seq.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    // Run again: nothing copied twice. Appending continues after the ids.
+    let again = infergate(&["ledger", "migrate", &from_s, &to_s]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 entries copied"));
+    let next = dest
+        .append("qc", "plan", None, Status::Ok, json!({}))
+        .unwrap();
+    assert!(next > source.last().unwrap().seq);
+    // A destination holding entries the source lacks is refused.
+    let refused = infergate(&["ledger", "migrate", &from_s, &to_s]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("refusing to merge"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
+/// Stop whatever the ledger says still runs (a failed test must not leak).
+fn stop_everything(l: &Ledger) {
+    use infergate::driver::detached::ProcessIdentity;
+    use infergate::qualify::lifecycle::{self, Handle};
+    for q in l.qualifications().unwrap_or_default() {
+        let entries = l.entries(&q).unwrap_or_default();
+        let mut all = lifecycle::leftovers(&entries);
+        all.extend(lifecycle::serving(&entries));
+        for (_, h) in all {
+            if let Handle::Process {
+                pid, start_ticks, ..
+            } = h
+            {
+                ProcessIdentity { pid, start_ticks }.stop(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+#[test]
+fn two_qualifications_share_one_ledger_and_a_killed_one_resumes() {
+    let env = Env::new();
+    env.suite(6, 12);
+    let plan = env.plan(
+        "engine_profile = \"candidate\"",
+        "schedule = \"alternating\"",
+    );
+    let at = fresh_pg("shared");
+    let url = at.to_string();
+    let ledger = Ledger::connect(&at).unwrap();
+    struct Cleanup<'a>(&'a Ledger);
+    impl Drop for Cleanup<'_> {
+        fn drop(&mut self) {
+            stop_everything(self.0);
+        }
+    }
+    let _cleanup = Cleanup(&ledger);
+    let qualify = |id: &str| {
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("qualify")
+            .arg(&plan)
+            .args([
+                "--id",
+                id,
+                "--ledger",
+                &url,
+                "--then-stop",
+                "--quiet",
+                "--out",
+            ])
+            .arg(&env.out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("infergate qualify")
+    };
+    let a = qualify("qa");
+    let mut b = qualify("qb");
+    // Kill qb once its candidate pass has begun (its runtimes left running).
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let e = ledger.entries("qb").unwrap();
+        if e.iter()
+            .any(|e| e.step == "run" && e.runtime.as_deref() == Some("candidate"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "qb never reached its candidate pass: {:?}",
+            steps(&e)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    b.kill().unwrap();
+    b.wait().unwrap();
+    let killed_at = ledger.entries("qb").unwrap().len();
+    // While qa runs, its lock is in the database: a second qa is refused
+    // (unless qa has finished by then: then there is nothing to do).
+    let second = qualify("qa").wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    if !said.contains("in use by another infergate process") {
+        assert!(
+            ledger
+                .entries("qa")
+                .unwrap()
+                .iter()
+                .any(|e| e.step == "done"),
+            "a second qa while the first ran: {said}"
+        );
+    }
+    let a_done = a.wait_with_output().unwrap();
+    assert!(
+        a_done.status.code().is_some_and(|c| c <= 1),
+        "qa: {}",
+        String::from_utf8_lossy(&a_done.stderr)
+    );
+    let resumed = qualify("qb").wait_with_output().unwrap();
+    assert!(
+        resumed.status.code().is_some_and(|c| c <= 1),
+        "qb resumed: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+
+    let all = ledger.all_entries().unwrap();
+    assert!(
+        all.windows(2).all(|p| p[0].seq < p[1].seq),
+        "one total order"
+    );
+    for q in ["qa", "qb"] {
+        let e: Vec<_> = all
+            .iter()
+            .filter(|e| e.qualification == q)
+            .cloned()
+            .collect();
+        let s = steps(&e);
+        assert_eq!(
+            s.iter().filter(|x| *x == "plan - ok").count(),
+            1,
+            "{q}: {s:#?}"
+        );
+        assert_eq!(
+            s.iter().filter(|x| x.starts_with("done ")).count(),
+            1,
+            "{q}: {s:#?}"
+        );
+        let runs_ok = s
+            .iter()
+            .filter(|x| x.starts_with("run ") && x.ends_with(" ok"))
+            .count();
+        assert_eq!(runs_ok, 2, "{q}: each pass finished once: {s:#?}");
+    }
+    let qb = ledger.entries("qb").unwrap();
+    assert!(qb.len() > killed_at);
+    assert!(
+        steps(&qb).iter().any(|x| x == "resume - info"),
+        "{:#?}",
+        steps(&qb)
+    );
+    // `status` answers for both from the ledger alone.
+    let out = infergate(&["status", "--ledger", &url, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{v:#}");
+    for r in rows {
+        assert!(r["verdict"].is_string(), "{r:#}");
+        assert!(r["serving"].is_null(), "--then-stop retired it: {r:#}");
+        assert!(r["leftovers"].as_array().unwrap().is_empty(), "{r:#}");
+    }
+    // The ledger's URL is recorded beside each qualification; its password never.
+    let pgpass = std::fs::read_to_string(std::env::var("PGPASSFILE").unwrap()).unwrap();
+    let password = pgpass.trim().rsplit(':').next().unwrap();
+    let mut files = Vec::new();
+    files_under(env.dir.path(), &mut files);
+    let recorded: Vec<_> = files
+        .iter()
+        .filter(|f| f.ends_with("qualification.json"))
+        .collect();
+    assert_eq!(recorded.len(), 2);
+    for f in recorded {
+        // `decide` finds the shared ledger from here.
+        let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        assert_eq!(v["ledger"], url.as_str(), "{}", f.display());
+    }
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        assert!(
+            !bytes
+                .windows(password.len())
+                .any(|w| w == password.as_bytes()),
+            "the ledger password in {}",
+            f.display()
+        );
+    }
+    for out in [&a_done, &resumed] {
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(password));
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(password));
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
