@@ -28,6 +28,11 @@ seed = 3
 extra = { ignore_eos = true }
 "#;
 
+/// One engine test at a time: the shared engine has two slots, and a
+/// request queued behind another test's would count as client overhead;
+/// the tests with engines of their own would slow everyone's clocks.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn write_suite(dir: &Path, text: &str) -> std::path::PathBuf {
     let p = dir.join("suite.toml");
     std::fs::write(&p, text).unwrap();
@@ -36,6 +41,7 @@ fn write_suite(dir: &Path, text: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_measures_real_values_that_agree_with_the_journal() {
+    let _serial = SERIAL.lock().await;
     let engine = support::engine("baseline");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -139,6 +145,7 @@ async fn run_measures_real_values_that_agree_with_the_journal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cell_larger_than_the_context_is_refused_before_any_request() {
+    let _serial = SERIAL.lock().await;
     let engine = support::engine("baseline");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -165,6 +172,7 @@ async fn a_cell_larger_than_the_context_is_refused_before_any_request() {
 /// from a journal with a torn last line is a clear error.
 #[test]
 fn a_killed_run_keeps_every_finished_request() {
+    let _serial = SERIAL.blocking_lock();
     let engine = support::engine("baseline");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -241,6 +249,7 @@ fn a_killed_run_keeps_every_finished_request() {
 /// the server counts, and a suite naming it sizes prompts with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tokenizer_json_sizes_prompts_and_agrees_with_the_server() {
+    let _serial = SERIAL.lock().await;
     use infergate::measure::tokenizer::TokenizerFile;
     use infergate::measure::workload::filler;
     let engine = support::engine("baseline");
@@ -359,6 +368,7 @@ warmup = 0
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
+    let _serial = SERIAL.lock().await;
     let mut engine = own_engine(true).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
@@ -514,6 +524,7 @@ async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_without_metrics_is_noted_and_measured_all_the_same() {
+    let _serial = SERIAL.lock().await;
     let mut engine = own_engine(false).await;
     let dir = tempfile::tempdir().unwrap();
     let suite = write_suite(dir.path(), ONE_SMALL_CELL);
