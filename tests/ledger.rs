@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use infergate::qualify::ledger::{Ledger, Location, Status};
 use serde_json::{Value, json};
 
-use qualify_support::{Env, steps};
+use qualify_support::{Env, files_under, steps, stop_everything};
 
 const PG_ENV: &str = "INFERGATE_TEST_POSTGRES";
 
@@ -276,25 +276,6 @@ fn a_migrated_ledger_equals_its_source_entry_for_entry() {
     );
 }
 
-/// Stop whatever the ledger says still runs (a failed test must not leak).
-fn stop_everything(l: &Ledger) {
-    use infergate::driver::detached::ProcessIdentity;
-    use infergate::qualify::lifecycle::{self, Handle};
-    for q in l.qualifications().unwrap_or_default() {
-        let entries = l.entries(&q).unwrap_or_default();
-        let mut all = lifecycle::leftovers(&entries);
-        all.extend(lifecycle::serving(&entries));
-        for (_, h) in all {
-            if let Handle::Process {
-                pid, start_ticks, ..
-            } = h
-            {
-                ProcessIdentity { pid, start_ticks }.stop(Duration::from_secs(5));
-            }
-        }
-    }
-}
-
 #[test]
 fn two_qualifications_share_one_ledger_and_a_killed_one_resumes() {
     let env = Env::new();
@@ -458,16 +439,5 @@ fn two_qualifications_share_one_ledger_and_a_killed_one_resumes() {
     for out in [&a_done, &resumed] {
         assert!(!String::from_utf8_lossy(&out.stderr).contains(password));
         assert!(!String::from_utf8_lossy(&out.stdout).contains(password));
-    }
-}
-
-fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files_under(&p, out);
-        } else {
-            out.push(p);
-        }
     }
 }

@@ -1,22 +1,13 @@
 //! An API key given to infergate never appears in anything it writes or prints.
 
+mod qualify_support;
 mod support;
 
-use std::path::Path;
+use qualify_support::files_under;
+
 use std::process::Command;
 
 const KEY: &str = "sk-infergate-test-7f3a9c2e5b1d";
-
-fn files_under(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files_under(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
 
 fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())

@@ -103,21 +103,38 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        let Ok(ledger) = Ledger::open(&self.ledger) else {
-            return;
-        };
-        for q in ledger.qualifications().unwrap_or_default() {
-            let entries = ledger.entries(&q).unwrap_or_default();
-            let mut all = lifecycle::leftovers(&entries);
-            all.extend(lifecycle::serving(&entries));
-            for (_, h) in all {
-                if let Handle::Process {
-                    pid, start_ticks, ..
-                } = h
-                {
-                    ProcessIdentity { pid, start_ticks }.stop(Duration::from_secs(5));
-                }
+        if let Ok(ledger) = Ledger::open(&self.ledger) {
+            stop_everything(&ledger);
+        }
+    }
+}
+
+/// Stop every runtime `ledger` says is still running or serving (a failed
+/// test must not leak servers).
+pub fn stop_everything(ledger: &Ledger) {
+    for q in ledger.qualifications().unwrap_or_default() {
+        let entries = ledger.entries(&q).unwrap_or_default();
+        let mut all = lifecycle::leftovers(&entries);
+        all.extend(lifecycle::serving(&entries));
+        for (_, h) in all {
+            if let Handle::Process {
+                pid, start_ticks, ..
+            } = h
+            {
+                ProcessIdentity { pid, start_ticks }.stop(Duration::from_secs(5));
             }
+        }
+    }
+}
+
+/// Every file below `dir`.
+pub fn files_under(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p);
         }
     }
 }

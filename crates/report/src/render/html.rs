@@ -219,7 +219,35 @@ fn time_series_plot(
             }
         }
     }
-    for t in ticks(lo, hi, 4) {
+    s.push_str(&value_axis(
+        ticks(lo, hi, 4),
+        left,
+        top,
+        h - bottom,
+        w - right,
+        y,
+    ));
+    let _ = write!(
+        s,
+        "<text x=\"{0}\" y=\"{1}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">request 0 … {2}</text></svg>",
+        w - right,
+        h - 8.0,
+        n - 1
+    );
+    Some(s)
+}
+
+/// A plot's value labels at `ticks` and its two axis lines (left, bottom).
+fn value_axis(
+    ticks: Vec<f64>,
+    left: f64,
+    top: f64,
+    bottom_y: f64,
+    right_x: f64,
+    y: impl Fn(f64) -> f64,
+) -> String {
+    let mut s = String::new();
+    for t in ticks {
         let _ = write!(
             s,
             "<text x=\"{:.1}\" y=\"{:.2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">{}</text>",
@@ -230,13 +258,9 @@ fn time_series_plot(
     }
     let _ = write!(
         s,
-        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{0}\" stroke=\"#8c959f\"/><line x1=\"{left}\" x2=\"{1}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#8c959f\"/><text x=\"{1}\" y=\"{2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">request 0 … {3}</text></svg>",
-        h - bottom,
-        w - right,
-        h - 8.0,
-        n - 1
+        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{bottom_y}\" stroke=\"#8c959f\"/><line x1=\"{left}\" x2=\"{right_x}\" y1=\"{bottom_y}\" y2=\"{bottom_y}\" stroke=\"#8c959f\"/>"
     );
-    Some(s)
+    s
 }
 
 /// The cell's per-request TTFT and e2e over the run, when the report keeps its rows.
@@ -303,21 +327,15 @@ fn gauge_plot(label: &str, sides: (&[[f64; 2]], &[[f64; 2]])) -> Option<String> 
             );
         }
     }
-    for t in ticks(lo, hi, 3) {
-        let _ = write!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.2}\" font-size=\"10\" text-anchor=\"end\" fill=\"#57606a\">{}</text>",
-            left - 4.0,
-            y(t) + 3.0,
-            escape(&fmt_value(Some(t)))
-        );
-    }
-    let _ = write!(
-        s,
-        "<line x1=\"{left}\" x2=\"{left}\" y1=\"{top}\" y2=\"{0}\" stroke=\"#8c959f\"/><line x1=\"{left}\" x2=\"{1}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#8c959f\"/></svg>",
+    s.push_str(&value_axis(
+        ticks(lo, hi, 3),
+        left,
+        top,
         h - bottom,
-        w - right
-    );
+        w - right,
+        y,
+    ));
+    s.push_str("</svg>");
     Some(s)
 }
 
