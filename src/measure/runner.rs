@@ -418,18 +418,20 @@ impl Session {
         let cache =
             matches!(opts.part, RunPart::Block { .. }).then(|| opts.out_dir.join(SIZING_FILE));
         let key = sizing_key(cell);
-        if let Some(found) = cache.as_deref().and_then(|p| cached_sizing(p, &key)) {
-            return Ok(found);
+        // Unreadable or absent: size again (and write it anew).
+        let mut all: BTreeMap<String, workload::SizedBody> = cache
+            .as_deref()
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if let Some(found) = all.get(&key) {
+            return Ok(found.clone());
         }
         let sized = sizer
             .size(cell, &self.nonce)
             .await
             .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
         if let Some(path) = &cache {
-            let mut all: BTreeMap<String, workload::SizedBody> = std::fs::read(path)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .unwrap_or_default();
             all.insert(key, sized.clone());
             atomic::write_json_atomic(path, &all)?;
         }
@@ -447,12 +449,6 @@ fn sizing_key(cell: &CellSpec) -> String {
     c.requests = 0;
     c.warmup = 0;
     serde_json::to_string(&c).unwrap_or_else(|_| cell.name.clone())
-}
-
-fn cached_sizing(path: &std::path::Path, key: &str) -> Option<workload::SizedBody> {
-    let bytes = std::fs::read(path).ok()?;
-    let mut all: BTreeMap<String, workload::SizedBody> = serde_json::from_slice(&bytes).ok()?;
-    all.remove(key)
 }
 
 /// The suite's turnover runs, every request journaled as it completes.

@@ -43,15 +43,7 @@ impl Location {
         }
         if s.starts_with("postgres://") || s.starts_with("postgresql://") {
             // Refused here, before anything prints or records it.
-            let parsed: postgres::Config = s
-                .parse()
-                .map_err(|e| anyhow::anyhow!("ledger URL {}: {e}", crate::util::redact_url(s)))?;
-            if parsed.get_password().is_some() {
-                bail!(
-                    "ledger URL {}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead",
-                    crate::util::redact_url(s)
-                );
-            }
+            pg::parse_url(s)?;
             return Ok(Location::Postgres(s.to_string()));
         }
         Ok(Location::Sqlite(PathBuf::from(

@@ -257,16 +257,25 @@ fn migrate(c: &mut postgres::Client, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// The connection settings of `url`; the password comes from PGPASSWORD or
-/// a pgpass file, never the URL (which is printed and recorded).
-fn config(url: &str) -> Result<postgres::Config> {
-    let mut config: postgres::Config = url.parse().map_err(|e| anyhow!("ledger URL {url}: {e}"))?;
+/// The settings a `postgres://` URL names, refused when it holds a password:
+/// the URL is printed and recorded. Errors show it with credentials removed.
+pub fn parse_url(url: &str) -> Result<postgres::Config> {
+    let shown = crate::util::redact_url(url);
+    let config: postgres::Config = url
+        .parse()
+        .map_err(|e| anyhow!("ledger URL {shown}: {e}"))?;
     if config.get_password().is_some() {
         bail!(
-            "ledger URL {}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead",
-            crate::util::redact_url(url)
+            "ledger URL {shown}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead"
         );
     }
+    Ok(config)
+}
+
+/// The connection settings of `url`, with the password from PGPASSWORD or
+/// a pgpass file.
+fn config(url: &str) -> Result<postgres::Config> {
+    let mut config = parse_url(url)?;
     if let Some(p) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
         config.password(p.as_encoded_bytes());
     } else if let Some(p) = pgpass_password(&config)? {
