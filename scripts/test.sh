@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# All tests, from a fresh machine: sets up the reference engine (cached after
-# the first run), a Docker daemon (for the container-driver test), a
+# All tests, from a fresh machine: sets up the reference engine and vLLM's
+# CPU build (both cached after the first run), a Docker daemon (for the container-driver test), a
 # headless Chromium (for the HTML report in a real browser) and a PostgreSQL
 # server of its own (for the shared ledger), then
 # formatting, lints, and every test against the real engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-engine.sh
+# vLLM's CPU build, the second engine family (tests/vllm.rs): about 3 minutes
+# and 6 GB the first time, a second later. Without it those tests fail and say so.
+scripts/setup-vllm.sh >/dev/null || echo "test: vLLM could not be installed; tests/vllm.rs will fail and say so" >&2
 # Without a daemon the container test fails and says why; it never passes silently.
 scripts/setup-docker.sh || echo "test: no Docker daemon could be started; tests/container.rs will fail and say so" >&2
 # The HTML report is checked in a real headless browser (tests/browser.rs).

@@ -8,6 +8,8 @@
 //! and say to run `scripts/setup-engine.sh`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod vllm;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};

@@ -415,7 +415,11 @@ const CHECKS: &[(&str, &str, Quantity)] = &[
         "llamacpp:tokens_predicted_total",
         Quantity::Completion,
     ),
+    // vLLM counts every prompt token, cached or not, and the cached ones
+    // again (0.32 on); usage names them only with
+    // --enable-prompt-tokens-details (else the line is left out).
     ("vllm", "vllm:prompt_tokens_total", Quantity::Prompt),
+    ("vllm", "vllm:prompt_tokens_cached_total", Quantity::Cached),
     ("vllm", "vllm:generation_tokens_total", Quantity::Completion),
     ("sglang", "sglang:prompt_tokens_total", Quantity::Prompt),
     (
@@ -965,6 +969,35 @@ mod tests {
         // Beyond the last finite bound: that bound, as Prometheus does.
         assert_eq!(quantile(&b, 0.99), Some(2.0));
         assert_eq!(quantile(&[[1.0, 0.0]], 0.5), None);
+    }
+
+    #[test]
+    fn vllm_counts_cached_prompt_tokens_only_when_usage_names_them() {
+        let counters: BTreeMap<String, f64> = [
+            (r#"vllm:prompt_tokens_total{engine="0"}"#, 1806.0),
+            (r#"vllm:prompt_tokens_cached_total{engine="0"}"#, 1536.0),
+            (r#"vllm:generation_tokens_total{engine="0"}"#, 48.0),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let mut client = ClientTotals {
+            requests: 6,
+            prompt_tokens: 1806,
+            completion_tokens: 48,
+            cached_tokens: 1536,
+            ..ClientTotals::default()
+        };
+        let c = check_counters("vllm", &counters, &client).unwrap();
+        assert!(c.agrees && c.lines.len() == 3, "{c:?}");
+        client.cached_tokens = 1520;
+        let c = check_counters("vllm", &counters, &client).unwrap();
+        assert!(!c.agrees && !c.lines[1].agrees, "{c:?}");
+        // Without --enable-prompt-tokens-details the cached count is unknown.
+        client.missing_cached = 6;
+        let c = check_counters("vllm", &counters, &client).unwrap();
+        assert!(c.agrees && c.lines.len() == 2, "{c:?}");
+        assert!(c.notes[0].contains("did not say"), "{:?}", c.notes);
     }
 
     #[test]
