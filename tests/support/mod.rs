@@ -104,10 +104,12 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// The reference model's `tokenizer.json`, built (cached) by
-/// `scripts/setup-tokenizer.sh`, which prints its path last.
-pub fn tokenizer_json() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-tokenizer.sh");
+/// Run one of the repository's setup scripts; its stdout. A failure panics
+/// naming the script (its stderr is passed through).
+pub fn setup_script(name: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name);
     let out = std::process::Command::new(&script)
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -118,9 +120,15 @@ pub fn tokenizer_json() -> PathBuf {
         script.display(),
         out.status
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The reference model's `tokenizer.json`, built (cached) by
+/// `scripts/setup-tokenizer.sh`, which prints its path last.
+pub fn tokenizer_json() -> PathBuf {
+    let stdout = setup_script("setup-tokenizer.sh");
     let path = PathBuf::from(stdout.lines().last().unwrap_or("").trim());
-    assert!(path.is_file(), "{} printed {stdout:?}", script.display());
+    assert!(path.is_file(), "setup-tokenizer.sh printed {stdout:?}");
     path
 }
 

@@ -17,31 +17,13 @@ pub const MODEL: &str = "SmolLM2-135M-Instruct-Q4_1";
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `scripts/setup-vllm.sh`'s KEY=VALUE lines (installs on first use).
+/// Without vLLM the tests run a real server against fail here, saying why.
 pub fn setup() -> Vec<(String, String)> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-vllm.sh");
-    let out = std::process::Command::new(&script)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "these tests run a real vLLM server, and {} failed ({}); run it by hand to see why",
-        script.display(),
-        out.status
-    );
-    String::from_utf8_lossy(&out.stdout)
+    super::setup_script("setup-vllm.sh")
         .lines()
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-pub fn setting(key: &str) -> String {
-    setup()
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v)
-        .unwrap_or_else(|| panic!("scripts/setup-vllm.sh printed no {key}"))
 }
 
 /// A loopback port nothing listens on now (vLLM takes a port, it announces none).
