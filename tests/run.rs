@@ -152,20 +152,14 @@ async fn a_cell_larger_than_the_context_is_refused_before_any_request() {
     let suite = SUITE
         .replace("prompt_tokens = 300", "prompt_tokens = 97159")
         .replace("name = \"small\"", "name = \"capacity-120k\"");
-    let err = runner::run(&opts(
+    support::assert_refused_before_any_request(
         &engine.base_url,
         write_suite(dir.path(), &suite),
-        out.clone(),
-    ))
-    .await
-    .unwrap_err();
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("cell 'capacity-120k' cannot fit") && msg.contains("4096"),
-        "{msg}"
-    );
-    // Refused before the journal was opened: nothing was sent, nothing recorded.
-    assert!(!out.join(runner::JOURNAL_FILE).exists());
+        out,
+        "capacity-120k",
+        4096,
+    )
+    .await;
 }
 
 /// Kill a run midway: every request it finished is in the journal, and resuming

@@ -202,20 +202,14 @@ async fn cells_on_vllm_are_sized_by_its_tokenizer_and_agree_with_its_counters() 
     let big = CELLS
         .replacen("prompt_tokens = 300", "prompt_tokens = 5000", 1)
         .replacen("name = \"c1\"", "name = \"too-big\"", 1);
-    let out2 = dir.path().join("big");
-    let err = runner::run(&support::run_opts(
+    support::assert_refused_before_any_request(
         &server.base_url,
         write(dir.path(), "big.toml", &big),
-        out2.clone(),
-    ))
-    .await
-    .unwrap_err();
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("cell 'too-big' cannot fit") && msg.contains("4096"),
-        "{msg}"
-    );
-    assert!(!out2.join(runner::JOURNAL_FILE).exists());
+        dir.path().join("big"),
+        "too-big",
+        4096,
+    )
+    .await;
 }
 
 const TURNOVER: &str = r#"

@@ -160,3 +160,24 @@ pub fn run_opts(
         scrape: infergate::measure::scrape::ScrapeOptions::default(),
     }
 }
+
+/// Run `suite` (one cell, `cell`, too big for the server) against `target`:
+/// it is refused naming the cell and the server's `context`, before the
+/// journal is opened, so nothing was sent and nothing recorded.
+pub async fn assert_refused_before_any_request(
+    target: &str,
+    suite: PathBuf,
+    out: PathBuf,
+    cell: &str,
+    context: u64,
+) {
+    let err = infergate::measure::runner::run(&run_opts(target, suite, out.clone()))
+        .await
+        .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(&format!("cell '{cell}' cannot fit")) && msg.contains(&context.to_string()),
+        "{msg}"
+    );
+    assert!(!out.join(infergate::measure::runner::JOURNAL_FILE).exists());
+}
