@@ -17,7 +17,8 @@ pub const MODEL: &str = "SmolLM2-135M-Instruct-Q4_1";
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `scripts/setup-vllm.sh`'s KEY=VALUE lines (installs on first use).
-/// Without vLLM the tests run a real server against fail here, saying why.
+/// These tests need a real vLLM server: if the setup fails, they fail here,
+/// naming the script.
 pub fn setup() -> Vec<(String, String)> {
     super::setup_script("setup-vllm.sh")
         .lines()
