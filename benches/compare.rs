@@ -44,6 +44,8 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         output: Default::default(),
         extra: toml::Table::new(),
         slo: None,
+        workload: None,
+        dataset: None,
     }
 }
 
@@ -72,6 +74,7 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
                 queue_ms: 0.0,
                 target_prompt_tokens: Some(s.prompt_tokens),
                 template_prompt_tokens: None,
+                turn: None,
                 capture: StreamCapture {
                     http_status: Some(200),
                     ttfo_ms: Some(ttft),

@@ -195,6 +195,7 @@ async fn infergate_requests(
                         * 1e3,
                     target_prompt_tokens: None,
                     template_prompt_tokens: None,
+                    turn: None,
                     detail: capture.failure.as_ref().map(|f| f.message.clone()),
                     capture,
                     outcome,

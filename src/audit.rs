@@ -498,6 +498,8 @@ fn spec_of(c: &CellResult) -> CellSpec {
         },
         extra: toml::Table::new(),
         slo: c.slo.as_ref().map(|a| a.targets),
+        workload: None,
+        dataset: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn shape(prompt_tokens: u64, requests: usize) -> CellShape {
         arrival: "closed".into(),
         temperature: 0.0,
         seed: Some(1),
+        workload: None,
     }
 }
 
@@ -76,6 +77,7 @@ fn cell(
         request_rows: Vec::new(),
         server_timings: None,
         server_metrics: Vec::new(),
+        slices: Vec::new(),
         slo: None,
         name: name.into(),
         shape: shape(prompt, n),

@@ -22,6 +22,7 @@ fn shape(requests: usize) -> CellShape {
         arrival: "closed".into(),
         temperature: 0.0,
         seed: Some(1),
+        workload: None,
     }
 }
 
@@ -73,6 +74,7 @@ fn artifact(
         request_rows: Vec::new(),
         server_timings: None,
         server_metrics: Vec::new(),
+        slices: Vec::new(),
         slo: None,
         name: "c1".into(),
         shape: shape(n),

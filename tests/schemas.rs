@@ -311,6 +311,7 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
         queue_ms: 0.0,
         target_prompt_tokens: Some(200),
         template_prompt_tokens: Some(30),
+        turn: None,
         capture: StreamCapture {
             http_status: Some(503),
             failure: Some(Failure {

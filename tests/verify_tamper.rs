@@ -54,6 +54,7 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
         request_rows: Vec::new(),
         server_timings: None,
         server_metrics: Vec::new(),
+        slices: Vec::new(),
         slo: None,
         name: name.into(),
         shape: CellShape {
@@ -67,6 +68,7 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
             arrival: "closed".into(),
             temperature: 0.0,
             seed: Some(1),
+            workload: None,
         },
         requests: n,
         succeeded: n,

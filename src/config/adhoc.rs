@@ -225,6 +225,8 @@ impl CellFlags {
             extra: toml::Table::new(),
             // check() has parsed it already.
             slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
+            workload: None,
+            dataset: None,
         }
     }
 

@@ -5,7 +5,9 @@
 //! report crate with the same type.
 
 pub mod adhoc;
+pub mod dataset;
 pub mod plan;
 pub mod suite;
+pub mod workload;
 
 pub use crate::report::ConfigError;

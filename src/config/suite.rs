@@ -5,7 +5,11 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::artifact::{CellShape, Slo};
+use crate::config::dataset::{self, Dataset};
+use crate::config::workload::WorkloadSpec;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,6 +44,9 @@ pub enum CachePolicy {
 #[serde(deny_unknown_fields)]
 pub struct CellSpec {
     pub name: String,
+    /// The prompt-token target (for `conversation`, the first turn's; for a
+    /// dataset or trace, unused and may be left out).
+    #[serde(default)]
     pub prompt_tokens: u64,
     #[serde(default = "default_tolerance")]
     pub tolerance_percent: f64,
@@ -70,6 +77,13 @@ pub struct CellSpec {
     /// subset, and `min_attainment`): the run reports attainment and goodput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<Slo>,
+    /// Where the requests come from (`config::workload`); none: synthetic
+    /// filler at `prompt_tokens`, unique or shared as `cache` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSpec>,
+    /// The dataset the workload names, read by `Suite::load`.
+    #[serde(skip)]
+    pub dataset: Option<Arc<Dataset>>,
 }
 
 /// Output length: fixed at `max_tokens`, or wherever the model stops.
@@ -148,32 +162,90 @@ impl CellSpec {
                 CachePolicy::Unique => "unique".into(),
                 CachePolicy::Shared => "shared".into(),
             },
-            arrival: self.arrival.clone(),
+            arrival: match &self.workload {
+                Some(WorkloadSpec::Trace { speed, .. }) => format!("trace:{speed}"),
+                _ => self.arrival.clone(),
+            },
             temperature: self.temperature,
             seed: self.seed,
+            workload: self.workload.as_ref().map(WorkloadSpec::describe),
         }
+    }
+
+    /// Open loop: sent on a schedule (a rate, or a trace's timestamps).
+    pub fn open_loop(&self) -> bool {
+        matches!(self.workload, Some(WorkloadSpec::Trace { .. }))
+            || !matches!(self.arrival(), Ok(Arrival::Closed))
     }
 
     /// Is `actual` prompt tokens within this cell's tolerance of its target?
     pub fn prompt_within_tolerance(&self, actual: u64) -> bool {
-        let target = self.prompt_tokens as f64;
-        ((actual as f64 - target).abs() / target) * 100.0 <= self.tolerance_percent
+        within_tolerance(self.prompt_tokens, actual, self.tolerance_percent)
+    }
+
+    /// The dataset the workload reads: loaded by `Suite::load`.
+    pub fn dataset(&self) -> Result<&Dataset> {
+        self.dataset.as_deref().with_context(|| {
+            format!(
+                "cell '{}': its workload's dataset was not read (suites naming a file must be loaded from disk)",
+                self.name
+            )
+        })
+    }
+
+    /// The longest prompt a request of this cell may send, in tokens, where
+    /// the workload states it (a dataset's lengths are only known when sent).
+    fn longest_prompt(&self) -> Option<u64> {
+        match &self.workload {
+            None | Some(WorkloadSpec::SharedPrefix { .. }) => Some(self.prompt_tokens),
+            Some(WorkloadSpec::Spread { prompt_tokens, .. }) => Some(prompt_tokens.bounds().1),
+            Some(WorkloadSpec::Conversation {
+                turns,
+                turn_tokens,
+                answer_tokens,
+                ..
+            }) => {
+                let per_turn = turn_tokens.saturating_add(answer_tokens.unwrap_or(self.max_tokens));
+                Some(
+                    self.prompt_tokens
+                        .saturating_add(per_turn.saturating_mul(u64::from(turns - 1))),
+                )
+            }
+            Some(WorkloadSpec::Trace { .. }) => match self.dataset.as_deref() {
+                Some(Dataset::Trace(t)) => t.iter().map(|e| e.input_length).max(),
+                _ => None,
+            },
+            Some(WorkloadSpec::Sharegpt { .. } | WorkloadSpec::Openai { .. }) => None,
+        }
+    }
+
+    /// The longest output a request may ask for.
+    fn longest_output(&self) -> u64 {
+        match &self.workload {
+            Some(WorkloadSpec::Spread {
+                max_tokens: Some(d),
+                ..
+            }) => d.bounds().1,
+            _ => self.max_tokens,
+        }
     }
 
     /// Refuse a cell that cannot fit the server's context window; never clamp.
     pub fn check_fits(&self, context_window: u64) -> Result<()> {
-        let worst_prompt =
-            (self.prompt_tokens as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
+        let Some(longest) = self.longest_prompt() else {
+            return Ok(());
+        };
+        let worst_prompt = (longest as f64 * (1.0 + self.tolerance_percent / 100.0)).ceil() as u64;
         // Saturating: both come from the suite file (u64::MAX overflowed here).
-        let need = worst_prompt.saturating_add(self.max_tokens);
+        let need = worst_prompt.saturating_add(self.longest_output());
         if need > context_window {
             bail!(
                 "cell '{}' cannot fit: up to {} prompt tokens ({} + {}% tolerance) plus {} output tokens = {} > the server's context window of {} tokens per request",
                 self.name,
                 worst_prompt,
-                self.prompt_tokens,
+                longest,
                 self.tolerance_percent,
-                self.max_tokens,
+                self.longest_output(),
                 need,
                 context_window
             );
@@ -216,13 +288,26 @@ impl Suite {
     pub fn load(path: &Path) -> Result<(Suite, String)> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading suite {}", path.display()))?;
-        let mut suite = Suite::parse(&text, &path.display().to_string())?;
+        let origin = path.display().to_string();
+        let mut suite = Suite::parse(&text, &origin)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
         if let Some(t) = suite.tokenizer.take() {
-            let dir = path.parent().unwrap_or(Path::new("."));
             suite.tokenizer = Some(dir.join(t));
+        }
+        let lines = TableLines::of(&text);
+        for (i, c) in suite.cells.iter_mut().enumerate() {
+            let line = lines.cells.get(i).map_or("?".into(), usize::to_string);
+            c.read_dataset(dir)
+                .with_context(|| format!("{origin}: line {line}: [[cell]] '{}'", c.name))?;
         }
         Ok((suite, text))
     }
+}
+
+/// Is `actual` within `tolerance_percent` of `target`?
+pub fn within_tolerance(target: u64, actual: u64, tolerance_percent: f64) -> bool {
+    let target = target as f64;
+    ((actual as f64 - target).abs() / target) * 100.0 <= tolerance_percent
 }
 
 /// Where each `[[cell]]` and `[[turnover]]` table starts, so checks made
@@ -258,14 +343,69 @@ impl TableLines {
 }
 
 impl CellSpec {
+    /// Read the workload's dataset (a relative path from the suite's folder)
+    /// and check it can supply the cell's requests.
+    fn read_dataset(&mut self, dir: &Path) -> Result<()> {
+        let Some(w) = self.workload.as_mut() else {
+            return Ok(());
+        };
+        let Some(p) = w.path_mut() else {
+            return Ok(());
+        };
+        *p = dir.join(&*p);
+        let w = &*w;
+        let path = w.path().unwrap_or(Path::new(""));
+        let data = match w {
+            WorkloadSpec::Sharegpt { .. } => dataset::sharegpt(path),
+            WorkloadSpec::Openai { .. } => dataset::openai(path),
+            _ => dataset::trace(path),
+        }
+        .with_context(|| format!("workload.path ({} dataset)", w.kind()))?;
+        let turns = w.turns().unwrap_or(1);
+        let can = data.capacity(turns);
+        if can < self.requests {
+            bail!(
+                "requests = {} but {} supplies only {can}{}",
+                self.requests,
+                path.display(),
+                if turns > 1 {
+                    format!(" (conversations with at least {turns} turns, {turns} requests each)")
+                } else {
+                    String::new()
+                }
+            );
+        }
+        self.dataset = Some(Arc::new(data));
+        Ok(())
+    }
+
     /// Field checks the TOML types cannot express; `seen` holds the names so far.
     fn validate<'a>(&'a self, seen: &mut std::collections::BTreeSet<&'a String>) -> Result<()> {
         let name = &self.name;
         if !seen.insert(name) {
             bail!("cell '{name}' is defined twice");
         }
-        if self.prompt_tokens == 0 {
+        let from_file = self.workload.as_ref().is_some_and(|w| w.path().is_some());
+        if self.prompt_tokens == 0 && !from_file {
             bail!("cell '{name}': prompt_tokens must be > 0");
+        }
+        if let Some(why) = self
+            .workload
+            .as_ref()
+            .and_then(|w| w.problem(self.prompt_tokens, self.requests))
+        {
+            bail!("cell '{name}': {why}");
+        }
+        if matches!(self.workload, Some(WorkloadSpec::Trace { .. })) && self.arrival != "closed" {
+            bail!(
+                "cell '{name}': a trace is sent at its own timestamps; arrival = {:?} cannot apply (set workload.speed instead)",
+                self.arrival
+            );
+        }
+        if self.workload.is_some() && self.cache == CachePolicy::Shared {
+            bail!(
+                "cell '{name}': cache = \"shared\" sends one prompt to every request; a workload decides what its requests share (leave cache unset)"
+            );
         }
         if self.max_tokens == 0 {
             bail!("cell '{name}': max_tokens must be > 0");

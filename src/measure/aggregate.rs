@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use crate::artifact::{
-    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, metric,
+    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Slice, metric,
 };
-use crate::config::suite::{Arrival, CachePolicy, CellSpec, OutputPolicy};
+use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, within_tolerance};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::slo;
 use crate::stats;
@@ -44,7 +44,7 @@ pub fn cell_clustered(
     let mut clusters: [Vec<u32>; COLUMNS.len()] =
         std::array::from_fn(|_| Vec::with_capacity(ok.len()));
     let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
-    let open_loop = !matches!(spec.arrival(), Ok(Arrival::Closed));
+    let open_loop = spec.open_loop();
     for r in &ok {
         let d = r.capture.derived();
         // Open loop: latency as a user sees it, from when the request was due.
@@ -150,7 +150,62 @@ pub fn cell_clustered(
         server_timings,
         // From the scrape log, not the journal: `windows::attach`.
         server_metrics: Vec::new(),
+        slices: slices(&recs),
     }
+}
+
+/// The cell's requests by conversation turn when they have turns, else by
+/// prompt length (powers of two) when lengths spread over more than one
+/// such bucket; nothing for a cell of one length.
+fn slices(recs: &[&RequestRecord]) -> Vec<Slice> {
+    let mut by: BTreeMap<(u64, String), Vec<&RequestRecord>> = BTreeMap::new();
+    let turns = recs.iter().any(|r| r.turn.is_some());
+    for r in recs {
+        let key = if turns {
+            let t = u64::from(r.turn.unwrap_or(0));
+            (t, (t + 1).to_string())
+        } else {
+            let Some(p) = r.capture.prompt_tokens.or(r.target_prompt_tokens) else {
+                continue;
+            };
+            let lo = if p == 0 { 0 } else { 1u64 << p.ilog2() };
+            (lo, format!("{lo}-{}", (lo * 2).max(1) - 1))
+        };
+        by.entry(key).or_default().push(r);
+    }
+    if !turns && by.len() < 2 {
+        return Vec::new();
+    }
+    by.into_iter()
+        .map(|((_, label), rs)| {
+            let ok: Vec<&&RequestRecord> = rs.iter().filter(|r| r.outcome == Outcome::Ok).collect();
+            let med = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
+                let v: Vec<f64> = ok
+                    .iter()
+                    .filter_map(|r| f(r))
+                    .filter(|v| v.is_finite())
+                    .collect();
+                stats::median(&v)
+            };
+            let reported: Vec<(u64, u64)> = ok
+                .iter()
+                .filter_map(|r| Some((r.capture.cached_prompt_tokens?, r.capture.prompt_tokens?)))
+                .collect();
+            let (c, p) = reported
+                .iter()
+                .fold((0u64, 0u64), |(c, p), (a, b)| (c + a, p + b));
+            Slice {
+                by: if turns { "turn" } else { "prompt_tokens" }.into(),
+                label,
+                requests: rs.len(),
+                succeeded: ok.len(),
+                ttft_p50_ms: med(&|r| r.capture.ttft_ms),
+                e2e_p50_ms: med(&|r| r.capture.e2e_ms),
+                prompt_tokens_p50: med(&|r| r.capture.prompt_tokens.map(|v| v as f64)),
+                cached_share: (p > 0).then(|| c as f64 / p as f64),
+            }
+        })
+        .collect()
 }
 
 /// Slack for rounding between two clocks (server ms are rounded floats).
@@ -234,18 +289,22 @@ fn ineligible_reasons(
             "{missing_prompt} requests without server-reported prompt tokens"
         ));
     }
-    let off: Vec<u64> = ok
+    // Each request against its own target (a workload's lengths vary).
+    let off: Vec<(u64, u64)> = ok
         .iter()
-        .filter_map(|r| r.capture.prompt_tokens)
-        .filter(|&p| !spec.prompt_within_tolerance(p))
+        .filter_map(|r| Some((r.target_prompt_tokens?, r.capture.prompt_tokens?)))
+        .filter(|&(t, p)| !within_tolerance(t, p, spec.tolerance_percent))
         .collect();
-    if !off.is_empty() {
+    if let Some(&(t, p)) = off.first() {
+        let target = if t == spec.prompt_tokens {
+            t.to_string()
+        } else {
+            format!("each request's target, e.g. {t}")
+        };
         reasons.push(format!(
-            "{} requests outside prompt tolerance ({} ± {}%), e.g. {} tokens",
+            "{} requests outside prompt tolerance ({target} ± {}%), e.g. {p} tokens",
             off.len(),
-            spec.prompt_tokens,
             spec.tolerance_percent,
-            off[0]
         ));
     }
     let count = |k: &str| samples.get(k).map_or(0, Vec::len);
@@ -307,6 +366,8 @@ fn prompt_cache(spec: &CellSpec, ok: &[&RequestRecord]) -> (Option<PromptCache>,
         max_cached_tokens: reported.iter().map(|r| r.1).max().unwrap_or(0),
         template_tokens: template,
         beyond_template: beyond.len(),
+        cached_tokens: Some(reported.iter().map(|r| r.1).sum()),
+        prompt_tokens: reported.iter().map(|r| r.2).sum::<Option<u64>>(),
     };
     let reason = beyond.first().map(|(i, n, p)| {
         let of = p.map_or(String::new(), |p| format!(" of {p}"));
@@ -457,6 +518,7 @@ mod tests {
             queue_ms: 0.0,
             target_prompt_tokens: Some(100),
             template_prompt_tokens: Some(30),
+            turn: None,
             capture: StreamCapture {
                 ttfo_ms: Some(100.0),
                 ttft_ms: Some(100.0),

@@ -119,6 +119,7 @@ mod tests {
             queue_ms: 0.0,
             target_prompt_tokens: Some(10),
             template_prompt_tokens: None,
+            turn: None,
             capture: StreamCapture {
                 ttft_ms: Some(1.5),
                 ..Default::default()

@@ -15,6 +15,22 @@ use tokio::time::Instant;
 
 use crate::config::suite::Arrival;
 
+/// How the jobs of one `drive` are paced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pace {
+    /// Closed loop, or open loop at a rate (seeded gaps).
+    Arrival(Arrival, u64),
+    /// Open loop at these offsets from the start (a trace), one per job.
+    At(Vec<Duration>),
+    /// Closed loop over sessions: each holds job positions run in order,
+    /// one after another with `think` between them; `concurrency` sessions
+    /// at once.
+    Sessions {
+        sessions: Vec<Vec<usize>>,
+        think: Duration,
+    },
+}
+
 /// Run `count` jobs, calling `on_done` on the caller's task as each finishes
 /// (completion order; at most a millisecond late under a high completion
 /// rate). `job(index, scheduled)` must do the request itself.
@@ -23,6 +39,28 @@ pub async fn drive<T, F, Fut>(
     concurrency: usize,
     count: usize,
     seed: u64,
+    job: F,
+    on_done: impl FnMut(T),
+) where
+    F: Fn(usize, Instant) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    drive_paced(
+        Pace::Arrival(arrival, seed),
+        concurrency,
+        count,
+        job,
+        on_done,
+    )
+    .await
+}
+
+/// [`drive`], paced as `pace` says.
+pub async fn drive_paced<T, F, Fut>(
+    pace: Pace,
+    concurrency: usize,
+    count: usize,
     job: F,
     mut on_done: impl FnMut(T),
 ) where
@@ -33,8 +71,8 @@ pub async fn drive<T, F, Fut>(
     let (tx, mut rx) = mpsc::unbounded_channel::<T>();
     let job = Arc::new(job);
     let concurrency = concurrency.max(1);
-    match arrival {
-        Arrival::Closed => {
+    match pace {
+        Pace::Arrival(Arrival::Closed, _) => {
             let next = Arc::new(AtomicUsize::new(0));
             for _ in 0..concurrency.min(count) {
                 let (tx, next, job) = (tx.clone(), next.clone(), job.clone());
@@ -52,27 +90,37 @@ pub async fn drive<T, F, Fut>(
                 });
             }
         }
-        Arrival::Constant { .. } | Arrival::Poisson { .. } => {
-            let offsets = schedule(arrival, count, seed);
-            let permits = Arc::new(Semaphore::new(concurrency));
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let t0 = Instant::now();
-                for (i, off) in offsets.into_iter().enumerate() {
-                    let scheduled = t0 + off;
-                    tokio::time::sleep_until(scheduled).await;
-                    // Waiting for a permit happens *after* the scheduled time: that wait is queue time.
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        break;
-                    };
-                    let (tx, job) = (tx.clone(), job.clone());
-                    tokio::spawn(async move {
-                        let out = job(i, scheduled).await;
-                        drop(permit);
-                        let _ = tx.send(out);
-                    });
-                }
-            });
+        Pace::Arrival(arrival, seed) => {
+            open_loop(schedule(arrival, count, seed), concurrency, &tx, &job);
+        }
+        Pace::At(mut offsets) => {
+            offsets.truncate(count);
+            open_loop(offsets, concurrency, &tx, &job);
+        }
+        Pace::Sessions { sessions, think } => {
+            let sessions = Arc::new(sessions);
+            let next = Arc::new(AtomicUsize::new(0));
+            for _ in 0..concurrency.min(sessions.len()) {
+                let (tx, next, job, sessions) =
+                    (tx.clone(), next.clone(), job.clone(), sessions.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let s = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(turns) = sessions.get(s) else { break };
+                        for (k, &i) in turns.iter().enumerate() {
+                            if i >= count {
+                                continue;
+                            }
+                            if k > 0 && !think.is_zero() {
+                                tokio::time::sleep(think).await;
+                            }
+                            if tx.send(job(i, Instant::now()).await).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
         }
     }
     drop(tx);
@@ -92,6 +140,39 @@ pub async fn drive<T, F, Fut>(
             tokio::time::sleep(COALESCE).await;
         }
     }
+}
+
+/// Open loop: job `i` is due at `offsets[i]` from now; at most `concurrency`
+/// in flight, and waiting for one of them counts as the job's queue time.
+fn open_loop<T, F, Fut>(
+    offsets: Vec<Duration>,
+    concurrency: usize,
+    tx: &mpsc::UnboundedSender<T>,
+    job: &Arc<F>,
+) where
+    F: Fn(usize, Instant) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let (tx, job) = (tx.clone(), job.clone());
+    tokio::spawn(async move {
+        let t0 = Instant::now();
+        for (i, off) in offsets.into_iter().enumerate() {
+            let scheduled = t0 + off;
+            tokio::time::sleep_until(scheduled).await;
+            // Waiting for a permit happens *after* the scheduled time: that wait is queue time.
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let (tx, job) = (tx.clone(), job.clone());
+            tokio::spawn(async move {
+                let out = job(i, scheduled).await;
+                drop(permit);
+                let _ = tx.send(out);
+            });
+        }
+    });
 }
 
 /// How long `drive` gathers finished results under a high completion rate.
@@ -174,6 +255,67 @@ mod tests {
         assert_ne!(a, schedule(Arrival::Poisson { rate: 10.0 }, 20_000, 8));
         let mean_gap = a.last().unwrap().as_secs_f64() / 19_999.0;
         assert!((mean_gap - 0.1).abs() < 0.005, "{mean_gap}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_run_their_turns_in_order_with_think_time_between() {
+        let sessions = vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7, 8]];
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        let t0 = Instant::now();
+        let mut done = Vec::new();
+        drive_paced(
+            Pace::Sessions {
+                sessions,
+                think: Duration::from_millis(100),
+            },
+            2,
+            9,
+            move |i, _| {
+                let l = l.clone();
+                async move {
+                    l.lock().unwrap().push((i, Instant::now() - t0));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    i
+                }
+            },
+            |i| done.push(i),
+        )
+        .await;
+        done.sort();
+        assert_eq!(done, (0..9).collect::<Vec<_>>());
+        let log = log.lock().unwrap().clone();
+        let start = |i: usize| log.iter().find(|e| e.0 == i).unwrap().1;
+        for s in [0, 3, 6] {
+            // Turn k+1 starts after turn k's 10 ms and the 100 ms think.
+            assert!(start(s + 1) >= start(s) + Duration::from_millis(110));
+            assert!(start(s + 2) >= start(s + 1) + Duration::from_millis(110));
+        }
+        // Two sessions at once: the third waits for one to finish.
+        assert!(start(6) >= start(2).min(start(5)) + Duration::from_millis(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn offsets_are_kept_as_a_schedule() {
+        let t0 = Instant::now();
+        let mut sched = Vec::new();
+        drive_paced(
+            Pace::At(vec![
+                Duration::ZERO,
+                Duration::from_millis(300),
+                Duration::from_millis(310),
+            ]),
+            8,
+            3,
+            move |i, s| async move { (i, s - t0) },
+            |x| sched.push(x),
+        )
+        .await;
+        sched.sort();
+        assert_eq!(
+            sched.iter().map(|x| x.1.as_millis()).collect::<Vec<_>>(),
+            vec![0, 300, 310]
+        );
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ pub mod loadgen;
 pub mod record;
 pub mod runner;
 pub mod scrape;
+pub mod source;
 pub mod sse;
 pub mod tokenizer;
 pub mod turnover;

@@ -95,6 +95,9 @@ pub struct RequestRecord {
     /// measured when sizing: the most a unique prompt may take from the cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_prompt_tokens: Option<u64>,
+    /// A conversation's turn (0 = first), for the per-turn view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
     pub capture: StreamCapture,
     /// Final classification after all checks.
     pub outcome: Outcome,

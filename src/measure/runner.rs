@@ -18,7 +18,7 @@ use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeOptions, Scraper};
 use crate::measure::tokenizer::TokenizerFile;
 use crate::measure::workload::{self, PromptSizer};
-use crate::measure::{aggregate, discover, windows};
+use crate::measure::{aggregate, discover, source, windows};
 use crate::util::{api_key, hostname, now_rfc3339, redact_url, sha256_hex};
 use crate::{atomic, stats};
 
@@ -133,7 +133,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             tokenizer: tokenizer.clone(),
         },
         model: info.model_id.clone(),
-        nonce: run_nonce(),
+        nonce: side_nonce(opts)?,
         t0,
         scraper,
         dialect: workload::LengthDialect::of_server(info.llama_cpp),
@@ -328,19 +328,26 @@ impl Session {
             }
             _ => format!("{} requests", cell.requests),
         };
+        let prompt = match &cell.workload {
+            Some(w) => w.describe(),
+            None => format!(
+                "prompt ≈{} tokens (target {}, by {})",
+                sized.measured_prompt_tokens, cell.prompt_tokens, sized.method
+            ),
+        };
         say(
             opts,
             &format!(
-                "cell {}: {what}, concurrency {}, prompt ≈{} tokens (target {}, by {}), max_tokens {}",
-                cell.name,
-                cell.concurrency,
-                sized.measured_prompt_tokens,
-                cell.prompt_tokens,
-                sized.method,
-                cell.max_tokens
+                "cell {}: {what}, concurrency {}, {prompt}, max_tokens {}",
+                cell.name, cell.concurrency, cell.max_tokens
             ),
         );
-        let body = Arc::new(sized.body);
+        let source_for = |nonce: &str| {
+            cell.workload.as_ref().map(|_| {
+                Arc::new(source::Source::new(cell, nonce, &sized).with_probe(sized.workload_probe))
+            })
+        };
+        let body = Arc::new(sized.body.clone());
         let job = |nonce: String| {
             request_job(
                 self.estimator.clone(),
@@ -351,6 +358,7 @@ impl Session {
                     body: body.clone(),
                     template_prompt_tokens: sized.template_prompt_tokens,
                     dialect: self.dialect,
+                    source: source_for(&nonce),
                 },
                 nonce,
                 self.t0,
@@ -375,12 +383,14 @@ impl Session {
             .as_ref()
             .and_then(|s| s.during(&cell.name, &window));
         let progress = Progress::new(opts, &cell.name, todo.len());
+        let pace = pace_of(cell, source_for(&self.nonce).as_deref(), &todo)?;
         let measured = job(self.nonce.clone());
         let mut write_err: Option<anyhow::Error> = None;
         let todo = Arc::new(todo);
         let n = todo.len();
-        loadgen_drive(
-            cell,
+        crate::measure::loadgen::drive_paced(
+            pace,
+            cell.concurrency,
             n,
             move |k, s| measured(todo[k], s),
             |rec: RequestRecord| {
@@ -393,7 +403,7 @@ impl Session {
                 all.push(rec);
             },
         )
-        .await?;
+        .await;
         drop(during);
         if let Some(s) = &self.scraper {
             s.take(&cell.name, &window, Phase::After, &[]).await?;
@@ -427,8 +437,8 @@ impl Session {
         if let Some(found) = all.get(&key) {
             return Ok(found.clone());
         }
-        let sized = sizer
-            .size(cell, &self.nonce)
+        let sized = self
+            .size_now(cell, sizer)
             .await
             .with_context(|| format!("sizing prompts for cell '{}'", cell.name))?;
         if let Some(path) = &cache {
@@ -437,6 +447,82 @@ impl Session {
         }
         Ok(sized)
     }
+}
+
+impl Session {
+    /// Size a cell against the server: its filler (plain cells), or the
+    /// filler's tokens per word and one probe of the workload's own shape.
+    async fn size_now(&self, cell: &CellSpec, sizer: &PromptSizer) -> Result<workload::SizedBody> {
+        let Some(w) = &cell.workload else {
+            return sizer.size(cell, &self.nonce).await;
+        };
+        if !source::Source::needs_sizing(cell) {
+            return Ok(workload::SizedBody {
+                words: 0,
+                body: String::new(),
+                measured_prompt_tokens: 0,
+                method: format!("{} dataset: the file's text as given, not sized", w.kind()),
+                template_prompt_tokens: None,
+                overhead_prompt_tokens: None,
+                workload_probe: None,
+            });
+        }
+        // The filler's tokens per word, from a plain cell of a typical length.
+        let mut plain = cell.clone();
+        plain.workload = None;
+        plain.dataset = None;
+        plain.prompt_tokens = cell.prompt_tokens.max(256);
+        let mut sized = sizer.size(&plain, &self.nonce).await?;
+        // Then the workload's own request 0 (and turn 1), under a nonce of
+        // their own: what its message framing adds is measured, not guessed.
+        let probe_src = source::Source::new(cell, &format!("probe-{}", self.nonce), &sized);
+        let plans = probe_src.probe_plans();
+        let mut measured = Vec::with_capacity(plans.len());
+        for p in &plans {
+            measured.push(sizer.messages_prompt_tokens(p.messages.clone()).await?);
+        }
+        sized.workload_probe = match (plans.first(), measured.first()) {
+            (Some(p), Some(&m)) => Some(source::Probe {
+                planned: p.target_prompt_tokens.unwrap_or(m),
+                measured: m,
+                turn_step: measured.get(1).map(|m1| m1.saturating_sub(m)),
+            }),
+            _ => None,
+        };
+        Ok(sized)
+    }
+}
+
+/// How a cell's requests are paced: a trace at its timestamps, sessions in
+/// turn order, else the cell's arrival.
+fn pace_of(
+    cell: &CellSpec,
+    source: Option<&source::Source>,
+    todo: &[usize],
+) -> Result<crate::measure::loadgen::Pace> {
+    use crate::measure::loadgen::Pace;
+    if let Some(s) = source {
+        if let Some(offsets) = s.offsets(todo) {
+            return Ok(Pace::At(offsets));
+        }
+        if let Some(sessions) = s.sessions(todo) {
+            // Sessions of request indices, as positions in `todo`.
+            let mut at = 0;
+            let sessions = sessions
+                .into_iter()
+                .map(|v| {
+                    let p: Vec<usize> = (at..at + v.len()).collect();
+                    at += v.len();
+                    p
+                })
+                .collect();
+            return Ok(Pace::Sessions {
+                sessions,
+                think: s.think(),
+            });
+        }
+    }
+    Ok(Pace::Arrival(cell.arrival()?, cell.seed.unwrap_or(0)))
 }
 
 /// Sizings kept across the blocks of one side, by cell.
@@ -580,6 +666,8 @@ struct RequestShape {
     body: Arc<String>,
     template_prompt_tokens: Option<u64>,
     dialect: workload::LengthDialect,
+    /// Workload cells: what each request sends.
+    source: Option<Arc<source::Source>>,
 }
 
 fn request_job(
@@ -609,13 +697,29 @@ fn request_job(
                 body,
                 template_prompt_tokens,
                 dialect,
+                source,
             } = shape;
-            let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
-            let req =
-                workload::request_body(&cell, &model, workload::user_content(&pre, &body), dialect);
+            let (req, target, template, turn) = match &source {
+                Some(src) => {
+                    let p = src.plan(index);
+                    let req =
+                        workload::messages_body(&cell, &model, p.messages, p.max_tokens, dialect);
+                    let template = template_prompt_tokens.filter(|_| p.unique);
+                    (req, p.target_prompt_tokens, template, p.turn)
+                }
+                None => {
+                    let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
+                    let content = workload::user_content(&pre, &body);
+                    let req = workload::request_body(&cell, &model, content, dialect);
+                    (req, Some(cell.prompt_tokens), template_prompt_tokens, None)
+                }
+            };
             let (sent, mut capture) = client.stream_timed(Endpoint::Chat, &req).await;
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
+            if let Some(src) = &source {
+                src.record_answer(index, &capture.content);
+            }
             let (outcome, detail) = match &capture.failure {
                 Some(f) => (f.class, Some(f.message.clone())),
                 None => (Outcome::Ok, None),
@@ -625,8 +729,9 @@ fn request_job(
                 index,
                 send_offset_ms: ms(sent - run_t0),
                 queue_ms: ms(sent.saturating_duration_since(scheduled)),
-                target_prompt_tokens: Some(cell.prompt_tokens),
-                template_prompt_tokens,
+                target_prompt_tokens: target,
+                template_prompt_tokens: template,
+                turn,
                 capture,
                 outcome,
                 detail,
@@ -660,6 +765,28 @@ pub fn method_notes() -> BTreeMap<String, String> {
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect()
 }
+
+/// The nonce a run's unique tags hash: a fresh one per run, but one per side
+/// across an interleaved qualification's blocks (kept in the side's
+/// directory), so what a workload shares — a group's system prompt, a trace's
+/// blocks — is shared across blocks as it would be in one run.
+fn side_nonce(opts: &RunOptions) -> Result<String> {
+    if !matches!(opts.part, RunPart::Block { .. }) {
+        return Ok(run_nonce());
+    }
+    let path = opts.out_dir.join(NONCE_FILE);
+    if let Ok(n) = std::fs::read_to_string(&path)
+        && !n.trim().is_empty()
+    {
+        return Ok(n.trim().to_string());
+    }
+    let n = run_nonce();
+    atomic::write_atomic(&path, n.as_bytes())?;
+    Ok(n)
+}
+
+/// A side's nonce across its blocks.
+pub const NONCE_FILE: &str = "nonce";
 
 fn run_nonce() -> String {
     let t = std::time::SystemTime::now()

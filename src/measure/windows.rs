@@ -184,6 +184,7 @@ mod tests {
             queue_ms: 0.0,
             target_prompt_tokens: None,
             template_prompt_tokens: None,
+            turn: None,
             capture: StreamCapture {
                 prompt_tokens: Some(prompt),
                 completion_tokens: Some(completion),

@@ -22,11 +22,17 @@ const WORDS: &[&str] = &[
 ];
 
 /// Instruction after the filler; asks for a long answer so decode is measured.
-const INSTRUCTION: &str = "Continue the list above with more words, one after another.";
+pub const INSTRUCTION: &str = "Continue the list above with more words, one after another.";
 
 /// A deterministic filler of `n` words from `seed`.
 pub fn filler(n: usize, seed: u64) -> String {
     let mut s = String::with_capacity(n * 8);
+    push_filler(&mut s, n, seed);
+    s
+}
+
+/// [`filler`], appended to `s`.
+pub fn push_filler(s: &mut String, n: usize, seed: u64) {
     let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
     for i in 0..n {
         // xorshift64*: cheap and stable; quality is irrelevant for filler.
@@ -39,7 +45,6 @@ pub fn filler(n: usize, seed: u64) -> String {
         }
         s.push_str(w);
     }
-    s
 }
 
 /// The prefix that makes a request unique (cache-busting) or shared.
@@ -66,7 +71,7 @@ pub fn probe_prefix(cache: CachePolicy, run_nonce: &str, cell: &str) -> String {
     }
 }
 
-fn unique_prefix(run_nonce: &str, cell: &str, which: &str) -> String {
+pub fn unique_prefix(run_nonce: &str, cell: &str, which: &str) -> String {
     // FNV-1a over the three parts, separated so ("a", "bc") ≠ ("ab", "c").
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in [run_nonce, cell, which] {
@@ -112,6 +117,30 @@ pub struct SizedBody {
     /// that unique prompts share, so all a server may rightly serve from cache.
     /// None when the server refused an empty message.
     pub template_prompt_tokens: Option<u64>,
+    /// Prompt tokens of the prefix and instruction around an empty body:
+    /// with `words`, the filler's tokens per word (workload cells size
+    /// each request from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_prompt_tokens: Option<u64>,
+    /// Workload cells: what one probe of their own shape measured against
+    /// what was planned (`measure::source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_probe: Option<crate::measure::source::Probe>,
+}
+
+impl SizedBody {
+    /// Prompt tokens per filler word, from the sizing probe.
+    pub fn tokens_per_word(&self) -> f64 {
+        let over = self.overhead_prompt_tokens.unwrap_or(0);
+        let body = self.measured_prompt_tokens.saturating_sub(over).max(1) as f64;
+        body / self.words.max(1) as f64
+    }
+
+    /// Prompt tokens a user message of `prefix`, instruction and no body
+    /// takes, template included (the sizing probe's).
+    pub fn overhead(&self) -> u64 {
+        self.overhead_prompt_tokens.unwrap_or(0)
+    }
 }
 
 impl PromptSizer {
@@ -149,10 +178,16 @@ impl PromptSizer {
 
     /// Prompt tokens of a full chat request, from the server's own usage (max_tokens 1).
     pub async fn prompt_tokens(&self, content: &str) -> Result<u64> {
+        self.messages_prompt_tokens(json!([{"role": "user", "content": content}]))
+            .await
+    }
+
+    /// Prompt tokens of a chat request of these messages, from the server's usage.
+    pub async fn messages_prompt_tokens(&self, messages: Value) -> Result<u64> {
         let url = format!("{}/v1/chat/completions", self.base_url);
         let body = json!({
             "model": self.model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": messages,
             "max_tokens": 1,
             "temperature": 0.0,
             "stream": false,
@@ -268,11 +303,13 @@ impl PromptSizer {
             measured_prompt_tokens: measured,
             method: self.method(),
             template_prompt_tokens,
+            overhead_prompt_tokens: Some(overhead),
+            workload_probe: None,
         })
     }
 }
 
-fn cell_seed(cell: &CellSpec) -> u64 {
+pub fn cell_seed(cell: &CellSpec) -> u64 {
     // Same cell name + seed → same filler on baseline and candidate.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in cell.name.bytes() {
@@ -332,10 +369,27 @@ pub fn request_body(
     content: String,
     dialect: LengthDialect,
 ) -> Value {
+    messages_body(
+        cell,
+        model,
+        json!([{"role": "user", "content": content}]),
+        cell.max_tokens,
+        dialect,
+    )
+}
+
+/// [`request_body`] for any messages and output cap (workload cells).
+pub fn messages_body(
+    cell: &CellSpec,
+    model: &str,
+    messages: Value,
+    max_tokens: u64,
+    dialect: LengthDialect,
+) -> Value {
     let mut body = json!({
         "model": model,
-        "messages": [{"role": "user", "content": content}],
-        "max_tokens": cell.max_tokens,
+        "messages": messages,
+        "max_tokens": max_tokens,
         "temperature": cell.temperature,
         "stream": true,
         "stream_options": {"include_usage": true},
@@ -344,7 +398,7 @@ pub fn request_body(
         body["seed"] = json!(seed);
     }
     if cell.output == OutputPolicy::Fixed {
-        for (k, v) in dialect.fields(cell.max_tokens) {
+        for (k, v) in dialect.fields(max_tokens) {
             body[k] = v;
         }
     }

@@ -31,12 +31,18 @@ pub struct CellLayout {
 pub fn layout(cells: &[CellSpec], window: Option<usize>) -> Vec<CellLayout> {
     cells
         .iter()
-        .map(|c| CellLayout {
-            name: c.name.clone(),
-            window: window
+        .map(|c| {
+            let w = window
                 .unwrap_or_else(|| default_window(c.concurrency))
-                .max(1),
-            requests: c.requests,
+                .max(1);
+            // Conversations: whole sessions per block, so a block's turns
+            // follow each other on one runtime as a user's would.
+            let turns = c.workload.as_ref().and_then(|w| w.turns()).unwrap_or(1) as usize;
+            CellLayout {
+                name: c.name.clone(),
+                window: w.div_ceil(turns) * turns,
+                requests: c.requests,
+            }
         })
         .collect()
 }
@@ -324,6 +330,7 @@ mod tests {
             queue_ms: 0.0,
             target_prompt_tokens: Some(16),
             template_prompt_tokens: None,
+            turn: None,
             capture: StreamCapture {
                 ttft_ms: Some(ttft),
                 ttfo_ms: Some(ttft),

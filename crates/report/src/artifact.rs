@@ -165,6 +165,10 @@ pub struct CellShape {
     pub temperature: f64,
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Where the requests came from when not uniform filler (the suite's
+    /// `workload`, described): conversations, shared prefixes, a dataset, a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -218,6 +222,10 @@ pub struct CellResult {
     /// the cell's measured requests, with its counters checked against them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<crate::server::ServerMetrics>,
+    /// The cell's requests by conversation turn, or by prompt length when
+    /// lengths vary (workloads only); each slice's medians beside its n.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slices: Vec<Slice>,
 }
 
 /// Client latency against the server's own per-request timings, over a
@@ -344,6 +352,44 @@ pub struct PromptCache {
     pub template_tokens: Option<u64>,
     /// Unique cells: requests served from cache beyond the chat template.
     pub beyond_template: usize,
+    /// Prompt tokens the server served from its cache, summed over the
+    /// requests that reported it, and their prompt tokens: the cache-hit share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+}
+
+impl PromptCache {
+    /// Cached prompt tokens over all prompt tokens of the reporting requests.
+    pub fn cached_share(&self) -> Option<f64> {
+        match (self.cached_tokens, self.prompt_tokens) {
+            (Some(c), Some(p)) if p > 0 => Some(c as f64 / p as f64),
+            _ => None,
+        }
+    }
+}
+
+/// One slice of a cell's requests (a conversation turn, a prompt-length
+/// bucket): how many, and their medians, so a change that only some
+/// requests feel is seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slice {
+    /// `turn` or `prompt_tokens`.
+    pub by: String,
+    /// `1` (first turn), or a bucket such as `256-511`.
+    pub label: String,
+    pub requests: usize,
+    pub succeeded: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_p50: Option<f64>,
+    /// Cached prompt tokens over prompt tokens, where the server said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_share: Option<f64>,
 }
 
 /// Output length as asked and as served.

@@ -276,6 +276,7 @@ mod tests {
                 request_rows: Vec::new(),
                 server_timings: None,
                 server_metrics: Vec::new(),
+                slices: Vec::new(),
                 slo: None,
                 name: "c".into(),
                 shape: CellShape {
@@ -289,6 +290,7 @@ mod tests {
                     arrival: "closed".into(),
                     temperature: 0.0,
                     seed: None,
+                    workload: None,
                 },
                 requests: 40,
                 succeeded: 40,

@@ -260,6 +260,7 @@ mod tests {
                     arrival: format!("poisson:{rate}"),
                     temperature: 0.0,
                     seed: None,
+                    workload: None,
                 },
                 requests: 100,
                 succeeded: 100,
@@ -278,6 +279,7 @@ mod tests {
                 request_rows: vec![],
                 server_timings: None,
                 server_metrics: Vec::new(),
+                slices: Vec::new(),
                 slo: Some(a),
             }
         };

@@ -534,6 +534,7 @@ pub async fn run_turnover(
                 queue_ms: 0.0,
                 target_prompt_tokens: None,
                 template_prompt_tokens: None,
+                turn: None,
                 capture,
                 outcome,
                 detail,

@@ -432,6 +432,7 @@ fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<Req
             queue_ms: 0.0,
             target_prompt_tokens: None,
             template_prompt_tokens: None,
+            turn: None,
             capture,
             outcome: Outcome::Ok,
             detail: None,

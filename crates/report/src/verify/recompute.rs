@@ -282,6 +282,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             arrival: String::new(),
             temperature: 0.0,
             seed: None,
+            workload: None,
         },
         requests,
         succeeded: requests.saturating_sub(failed),
@@ -327,6 +328,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             Some(v) => parse(Some(v), &at(&format!("{side}_server_metrics")))?,
             None => Vec::new(),
         },
+        slices: Vec::new(),
         request_rows: request_rows.clone(),
         // Suite SLOs travel with the runs; the policy's are in the policy block.
         slo: match cell.get("slo") {
