@@ -875,7 +875,7 @@ pub fn compare(
     }
     // A report made from a self-contradicting artifact would not verify.
     for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
-        let problems = super::verify::artifact_problems(a);
+        let problems = super::verify::consistency::artifact_problems(a);
         if !problems.is_empty() {
             return Err(CompareError::Inconsistent {
                 side,
