@@ -124,3 +124,187 @@ fn no_writer_overwrites_its_own_input() {
         "calibrate wrote before refusing"
     );
 }
+
+/// Every file under `dir` (names and contents) and both streams of every
+/// output: none may hold `secret`.
+fn assert_no_secret(dir: &Path, outputs: &[(&str, &Output)]) {
+    for (what, o) in outputs {
+        for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains("secret"),
+                "{what}: {stream} holds the secret: {text}"
+            );
+        }
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                !name.contains("secret"),
+                "a file is named with the secret: {}",
+                p.display()
+            );
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("secret"),
+                    "{} holds the secret",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
+/// A loopback server that lists one model and answers every other request
+/// with HTTP 500: discovery succeeds, prompt sizing fails.
+fn models_only_server() -> u16 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let mut r = BufReader::new(conn);
+            let mut first = String::new();
+            if r.read_line(&mut first).is_err() {
+                continue;
+            }
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            let (status, body) = if first.starts_with("GET /v1/models ") {
+                (
+                    "200 OK",
+                    r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#,
+                )
+            } else {
+                ("500 Internal Server Error", r#"{"error":"no"}"#)
+            };
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn secrets_in_targets_and_ledger_addresses_are_never_printed_or_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "postgres://alice@127.0.0.1:1/db?password=secret",
+        ],
+    );
+    assert!(!url.status.success());
+    assert!(stderr(&url).contains("password"), "{}", stderr(&url));
+    // A libpq key=value string is PostgreSQL, refused for its password: never a SQLite file.
+    let kv = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "host=127.0.0.1 port=1 password=secret",
+        ],
+    );
+    assert!(!kv.status.success());
+    assert!(stderr(&kv).contains("holds a password"), "{}", stderr(&kv));
+    let kv_nopw = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "host=127.0.0.1 port=1 dbname=ledgerdb",
+        ],
+    );
+    assert!(!kv_nopw.status.success());
+    assert!(
+        stderr(&kv_nopw).contains("connecting to ledger"),
+        "{}",
+        stderr(&kv_nopw)
+    );
+    // The same string as the environment's ledger.
+    let env = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .args(["status"])
+        .env("INFERGATE_LEDGER", "host=127.0.0.1 port=1 password=secret")
+        .output()
+        .unwrap();
+    assert!(!env.status.success());
+
+    // A target with userinfo: a refused connection (discovery), then a
+    // server that lists a model but fails every request (sizing).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let cell = [
+        "--prompt-tokens",
+        "10",
+        "--max-tokens",
+        "4",
+        "--requests",
+        "2",
+    ];
+    let target = format!("http://user:secret@127.0.0.1:{closed_port}");
+    let mut args = vec!["run", "--target", &target, "--out", "discovery"];
+    args.extend(cell);
+    let discovery = infergate(d, &args);
+    assert!(!discovery.status.success());
+    assert!(
+        stderr(&discovery).contains("discovering"),
+        "{}",
+        stderr(&discovery)
+    );
+    let target = format!("http://user:secret@127.0.0.1:{}", models_only_server());
+    let mut args = vec!["run", "--target", &target, "--out", "sizing"];
+    args.extend(cell);
+    let sizing = infergate(d, &args);
+    assert!(!sizing.status.success());
+    assert!(stderr(&sizing).contains("sizing"), "{}", stderr(&sizing));
+    assert!(stderr(&sizing).contains("127.0.0.1"), "{}", stderr(&sizing));
+
+    let outputs = [
+        ("postgres URL", &url),
+        ("libpq string", &kv),
+        ("libpq string without password", &kv_nopw),
+        ("INFERGATE_LEDGER", &env),
+        ("discovery", &discovery),
+        ("sizing", &sizing),
+    ];
+    assert_no_secret(d, &outputs);
+    for (what, o) in outputs {
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("user:"),
+            "{what}: {}",
+            stderr(o)
+        );
+    }
+    // Nothing but the run directories' suites: no ledger file was created.
+    let mut names: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["discovery", "sizing"]);
+}

@@ -40,10 +40,12 @@ pub async fn discover(
 ) -> Result<ServerInfo> {
     let base = base_url.trim_end_matches('/');
     let models_url = format!("{base}/v1/models");
+    // What messages show: the URL with its credentials removed.
+    let shown = crate::util::redact(&models_url);
     let models = match get_json(http, &models_url, api_key).await? {
         Some(v) => v,
         None => {
-            bail!("GET {models_url}: not found (HTTP 404); is this an OpenAI-compatible server?")
+            bail!("GET {shown}: not found (HTTP 404); is this an OpenAI-compatible server?")
         }
     };
     // Optional extras: a server without them (or failing on them) is still usable.
@@ -52,7 +54,7 @@ pub async fn discover(
         .ok()
         .flatten();
     let mut info =
-        server_info_from(&models, props.as_ref()).with_context(|| format!("GET {models_url}"))?;
+        server_info_from(&models, props.as_ref()).with_context(|| format!("GET {shown}"))?;
     if info.build.is_none()
         && let Ok(Some(v)) = get_json(http, &format!("{base}/version"), api_key).await
     {
@@ -83,6 +85,7 @@ pub async fn tokenize_with_key(
     text: &str,
 ) -> Result<Option<usize>> {
     let url = format!("{}/tokenize", base_url.trim_end_matches('/'));
+    let shown = crate::util::redact(&url);
     let body = json!({
         "content": text,
         "add_special": false,
@@ -95,7 +98,7 @@ pub async fn tokenize_with_key(
     }
     let resp = send_retrying(req)
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {shown}"))?;
     let status = resp.status();
     if is_absent(status) {
         return Ok(None);
@@ -103,15 +106,19 @@ pub async fn tokenize_with_key(
     let text_body = resp
         .text()
         .await
-        .with_context(|| format!("POST {url}: reading the response"))?;
+        .with_context(|| format!("POST {shown}: reading the response"))?;
     if !status.is_success() {
-        bail!("POST {url}: HTTP {status}: {}", snippet(&text_body));
+        bail!("POST {shown}: HTTP {status}: {}", snippet(&text_body));
     }
-    let v: Value = serde_json::from_str(&text_body)
-        .with_context(|| format!("POST {url}: response is not JSON: {}", snippet(&text_body)))?;
+    let v: Value = serde_json::from_str(&text_body).with_context(|| {
+        format!(
+            "POST {shown}: response is not JSON: {}",
+            snippet(&text_body)
+        )
+    })?;
     token_count(&v).map(Some).with_context(|| {
         format!(
-            "POST {url}: neither `count` nor a `tokens` array in {}",
+            "POST {shown}: neither `count` nor a `tokens` array in {}",
             snippet(&text_body)
         )
     })
@@ -178,6 +185,7 @@ async fn get_json(
     if let Some(key) = api_key {
         req = req.bearer_auth(key);
     }
+    let url = crate::util::redact(url);
     let resp = send_retrying(req)
         .await
         .with_context(|| format!("GET {url}"))?;

@@ -91,7 +91,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .context("building HTTP client")?;
     let info = discover::discover(&http, &base, key.as_deref())
         .await
-        .with_context(|| format!("discovering the server at {base}"))?;
+        .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
     let cells = select_cells(&suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = info.context_window {

@@ -35,13 +35,14 @@ pub enum Location {
 }
 
 impl Location {
-    /// `postgres://…` or `postgresql://…`; `sqlite://PATH`; else a file path.
+    /// `postgres://…` or `postgresql://…`, or a libpq `key=value` connection
+    /// string (`host=… dbname=…`); `sqlite://PATH`; else a file path.
     pub fn parse(s: &str) -> Result<Location> {
         let s = s.trim();
         if s.is_empty() {
             bail!("the ledger location is empty");
         }
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") || is_libpq_keywords(s) {
             // Refused here, before anything prints or records it.
             pg::parse_url(s)?;
             return Ok(Location::Postgres(s.to_string()));
@@ -90,6 +91,39 @@ impl Location {
             other => other.clone(),
         })
     }
+}
+
+/// The keywords of a libpq connection string (`host=db port=5432 …`).
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslcert",
+    "sslkey",
+    "sslrootcert",
+    "target_session_attrs",
+    "service",
+    "channel_binding",
+    "keepalives",
+];
+
+/// Whether `s` reads as a libpq `key=value` connection string: its first
+/// word is a libpq keyword followed by `=`. Such a string is never a SQLite
+/// path (write `sqlite://host=x` or `./host=x` for a file of that name).
+fn is_libpq_keywords(s: &str) -> bool {
+    let Some((key, _)) = s.split_once('=') else {
+        return false;
+    };
+    LIBPQ_KEYWORDS.contains(&key.trim())
 }
 
 impl fmt::Display for Location {
