@@ -308,3 +308,47 @@ fn secrets_in_targets_and_ledger_addresses_are_never_printed_or_written() {
     names.sort();
     assert_eq!(names, ["discovery", "sizing"]);
 }
+
+#[test]
+fn read_only_commands_create_no_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let missing = d.join("no/such/dir/x.sqlite");
+    let o = infergate(d, &["status", "--ledger", missing.to_str().unwrap()]);
+    assert!(
+        !o.status.success(),
+        "status on a missing ledger exited 0: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    let o = infergate(d, &["stop", "q", "--ledger", "typo.sqlite"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    let o = infergate(d, &["ledger", "migrate", "typo.sqlite", "out.sqlite"]);
+    assert!(
+        !o.status.success(),
+        "migrate from a missing ledger exited 0: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("typo.sqlite"), "{}", stderr(&o));
+    assert!(!d.join("no").exists(), "status created directories");
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "read-only commands created {left:?}");
+    // The default ledger not made yet: an empty answer, and still nothing created.
+    let o = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .arg("status")
+        .env_remove("INFERGATE_LEDGER")
+        .env("XDG_DATA_HOME", d.join("data"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no qualifications"));
+    assert!(
+        !d.join("data").exists(),
+        "status created the default ledger"
+    );
+}

@@ -74,6 +74,15 @@ impl Location {
         Ok(Location::Sqlite(data.join("infergate/ledger.sqlite")))
     }
 
+    /// Whether there is a ledger here to read: a SQLite file that exists,
+    /// or any database (the server says when it is not there).
+    pub fn exists(&self) -> bool {
+        match self {
+            Location::Sqlite(p) => p.is_file(),
+            Location::Postgres(_) => true,
+        }
+    }
+
     /// Shared by several machines: its locks must live in the database.
     pub fn is_shared(&self) -> bool {
         matches!(self, Location::Postgres(_))
@@ -204,6 +213,19 @@ impl Ledger {
     pub fn connect(location: &Location) -> Result<Ledger> {
         let backend = match location {
             Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open(p)?),
+            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
+        };
+        Ok(Ledger {
+            backend,
+            location: location.clone(),
+        })
+    }
+
+    /// [`Ledger::connect`] for commands that only read: a SQLite ledger
+    /// that does not exist is an error, never created.
+    pub fn connect_existing(location: &Location) -> Result<Ledger> {
+        let backend = match location {
+            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_existing(p)?),
             Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
         };
         Ok(Ledger {
