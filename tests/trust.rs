@@ -161,8 +161,9 @@ fn assert_no_secret(dir: &Path, outputs: &[(&str, &Output)]) {
     }
 }
 
-/// A loopback server that lists one model and answers every other request
-/// with HTTP 500: discovery succeeds, prompt sizing fails.
+/// A loopback server that lists one model at `/v1/models`, answers other
+/// GETs with 404 and every POST with HTTP 500: discovery succeeds, prompt
+/// sizing fails.
 fn models_only_server() -> u16 {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -192,6 +193,8 @@ fn models_only_server() -> u16 {
                     "200 OK",
                     r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#,
                 )
+            } else if first.starts_with("GET ") {
+                ("404 Not Found", r#"{"error":"not found"}"#)
             } else {
                 ("500 Internal Server Error", r#"{"error":"no"}"#)
             };
@@ -351,4 +354,81 @@ fn read_only_commands_create_no_ledger() {
         !d.join("data").exists(),
         "status created the default ledger"
     );
+}
+
+#[test]
+fn a_run_compared_with_itself_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    std::fs::write(d.join("b/run.json"), "{}").unwrap();
+    let o = infergate(
+        d,
+        &["compare", "b/run.json", "./b/run.json", "-o", "r.json"],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("are the same file"), "{}", stderr(&o));
+    assert!(!d.join("r.json").exists());
+}
+
+#[test]
+fn a_target_ending_in_v1_gets_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("http://127.0.0.1:{}/v1", models_only_server());
+    let o = infergate(
+        dir.path(),
+        &[
+            "run",
+            "--target",
+            &target,
+            "--out",
+            "o",
+            "--prompt-tokens",
+            "10",
+            "--max-tokens",
+            "4",
+            "--requests",
+            "1",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/v1/v1/models"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("without /v1"), "{}", stderr(&o));
+}
+
+#[test]
+fn discovery_waits_the_first_byte_timeout_not_a_fixed_30_s() {
+    // Accepts every connection and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("http://127.0.0.1:{port}");
+    let o = infergate(
+        dir.path(),
+        &[
+            "run",
+            "--target",
+            &target,
+            "--first-byte-timeout",
+            "1",
+            "--out",
+            "o",
+            "--prompt-tokens",
+            "10",
+            "--max-tokens",
+            "4",
+            "--requests",
+            "1",
+        ],
+    );
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("no answer within 1.0 s"), "{e}");
+    assert!(e.contains("--first-byte-timeout"), "{e}");
 }

@@ -34,6 +34,13 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 inputs.push(("policy", p.as_path()));
             }
             infergate::atomic::refuse_overwriting_inputs(&a.out, &inputs)?;
+            if infergate::atomic::same_file(&a.baseline, &a.candidate) {
+                anyhow::bail!(
+                    "compare: baseline {} and candidate {} are the same file: a run compared with itself shows no difference by construction",
+                    a.baseline.display(),
+                    a.candidate.display()
+                );
+            }
             let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
             // The journals the run artifacts name are inputs too.
             let read: Vec<(String, PathBuf)> = report

@@ -193,6 +193,9 @@ impl Suite {
                 .map_or("?".into(), usize::to_string);
             format!("{origin}: line {line}: [[{kind}]]")
         };
+        if suite.cells.is_empty() && suite.turnover.is_empty() {
+            bail!("{origin}: the suite has no [[cell]] and no [[turnover]]: nothing to measure");
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, c) in suite.cells.iter().enumerate() {
             c.validate(&mut seen)
@@ -261,6 +264,9 @@ impl CellSpec {
     /// Field checks the TOML types cannot express; `seen` holds the names so far.
     fn validate<'a>(&'a self, seen: &mut std::collections::BTreeSet<&'a String>) -> Result<()> {
         let name = &self.name;
+        if name.trim().is_empty() {
+            bail!("name must not be empty: the cell's name is its key in every artifact");
+        }
         if !seen.insert(name) {
             bail!("cell '{name}' is defined twice");
         }
@@ -278,6 +284,12 @@ impl CellSpec {
         }
         if !(self.tolerance_percent.is_finite() && self.tolerance_percent >= 0.0) {
             bail!("cell '{name}': tolerance_percent must be >= 0");
+        }
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            bail!(
+                "cell '{name}': temperature must be a finite number >= 0 (found {})",
+                self.temperature
+            );
         }
         self.arrival()?;
         if let Some(why) = self.slo.as_ref().and_then(Slo::problem) {
@@ -305,6 +317,43 @@ mod tests {
         let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
         assert!(e.starts_with("s.toml: line 9: [[cell]]"), "{e}");
         assert!(e.contains("cell 'b': max_tokens must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_is_refused_at_parse_time_naming_line_and_field() {
+        let e = format!(
+            "{:#}",
+            Suite::parse("name = \"t\"\n", "s.toml").unwrap_err()
+        );
+        assert!(e.starts_with("s.toml: the suite has no [[cell]]"), "{e}");
+        let cell = |field: &str| {
+            format!(
+                "name = \"t\"\n\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\n{field}\n"
+            )
+        };
+        for (field, says) in [
+            (
+                "temperature = nan",
+                "temperature must be a finite number >= 0 (found NaN)",
+            ),
+            (
+                "temperature = -3.0",
+                "temperature must be a finite number >= 0 (found -3)",
+            ),
+            (
+                "temperature = inf",
+                "temperature must be a finite number >= 0",
+            ),
+        ] {
+            let e = format!("{:#}", Suite::parse(&cell(field), "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+            assert!(e.contains(says), "{e}");
+        }
+        let unnamed = cell("").replace("name = \"a\"", "name = \" \"");
+        let e = format!("{:#}", Suite::parse(&unnamed, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+        assert!(e.contains("name must not be empty"), "{e}");
+        Suite::parse(&cell("temperature = 0.7"), "s.toml").unwrap();
     }
 
     #[test]

@@ -89,9 +89,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .timeout(Duration::from_secs(600))
         .build()
         .context("building HTTP client")?;
-    let info = discover::discover(&http, &base, key.as_deref())
-        .await
-        .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
+    let info = discover::discover(
+        &http,
+        &base,
+        key.as_deref(),
+        discover::discovery_wait(&opts.timeouts),
+    )
+    .await
+    .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
     let cells = select_cells(&suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = info.context_window {

@@ -144,7 +144,14 @@ async fn identity(base_url: &str, api_key: Option<&str>, expected: &str) -> Chec
             };
         }
     };
-    match crate::measure::discover::discover(&http, base_url, api_key).await {
+    match crate::measure::discover::discover(
+        &http,
+        base_url,
+        api_key,
+        crate::measure::discover::REQUEST_TIMEOUT,
+    )
+    .await
+    {
         Ok(info) if info.model_id == expected => Check {
             name,
             passed: true,
