@@ -432,3 +432,38 @@ fn discovery_waits_the_first_byte_timeout_not_a_fixed_30_s() {
     assert!(e.contains("no answer within 1.0 s"), "{e}");
     assert!(e.contains("--first-byte-timeout"), "{e}");
 }
+
+#[test]
+fn a_suite_asking_for_a_billion_requests_is_refused_when_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("suite.toml"),
+        "name = \"typo\"\n\n[[cell]]\nname = \"c\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1000000000\n",
+    )
+    .unwrap();
+    // Nothing listens there: the suite must be refused before any contact.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let o = infergate(
+        d,
+        &[
+            "run",
+            "--target",
+            &target,
+            "--suite",
+            "suite.toml",
+            "--out",
+            "o",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("suite.toml: line 3: [[cell]]"), "{e}");
+    assert!(
+        e.contains("requests = 1000000000 is above the maximum"),
+        "{e}"
+    );
+    assert!(!e.contains("discovering"), "{e}");
+}

@@ -5,6 +5,7 @@
 //! report crate with the same type.
 
 pub mod adhoc;
+pub mod limits;
 pub mod plan;
 pub mod suite;
 

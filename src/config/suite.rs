@@ -291,7 +291,20 @@ impl CellSpec {
                 self.temperature
             );
         }
-        self.arrival()?;
+        let rate = match self.arrival()? {
+            Arrival::Closed => None,
+            Arrival::Constant { rate } | Arrival::Poisson { rate } => Some(rate),
+        };
+        super::limits::check_cell(
+            self.requests,
+            self.warmup,
+            self.concurrency,
+            rate,
+            self.prompt_tokens,
+            self.max_tokens,
+            self.tolerance_percent,
+        )
+        .with_context(|| format!("cell '{name}'"))?;
         if let Some(why) = self.slo.as_ref().and_then(Slo::problem) {
             bail!("cell '{name}': slo: {why}");
         }
@@ -429,14 +442,80 @@ arrival = "poisson:2.5"
     #[test]
     fn huge_cells_are_refused_not_overflowed() {
         // Found by review, replayed through `fuzzing::plan`: the sum overflowed.
-        let big = SUITE
-            .replace(
-                "prompt_tokens = 1000",
-                "prompt_tokens = 9223372036854775807",
-            )
-            .replace("max_tokens = 64", "max_tokens = 9223372036854775807");
-        let s = Suite::parse(&big, "t").unwrap();
+        // The suite's limits refuse these now; `check_fits` still must not overflow.
+        let mut s = Suite::parse(SUITE, "t").unwrap();
+        s.cells[0].prompt_tokens = 9223372036854775807;
+        s.cells[0].max_tokens = 9223372036854775807;
         assert!(s.cells[0].check_fits(u64::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn what_a_suite_asks_for_is_bounded_at_parse_time_naming_line_and_field() {
+        use crate::config::limits::*;
+        let over = |n: u64| (n + 1).to_string();
+        for (from, to, field) in [
+            (
+                "requests = 4",
+                format!("requests = {}", over(MAX_CELL_REQUESTS as u64)),
+                "requests",
+            ),
+            (
+                "requests = 4",
+                "requests = 1000000000".to_string(),
+                "requests",
+            ),
+            (
+                "requests = 4",
+                format!("requests = 4\nwarmup = {}", over(MAX_WARMUP as u64)),
+                "warmup",
+            ),
+            (
+                "concurrency = 2",
+                format!("concurrency = {}", over(MAX_CONCURRENCY as u64)),
+                "concurrency",
+            ),
+            (
+                "arrival = \"poisson:2.5\"",
+                "arrival = \"constant:1e9\"".to_string(),
+                "arrival rate",
+            ),
+            (
+                "prompt_tokens = 1000",
+                format!("prompt_tokens = {}", over(MAX_PROMPT_TOKENS)),
+                "prompt_tokens",
+            ),
+            (
+                "max_tokens = 64",
+                format!("max_tokens = {}", over(MAX_OUTPUT_TOKENS)),
+                "max_tokens",
+            ),
+        ] {
+            let text = SUITE.replace(from, &to);
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+            assert!(e.contains(&format!("cell 'a': {field}")), "{e}");
+            assert!(e.contains("above the maximum"), "{e}");
+        }
+        let at_max = SUITE.replace("requests = 4", &format!("requests = {MAX_CELL_REQUESTS}"));
+        Suite::parse(&at_max, "s.toml").unwrap();
+        let turnover = |field: &str| {
+            format!("name = \"t\"\n\n[[turnover]]\nname = \"w\"\ncontract = \"words\"\n{field}\n")
+        };
+        for (field, n) in [
+            ("requests", MAX_TURNOVER_REQUESTS as u64),
+            ("repeats", MAX_TURNOVER_REPEATS as u64),
+            ("concurrency", MAX_CONCURRENCY as u64),
+            ("words", MAX_TURNOVER_WORDS as u64),
+            ("max_tokens", MAX_OUTPUT_TOKENS),
+        ] {
+            let text = turnover(&format!("{field} = {}", over(n)));
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[turnover]]"), "{e}");
+            assert!(
+                e.contains(&format!("{field} = ")) && e.contains("above the maximum"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub async fn drive<T, F, Fut>(
             }
         }
         Arrival::Constant { .. } | Arrival::Poisson { .. } => {
-            let offsets = schedule(arrival, count, seed);
+            // Offsets made as they are reached: nothing per planned request up front.
+            let offsets = offsets(arrival, seed).take(count);
             let permits = Arc::new(Semaphore::new(concurrency));
             let tx = tx.clone();
             tokio::spawn(async move {
@@ -102,22 +103,25 @@ const MAX_OFFSET_S: f64 = 10.0 * 365.0 * 86_400.0;
 
 /// Send offsets from the start of an open-loop run. Pure, seeded.
 pub fn schedule(arrival: Arrival, count: usize, seed: u64) -> Vec<Duration> {
+    offsets(arrival, seed).take(count).collect()
+}
+
+/// [`schedule`] as an endless iterator, each offset made when it is reached.
+pub fn offsets(arrival: Arrival, seed: u64) -> impl Iterator<Item = Duration> + Send + 'static {
     let mut rng = SplitMix64(seed);
     let mut t = 0.0f64;
-    (0..count)
-        .map(|_| {
-            let at = t;
-            t += match arrival {
-                Arrival::Closed => 0.0,
-                Arrival::Constant { rate } => 1.0 / rate,
-                // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
-                Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
-            };
-            // A rate like 1e-300/s parses; its offsets saturate at a decade
-            // rather than overflow `Duration` or the instant they are added to.
-            Duration::from_secs_f64(at.min(MAX_OFFSET_S))
-        })
-        .collect()
+    std::iter::repeat(()).map(move |_| {
+        let at = t;
+        t += match arrival {
+            Arrival::Closed => 0.0,
+            Arrival::Constant { rate } => 1.0 / rate,
+            // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
+            Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
+        };
+        // A rate like 1e-300/s parses; its offsets saturate at a decade
+        // rather than overflow `Duration` or the instant they are added to.
+        Duration::from_secs_f64(at.min(MAX_OFFSET_S))
+    })
 }
 
 /// Small, stable PRNG so schedules are reproducible across crate versions.
