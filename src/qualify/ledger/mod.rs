@@ -199,8 +199,40 @@ impl fmt::Debug for Ledger {
 /// qualification for a SQLite ledger, a database lock for a shared one.
 /// Released when dropped, or by the kernel or the server if we die.
 pub enum QualificationLock {
-    File(std::fs::File),
+    File(FileLock),
     Database(pg::PgLock),
+}
+
+/// An `flock` on a qualification's `.lock` file, released by `LOCK_UN` when
+/// dropped.
+///
+/// Closing the descriptor alone is not enough: an flock belongs to the open
+/// file description, and a process forked by another thread (any `Command`
+/// spawn) holds a copy of every descriptor until it execs — `O_CLOEXEC`
+/// closes the copy only at exec. A lock dropped in that window stayed held
+/// by the child's copy, and a second `lock` a moment later failed with "in
+/// use by another infergate process" (the flaky
+/// `a_qualification_id_is_locked_by_one_infergate_at_a_time`). `LOCK_UN`
+/// releases the lock on the description itself, whoever else holds it.
+#[derive(Debug)]
+pub struct FileLock {
+    file: std::fs::File,
+}
+
+impl FileLock {
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        unsafe {
+            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
 }
 
 impl Ledger {
@@ -323,10 +355,12 @@ impl Ledger {
 
 /// One infergate at a time per qualification: a second `qualify --id` or a
 /// `decide` while one runs would start or stop runtimes under its feet.
-fn file_lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
+fn file_lock(out_dir: &Path, id: &str) -> Result<FileLock> {
     use std::os::fd::AsRawFd;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let path = out_dir.join(".lock");
+    // std opens with O_CLOEXEC: no runtime or engine infergate starts keeps
+    // the descriptor (and so the lock) past its exec.
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -340,7 +374,7 @@ fn file_lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
             path.display()
         );
     }
-    Ok(f)
+    Ok(FileLock { file: f })
 }
 
 /// What `infergate ledger migrate` did.
@@ -401,6 +435,24 @@ pub fn migrate(from: &Ledger, to: &Ledger) -> Result<Migrated> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_dropped_file_lock_is_free_while_a_forked_child_still_holds_its_descriptor() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let held = file_lock(dir.path(), "q").unwrap();
+        assert!(file_lock(dir.path(), "q").is_err(), "locked");
+        // What a child forked by another thread holds between fork and exec:
+        // a second descriptor of the same open file description.
+        // SAFETY: dup and close of a descriptor we own.
+        let copy = unsafe { libc::dup(held.file().as_raw_fd()) };
+        assert!(copy >= 0);
+        drop(held);
+        let again = file_lock(dir.path(), "q");
+        // SAFETY: `copy` is ours and closed once.
+        unsafe { libc::close(copy) };
+        again.expect("released when dropped, though a copy of its descriptor is still open");
+    }
 
     #[test]
     fn appends_in_order_and_refuses_rewrites() {
