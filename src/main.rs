@@ -22,7 +22,9 @@ fn main() -> ExitCode {
     match rt.block_on(cli::dispatch(cli.cmd)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Every message that can carry a URL or connection string goes
+            // through the one redaction rule.
+            eprintln!("error: {}", infergate::util::redact(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

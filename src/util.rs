@@ -15,16 +15,99 @@ pub fn api_key(env: Option<&str>) -> Result<Option<String>> {
     }
 }
 
-/// Drop any userinfo (user:password@) from a URL before it is written anywhere.
+/// Drop any userinfo (user:password@) and any `password=` value from a URL
+/// before it is written anywhere: [`redact`], for a URL.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-        None => url.to_string(),
+    redact(url)
+}
+
+/// What [`redact`] puts where a secret was.
+pub const REDACTED: &str = "<redacted>";
+
+/// The one redaction rule for every message that can carry a URL or a
+/// connection string: in `text`, the userinfo of each `scheme://user:pass@host`
+/// is dropped, and the value of each `…password=VALUE` key (URL query
+/// parameters, libpq `key=value` strings, `PGPASSWORD=…`; quoted values
+/// included) becomes `<redacted>`.
+pub fn redact(text: &str) -> String {
+    redact_passwords(&redact_userinfo(text))
+}
+
+fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | ')' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) => rest = &tail[at + 1..],
+            None => rest = tail,
+        }
     }
+    out.push_str(rest);
+    out
+}
+
+fn redact_passwords(text: &str) -> String {
+    let b = text.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut i) = (0, 0);
+    while i < b.len() {
+        if b[i] != b'=' {
+            i += 1;
+            continue;
+        }
+        // The key: the word before `=` (spaces allowed between, as libpq does).
+        let mut k = i;
+        while k > 0 && b[k - 1] == b' ' {
+            k -= 1;
+        }
+        let key_end = k;
+        while k > 0 && word(b[k - 1]) {
+            k -= 1;
+        }
+        let key = text[k..key_end].to_ascii_lowercase();
+        if !(key.ends_with("password") || key == "passwd") {
+            i += 1;
+            continue;
+        }
+        let mut v = i + 1;
+        while v < b.len() && b[v] == b' ' {
+            v += 1;
+        }
+        let mut end = v;
+        if end < b.len() && (b[end] == b'\'' || b[end] == b'"') {
+            let q = b[end];
+            end += 1;
+            while end < b.len() && b[end] != q {
+                end += if b[end] == b'\\' { 2 } else { 1 };
+            }
+            end = (end + 1).min(b.len());
+        } else {
+            while end < b.len()
+                && !matches!(b[end], b'&' | b'#' | b';' | b',' | b')')
+                && !b[end].is_ascii_whitespace()
+            {
+                end += 1;
+            }
+            // A message's own `: ` after the value stays.
+            if end > v && b[end - 1] == b':' {
+                end -= 1;
+            }
+        }
+        out.push_str(&text[copied..v]);
+        out.push_str(REDACTED);
+        copied = end;
+        i = end.max(i + 1);
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 pub fn now_rfc3339() -> String {
@@ -50,6 +133,37 @@ mod tests {
             "http://127.0.0.1:8080/v1"
         );
         assert_eq!(redact_url("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn one_rule_for_userinfo_and_passwords_in_any_message() {
+        for (text, want) in [
+            (
+                "ledger URL postgres://alice:pw@127.0.0.1:1/db?sslmode=disable&password=secret&x=1: refused",
+                "ledger URL postgres://127.0.0.1:1/db?sslmode=disable&password=<redacted>&x=1: refused",
+            ),
+            (
+                "GET http://user:secret@127.0.0.1:1/v1/models: refused; again http://u@h/x",
+                "GET http://127.0.0.1:1/v1/models: refused; again http://h/x",
+            ),
+            (
+                "host=127.0.0.1 port=1 password=secret dbname=x",
+                "host=127.0.0.1 port=1 password=<redacted> dbname=x",
+            ),
+            (
+                "host=h password = 'se cret\\' x' user=u",
+                "host=h password = <redacted> user=u",
+            ),
+            ("PGPASSWORD=secret psql", "PGPASSWORD=<redacted> psql"),
+            ("a=b c==d password=", "a=b c==d password=<redacted>"),
+            (
+                "ledger URL h/db?password=secret: holds a password",
+                "ledger URL h/db?password=<redacted>: holds a password",
+            ),
+        ] {
+            assert_eq!(redact(text), want, "{text}");
+            assert!(!redact(text).contains("secret"));
+        }
     }
 
     #[test]

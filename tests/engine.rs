@@ -261,7 +261,7 @@ async fn discovered_context_is_the_per_slot_context_of_the_profile() {
     let http = support::http();
     for name in ["baseline", "candidate"] {
         let engine = support::engine(name);
-        let info = discover::discover(&http, &engine.base_url, None)
+        let info = discover::discover(&http, &engine.base_url, None, discover::REQUEST_TIMEOUT)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
         let p = &engine.profile;

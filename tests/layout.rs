@@ -2,8 +2,10 @@
 //! import (directly or through others) a file that imports it; `stats` is a
 //! leaf; the report crate knows nothing of the main crate; `util` is a leaf.
 //! Read from the sources themselves: every `use` tree and every
-//! `crate::`/`super::`/`self::` path in code (comments and strings left out),
-//! resolved to the file that defines it, following `pub use` re-exports.
+//! `crate::`/`super::`/`self::` path and child module's bare `e::f` path in
+//! code (comments and strings left out), resolved to the file that defines
+//! it, following `pub use` re-exports: the resolution of
+//! `/work/shared/tools/import-cycles.py`, so both report the same cycles.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -224,32 +226,34 @@ fn paths_in(code: &str) -> Vec<(Vec<String>, Vec<String>)> {
         }
         i = s + end;
     }
-    // Paths in code: crate::a::b, super::x, self::y.
+    // Paths in code: crate::a::b, super::x, self::y, and a child module's
+    // bare `e::f` (resolved below only when `e` is a child module's file).
     let b = code.as_bytes();
-    for kw in ["crate::", "super::", "self::"] {
-        let mut i = 0;
-        while let Some(at) = code[i..].find(kw) {
-            let s = i + at;
-            i = s + kw.len();
-            if s > 0 && (b[s - 1].is_ascii_alphanumeric() || b[s - 1] == b'_' || b[s - 1] == b':') {
-                continue;
-            }
-            let path: String = code[s..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
-            if path.ends_with("::") {
-                // `use super::{…}` / `super::*`: the use tree above has it.
-                continue;
-            }
-            out.push((
-                scope(s),
-                path.split("::")
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_string)
-                    .collect(),
-            ));
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if !(b[i].is_ascii_alphabetic() || b[i] == b'_')
+            || (i > 0 && (word(b[i - 1]) || b[i - 1] == b':'))
+        {
+            i += 1;
+            continue;
         }
+        let s = i;
+        while i < b.len() && (word(b[i]) || b[i] == b':') {
+            i += 1;
+        }
+        let path = &code[s..i];
+        if !path.contains("::") || path.ends_with("::") {
+            // `use super::{…}` / `super::*`: the use tree above has it.
+            continue;
+        }
+        out.push((
+            scope(s),
+            path.split("::")
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect(),
+        ));
     }
     out
 }
@@ -374,9 +378,12 @@ impl Crate {
         for (m, code) in &self.code {
             let mut deps = BTreeSet::new();
             for (inner, p) in paths_in(code) {
+                // A child naming an item of its own ancestor (a parent's
+                // mod.rs) is how Rust nests modules, not a cycle between files.
                 if let Some(abs) = self.absolute(m, &inner, &p)
                     && let Some(f) = self.file_of(&abs, 0)
                     && &f != m
+                    && !m.starts_with(&f)
                 {
                     deps.insert(f);
                 }
@@ -548,6 +555,41 @@ fn the_checker_sees_a_cycle_when_there_is_one() {
     );
     let found = cycles(&g);
     assert_eq!(found, vec!["a::x -> b -> a::x".to_string()], "{g:?}");
+}
+
+#[test]
+fn the_checker_sees_a_super_cycle_through_a_child_module() {
+    // The shape issue #25 found: `c` calls `super::v::problems`, `v` calls
+    // its child `r` by a bare path, and `r` imports `c` back with `super::super::`.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("v")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod c;\npub mod v;\n").unwrap();
+    std::fs::write(
+        src.join("c.rs"),
+        "pub fn make() {\n    let _ = super::v::problems();\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("v/mod.rs"),
+        "mod r;\nuse self::r as _;\npub fn problems() {}\npub fn again() {\n    r::remake();\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("v/r.rs"),
+        "use super::super::c::{make, self};\npub fn remake() {\n    make();\n    super::problems();\n}\n",
+    )
+    .unwrap();
+    let c = Crate::read(src);
+    let g = c.graph();
+    // `super::problems` from v/r.rs names its own parent: not an edge.
+    assert_eq!(
+        g[&vec!["v".to_string(), "r".to_string()]],
+        BTreeSet::from([vec!["c".to_string()]]),
+        "{g:?}"
+    );
+    let found = cycles(&g);
+    assert_eq!(found, vec!["c -> v -> v::r -> c".to_string()], "{g:?}");
 }
 
 #[test]

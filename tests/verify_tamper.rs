@@ -759,3 +759,37 @@ fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
     });
     names(&at_the_last, "statistics.family_wise.closing");
 }
+
+#[test]
+fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
+    let mut v = report();
+    // Claim a pass the gates do not give.
+    v["qualification"] = json!("pass");
+    assert!(!verify(&v).is_empty(), "the edit is caught");
+    let html = report::html(&v);
+    let h1 = html
+        .split("<h1>")
+        .nth(1)
+        .and_then(|s| s.split("</h1>").next())
+        .unwrap();
+    assert!(h1.contains("VERIFICATION FAILED"), "{h1}");
+    let title = html
+        .split("<title>")
+        .nth(1)
+        .and_then(|s| s.split("</title>").next())
+        .unwrap();
+    assert!(title.contains("VERIFICATION FAILED"), "{title}");
+    let md = report::markdown(&v);
+    assert!(
+        md.lines().next().unwrap().contains("VERIFICATION FAILED"),
+        "{md}"
+    );
+    let term = report::terminal(&v, false);
+    let head: Vec<&str> = term.lines().take(2).collect();
+    assert!(head[1].contains("VERIFICATION FAILED"), "{head:?}");
+    // The untouched report keeps its qualification as the heading.
+    let clean = report();
+    let q = clean["qualification"].as_str().unwrap().to_string();
+    assert!(report::html(&clean).contains(&format!("<h1>Runtime comparison: {q}</h1>")));
+    assert!(!report::terminal(&clean, false).contains("VERIFICATION FAILED"));
+}

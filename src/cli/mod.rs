@@ -26,7 +26,34 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Stop(a) => qualify::main_stop(a).await,
         Cmd::Ledger(c) => qualify::main_ledger(c),
         Cmd::Compare(a) => {
+            let mut inputs = vec![
+                ("baseline run artifact", a.baseline.as_path()),
+                ("candidate run artifact", a.candidate.as_path()),
+            ];
+            if let Some(p) = &a.policy {
+                inputs.push(("policy", p.as_path()));
+            }
+            infergate::atomic::refuse_overwriting_inputs(&a.out, &inputs)?;
+            if infergate::atomic::same_file(&a.baseline, &a.candidate) {
+                anyhow::bail!(
+                    "compare: baseline {} and candidate {} are the same file: a run compared with itself shows no difference by construction",
+                    a.baseline.display(),
+                    a.candidate.display()
+                );
+            }
             let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
+            // The journals the run artifacts name are inputs too.
+            let read: Vec<(String, PathBuf)> = report
+                .provenance
+                .iter()
+                .flat_map(|p| &p.inputs)
+                .map(|i| (format!("{} {}", i.side, i.role), PathBuf::from(&i.path)))
+                .collect();
+            let read: Vec<(&str, &std::path::Path)> = read
+                .iter()
+                .map(|(w, p)| (w.as_str(), p.as_path()))
+                .collect();
+            infergate::atomic::refuse_overwriting_inputs(&a.out, &read)?;
             report::write_report_atomic(&a.out, &report)?;
             println!("wrote {}", a.out.display());
             print!(
@@ -68,7 +95,10 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 Format::Html => report::html(&value),
             };
             match a.out {
-                Some(path) => infergate::atomic::write_atomic(&path, text.as_bytes())?,
+                Some(path) => {
+                    infergate::atomic::refuse_overwriting_inputs(&path, &[("report", &a.file)])?;
+                    infergate::atomic::write_atomic(&path, text.as_bytes())?
+                }
                 None => print!("{text}"),
             }
             Ok(ExitCode::SUCCESS)
@@ -195,18 +225,36 @@ fn verify_text(name: &str, v: &report::Verification) -> String {
 
 fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use anyhow::Context;
+    let files: Vec<PathBuf> = a
+        .runs
+        .iter()
+        .map(|p| {
+            if p.is_dir() {
+                p.join(runner::ARTIFACT_FILE)
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    let mut inputs: Vec<(&str, &std::path::Path)> = files
+        .iter()
+        .map(|f| ("run artifact", f.as_path()))
+        .collect();
+    if let Some(p) = &a.policy {
+        inputs.push(("policy", p.as_path()));
+    }
+    infergate::atomic::refuse_overwriting_inputs(&a.out, &inputs)?;
+    if let Some(w) = &a.write_policy {
+        infergate::atomic::refuse_overwriting_inputs(w, &inputs)?;
+        infergate::atomic::refuse_overwriting_inputs(w, &[("calibration output (-o)", &a.out)])?;
+    }
     let policy = match &a.policy {
         Some(p) => report::Policy::from_file(p)?,
         None => report::Policy::default(),
     };
     let mut runs = Vec::new();
-    for p in &a.runs {
-        let file = if p.is_dir() {
-            p.join(runner::ARTIFACT_FILE)
-        } else {
-            p.clone()
-        };
-        runs.push((file.display().to_string(), report::read_artifact(&file)?));
+    for file in &files {
+        runs.push((file.display().to_string(), report::read_artifact(file)?));
     }
     let c = report::calibrate::calibrate(&runs, &policy, &infergate::util::now_rfc3339())
         .context("calibrating")?;

@@ -238,7 +238,9 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
             if from == to {
                 anyhow::bail!("ledger migrate: {from} is both FROM and TO");
             }
-            let (src, dst) = (Ledger::connect(&from)?, Ledger::connect(&to)?);
+            // The source is read: one that does not exist is a typo, not an empty ledger.
+            let src = Ledger::connect_existing(&from)?;
+            let dst = Ledger::connect(&to)?;
             let m = ledger::migrate(&src, &dst)?;
             println!(
                 "ledger {from} -> {to}: {} entries copied, {} already there; {to} now equals {from} entry for entry ({} entries, ids kept)",

@@ -6,6 +6,7 @@
 
 pub mod adhoc;
 pub mod dataset;
+pub mod limits;
 pub mod plan;
 pub mod suite;
 pub mod workload;

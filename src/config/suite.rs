@@ -265,6 +265,9 @@ impl Suite {
                 .map_or("?".into(), usize::to_string);
             format!("{origin}: line {line}: [[{kind}]]")
         };
+        if suite.cells.is_empty() && suite.turnover.is_empty() {
+            bail!("{origin}: the suite has no [[cell]] and no [[turnover]]: nothing to measure");
+        }
         let mut seen = std::collections::BTreeSet::new();
         for (i, c) in suite.cells.iter().enumerate() {
             c.validate(&mut seen)
@@ -382,6 +385,9 @@ impl CellSpec {
     /// Field checks the TOML types cannot express; `seen` holds the names so far.
     fn validate<'a>(&'a self, seen: &mut std::collections::BTreeSet<&'a String>) -> Result<()> {
         let name = &self.name;
+        if name.trim().is_empty() {
+            bail!("name must not be empty: the cell's name is its key in every artifact");
+        }
         if !seen.insert(name) {
             bail!("cell '{name}' is defined twice");
         }
@@ -419,7 +425,26 @@ impl CellSpec {
         if !(self.tolerance_percent.is_finite() && self.tolerance_percent >= 0.0) {
             bail!("cell '{name}': tolerance_percent must be >= 0");
         }
-        self.arrival()?;
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            bail!(
+                "cell '{name}': temperature must be a finite number >= 0 (found {})",
+                self.temperature
+            );
+        }
+        let rate = match self.arrival()? {
+            Arrival::Closed => None,
+            Arrival::Constant { rate } | Arrival::Poisson { rate } => Some(rate),
+        };
+        super::limits::check_cell(
+            self.requests,
+            self.warmup,
+            self.concurrency,
+            rate,
+            self.prompt_tokens,
+            self.max_tokens,
+            self.tolerance_percent,
+        )
+        .with_context(|| format!("cell '{name}'"))?;
         if let Some(why) = self.slo.as_ref().and_then(Slo::problem) {
             bail!("cell '{name}': slo: {why}");
         }
@@ -445,6 +470,43 @@ mod tests {
         let e = format!("{:#}", Suite::parse(text, "s.toml").unwrap_err());
         assert!(e.starts_with("s.toml: line 9: [[cell]]"), "{e}");
         assert!(e.contains("cell 'b': max_tokens must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn nonsense_is_refused_at_parse_time_naming_line_and_field() {
+        let e = format!(
+            "{:#}",
+            Suite::parse("name = \"t\"\n", "s.toml").unwrap_err()
+        );
+        assert!(e.starts_with("s.toml: the suite has no [[cell]]"), "{e}");
+        let cell = |field: &str| {
+            format!(
+                "name = \"t\"\n\n[[cell]]\nname = \"a\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\n{field}\n"
+            )
+        };
+        for (field, says) in [
+            (
+                "temperature = nan",
+                "temperature must be a finite number >= 0 (found NaN)",
+            ),
+            (
+                "temperature = -3.0",
+                "temperature must be a finite number >= 0 (found -3)",
+            ),
+            (
+                "temperature = inf",
+                "temperature must be a finite number >= 0",
+            ),
+        ] {
+            let e = format!("{:#}", Suite::parse(&cell(field), "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+            assert!(e.contains(says), "{e}");
+        }
+        let unnamed = cell("").replace("name = \"a\"", "name = \" \"");
+        let e = format!("{:#}", Suite::parse(&unnamed, "s.toml").unwrap_err());
+        assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+        assert!(e.contains("name must not be empty"), "{e}");
+        Suite::parse(&cell("temperature = 0.7"), "s.toml").unwrap();
     }
 
     #[test]
@@ -520,14 +582,80 @@ arrival = "poisson:2.5"
     #[test]
     fn huge_cells_are_refused_not_overflowed() {
         // Found by review, replayed through `fuzzing::plan`: the sum overflowed.
-        let big = SUITE
-            .replace(
-                "prompt_tokens = 1000",
-                "prompt_tokens = 9223372036854775807",
-            )
-            .replace("max_tokens = 64", "max_tokens = 9223372036854775807");
-        let s = Suite::parse(&big, "t").unwrap();
+        // The suite's limits refuse these now; `check_fits` still must not overflow.
+        let mut s = Suite::parse(SUITE, "t").unwrap();
+        s.cells[0].prompt_tokens = 9223372036854775807;
+        s.cells[0].max_tokens = 9223372036854775807;
         assert!(s.cells[0].check_fits(u64::MAX - 1).is_err());
+    }
+
+    #[test]
+    fn what_a_suite_asks_for_is_bounded_at_parse_time_naming_line_and_field() {
+        use crate::config::limits::*;
+        let over = |n: u64| (n + 1).to_string();
+        for (from, to, field) in [
+            (
+                "requests = 4",
+                format!("requests = {}", over(MAX_CELL_REQUESTS as u64)),
+                "requests",
+            ),
+            (
+                "requests = 4",
+                "requests = 1000000000".to_string(),
+                "requests",
+            ),
+            (
+                "requests = 4",
+                format!("requests = 4\nwarmup = {}", over(MAX_WARMUP as u64)),
+                "warmup",
+            ),
+            (
+                "concurrency = 2",
+                format!("concurrency = {}", over(MAX_CONCURRENCY as u64)),
+                "concurrency",
+            ),
+            (
+                "arrival = \"poisson:2.5\"",
+                "arrival = \"constant:1e9\"".to_string(),
+                "arrival rate",
+            ),
+            (
+                "prompt_tokens = 1000",
+                format!("prompt_tokens = {}", over(MAX_PROMPT_TOKENS)),
+                "prompt_tokens",
+            ),
+            (
+                "max_tokens = 64",
+                format!("max_tokens = {}", over(MAX_OUTPUT_TOKENS)),
+                "max_tokens",
+            ),
+        ] {
+            let text = SUITE.replace(from, &to);
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+            assert!(e.contains(&format!("cell 'a': {field}")), "{e}");
+            assert!(e.contains("above the maximum"), "{e}");
+        }
+        let at_max = SUITE.replace("requests = 4", &format!("requests = {MAX_CELL_REQUESTS}"));
+        Suite::parse(&at_max, "s.toml").unwrap();
+        let turnover = |field: &str| {
+            format!("name = \"t\"\n\n[[turnover]]\nname = \"w\"\ncontract = \"words\"\n{field}\n")
+        };
+        for (field, n) in [
+            ("requests", MAX_TURNOVER_REQUESTS as u64),
+            ("repeats", MAX_TURNOVER_REPEATS as u64),
+            ("concurrency", MAX_CONCURRENCY as u64),
+            ("words", MAX_TURNOVER_WORDS as u64),
+            ("max_tokens", MAX_OUTPUT_TOKENS),
+        ] {
+            let text = turnover(&format!("{field} = {}", over(n)));
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[turnover]]"), "{e}");
+            assert!(
+                e.contains(&format!("{field} = ")) && e.contains("above the maximum"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

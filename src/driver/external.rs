@@ -18,9 +18,10 @@ pub async fn wait_healthy(url: &str, health_path: &str, timeout: Duration) -> Re
         let left = timeout.saturating_sub(t0.elapsed());
         if left.is_zero() {
             bail!(
-                "external runtime {}: GET {health} did not answer 200 within {timeout:?} (last: {last}); \
+                "external runtime {}: GET {} did not answer 200 within {timeout:?} (last: {last}); \
                  infergate does not control it, so it cannot restart it",
-                crate::util::redact_url(url)
+                crate::util::redact_url(url),
+                crate::util::redact_url(&health)
             );
         }
         match http

@@ -440,19 +440,7 @@ const COLUMNS: [&str; 11] = [
 ];
 
 /// Per-request metrics kept in full in the artifact, for resampling and plots.
-const GATING_SAMPLES: &[&str] = &[
-    metric::TTFT_MS,
-    metric::TTFO_MS,
-    metric::E2E_MS,
-    metric::DECODE_TOK_S,
-    metric::TPOT_MS,
-    metric::PREFILL_TOK_S,
-    metric::PROMPT_TOKENS,
-    metric::COMPLETION_TOKENS,
-    metric::QUEUE_MS,
-    metric::TTFT_SCHED_MS,
-    metric::E2E_SCHED_MS,
-];
+const GATING_SAMPLES: &[&str] = metric::SAMPLES;
 
 /// Sort ascending in `f64::total_cmp` order, in O(n): an LSD radix sort on
 /// keys that order like `total_cmp` (sign bit flipped for positives, all bits

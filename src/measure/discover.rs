@@ -11,8 +11,16 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-/// Bound on each discovery request: these are small, local answers.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for each discovery request: these are small, local
+/// answers. A shorter first-byte timeout (`--first-byte-timeout`) bounds it
+/// further ([`discovery_wait`]).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long discovery waits for each answer under the run's timeouts: the
+/// first-byte and total timeouts, at most [`REQUEST_TIMEOUT`].
+pub fn discovery_wait(t: &crate::measure::client::Timeouts) -> Duration {
+    t.first_byte.min(t.total).min(REQUEST_TIMEOUT)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerInfo {
@@ -32,35 +40,43 @@ pub struct ServerInfo {
     pub llama_cpp: bool,
 }
 
-/// Ask `base_url` (without `/v1`) about itself.
+/// Ask `base_url` (without `/v1`) about itself, waiting at most `wait` for
+/// each answer.
 pub async fn discover(
     http: &reqwest::Client,
     base_url: &str,
     api_key: Option<&str>,
+    wait: Duration,
 ) -> Result<ServerInfo> {
     let base = base_url.trim_end_matches('/');
     let models_url = format!("{base}/v1/models");
-    let models = match get_json(http, &models_url, api_key).await? {
+    // What messages show: the URL with its credentials removed.
+    let shown = crate::util::redact(&models_url);
+    let models = match get_json(http, &models_url, api_key, wait).await? {
         Some(v) => v,
+        None if base.ends_with("/v1") => bail!(
+            "GET {shown}: not found (HTTP 404); the target ends in /v1, and infergate adds /v1 itself: give the server's base URL without /v1 ({})",
+            crate::util::redact(base.trim_end_matches("/v1"))
+        ),
         None => {
-            bail!("GET {models_url}: not found (HTTP 404); is this an OpenAI-compatible server?")
+            bail!("GET {shown}: not found (HTTP 404); is this an OpenAI-compatible server?")
         }
     };
     // Optional extras: a server without them (or failing on them) is still usable.
-    let props = get_json(http, &format!("{base}/props"), api_key)
+    let props = get_json(http, &format!("{base}/props"), api_key, wait)
         .await
         .ok()
         .flatten();
     let mut info =
-        server_info_from(&models, props.as_ref()).with_context(|| format!("GET {models_url}"))?;
+        server_info_from(&models, props.as_ref()).with_context(|| format!("GET {shown}"))?;
     if info.build.is_none()
-        && let Ok(Some(v)) = get_json(http, &format!("{base}/version"), api_key).await
+        && let Ok(Some(v)) = get_json(http, &format!("{base}/version"), api_key, wait).await
     {
         info.build = v.get("version").and_then(Value::as_str).map(str::to_string);
     }
     info.has_tokenize = matches!(
-        tokenize_with_key(http, base, api_key, "hello").await,
-        Ok(Some(_))
+        tokio::time::timeout(wait, tokenize_with_key(http, base, api_key, "hello")).await,
+        Ok(Ok(Some(_)))
     );
     Ok(info)
 }
@@ -83,6 +99,7 @@ pub async fn tokenize_with_key(
     text: &str,
 ) -> Result<Option<usize>> {
     let url = format!("{}/tokenize", base_url.trim_end_matches('/'));
+    let shown = crate::util::redact(&url);
     let body = json!({
         "content": text,
         "add_special": false,
@@ -95,7 +112,7 @@ pub async fn tokenize_with_key(
     }
     let resp = send_retrying(req)
         .await
-        .with_context(|| format!("POST {url}"))?;
+        .with_context(|| format!("POST {shown}"))?;
     let status = resp.status();
     if is_absent(status) {
         return Ok(None);
@@ -103,15 +120,19 @@ pub async fn tokenize_with_key(
     let text_body = resp
         .text()
         .await
-        .with_context(|| format!("POST {url}: reading the response"))?;
+        .with_context(|| format!("POST {shown}: reading the response"))?;
     if !status.is_success() {
-        bail!("POST {url}: HTTP {status}: {}", snippet(&text_body));
+        bail!("POST {shown}: HTTP {status}: {}", snippet(&text_body));
     }
-    let v: Value = serde_json::from_str(&text_body)
-        .with_context(|| format!("POST {url}: response is not JSON: {}", snippet(&text_body)))?;
+    let v: Value = serde_json::from_str(&text_body).with_context(|| {
+        format!(
+            "POST {shown}: response is not JSON: {}",
+            snippet(&text_body)
+        )
+    })?;
     token_count(&v).map(Some).with_context(|| {
         format!(
-            "POST {url}: neither `count` nor a `tokens` array in {}",
+            "POST {shown}: neither `count` nor a `tokens` array in {}",
             snippet(&text_body)
         )
     })
@@ -173,14 +194,22 @@ async fn get_json(
     http: &reqwest::Client,
     url: &str,
     api_key: Option<&str>,
+    wait: Duration,
 ) -> Result<Option<Value>> {
-    let mut req = http.get(url).timeout(REQUEST_TIMEOUT);
+    let mut req = http.get(url).timeout(wait);
     if let Some(key) = api_key {
         req = req.bearer_auth(key);
     }
-    let resp = send_retrying(req)
-        .await
-        .with_context(|| format!("GET {url}"))?;
+    let url = crate::util::redact(url);
+    let resp = match send_retrying(req).await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => bail!(
+            "GET {url}: no answer within {:.1} s (discovery waits the first-byte timeout, --first-byte-timeout, at most {} s)",
+            wait.as_secs_f64(),
+            REQUEST_TIMEOUT.as_secs()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("GET {url}"))),
+    };
     let status = resp.status();
     if is_absent(status) {
         return Ok(None);

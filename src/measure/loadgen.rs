@@ -91,11 +91,11 @@ pub async fn drive_paced<T, F, Fut>(
             }
         }
         Pace::Arrival(arrival, seed) => {
-            open_loop(schedule(arrival, count, seed), concurrency, &tx, &job);
+            // Offsets made as they are reached: nothing per planned request up front.
+            open_loop(offsets(arrival, seed).take(count), concurrency, &tx, &job);
         }
-        Pace::At(mut offsets) => {
-            offsets.truncate(count);
-            open_loop(offsets, concurrency, &tx, &job);
+        Pace::At(at) => {
+            open_loop(at.into_iter().take(count), concurrency, &tx, &job);
         }
         Pace::Sessions { sessions, think } => {
             let sessions = Arc::new(sessions);
@@ -145,7 +145,7 @@ pub async fn drive_paced<T, F, Fut>(
 /// Open loop: job `i` is due at `offsets[i]` from now; at most `concurrency`
 /// in flight, and waiting for one of them counts as the job's queue time.
 fn open_loop<T, F, Fut>(
-    offsets: Vec<Duration>,
+    offsets: impl Iterator<Item = Duration> + Send + 'static,
     concurrency: usize,
     tx: &mpsc::UnboundedSender<T>,
     job: &Arc<F>,
@@ -183,22 +183,25 @@ const MAX_OFFSET_S: f64 = 10.0 * 365.0 * 86_400.0;
 
 /// Send offsets from the start of an open-loop run. Pure, seeded.
 pub fn schedule(arrival: Arrival, count: usize, seed: u64) -> Vec<Duration> {
+    offsets(arrival, seed).take(count).collect()
+}
+
+/// [`schedule`] as an endless iterator, each offset made when it is reached.
+pub fn offsets(arrival: Arrival, seed: u64) -> impl Iterator<Item = Duration> + Send + 'static {
     let mut rng = SplitMix64(seed);
     let mut t = 0.0f64;
-    (0..count)
-        .map(|_| {
-            let at = t;
-            t += match arrival {
-                Arrival::Closed => 0.0,
-                Arrival::Constant { rate } => 1.0 / rate,
-                // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
-                Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
-            };
-            // A rate like 1e-300/s parses; its offsets saturate at a decade
-            // rather than overflow `Duration` or the instant they are added to.
-            Duration::from_secs_f64(at.min(MAX_OFFSET_S))
-        })
-        .collect()
+    std::iter::repeat(()).map(move |_| {
+        let at = t;
+        t += match arrival {
+            Arrival::Closed => 0.0,
+            Arrival::Constant { rate } => 1.0 / rate,
+            // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
+            Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
+        };
+        // A rate like 1e-300/s parses; its offsets saturate at a decade
+        // rather than overflow `Duration` or the instant they are added to.
+        Duration::from_secs_f64(at.min(MAX_OFFSET_S))
+    })
 }
 
 /// Small, stable PRNG so schedules are reproducible across crate versions.

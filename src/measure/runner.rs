@@ -89,9 +89,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
         .timeout(Duration::from_secs(600))
         .build()
         .context("building HTTP client")?;
-    let info = discover::discover(&http, &base, key.as_deref())
-        .await
-        .with_context(|| format!("discovering the server at {base}"))?;
+    let info = discover::discover(
+        &http,
+        &base,
+        key.as_deref(),
+        discover::discovery_wait(&opts.timeouts),
+    )
+    .await
+    .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
     let cells = select_cells(&suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = info.context_window {
@@ -309,7 +314,8 @@ impl Session {
             RunPart::Block { first, count, .. } => first..first + count,
             _ => 0..cell.requests,
         };
-        let todo: Vec<usize> = range.clone().filter(|i| !done.contains(i)).collect();
+        // As ranges: memory follows what is done, never what is planned.
+        let todo = Missing::new(range.clone(), &done);
         if todo.is_empty() {
             let n = range.len();
             say(
@@ -373,9 +379,9 @@ impl Session {
             loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }
         // The server's window: after the warmup, around the measured requests.
-        let window = format!("{}/{}", self.nonce, todo[0]);
+        let window = format!("{}/{}", self.nonce, todo.nth(0));
         if let Some(s) = &self.scraper {
-            s.take(&cell.name, &window, Phase::Before, &scrape::ranges(&todo))
+            s.take(&cell.name, &window, Phase::Before, &todo.ranges)
                 .await?;
         }
         let during = self
@@ -383,7 +389,13 @@ impl Session {
             .as_ref()
             .and_then(|s| s.during(&cell.name, &window));
         let progress = Progress::new(opts, &cell.name, todo.len());
-        let pace = pace_of(cell, source_for(&self.nonce).as_deref(), &todo)?;
+        // Sessions and trace offsets need the indices themselves (workload
+        // cells only: plain cells keep ranges, nothing per planned request).
+        let listed: Vec<usize> = match &cell.workload {
+            Some(_) => (0..todo.len()).map(|k| todo.nth(k)).collect(),
+            None => Vec::new(),
+        };
+        let pace = pace_of(cell, source_for(&self.nonce).as_deref(), &listed)?;
         let measured = job(self.nonce.clone());
         let mut write_err: Option<anyhow::Error> = None;
         let todo = Arc::new(todo);
@@ -392,7 +404,7 @@ impl Session {
             pace,
             cell.concurrency,
             n,
-            move |k, s| measured(todo[k], s),
+            move |k, s| measured(todo.nth(k), s),
             |rec: RequestRecord| {
                 progress.done(rec.outcome != Outcome::Ok);
                 if write_err.is_none()
@@ -599,6 +611,58 @@ async fn run_turnover(
         runs.extend(done);
     }
     Ok(runs)
+}
+
+/// The requests of a range the journal lacks, as sorted half-open ranges:
+/// built from the finished ones, so its size follows what is done (already
+/// in memory), not what is planned (a cell may plan a million requests).
+#[derive(Debug, PartialEq)]
+struct Missing {
+    ranges: Vec<[usize; 2]>,
+    /// How many missing requests come before each range.
+    before: Vec<usize>,
+    len: usize,
+}
+
+impl Missing {
+    fn new(range: std::ops::Range<usize>, done: &BTreeSet<usize>) -> Missing {
+        let mut ranges = Vec::new();
+        let mut at = range.start;
+        for &d in done.range(range.clone()) {
+            if d > at {
+                ranges.push([at, d]);
+            }
+            at = d + 1;
+        }
+        if at < range.end {
+            ranges.push([at, range.end]);
+        }
+        let mut before = Vec::with_capacity(ranges.len());
+        let mut len = 0;
+        for r in &ranges {
+            before.push(len);
+            len += r[1] - r[0];
+        }
+        Missing {
+            ranges,
+            before,
+            len,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `k`-th missing request's index (`k < len`).
+    fn nth(&self, k: usize) -> usize {
+        let i = self.before.partition_point(|&b| b <= k) - 1;
+        self.ranges[i][0] + (k - self.before[i])
+    }
 }
 
 async fn loadgen_drive<F, Fut>(
@@ -857,5 +921,25 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_requests_are_ranges_of_what_is_not_done() {
+        let done: BTreeSet<usize> = [0, 1, 4, 7, 12].into();
+        let m = Missing::new(2..10, &done);
+        assert_eq!(m.ranges, vec![[2, 4], [5, 7], [8, 10]]);
+        assert_eq!(m.len(), 6);
+        let all: Vec<usize> = (0..m.len()).map(|k| m.nth(k)).collect();
+        assert_eq!(all, vec![2, 3, 5, 6, 8, 9]);
+        assert!(Missing::new(0..2, &done).is_empty());
+        // A billion planned requests, none done: one range, nothing per request.
+        let huge = Missing::new(0..1_000_000_000, &BTreeSet::new());
+        assert_eq!(huge.ranges, vec![[0, 1_000_000_000]]);
+        assert_eq!(huge.nth(999_999_999), 999_999_999);
     }
 }

@@ -185,6 +185,7 @@ impl PromptSizer {
     /// Prompt tokens of a chat request of these messages, from the server's usage.
     pub async fn messages_prompt_tokens(&self, messages: Value) -> Result<u64> {
         let url = format!("{}/v1/chat/completions", self.base_url);
+        let shown = crate::util::redact(&url);
         let body = json!({
             "model": self.model,
             "messages": messages,
@@ -199,21 +200,21 @@ impl PromptSizer {
         let resp = req
             .send()
             .await
-            .with_context(|| format!("POST {url} (prompt sizing)"))?;
+            .with_context(|| format!("POST {shown} (prompt sizing)"))?;
         let status = resp.status();
         let v: Value = resp
             .json()
             .await
-            .with_context(|| format!("POST {url}: response is not JSON"))?;
+            .with_context(|| format!("POST {shown}: response is not JSON"))?;
         if !status.is_success() {
             bail!(
-                "POST {url} (prompt sizing): HTTP {status}: {}",
+                "POST {shown} (prompt sizing): HTTP {status}: {}",
                 crate::measure::record::bounded(&v.to_string(), 300)
             );
         }
         v.pointer("/usage/prompt_tokens")
             .and_then(Value::as_u64)
-            .with_context(|| format!("POST {url}: response has no usage.prompt_tokens"))
+            .with_context(|| format!("POST {shown}: response has no usage.prompt_tokens"))
     }
 
     /// Token count of raw text: the tokenizer file, else `/tokenize`.
@@ -222,6 +223,7 @@ impl PromptSizer {
             return f.count(text);
         }
         let url = format!("{}/tokenize", self.base_url);
+        let shown = crate::util::redact(&url);
         let mut req = self
             .http
             .post(&url)
@@ -232,16 +234,16 @@ impl PromptSizer {
         let v: Value = req
             .send()
             .await
-            .with_context(|| format!("POST {url}"))?
+            .with_context(|| format!("POST {shown}"))?
             .json()
             .await
-            .with_context(|| format!("POST {url}: response is not JSON"))?;
+            .with_context(|| format!("POST {shown}: response is not JSON"))?;
         if let Some(t) = v.get("tokens").and_then(Value::as_array) {
             return Ok(t.len() as u64);
         }
         v.get("count")
             .and_then(Value::as_u64)
-            .with_context(|| format!("POST {url}: neither tokens nor count in response"))
+            .with_context(|| format!("POST {shown}: neither tokens nor count in response"))
     }
 
     /// Find the filler length that makes a `cell` prompt hit its target.

@@ -1528,8 +1528,14 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
     })
 }
 
-/// `<plan name>-<UTC yyyymmddThhmmssZ>`.
+/// `<plan name>-<UTC yyyymmddThhmmssZ>-<8 hex digits>`: the suffix (from
+/// the OS-seeded hasher keys, the process id, the clock's nanoseconds and a
+/// counter) keeps two qualifications of one plan started within the same
+/// second apart, in one process or in two.
 pub fn new_id(plan_name: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
     let clean: String = plan_name
         .chars()
         .map(|c| {
@@ -1540,7 +1546,16 @@ pub fn new_id(plan_name: &str) -> String {
             }
         })
         .collect();
-    format!("{clean}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"))
+    let now = chrono::Utc::now();
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_i64(now.timestamp_nanos_opt().unwrap_or_default());
+    h.write_u64(SEQ.fetch_add(1, Ordering::Relaxed));
+    format!(
+        "{clean}-{}-{:08x}",
+        now.format("%Y%m%dT%H%M%SZ"),
+        h.finish() as u32
+    )
 }
 
 fn check_id(id: &str) -> Result<()> {
@@ -1580,6 +1595,20 @@ mod tests {
         let id = new_id("my plan/1");
         assert!(id.starts_with("my-plan-1-"), "{id}");
         assert!(check_id(&id).is_ok());
+    }
+
+    #[test]
+    fn two_qualifications_of_one_plan_in_one_second_get_two_ids() {
+        let ids: std::collections::BTreeSet<String> = (0..50).map(|_| new_id("plan")).collect();
+        assert_eq!(ids.len(), 50, "{ids:?}");
+        for id in &ids {
+            let (stamp, suffix) = id.strip_prefix("plan-").unwrap().split_once('-').unwrap();
+            assert_eq!(stamp.len(), "20260101T000000Z".len(), "{id}");
+            assert!(
+                suffix.len() == 8 && suffix.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{id}"
+            );
+        }
     }
 
     #[test]

@@ -63,7 +63,10 @@ pub async fn readmit(
 ) -> Result<Outcome> {
     let api_key = crate::util::api_key(target.api_key_env.as_deref())?;
     let mut checks = Vec::new();
-    let mut record = |c: Check| -> bool {
+    let mut record = |mut c: Check| -> bool {
+        // Details are printed and recorded in the ledger: a target's
+        // credentials never are.
+        c.detail = crate::util::redact(&c.detail);
         on_check(&c);
         let passed = c.passed;
         checks.push(c);
@@ -141,7 +144,14 @@ async fn identity(base_url: &str, api_key: Option<&str>, expected: &str) -> Chec
             };
         }
     };
-    match crate::measure::discover::discover(&http, base_url, api_key).await {
+    match crate::measure::discover::discover(
+        &http,
+        base_url,
+        api_key,
+        crate::measure::discover::REQUEST_TIMEOUT,
+    )
+    .await
+    {
         Ok(info) if info.model_id == expected => Check {
             name,
             passed: true,

@@ -144,9 +144,20 @@ fn docker_socket(out_dir: Option<&str>) -> PathBuf {
 pub async fn run(opts: &Options) -> Result<String> {
     let path = match &opts.ledger {
         Some(p) => p.clone(),
-        None => Location::default_location()?,
+        None => {
+            // The default ledger not made yet: nothing has been qualified here.
+            let p = Location::default_location()?;
+            if !p.exists() {
+                return Ok(if opts.json {
+                    "[]".to_string()
+                } else {
+                    format!("no qualifications (no ledger at {p} yet)\n")
+                });
+            }
+            p
+        }
     };
-    let ledger = Ledger::connect(&path)?;
+    let ledger = Ledger::connect_existing(&path)?;
     let all = collect(&ledger, opts.id.as_deref()).await?;
     if opts.json {
         return serde_json::to_string_pretty(&all).context("serializing status");
@@ -265,7 +276,7 @@ pub async fn stop(id: &str, ledger: Option<Location>, quiet: bool) -> Result<Str
         Some(p) => p,
         None => Location::default_location()?,
     };
-    let ledger = Ledger::connect(&path)?;
+    let ledger = Ledger::connect_existing(&path)?;
     let entries = ledger.entries(id)?;
     let plan_entry = entries
         .iter()

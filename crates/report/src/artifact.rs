@@ -22,6 +22,22 @@ pub mod metric {
     pub const E2E_SCHED_MS: &str = "e2e_sched_ms";
     pub const PROMPT_TOKENS: &str = "prompt_tokens";
     pub const COMPLETION_TOKENS: &str = "completion_tokens";
+
+    /// The per-request samples a run keeps (`cells[].samples`): what a
+    /// policy metric can gate on.
+    pub const SAMPLES: &[&str] = &[
+        TTFT_MS,
+        TTFO_MS,
+        E2E_MS,
+        DECODE_TOK_S,
+        TPOT_MS,
+        PREFILL_TOK_S,
+        PROMPT_TOKENS,
+        COMPLETION_TOKENS,
+        QUEUE_MS,
+        TTFT_SCHED_MS,
+        E2E_SCHED_MS,
+    ];
 }
 
 /// How a request ended, first failing check wins (transport → HTTP → stream → canary → output).

@@ -70,6 +70,67 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<
     write_atomic(path, &bytes)
 }
 
+/// A command asked to write over one of its own inputs.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to write {out}: it is the {what} this command reads ({input}); write the output to another path"
+)]
+pub struct OverwritesInput {
+    pub out: String,
+    pub what: String,
+    pub input: String,
+}
+
+/// Where `p` is, for comparing: the canonical path when it exists, else its
+/// canonical parent joined with its name (a file not written yet), else `p`
+/// made absolute.
+fn resolved(p: &Path) -> std::path::PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), p.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
+}
+
+/// Whether two paths name one file: the same resolved path, or (both
+/// existing) the same device and inode, which also catches hard links.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    if resolved(a) == resolved(b) {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.is_file() && x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    false
+}
+
+/// Refuse, before anything is written, an output that is one of the
+/// command's inputs (`(what, path)`, e.g. `("baseline run artifact", …)`).
+/// Every writer of a command-line output calls this first.
+pub fn refuse_overwriting_inputs(
+    out: &Path,
+    inputs: &[(&str, &Path)],
+) -> std::result::Result<(), OverwritesInput> {
+    match inputs.iter().find(|(_, input)| same_file(out, input)) {
+        Some((what, input)) => Err(OverwritesInput {
+            out: out.display().to_string(),
+            what: what.to_string(),
+            input: input.display().to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +143,30 @@ mod tests {
         write_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn an_output_naming_an_input_is_refused_however_it_is_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = dir.path().join("b");
+        std::fs::create_dir_all(&b).unwrap();
+        let input = b.join("run.json");
+        std::fs::write(&input, "{}").unwrap();
+        let via_dot = b.join(".").join("run.json");
+        let via_parent = b.join("..").join("b").join("run.json");
+        let link = dir.path().join("hard.json");
+        std::fs::hard_link(&input, &link).unwrap();
+        for out in [&input, &via_dot, &via_parent, &link] {
+            let e = refuse_overwriting_inputs(out, &[("baseline run artifact", &input)])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("refusing to write"), "{e}");
+            assert!(e.contains("baseline run artifact"), "{e}");
+        }
+        // A path that does not exist yet, and a sibling, are fine.
+        let fresh = b.join("report.json");
+        assert!(refuse_overwriting_inputs(&fresh, &[("input", &input)]).is_ok());
+        let nowhere = dir.path().join("no/such/dir/r.json");
+        assert!(refuse_overwriting_inputs(&nowhere, &[("input", &input)]).is_ok());
     }
 }

@@ -123,6 +123,19 @@ pub fn calibrate(
             differences: vec!["calibration needs at least two runs of the runtime".into()],
         });
     }
+    // A run given twice would be an A/A pair with no drift at all.
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            if let Some(why) = super::compare::same_run(&runs[i].1, &runs[j].1) {
+                return Err(CompareError::Incomparable {
+                    differences: vec![format!(
+                        "{} and {} are the same run ({why}): calibration needs distinct runs, or its drift floor is 0",
+                        runs[i].0, runs[j].0
+                    )],
+                });
+            }
+        }
+    }
     // Every pair must be comparable; compare() says why not.
     let mut aa = AaPairs {
         pairs: 0,
@@ -363,5 +376,45 @@ mod tests {
         let text = policy_with_drift(include_str!("../../../policies/default.toml"), snip).unwrap();
         let p = Policy::from_toml_str(&text, "t").unwrap();
         assert_eq!(p.gate.drift_sd_percent, 3.2);
+    }
+
+    #[test]
+    fn one_run_given_twice_is_refused_and_a_self_compare_says_so() {
+        let p = Policy::default();
+        let twice = vec![
+            ("a".to_string(), run(0.0, 1)),
+            ("b".to_string(), run(0.0, 1)),
+        ];
+        let e = calibrate(&twice, &p, "t").unwrap_err().to_string();
+        assert!(e.contains("a and b are the same run"), "{e}");
+        // Different samples, one journal: the same run.
+        let mut other = run(0.05, 2);
+        let journal = crate::artifact::JournalDigest {
+            file: "journal.jsonl".into(),
+            sha256: "ab".repeat(32),
+            records: 40,
+        };
+        other.provenance.journal = Some(journal.clone());
+        let mut first = run(0.0, 1);
+        first.provenance.journal = Some(journal);
+        let e = calibrate(
+            &[
+                ("x".into(), first.clone()),
+                ("y".into(), other),
+                ("z".into(), run(0.0, 3)),
+            ],
+            &p,
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("x and y are the same run") && e.contains("journal"),
+            "{e}"
+        );
+        let r = compare(&first, &first, &p).unwrap();
+        assert!(r.warnings[0].contains("the same run"), "{:?}", r.warnings);
+        let r = compare(&first, &run(0.0, 3), &p).unwrap();
+        assert!(!r.warnings.iter().any(|w| w.contains("the same run")));
     }
 }

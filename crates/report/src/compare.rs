@@ -860,6 +860,21 @@ fn cell_metrics(
     Ok((metrics, sample_pairs))
 }
 
+/// Why `a` and `b` are one run given twice, if they are: the same journal
+/// (by sha256), or the same artifact in every field. Compared with itself a
+/// run shows no difference by construction.
+pub fn same_run(a: &RunArtifact, b: &RunArtifact) -> Option<String> {
+    if let (Some(x), Some(y)) = (&a.provenance.journal, &b.provenance.journal)
+        && x.sha256 == y.sha256
+    {
+        return Some(format!(
+            "both were aggregated from the journal with sha256 {}",
+            x.sha256
+        ));
+    }
+    (a == b).then(|| "the two artifacts are identical".to_string())
+}
+
 pub fn compare(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
@@ -875,7 +890,7 @@ pub fn compare(
     }
     // A report made from a self-contradicting artifact would not verify.
     for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
-        let problems = super::verify::artifact_problems(a);
+        let problems = super::verify::consistency::artifact_problems(a);
         if !problems.is_empty() {
             return Err(CompareError::Inconsistent {
                 side,
@@ -954,6 +969,14 @@ pub fn compare(
     let (c_turnover, reference_notes) =
         reference::against_baseline(&baseline.turnover, &candidate.turnover);
     warnings.extend(reference_notes);
+    if let Some(why) = same_run(baseline, candidate) {
+        warnings.insert(
+            0,
+            format!(
+                "baseline and candidate are the same run ({why}): every difference is zero by construction, so this report compares nothing"
+            ),
+        );
+    }
     let b_runs = ordered_turnover(&baseline.turnover);
     let c_runs = ordered_turnover(&c_turnover);
     let b_counts = run_counts(Side::Baseline, &b_runs);

@@ -437,6 +437,7 @@ impl RawPolicy {
                     let inferred = split_quantile(&name);
                     named_consistently(&m, &name, inferred.as_ref())
                         .map_err(|(field, msg)| err(m.name.span(), at(field), msg))?;
+                    let sample_given = m.sample.is_some();
                     let sample = m
                         .sample
                         .or_else(|| inferred.as_ref().map(|(s, _)| s.clone()))
@@ -454,6 +455,18 @@ impl RawPolicy {
                                 "cannot tell the quantile of `{name}` (no _pNN part): give `quantile`"
                             ))
                         })?;
+                    // Refused here, not at the gate: a name no run records.
+                    if !crate::artifact::metric::SAMPLES.contains(&sample.as_str()) {
+                        let field = if sample_given { "sample" } else { "name" };
+                        return Err(err(
+                            m.name.span(),
+                            at(field),
+                            format!(
+                                "`{name}` gates on the sample `{sample}`, which no run records (runs record {})",
+                                crate::artifact::metric::SAMPLES.join(", ")
+                            ),
+                        ));
+                    }
                     let direction = m
                         .direction
                         .or_else(|| infer_direction(&sample))
@@ -839,7 +852,7 @@ mod tests {
                 "bootstrap.iterations",
             ),
             (
-                "[[metric]]\nname = \"a_p50_ms\"\n[[metric]]\nname = \"queue_depth\"\n",
+                "[[metric]]\nname = \"ttft_p50_ms\"\n[[metric]]\nname = \"queue_depth\"\n",
                 4,
                 "metric[1].name",
             ),
@@ -849,6 +862,16 @@ mod tests {
                 "metric[0].threshold_percent",
             ),
             ("threshold_percent = -1\n", 1, "threshold_percent"),
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\n\n[[metric]]\nname = \"foo_p50_ms\"\n",
+                5,
+                "metric[1].name",
+            ),
+            (
+                "[[metric]]\nname = \"q\"\nsample = \"foo_ms\"\nquantile = 0.5\n",
+                2,
+                "metric[0].sample",
+            ),
             ("[gate]\nspending = \"pocock\"\n", 2, "gate.spending"),
         ];
         for (text, line, field) in cases {

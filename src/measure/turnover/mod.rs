@@ -204,6 +204,13 @@ impl TurnoverSpec {
         if self.requests == 0 || self.concurrency == 0 || self.repeats == 0 {
             bail!("requests, concurrency and repeats must be > 0");
         }
+        crate::config::limits::check_turnover(
+            self.requests,
+            self.repeats,
+            self.concurrency,
+            self.words,
+            self.max_tokens,
+        )?;
         let total = (self.requests as u64).saturating_mul(self.repeats as u64);
         if total > canary::MARKER_SPACE {
             bail!(

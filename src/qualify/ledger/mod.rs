@@ -35,13 +35,14 @@ pub enum Location {
 }
 
 impl Location {
-    /// `postgres://…` or `postgresql://…`; `sqlite://PATH`; else a file path.
+    /// `postgres://…` or `postgresql://…`, or a libpq `key=value` connection
+    /// string (`host=… dbname=…`); `sqlite://PATH`; else a file path.
     pub fn parse(s: &str) -> Result<Location> {
         let s = s.trim();
         if s.is_empty() {
             bail!("the ledger location is empty");
         }
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") || is_libpq_keywords(s) {
             // Refused here, before anything prints or records it.
             pg::parse_url(s)?;
             return Ok(Location::Postgres(s.to_string()));
@@ -73,6 +74,15 @@ impl Location {
         Ok(Location::Sqlite(data.join("infergate/ledger.sqlite")))
     }
 
+    /// Whether there is a ledger here to read: a SQLite file that exists,
+    /// or any database (the server says when it is not there).
+    pub fn exists(&self) -> bool {
+        match self {
+            Location::Sqlite(p) => p.is_file(),
+            Location::Postgres(_) => true,
+        }
+    }
+
     /// Shared by several machines: its locks must live in the database.
     pub fn is_shared(&self) -> bool {
         matches!(self, Location::Postgres(_))
@@ -90,6 +100,39 @@ impl Location {
             other => other.clone(),
         })
     }
+}
+
+/// The keywords of a libpq connection string (`host=db port=5432 …`).
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslcert",
+    "sslkey",
+    "sslrootcert",
+    "target_session_attrs",
+    "service",
+    "channel_binding",
+    "keepalives",
+];
+
+/// Whether `s` reads as a libpq `key=value` connection string: its first
+/// word is a libpq keyword followed by `=`. Such a string is never a SQLite
+/// path (write `sqlite://host=x` or `./host=x` for a file of that name).
+fn is_libpq_keywords(s: &str) -> bool {
+    let Some((key, _)) = s.split_once('=') else {
+        return false;
+    };
+    LIBPQ_KEYWORDS.contains(&key.trim())
 }
 
 impl fmt::Display for Location {
@@ -156,8 +199,40 @@ impl fmt::Debug for Ledger {
 /// qualification for a SQLite ledger, a database lock for a shared one.
 /// Released when dropped, or by the kernel or the server if we die.
 pub enum QualificationLock {
-    File(std::fs::File),
+    File(FileLock),
     Database(pg::PgLock),
+}
+
+/// An `flock` on a qualification's `.lock` file, released by `LOCK_UN` when
+/// dropped.
+///
+/// Closing the descriptor alone is not enough: an flock belongs to the open
+/// file description, and a process forked by another thread (any `Command`
+/// spawn) holds a copy of every descriptor until it execs — `O_CLOEXEC`
+/// closes the copy only at exec. A lock dropped in that window stayed held
+/// by the child's copy, and a second `lock` a moment later failed with "in
+/// use by another infergate process" (the flaky
+/// `a_qualification_id_is_locked_by_one_infergate_at_a_time`). `LOCK_UN`
+/// releases the lock on the description itself, whoever else holds it.
+#[derive(Debug)]
+pub struct FileLock {
+    file: std::fs::File,
+}
+
+impl FileLock {
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own; no memory is involved.
+        unsafe {
+            libc::flock(self.file.as_raw_fd(), libc::LOCK_UN);
+        }
+    }
 }
 
 impl Ledger {
@@ -170,6 +245,19 @@ impl Ledger {
     pub fn connect(location: &Location) -> Result<Ledger> {
         let backend = match location {
             Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open(p)?),
+            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
+        };
+        Ok(Ledger {
+            backend,
+            location: location.clone(),
+        })
+    }
+
+    /// [`Ledger::connect`] for commands that only read: a SQLite ledger
+    /// that does not exist is an error, never created.
+    pub fn connect_existing(location: &Location) -> Result<Ledger> {
+        let backend = match location {
+            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_existing(p)?),
             Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
         };
         Ok(Ledger {
@@ -267,10 +355,12 @@ impl Ledger {
 
 /// One infergate at a time per qualification: a second `qualify --id` or a
 /// `decide` while one runs would start or stop runtimes under its feet.
-fn file_lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
+fn file_lock(out_dir: &Path, id: &str) -> Result<FileLock> {
     use std::os::fd::AsRawFd;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let path = out_dir.join(".lock");
+    // std opens with O_CLOEXEC: no runtime or engine infergate starts keeps
+    // the descriptor (and so the lock) past its exec.
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -284,7 +374,7 @@ fn file_lock(out_dir: &Path, id: &str) -> Result<std::fs::File> {
             path.display()
         );
     }
-    Ok(f)
+    Ok(FileLock { file: f })
 }
 
 /// What `infergate ledger migrate` did.
@@ -345,6 +435,24 @@ pub fn migrate(from: &Ledger, to: &Ledger) -> Result<Migrated> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_dropped_file_lock_is_free_while_a_forked_child_still_holds_its_descriptor() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let held = file_lock(dir.path(), "q").unwrap();
+        assert!(file_lock(dir.path(), "q").is_err(), "locked");
+        // What a child forked by another thread holds between fork and exec:
+        // a second descriptor of the same open file description.
+        // SAFETY: dup and close of a descriptor we own.
+        let copy = unsafe { libc::dup(held.file().as_raw_fd()) };
+        assert!(copy >= 0);
+        drop(held);
+        let again = file_lock(dir.path(), "q");
+        // SAFETY: `copy` is ours and closed once.
+        unsafe { libc::close(copy) };
+        again.expect("released when dropped, though a copy of its descriptor is still open");
+    }
 
     #[test]
     fn appends_in_order_and_refuses_rewrites() {

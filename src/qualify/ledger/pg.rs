@@ -32,7 +32,7 @@ pub struct Postgres {
 impl Postgres {
     pub fn connect(url: &str) -> Result<Postgres> {
         let config = config(url)?;
-        let shown = url.to_string();
+        let shown = crate::util::redact(url);
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), postgres::Error>>(1);
         std::thread::Builder::new()
@@ -257,13 +257,17 @@ fn migrate(c: &mut postgres::Client, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// The settings a `postgres://` URL names, refused when it holds a password:
+/// The settings a `postgres://` URL or libpq `key=value` string names,
+/// refused when it holds a password:
 /// the URL is printed and recorded. Errors show it with credentials removed.
 pub fn parse_url(url: &str) -> Result<postgres::Config> {
     let shown = crate::util::redact_url(url);
-    let config: postgres::Config = url
-        .parse()
-        .map_err(|e| anyhow!("ledger URL {shown}: {e}"))?;
+    let config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+        anyhow!(
+            "ledger URL {shown}: {}",
+            crate::util::redact(&e.to_string())
+        )
+    })?;
     if config.get_password().is_some() {
         bail!(
             "ledger URL {shown}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead"

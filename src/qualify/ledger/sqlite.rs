@@ -22,6 +22,28 @@ impl Sqlite {
         }
         let conn =
             Connection::open(path).with_context(|| format!("opening ledger {}", path.display()))?;
+        Sqlite::configure(conn, path)
+    }
+
+    /// Open the ledger at `path` only if it exists: for commands that read
+    /// (`status`, `stop`, `ledger migrate`'s source), which must never
+    /// create a ledger (a typo would look like an empty one).
+    pub fn open_existing(path: &Path) -> Result<Sqlite> {
+        if !path.is_file() {
+            anyhow::bail!(
+                "no ledger at {}: the file does not exist (this command does not create one; check the path)",
+                path.display()
+            );
+        }
+        // Without SQLITE_OPEN_CREATE: a file removed meanwhile is not made again.
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .with_context(|| format!("opening ledger {}", path.display()))?;
+        Sqlite::configure(conn, path)
+    }
+
+    fn configure(conn: Connection, path: &Path) -> Result<Sqlite> {
         // Another infergate (a `status` while `qualify` runs) may hold the lock briefly.
         conn.busy_timeout(Duration::from_secs(10))
             .with_context(|| format!("configuring ledger {}", path.display()))?;

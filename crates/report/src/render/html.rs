@@ -556,10 +556,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
 
 pub(super) fn render(v: &View) -> String {
     let mut out = String::new();
-    let title = format!(
-        "Runtime comparison: {}",
-        v.qualification.as_deref().unwrap_or("no qualification")
-    );
+    let title = format!("Runtime comparison: {}", v.headline());
     let _ = writeln!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>",

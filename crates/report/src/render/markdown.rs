@@ -68,11 +68,7 @@ fn head(out: &mut String, cells: &[(&str, bool)]) {
 
 pub(super) fn render(v: &View) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "## Runtime comparison: {}\n",
-        md(v.qualification.as_deref().unwrap_or("no qualification"))
-    );
+    let _ = writeln!(out, "## Runtime comparison: {}\n", md(&v.headline()));
     let _ = writeln!(
         out,
         "- baseline: {}\n- candidate: {}\n- schema: {}\n",

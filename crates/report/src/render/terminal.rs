@@ -195,6 +195,9 @@ pub(super) fn render(v: &View, color: bool) -> String {
         paint("infergate comparison", Some(BOLD), color),
         v.schema.as_deref().unwrap_or("no schema")
     );
+    if !v.disagreements.is_empty() {
+        let _ = writeln!(out, "{}", paint(&v.headline(), Some(RED), color));
+    }
     let _ = writeln!(
         out,
         "  baseline   {}",

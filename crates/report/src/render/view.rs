@@ -47,6 +47,23 @@ pub struct View {
     pub disagreements: Vec<Disagreement>,
 }
 
+impl View {
+    /// The heading every renderer leads with: the qualification, unless the
+    /// report fails verification — then that failure, since none of the
+    /// report's own claims (its qualification included) can be trusted.
+    pub fn headline(&self) -> String {
+        let q = self.qualification.as_deref().unwrap_or("no qualification");
+        if self.disagreements.is_empty() {
+            q.to_string()
+        } else {
+            format!(
+                "VERIFICATION FAILED ({} disagreement(s)): this report contradicts itself; its qualification ({q}) is not to be trusted",
+                self.disagreements.len()
+            )
+        }
+    }
+}
+
 pub struct CellView {
     pub name: String,
     pub baseline_requests: Option<u64>,

@@ -26,6 +26,7 @@
 
 mod cells;
 pub mod checker;
+pub(crate) mod consistency;
 mod gates;
 mod params;
 mod recompute;
@@ -145,11 +146,6 @@ fn limits(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
 
 use params::Params;
 
-/// What in one run artifact contradicts itself, so that `compare` can
-/// refuse it rather than write a report `verify` rejects: each turnover
-/// run's counts against its failure records (as for a report's runs, and
-/// repeats numbered 0, 1, … per name), each cell's counts and eligibility.
-/// Paths are the artifact's (`turnover[1].contaminated`, `cells[0].failed`).
 /// The policy a report declares, rebuilt from its `policy` and `statistics`
 /// blocks (for making the report again from its runs: `infergate::audit`).
 pub fn policy_of(root: &Map<String, Value>) -> Result<crate::Policy, String> {
@@ -161,55 +157,6 @@ pub fn policy_of(root: &Map<String, Value>) -> Result<crate::Policy, String> {
 /// `root`, as disagreements in `ck`.
 pub fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expected: &crate::Report) {
     recompute::expect_report(ck, root, expected);
-}
-
-pub(crate) fn artifact_problems(a: &crate::artifact::RunArtifact) -> Vec<Disagreement> {
-    let mut ck = Checker::default();
-    let mut repeats: std::collections::BTreeMap<&str, usize> = Default::default();
-    for (i, t) in a.turnover.iter().enumerate() {
-        let key = format!("turnover[{i}]");
-        let v = serde_json::to_value(t).unwrap_or(Value::Null);
-        turnover_runs::check_artifact_run(&mut ck, &key, &v);
-        let next = repeats.entry(t.name.as_str()).or_default();
-        if t.repeat != *next {
-            ck.push(
-                format!("{key}.repeat"),
-                t.repeat.to_string(),
-                format!(
-                    "{next}: the runs of `{}` are numbered 0, 1, … in order",
-                    t.name
-                ),
-            );
-        }
-        *next += 1;
-    }
-    for (i, c) in a.cells.iter().enumerate() {
-        let p = |k: &str| format!("cells[{i}].{k}");
-        if c.failed > c.requests || c.succeeded + c.failed != c.requests {
-            ck.push(
-                p("failed"),
-                c.failed.to_string(),
-                format!("requests {} − succeeded {}", c.requests, c.succeeded),
-            );
-        }
-        if c.performance_eligible && c.failed > 0 {
-            ck.push(
-                p("performance_eligible"),
-                "true".into(),
-                "false: the cell has failed requests",
-            );
-        }
-        for (k, v) in &c.samples {
-            if v.len() > c.requests {
-                ck.push(
-                    p(&format!("samples.{k}")),
-                    format!("{} values", v.len()),
-                    format!("at most requests ({})", c.requests),
-                );
-            }
-        }
-    }
-    ck.out
 }
 
 #[cfg(test)]

@@ -1,0 +1,81 @@
+//! The most a suite may ask for, checked when it is read (the error names
+//! the file, the line of the `[[cell]]` or `[[turnover]]` table, and the
+//! field). Far beyond any qualification worth running, they are there so a
+//! typo (`requests = 1000000000`) is refused at once rather than found by
+//! the allocator or after days of sending. Documented in the README
+//! (paragraph "Limits", beside the suites).
+
+use anyhow::{Result, bail};
+
+/// Measured requests of one cell.
+pub const MAX_CELL_REQUESTS: usize = 1_000_000;
+/// Warmup requests of one cell.
+pub const MAX_WARMUP: usize = 100_000;
+/// Requests in flight at once (a cell's or a turnover workload's `concurrency`).
+pub const MAX_CONCURRENCY: usize = 4_096;
+/// An open-loop arrival rate (`constant:R`, `poisson:R`), requests per second.
+pub const MAX_RATE_PER_S: f64 = 100_000.0;
+/// A cell's `prompt_tokens`.
+pub const MAX_PROMPT_TOKENS: u64 = 2_000_000;
+/// A cell's or a turnover workload's `max_tokens`.
+pub const MAX_OUTPUT_TOKENS: u64 = 1_000_000;
+/// A cell's `tolerance_percent`.
+pub const MAX_TOLERANCE_PERCENT: f64 = 100.0;
+/// Requests of one turnover workload, per repeat.
+pub const MAX_TURNOVER_REQUESTS: usize = 100_000;
+/// Repeats of one turnover workload.
+pub const MAX_TURNOVER_REPEATS: usize = 1_000;
+/// `words` a turnover words prompt asks for.
+pub const MAX_TURNOVER_WORDS: usize = 10_000;
+
+/// `field` = `value`, refused above `max`.
+pub fn at_most<T: PartialOrd + std::fmt::Display>(field: &str, value: T, max: T) -> Result<()> {
+    if value > max {
+        bail!("{field} = {value} is above the maximum of {max} a suite may ask for");
+    }
+    Ok(())
+}
+
+/// A cell's fields against the maxima (`rate` from its arrival, if open loop).
+pub fn check_cell(
+    requests: usize,
+    warmup: usize,
+    concurrency: usize,
+    rate: Option<f64>,
+    prompt_tokens: u64,
+    max_tokens: u64,
+    tolerance_percent: f64,
+) -> Result<()> {
+    at_most("requests", requests, MAX_CELL_REQUESTS)?;
+    at_most("warmup", warmup, MAX_WARMUP)?;
+    at_most("concurrency", concurrency, MAX_CONCURRENCY)?;
+    if let Some(rate) = rate {
+        at_most("arrival rate (req/s)", rate, MAX_RATE_PER_S)?;
+    }
+    at_most("prompt_tokens", prompt_tokens, MAX_PROMPT_TOKENS)?;
+    at_most("max_tokens", max_tokens, MAX_OUTPUT_TOKENS)?;
+    at_most(
+        "tolerance_percent",
+        tolerance_percent,
+        MAX_TOLERANCE_PERCENT,
+    )?;
+    Ok(())
+}
+
+/// A turnover workload's fields against the maxima.
+pub fn check_turnover(
+    requests: usize,
+    repeats: usize,
+    concurrency: usize,
+    words: usize,
+    max_tokens: Option<u64>,
+) -> Result<()> {
+    at_most("requests", requests, MAX_TURNOVER_REQUESTS)?;
+    at_most("repeats", repeats, MAX_TURNOVER_REPEATS)?;
+    at_most("concurrency", concurrency, MAX_CONCURRENCY)?;
+    at_most("words", words, MAX_TURNOVER_WORDS)?;
+    if let Some(m) = max_tokens {
+        at_most("max_tokens", m, MAX_OUTPUT_TOKENS)?;
+    }
+    Ok(())
+}

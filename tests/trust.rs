@@ -1,0 +1,469 @@
+//! Issue #26: the command line's failure modes, tried as a user would, with
+//! no engine: no command writes over its own inputs, secrets in targets and
+//! ledger addresses are never printed or written, read-only commands create
+//! nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn infergate(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("INFERGATE_LEDGER")
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn example_report() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/runtime-profile-comparison.example.json")
+}
+
+/// Asserts the command failed before writing, naming the refusal, and left
+/// `kept` as it was.
+fn assert_refused_overwrite(o: &Output, kept: &Path, before: &[u8]) {
+    assert!(!o.status.success(), "exit 0: {}", stderr(o));
+    assert!(
+        stderr(o).contains("refusing to write"),
+        "not refused as an overwrite: {}",
+        stderr(o)
+    );
+    assert_eq!(
+        std::fs::read(kept).unwrap(),
+        before,
+        "{} changed",
+        kept.display()
+    );
+}
+
+#[test]
+fn no_writer_overwrites_its_own_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for side in ["b", "c"] {
+        std::fs::create_dir_all(d.join(side)).unwrap();
+        std::fs::write(
+            d.join(side).join("run.json"),
+            format!("{{\"side\": \"{side}\"}}\n"),
+        )
+        .unwrap();
+    }
+    let b_run = d.join("b/run.json");
+    let before = std::fs::read(&b_run).unwrap();
+
+    // compare, spelled as given and through `./`.
+    for out in ["b/run.json", "./b/../b/run.json", "c/run.json"] {
+        let o = infergate(d, &["compare", "b/run.json", "c/run.json", "-o", out]);
+        let kept = d.join(out);
+        let was = std::fs::read(&kept).unwrap();
+        assert_refused_overwrite(&o, &kept, &was);
+    }
+    std::fs::write(d.join("policy.toml"), "threshold_percent = 5.0\n").unwrap();
+    let pol = std::fs::read(d.join("policy.toml")).unwrap();
+    let o = infergate(
+        d,
+        &[
+            "compare",
+            "b/run.json",
+            "c/run.json",
+            "--policy",
+            "policy.toml",
+            "-o",
+            "policy.toml",
+        ],
+    );
+    assert_refused_overwrite(&o, &d.join("policy.toml"), &pol);
+
+    // report: the rendered text over the JSON it renders.
+    std::fs::copy(example_report(), d.join("r.json")).unwrap();
+    let r = std::fs::read(d.join("r.json")).unwrap();
+    let o = infergate(d, &["report", "r.json", "--format", "html", "-o", "r.json"]);
+    assert_refused_overwrite(&o, &d.join("r.json"), &r);
+    // …and to a new file it still works.
+    let o = infergate(d, &["report", "r.json", "--format", "html", "-o", "r.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // calibrate: -o or --write-policy naming a run (directory or file) or the policy.
+    let o = infergate(d, &["calibrate", "b", "c", "-o", "b/run.json"]);
+    assert_refused_overwrite(&o, &b_run, &before);
+    let o = infergate(
+        d,
+        &[
+            "calibrate",
+            "b/run.json",
+            "c",
+            "-o",
+            "cal.json",
+            "--write-policy",
+            "b/run.json",
+        ],
+    );
+    assert_refused_overwrite(&o, &b_run, &before);
+    let o = infergate(
+        d,
+        &[
+            "calibrate",
+            "b",
+            "c",
+            "--policy",
+            "policy.toml",
+            "-o",
+            "cal.json",
+            "--write-policy",
+            "policy.toml",
+        ],
+    );
+    assert_refused_overwrite(&o, &d.join("policy.toml"), &pol);
+    assert!(
+        !d.join("cal.json").exists(),
+        "calibrate wrote before refusing"
+    );
+}
+
+/// Every file under `dir` (names and contents) and both streams of every
+/// output: none may hold `secret`.
+fn assert_no_secret(dir: &Path, outputs: &[(&str, &Output)]) {
+    for (what, o) in outputs {
+        for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains("secret"),
+                "{what}: {stream} holds the secret: {text}"
+            );
+        }
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                !name.contains("secret"),
+                "a file is named with the secret: {}",
+                p.display()
+            );
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("secret"),
+                    "{} holds the secret",
+                    p.display()
+                );
+            }
+        }
+    }
+}
+
+/// A loopback server that lists one model at `/v1/models`, answers other
+/// GETs with 404 and every POST with HTTP 500: discovery succeeds, prompt
+/// sizing fails.
+fn models_only_server() -> u16 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let mut r = BufReader::new(conn);
+            let mut first = String::new();
+            if r.read_line(&mut first).is_err() {
+                continue;
+            }
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            let (status, body) = if first.starts_with("GET /v1/models ") {
+                (
+                    "200 OK",
+                    r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#,
+                )
+            } else if first.starts_with("GET ") {
+                ("404 Not Found", r#"{"error":"not found"}"#)
+            } else {
+                ("500 Internal Server Error", r#"{"error":"no"}"#)
+            };
+            let _ = write!(
+                r.get_mut(),
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn secrets_in_targets_and_ledger_addresses_are_never_printed_or_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "postgres://alice@127.0.0.1:1/db?password=secret",
+        ],
+    );
+    assert!(!url.status.success());
+    assert!(stderr(&url).contains("password"), "{}", stderr(&url));
+    // A libpq key=value string is PostgreSQL, refused for its password: never a SQLite file.
+    let kv = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "host=127.0.0.1 port=1 password=secret",
+        ],
+    );
+    assert!(!kv.status.success());
+    assert!(stderr(&kv).contains("holds a password"), "{}", stderr(&kv));
+    let kv_nopw = infergate(
+        d,
+        &[
+            "status",
+            "--ledger",
+            "host=127.0.0.1 port=1 dbname=ledgerdb",
+        ],
+    );
+    assert!(!kv_nopw.status.success());
+    assert!(
+        stderr(&kv_nopw).contains("connecting to ledger"),
+        "{}",
+        stderr(&kv_nopw)
+    );
+    // The same string as the environment's ledger.
+    let env = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .args(["status"])
+        .env("INFERGATE_LEDGER", "host=127.0.0.1 port=1 password=secret")
+        .output()
+        .unwrap();
+    assert!(!env.status.success());
+
+    // A target with userinfo: a refused connection (discovery), then a
+    // server that lists a model but fails every request (sizing).
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let cell = [
+        "--prompt-tokens",
+        "10",
+        "--max-tokens",
+        "4",
+        "--requests",
+        "2",
+    ];
+    let target = format!("http://user:secret@127.0.0.1:{closed_port}");
+    let mut args = vec!["run", "--target", &target, "--out", "discovery"];
+    args.extend(cell);
+    let discovery = infergate(d, &args);
+    assert!(!discovery.status.success());
+    assert!(
+        stderr(&discovery).contains("discovering"),
+        "{}",
+        stderr(&discovery)
+    );
+    let target = format!("http://user:secret@127.0.0.1:{}", models_only_server());
+    let mut args = vec!["run", "--target", &target, "--out", "sizing"];
+    args.extend(cell);
+    let sizing = infergate(d, &args);
+    assert!(!sizing.status.success());
+    assert!(stderr(&sizing).contains("sizing"), "{}", stderr(&sizing));
+    assert!(stderr(&sizing).contains("127.0.0.1"), "{}", stderr(&sizing));
+
+    let outputs = [
+        ("postgres URL", &url),
+        ("libpq string", &kv),
+        ("libpq string without password", &kv_nopw),
+        ("INFERGATE_LEDGER", &env),
+        ("discovery", &discovery),
+        ("sizing", &sizing),
+    ];
+    assert_no_secret(d, &outputs);
+    for (what, o) in outputs {
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("user:"),
+            "{what}: {}",
+            stderr(o)
+        );
+    }
+    // Nothing but the run directories' suites: no ledger file was created.
+    let mut names: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["discovery", "sizing"]);
+}
+
+#[test]
+fn read_only_commands_create_no_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let missing = d.join("no/such/dir/x.sqlite");
+    let o = infergate(d, &["status", "--ledger", missing.to_str().unwrap()]);
+    assert!(
+        !o.status.success(),
+        "status on a missing ledger exited 0: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    let o = infergate(d, &["stop", "q", "--ledger", "typo.sqlite"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    let o = infergate(d, &["ledger", "migrate", "typo.sqlite", "out.sqlite"]);
+    assert!(
+        !o.status.success(),
+        "migrate from a missing ledger exited 0: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("typo.sqlite"), "{}", stderr(&o));
+    assert!(!d.join("no").exists(), "status created directories");
+    let left: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "read-only commands created {left:?}");
+    // The default ledger not made yet: an empty answer, and still nothing created.
+    let o = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .arg("status")
+        .env_remove("INFERGATE_LEDGER")
+        .env("XDG_DATA_HOME", d.join("data"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no qualifications"));
+    assert!(
+        !d.join("data").exists(),
+        "status created the default ledger"
+    );
+}
+
+#[test]
+fn a_run_compared_with_itself_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("b")).unwrap();
+    std::fs::write(d.join("b/run.json"), "{}").unwrap();
+    let o = infergate(
+        d,
+        &["compare", "b/run.json", "./b/run.json", "-o", "r.json"],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("are the same file"), "{}", stderr(&o));
+    assert!(!d.join("r.json").exists());
+}
+
+#[test]
+fn a_target_ending_in_v1_gets_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("http://127.0.0.1:{}/v1", models_only_server());
+    let o = infergate(
+        dir.path(),
+        &[
+            "run",
+            "--target",
+            &target,
+            "--out",
+            "o",
+            "--prompt-tokens",
+            "10",
+            "--max-tokens",
+            "4",
+            "--requests",
+            "1",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("/v1/v1/models"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("without /v1"), "{}", stderr(&o));
+}
+
+#[test]
+fn discovery_waits_the_first_byte_timeout_not_a_fixed_30_s() {
+    // Accepts every connection and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("http://127.0.0.1:{port}");
+    let o = infergate(
+        dir.path(),
+        &[
+            "run",
+            "--target",
+            &target,
+            "--first-byte-timeout",
+            "1",
+            "--out",
+            "o",
+            "--prompt-tokens",
+            "10",
+            "--max-tokens",
+            "4",
+            "--requests",
+            "1",
+        ],
+    );
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("no answer within 1.0 s"), "{e}");
+    assert!(e.contains("--first-byte-timeout"), "{e}");
+}
+
+#[test]
+fn a_suite_asking_for_a_billion_requests_is_refused_when_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("suite.toml"),
+        "name = \"typo\"\n\n[[cell]]\nname = \"c\"\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1000000000\n",
+    )
+    .unwrap();
+    // Nothing listens there: the suite must be refused before any contact.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let o = infergate(
+        d,
+        &[
+            "run",
+            "--target",
+            &target,
+            "--suite",
+            "suite.toml",
+            "--out",
+            "o",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("suite.toml: line 3: [[cell]]"), "{e}");
+    assert!(
+        e.contains("requests = 1000000000 is above the maximum"),
+        "{e}"
+    );
+    assert!(!e.contains("discovering"), "{e}");
+}
