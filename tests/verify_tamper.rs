@@ -102,6 +102,7 @@ fn failure(index: usize) -> TurnoverFailure {
 fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
     TurnoverRun {
         references: vec![],
+        reference_tokens: vec![],
         name: "turnover".into(),
         repeat,
         contract: "words".into(),

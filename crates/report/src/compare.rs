@@ -950,9 +950,10 @@ pub fn compare(
     let evidence_gate = evidence_gate(evidence_parts);
 
     // The candidate's reference texts held against the baseline's: changed
-    // greedy output fails those requests, and a warning says where.
-    let (c_turnover, reference_notes) =
-        reference::against_baseline(&baseline.turnover, &candidate.turnover);
+    // greedy output the quality policy does not pass fails those requests,
+    // and a warning says where.
+    let (c_turnover, reference_notes, reference_comparison) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
     warnings.extend(reference_notes);
     let b_runs = ordered_turnover(&baseline.turnover);
     let c_runs = ordered_turnover(&c_turnover);
@@ -1075,5 +1076,6 @@ pub fn compare(
         }),
         decision: Some(Decision::pending()),
         warnings,
+        reference_comparison,
     })
 }

@@ -469,6 +469,7 @@ pub fn summarize(
         contaminated: 0,
         failures: Vec::new(),
         references: Vec::new(),
+        reference_tokens: Vec::new(),
     };
     for j in judged {
         run.requests += 1;
