@@ -854,6 +854,21 @@ fn reference_pairs_are_classified_and_the_policy_decides_which_fail() {
         (&run["failed"], &run["failures"][0]["request_index"]),
         (&json!(1), &json!(1))
     );
+    // One line per divergence in the terminal, with both tokens and the gaps.
+    let t = report::terminal(&v, false);
+    assert!(
+        t.contains("✗ hard ref repeat 0 request 1 at token 1: baseline \" dog\" -0.100 vs candidate \" cat\" -0.200; gaps 3.000 / 1.800 nats"),
+        "{t}"
+    );
+    assert!(
+        t.contains("✓ near_tie ref repeat 0 request 0 at token 1"),
+        "{t}"
+    );
+    assert!(
+        t.contains("3 pairs: 1 identical, 1 near-tie, 1 hard"),
+        "{t}"
+    );
+    assert!(report::markdown(&v).contains("### Reference pairs"));
     // `exact` (the default) fails the near-tie too, as before #28.
     let v = reference_report(CrossRuntime::Exact);
     assert_eq!(v["candidate_turnover_repeat_2"]["failed"], 2);
