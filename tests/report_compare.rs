@@ -124,6 +124,7 @@ fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
             })
             .collect(),
         references: vec![],
+        reference_tokens: vec![],
     }
 }
 

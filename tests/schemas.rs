@@ -166,6 +166,91 @@ fn the_seed_report_validates_and_its_required_fields_are_required() {
     assert!(v.check(v.report, &wrong).is_err(), "another schema version");
 }
 
+/// A report's `reference_comparison` (every class, tokens with bytes, ids
+/// and a side that ended) validates, and its class is required.
+#[test]
+fn a_reference_comparison_validates() {
+    use infergate::artifact::TurnoverRun;
+    use infergate::report::agreement::{TokenLogprob, TopLogprob};
+    use infergate::report::policy::QualityPolicy;
+    use infergate::report::reference::against_baseline;
+    let tok = |t: &str, lp: f64, alt: &[(&str, f64)]| TokenLogprob {
+        token: t.into(),
+        bytes: (t == "\u{fffd}").then(|| vec![0xE2]),
+        id: Some(7),
+        logprob: lp,
+        top: alt
+            .iter()
+            .map(|(a, l)| TopLogprob {
+                token: (*a).into(),
+                bytes: None,
+                logprob: *l,
+            })
+            .collect(),
+    };
+    let run = |texts: &[&str], toks: Vec<Option<Vec<TokenLogprob>>>| TurnoverRun {
+        name: "ref".into(),
+        repeat: 0,
+        contract: "reference".into(),
+        concurrency: 1,
+        requests: texts.len(),
+        exact_output_passed: texts.len(),
+        failed: 0,
+        responses_received: texts.len(),
+        performance_eligible: false,
+        contaminated: 0,
+        failures: vec![],
+        references: texts.iter().map(|t| Some(t.to_string())).collect(),
+        reference_tokens: toks,
+    };
+    let b = run(
+        &["ab", "x", "\u{fffd}", "q"],
+        vec![
+            Some(vec![
+                tok("a", -0.1, &[("a", -0.1)]),
+                tok("b", -0.3, &[("b", -0.3), ("c", -0.4)]),
+            ]),
+            Some(vec![tok("x", -0.2, &[("x", -0.2)])]),
+            Some(vec![tok("\u{fffd}", -0.2, &[])]),
+            None,
+        ],
+    );
+    let c = run(
+        &["ac", "xy", "\u{fffd}", "r"],
+        vec![
+            Some(vec![
+                tok("a", -0.1, &[("a", -0.1)]),
+                tok("c", -0.35, &[("c", -0.35), ("b", -0.36)]),
+            ]),
+            Some(vec![
+                tok("x", -0.2, &[("x", -0.2)]),
+                tok("y", -0.1, &[("y", -0.1)]),
+            ]),
+            Some(vec![tok("\u{fffd}", -0.2, &[])]),
+            None,
+        ],
+    );
+    let (_, _, cmp) = against_baseline(&[b], &[c], &QualityPolicy::default());
+    let cmp = cmp.unwrap();
+    assert_eq!(
+        (cmp.identical, cmp.near_tie, cmp.hard, cmp.text_only),
+        (1, 1, 1, 1)
+    );
+    let v = validator();
+    let mut report = read_json(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/runtime-profile-comparison.example.json"),
+    );
+    report["reference_comparison"] = serde_json::to_value(&cmp).unwrap();
+    v.assert_valid(v.report, &report, "a report with a reference comparison");
+    v.assert_required(v.report, &report, "/reference_comparison/prompts/1/class");
+    v.assert_required(
+        v.report,
+        &report,
+        "/reference_comparison/prompts/0/baseline_tokens/1/logprob",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_runs_their_journals_and_their_report_validate() {
     let v = validator();

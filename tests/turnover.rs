@@ -437,3 +437,111 @@ async fn calibrate() {
         }
     }
 }
+
+/// The per-token logprobs of a reference pass are real: present for every
+/// reference, finite, ≤ 0, five alternatives, the chosen token the most
+/// likely one (temperature 0), and the tokens spell the text. The measured
+/// pass asks for none. Two reference passes on the same runtime (A/A) have
+/// no hard divergence; the same against the other profile (a runtime
+/// change: 2 slots instead of 4) is measured and printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_logprobs_are_real_and_a_runtime_against_itself_has_no_hard_divergence() {
+    use infergate::report::agreement::DivergenceClass;
+    use infergate::report::policy::{CrossRuntime, QualityPolicy};
+    use infergate::report::reference::against_baseline;
+
+    let engine = support::engine(PROFILE);
+    let c = client(&engine.base_url);
+    let s = spec(
+        r#"
+name = "reference-logprobs"
+contract = "reference"
+prompt = "sentence"
+requests = 8
+concurrency = 2
+max_tokens = 32
+"#,
+    );
+    let (mut asked_ref, mut asked_measured) = (0, 0);
+    let mut journal = |r: &RequestRecord| {
+        let n = usize::from(!r.capture.tokens.is_empty());
+        if r.cell.ends_with("/reference") {
+            asked_ref += n;
+        } else {
+            asked_measured += n;
+        }
+    };
+    let t0 = Instant::now();
+    let a = turnover::run_turnover(&c, &s, 0, Some(&mut journal)).await;
+    eprintln!("{}", summary(&a, t0.elapsed()));
+    assert_consistent(&a);
+    assert_eq!(
+        (asked_ref, asked_measured),
+        (8, 0),
+        "only references carry tokens"
+    );
+    assert_eq!(a.reference_tokens.len(), 8, "{a:#?}");
+    for (i, (text, toks)) in a.references.iter().zip(&a.reference_tokens).enumerate() {
+        let (text, toks) = (
+            text.as_ref().expect("reference"),
+            toks.as_ref().expect("tokens"),
+        );
+        assert!(!toks.is_empty());
+        let spelled: Vec<u8> = toks.iter().flat_map(|t| t.key().to_vec()).collect();
+        assert_eq!(
+            spelled,
+            text.as_bytes(),
+            "request {i}: the tokens spell the text"
+        );
+        for t in toks {
+            assert!(t.logprob.is_finite() && t.logprob <= 0.0, "{t:?}");
+            assert_eq!(t.top.len(), 5, "{t:?}");
+            assert!(
+                t.top
+                    .iter()
+                    .all(|x| x.logprob.is_finite() && x.logprob <= 0.0),
+                "{t:?}"
+            );
+            let best = t.top.iter().map(|x| x.logprob).fold(f64::MIN, f64::max);
+            assert!(t.logprob >= best - 1e-6, "greedy chose the top-1: {t:?}");
+            assert_eq!(t.top[0].key(), t.key(), "top-1 listed first: {t:?}");
+        }
+    }
+
+    let near = QualityPolicy {
+        cross_runtime: CrossRuntime::NearTie,
+        ..QualityPolicy::default()
+    };
+    let b = turnover::run_turnover(&c, &s, 0, None).await;
+    let (_, notes, cmp) =
+        against_baseline(std::slice::from_ref(&a), std::slice::from_ref(&b), &near);
+    let cmp = cmp.expect("pairs");
+    let agree = |cmp: &infergate::report::reference::ReferenceComparison| {
+        let (n, max) = cmp.prompts.iter().fold((0, 0.0f64), |(n, m), p| {
+            let ag = &p.comparison.agreement;
+            (n + ag.tokens, m.max(ag.max_abs_dlogprob.unwrap_or(0.0)))
+        });
+        format!(
+            "{} pairs: {} identical, {} near-tie, {} hard, {} text-only; {n} tokens compared, max |Δ logprob| {max:.2e}",
+            cmp.pairs, cmp.identical, cmp.near_tie, cmp.hard, cmp.text_only
+        )
+    };
+    eprintln!("A/A ({PROFILE} twice): {}; {notes:?}", agree(&cmp));
+    assert_eq!(cmp.pairs, 8);
+    assert_eq!((cmp.hard, cmp.text_only), (0, 0), "{cmp:#?}");
+
+    let other = support::engine("baseline");
+    let ob = turnover::run_turnover(&client(&other.base_url), &s, 0, None).await;
+    let (_, notes, cmp) =
+        against_baseline(std::slice::from_ref(&ob), std::slice::from_ref(&a), &near);
+    let cmp = cmp.expect("pairs");
+    eprintln!("baseline profile vs {PROFILE}: {}; {notes:?}", agree(&cmp));
+    for p in cmp
+        .prompts
+        .iter()
+        .filter(|p| p.comparison.class != DivergenceClass::Identical)
+    {
+        eprintln!("  {:?}", p.comparison);
+    }
+    assert_eq!(cmp.pairs, 8);
+}

@@ -104,6 +104,7 @@ fn failure(index: usize) -> TurnoverFailure {
 fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
     TurnoverRun {
         references: vec![],
+        reference_tokens: vec![],
         name: "turnover".into(),
         repeat,
         contract: "words".into(),
@@ -792,4 +793,152 @@ fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
     let q = clean["qualification"].as_str().unwrap().to_string();
     assert!(report::html(&clean).contains(&format!("<h1>Runtime comparison: {q}</h1>")));
     assert!(!report::terminal(&clean, false).contains("VERIFICATION FAILED"));
+}
+
+// ------------------------------------- cross-runtime reference pairs ----
+
+fn tok(token: &str, logprob: f64, top: &[(&str, f64)]) -> report::agreement::TokenLogprob {
+    report::agreement::TokenLogprob {
+        token: token.into(),
+        bytes: None,
+        id: None,
+        logprob,
+        top: top
+            .iter()
+            .map(|(t, l)| report::agreement::TopLogprob {
+                token: (*t).into(),
+                bytes: None,
+                logprob: *l,
+            })
+            .collect(),
+    }
+}
+
+fn reference_run(texts: &[&str], tokens: Vec<Vec<report::agreement::TokenLogprob>>) -> TurnoverRun {
+    TurnoverRun {
+        name: "ref".into(),
+        contract: "reference".into(),
+        requests: texts.len(),
+        exact_output_passed: texts.len(),
+        failed: 0,
+        responses_received: texts.len(),
+        failures: vec![],
+        references: texts.iter().map(|t| Some(t.to_string())).collect(),
+        reference_tokens: tokens.into_iter().map(Some).collect(),
+        ..turnover(0, 0)
+    }
+}
+
+/// [`report`]'s runs plus a reference workload: the candidate parts from
+/// the baseline at a near-tie (" red"/" blue", 0.2 and 0.05 nats), at a hard
+/// divergence (" dog"/" cat", 3 nats) and not at all ("Hi").
+fn reference_report(cross_runtime: report::policy::CrossRuntime) -> Value {
+    let (mut b, mut c) = runs();
+    let a = || tok("A", -0.1, &[("A", -0.1), ("The", -2.5)]);
+    let hi = || vec![tok("Hi", -0.01, &[("Hi", -0.01)])];
+    b.turnover.push(reference_run(
+        &["A red", "A dog", "Hi"],
+        vec![
+            vec![a(), tok(" red", -1.0, &[(" red", -1.0), (" blue", -1.2)])],
+            vec![a(), tok(" dog", -0.1, &[(" dog", -0.1), (" cat", -3.1)])],
+            hi(),
+        ],
+    ));
+    c.turnover.push(reference_run(
+        &["A blue", "A cat", "Hi"],
+        vec![
+            vec![
+                a(),
+                tok(" blue", -1.05, &[(" blue", -1.05), (" red", -1.1)]),
+            ],
+            vec![a(), tok(" cat", -0.2, &[(" cat", -0.2), (" dog", -2.0)])],
+            hi(),
+        ],
+    ));
+    let mut p = policy();
+    p.quality.cross_runtime = cross_runtime;
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+#[test]
+fn reference_pairs_are_classified_and_the_policy_decides_which_fail() {
+    use report::policy::CrossRuntime;
+    let v = reference_report(CrossRuntime::NearTie);
+    let rc = &v["reference_comparison"];
+    assert_eq!(
+        [
+            &rc["identical"],
+            &rc["near_tie"],
+            &rc["hard"],
+            &rc["text_only"]
+        ],
+        [1, 1, 1, 0]
+    );
+    let classes: Vec<&str> = rc["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes, ["near_tie", "hard", "identical"]);
+    let run = &v["candidate_turnover_repeat_2"];
+    assert_eq!(run["name"], "ref");
+    assert_eq!(
+        (&run["failed"], &run["failures"][0]["request_index"]),
+        (&json!(1), &json!(1))
+    );
+    // One line per divergence in the terminal, with both tokens and the gaps.
+    let t = report::terminal(&v, false);
+    assert!(
+        t.contains("✗ hard ref repeat 0 request 1 at token 1: baseline \" dog\" -0.100 vs candidate \" cat\" -0.200; gaps 3.000 / 1.800 nats"),
+        "{t}"
+    );
+    assert!(
+        t.contains("✓ near_tie ref repeat 0 request 0 at token 1"),
+        "{t}"
+    );
+    assert!(
+        t.contains("3 pairs: 1 identical, 1 near-tie, 1 hard"),
+        "{t}"
+    );
+    assert!(report::markdown(&v).contains("### Reference pairs"));
+    // `exact` (the default) fails the near-tie too, as before #28.
+    let v = reference_report(CrossRuntime::Exact);
+    assert_eq!(v["candidate_turnover_repeat_2"]["failed"], 2);
+    assert_eq!(v["reference_comparison"]["prompts"][0]["passed"], false);
+}
+
+#[test]
+fn edited_divergence_class_pass_or_logprob_is_named() {
+    use report::policy::CrossRuntime;
+    let v = reference_report(CrossRuntime::NearTie);
+    let p = paths(v.clone(), |v| {
+        v["reference_comparison"]["prompts"][1]["class"] = json!("near_tie");
+    });
+    names(&p, "reference_comparison.prompts[1].class");
+    let p = paths(v.clone(), |v| {
+        v["reference_comparison"]["prompts"][1]["passed"] = json!(true);
+    });
+    names(&p, "reference_comparison.prompts[1].passed");
+    // The candidate's " blue" made 2 nats less likely than it was: the pair
+    // is no near-tie by its own kept tokens.
+    let p = paths(v.clone(), |v| {
+        v["reference_comparison"]["prompts"][0]["candidate_tokens"][1]["logprob"] = json!(-3.05);
+    });
+    names(&p, "reference_comparison.prompts[0].class");
+    // A logprob before the divergence changes the agreement.
+    let p = paths(v.clone(), |v| {
+        v["reference_comparison"]["prompts"][2]["baseline_tokens"][0]["logprob"] = json!(-0.5);
+    });
+    names(
+        &p,
+        "reference_comparison.prompts[2].agreement.mean_abs_dlogprob",
+    );
+    let p = paths(v, |v| {
+        v["reference_comparison"]["hard"] = json!(0);
+    });
+    names(&p, "reference_comparison.hard");
 }

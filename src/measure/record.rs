@@ -52,6 +52,12 @@ pub struct StreamCapture {
     /// The server's own timings of this request (llama.cpp's `timings`), when sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_timings: Option<ServerTimings>,
+    /// Per-token logprobs of the content with the top alternatives, when
+    /// the request asked for them (reference requests) and the server sent
+    /// them in `choices[].logprobs`; empty otherwise, or when a chunk's
+    /// logprobs were unreadable (never a partial list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<crate::report::agreement::TokenLogprob>,
 }
 
 /// What a server measured of one request itself (llama.cpp: `timings` in the

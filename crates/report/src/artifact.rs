@@ -444,6 +444,10 @@ pub struct TurnoverRun {
     /// at the capture cap. `compare` holds the candidate's against the baseline's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<Option<String>>,
+    /// Reference contract: each reference's per-token logprobs and top-k
+    /// (parallel to `references`); None where the server sent none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference_tokens: Vec<Option<Vec<crate::agreement::TokenLogprob>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -965,9 +965,10 @@ pub fn compare(
     let evidence_gate = evidence_gate(evidence_parts);
 
     // The candidate's reference texts held against the baseline's: changed
-    // greedy output fails those requests, and a warning says where.
-    let (c_turnover, reference_notes) =
-        reference::against_baseline(&baseline.turnover, &candidate.turnover);
+    // greedy output the quality policy does not pass fails those requests,
+    // and a warning says where.
+    let (c_turnover, reference_notes, reference_comparison) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
     warnings.extend(reference_notes);
     if let Some(why) = same_run(baseline, candidate) {
         warnings.insert(
@@ -1098,5 +1099,6 @@ pub fn compare(
         }),
         decision: Some(Decision::pending()),
         warnings,
+        reference_comparison,
     })
 }

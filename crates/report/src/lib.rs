@@ -11,6 +11,7 @@
 //! is a valid v1 report: every function reading reports accepts it, and
 //! every report written here keeps its fields and their meanings.
 
+pub mod agreement;
 pub mod artifact;
 pub mod atomic;
 pub mod calibrate;

@@ -128,6 +128,10 @@ pub struct Report {
     /// Things a reader should know that are not gate failures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The candidate's reference texts against the baseline's, per prompt:
+    /// identical, near-tie or hard divergence, from per-token logprobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_comparison: Option<crate::reference::ReferenceComparison>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

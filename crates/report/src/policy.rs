@@ -23,6 +23,10 @@
 //! ttft_ms = 1500                   # any subset of ttft_ms, tpot_ms, e2e_ms
 //! tpot_ms = 80
 //! margin_points = 5                # the attainment may drop at most 5 points
+//!
+//! [quality]
+//! cross_runtime = "near_tie"       # or "exact" (the default)
+//! near_tie_nats = 0.5              # tolerance of a near-tie divergence
 //! ```
 
 use std::ops::Range;
@@ -116,6 +120,45 @@ pub struct TurnoverPolicy {
     pub margin: f64,
 }
 
+/// How the candidate's reference texts are held against the baseline's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossRuntime {
+    /// Byte for byte: any difference fails that request.
+    Exact,
+    /// A difference that starts at a near-tie passes; a hard divergence (or
+    /// a difference without logprobs to weigh it) fails.
+    NearTie,
+}
+
+impl CrossRuntime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrossRuntime::Exact => "exact",
+            CrossRuntime::NearTie => "near_tie",
+        }
+    }
+}
+
+/// Output quality across runtimes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityPolicy {
+    /// `Exact` by default: today's behaviour, which the turnover tests and
+    /// teams that demand byte-identical migrations rely on.
+    pub cross_runtime: CrossRuntime,
+    /// Largest logprob gap (nats) on each side for a near-tie.
+    pub near_tie_nats: f64,
+}
+
+impl Default for QualityPolicy {
+    fn default() -> Self {
+        QualityPolicy {
+            cross_runtime: CrossRuntime::Exact,
+            near_tie_nats: crate::agreement::DEFAULT_NEAR_TIE_NATS,
+        }
+    }
+}
+
 /// Which rule decides the qualification's performance part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -191,6 +234,7 @@ pub struct Policy {
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
     pub slo: Vec<SloSpec>,
+    pub quality: QualityPolicy,
 }
 
 impl Default for Policy {
@@ -213,6 +257,7 @@ impl Default for Policy {
             sequential_closing: false,
             gate: GatePolicy::default(),
             slo: Vec::new(),
+            quality: QualityPolicy::default(),
         }
     }
 }
@@ -289,6 +334,17 @@ struct RawPolicy {
     gate: Option<RawGate>,
     #[serde(default)]
     slo: Option<Vec<RawSlo>>,
+    #[serde(default)]
+    quality: Option<RawQuality>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuality {
+    #[serde(default)]
+    cross_runtime: Option<CrossRuntime>,
+    #[serde(default)]
+    near_tie_nats: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -611,6 +667,20 @@ impl RawPolicy {
             });
         }
 
+        let mut quality = QualityPolicy::default();
+        if let Some(q) = self.quality {
+            check(
+                &q.near_tie_nats,
+                "quality.near_tie_nats".into(),
+                threshold_ok,
+                "a finite number of nats ≥ 0",
+            )?;
+            quality.cross_runtime = q.cross_runtime.unwrap_or(quality.cross_runtime);
+            quality.near_tie_nats = q
+                .near_tie_nats
+                .map_or(quality.near_tie_nats, |s| *s.get_ref());
+        }
+
         Ok(Policy {
             source: file.to_string(),
             metrics,
@@ -621,6 +691,7 @@ impl RawPolicy {
             sequential_closing: false,
             gate,
             slo,
+            quality,
         })
     }
 }
@@ -756,6 +827,27 @@ mod tests {
             },
             Policy::default()
         );
+    }
+
+    #[test]
+    fn quality_cross_runtime_defaults_to_exact_and_parses() {
+        let d = Policy::default().quality;
+        assert_eq!(
+            (d.cross_runtime, d.near_tie_nats),
+            (CrossRuntime::Exact, 0.5)
+        );
+        let p = Policy::from_toml_str(
+            "[quality]\ncross_runtime = \"near_tie\"\nnear_tie_nats = 0.25\n",
+            "p.toml",
+        )
+        .expect("valid policy");
+        assert_eq!(
+            (p.quality.cross_runtime, p.quality.near_tie_nats),
+            (CrossRuntime::NearTie, 0.25)
+        );
+        let e = Policy::from_toml_str("[quality]\nnear_tie_nats = -1\n", "p.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("quality.near_tie_nats"));
+        assert!(Policy::from_toml_str("[quality]\ncross_runtime = \"loose\"\n", "p.toml").is_err());
     }
 
     #[test]

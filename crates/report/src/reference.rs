@@ -4,7 +4,11 @@
 //! (same workload, repeat and request): greedy output that changed is a
 //! finding, counted as a controlled-output failure of that request.
 
+use serde::{Deserialize, Serialize};
+
+use crate::agreement::{DivergenceClass, TokenComparison, TokenLogprob, compare_tokens};
 use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
+use crate::policy::{CrossRuntime, QualityPolicy};
 
 /// Characters of each side kept in a divergence snippet.
 pub const SNIPPET_CHARS: usize = 40;
@@ -39,15 +43,73 @@ pub fn divergence(expected: &str, actual: &str) -> Option<Divergence> {
     })
 }
 
+/// The cross-runtime reference comparison a report keeps: per prompt, the
+/// class of the pair and the per-token data it was decided from, so
+/// `verify` can decide it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceComparison {
+    pub cross_runtime: CrossRuntime,
+    pub near_tie_nats: f64,
+    /// Prompts with a reference on both sides.
+    pub pairs: usize,
+    pub identical: usize,
+    pub near_tie: usize,
+    pub hard: usize,
+    /// Differing pairs without logprobs on a side: judged as exact text.
+    pub text_only: usize,
+    pub prompts: Vec<ReferencePair>,
+}
+
+/// One prompt's reference pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferencePair {
+    pub turnover: String,
+    pub repeat: usize,
+    pub request_index: usize,
+    #[serde(flatten)]
+    pub comparison: TokenComparison,
+    /// Whether the policy counts the pair as passed.
+    pub passed: bool,
+    /// Each side's tokens up to and including the first divergence (all of
+    /// them for identical texts): what the class and the agreement are
+    /// computed from. Empty where that side sent no logprobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_tokens: Vec<TokenLogprob>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_tokens: Vec<TokenLogprob>,
+}
+
+/// Whether `policy` passes a pair of class `class`.
+pub fn passes(class: DivergenceClass, policy: CrossRuntime) -> bool {
+    match class {
+        DivergenceClass::Identical => true,
+        DivergenceClass::NearTie => policy == CrossRuntime::NearTie,
+        DivergenceClass::Hard | DivergenceClass::TextOnly => false,
+    }
+}
+
+/// The tokens a report keeps of one side: through the divergence.
+pub fn kept_tokens(tokens: &[TokenLogprob], c: &TokenComparison) -> Vec<TokenLogprob> {
+    let end = c
+        .divergence
+        .as_ref()
+        .map_or(tokens.len(), |d| d.position + 1);
+    tokens[..end.min(tokens.len())].to_vec()
+}
+
 /// The candidate's runs with every request whose reference text differs
-/// from the baseline's counted as failed (unless it already failed), and a
-/// note per run that changed. Runs without a baseline counterpart holding
-/// references are left as they are.
+/// from the baseline's and that `policy` does not pass counted as failed
+/// (unless it already failed), a note per run that changed, and the
+/// comparison of every pair (None when no run has references on both
+/// sides). Runs without a baseline counterpart holding references are
+/// left as they are.
 pub fn against_baseline(
     baseline: &[TurnoverRun],
     candidate: &[TurnoverRun],
-) -> (Vec<TurnoverRun>, Vec<String>) {
+    policy: &QualityPolicy,
+) -> (Vec<TurnoverRun>, Vec<String>, Option<ReferenceComparison>) {
     let mut notes = Vec::new();
+    let mut pairs = Vec::new();
     let runs = candidate
         .iter()
         .map(|c| {
@@ -56,7 +118,7 @@ pub fn against_baseline(
                 .find(|b| b.name == c.name && b.repeat == c.repeat);
             match b {
                 Some(b) if !b.references.is_empty() && !c.references.is_empty() => {
-                    let (run, note) = judge_run(b, c);
+                    let (run, note) = judge_run(b, c, policy, &mut pairs);
                     notes.extend(note);
                     run
                 }
@@ -64,42 +126,104 @@ pub fn against_baseline(
             }
         })
         .collect();
-    (runs, notes)
+    let comparison = (!pairs.is_empty()).then(|| summarize(pairs, policy));
+    (runs, notes, comparison)
 }
 
-fn judge_run(b: &TurnoverRun, c: &TurnoverRun) -> (TurnoverRun, Option<String>) {
+/// The counts of `prompts` under `policy`.
+pub fn summarize(prompts: Vec<ReferencePair>, policy: &QualityPolicy) -> ReferenceComparison {
+    let count = |k: DivergenceClass| prompts.iter().filter(|p| p.comparison.class == k).count();
+    ReferenceComparison {
+        cross_runtime: policy.cross_runtime,
+        near_tie_nats: policy.near_tie_nats,
+        pairs: prompts.len(),
+        identical: count(DivergenceClass::Identical),
+        near_tie: count(DivergenceClass::NearTie),
+        hard: count(DivergenceClass::Hard),
+        text_only: count(DivergenceClass::TextOnly),
+        prompts,
+    }
+}
+
+fn tokens_of(run: &TurnoverRun, i: usize) -> Option<&[TokenLogprob]> {
+    run.reference_tokens
+        .get(i)?
+        .as_deref()
+        .filter(|t| !t.is_empty())
+}
+
+fn judge_run(
+    b: &TurnoverRun,
+    c: &TurnoverRun,
+    policy: &QualityPolicy,
+    pairs: &mut Vec<ReferencePair>,
+) -> (TurnoverRun, Option<String>) {
     let mut run = c.clone();
     let mut first: Option<(usize, Divergence)> = None;
-    let mut differing = 0;
+    let (mut differing, mut near, mut hard, mut text_only) = (0, 0, 0, 0);
     for (i, (bt, ct)) in b.references.iter().zip(&c.references).enumerate() {
         let (Some(bt), Some(ct)) = (bt, ct) else {
             continue;
         };
-        let Some(d) = divergence(bt, ct) else {
+        let d = divergence(bt, ct);
+        let (btok, ctok) = (tokens_of(b, i), tokens_of(c, i));
+        let cmp = compare_tokens(d.is_none(), btok, ctok, policy.near_tie_nats);
+        let class = cmp.class;
+        let passed = passes(class, policy.cross_runtime);
+        pairs.push(ReferencePair {
+            turnover: c.name.clone(),
+            repeat: c.repeat,
+            request_index: i,
+            baseline_tokens: btok.map(|t| kept_tokens(t, &cmp)).unwrap_or_default(),
+            candidate_tokens: ctok.map(|t| kept_tokens(t, &cmp)).unwrap_or_default(),
+            comparison: cmp,
+            passed,
+        });
+        let Some(d) = d else {
             continue;
         };
         differing += 1;
+        match class {
+            DivergenceClass::NearTie => near += 1,
+            DivergenceClass::Hard => hard += 1,
+            _ => text_only += 1,
+        }
         if first.is_none() {
             first = Some((i, d.clone()));
         }
-        if run.failures.iter().any(|f| f.request_index == i) {
+        if passed || run.failures.iter().any(|f| f.request_index == i) {
             continue;
         }
         run.failed += 1;
         run.exact_output_passed = run.exact_output_passed.saturating_sub(1);
-        run.failures.push(failure(i, ct, d));
+        run.failures.push(failure(i, ct, d, class));
     }
     run.failures.sort_by_key(|f| f.request_index);
     let note = first.map(|(i, d)| {
-        format!(
+        let mut note = format!(
             "turnover `{}` repeat {}: {differing} of the candidate's reference texts differ from the baseline's (greedy output changed), first at request {i}, character {}: baseline {:?}, candidate {:?}",
             c.name, c.repeat, d.char_index, d.expected_snippet, d.actual_snippet
-        )
+        );
+        note.push_str(&format!(
+            "; by per-token logprobs: {near} near-tie, {hard} hard divergence, {text_only} without logprobs (judged as exact text); cross_runtime = \"{}\" (near-tie within {} nats) {}",
+            policy.cross_runtime.as_str(),
+            policy.near_tie_nats,
+            match policy.cross_runtime {
+                CrossRuntime::Exact => "fails every difference",
+                CrossRuntime::NearTie => "passes the near-ties",
+            }
+        ));
+        note
     });
     (run, note)
 }
 
-fn failure(index: usize, text: &str, d: Divergence) -> TurnoverFailure {
+fn failure(index: usize, text: &str, d: Divergence, class: DivergenceClass) -> TurnoverFailure {
+    let why = match class {
+        DivergenceClass::NearTie => " (a near-tie: cross_runtime = \"exact\" fails it)",
+        DivergenceClass::Hard => " (a hard divergence by the per-token logprobs)",
+        _ => " (no per-token logprobs to weigh it: exact text)",
+    };
     TurnoverFailure {
         request_index: index,
         failure_class: "controlled_output_failed".into(),
@@ -108,7 +232,7 @@ fn failure(index: usize, text: &str, d: Divergence) -> TurnoverFailure {
         canary_passed: true,
         foreign_markers: Vec::new(),
         error: Some(format!(
-            "the candidate's reference text (alone, temperature 0) differs from the baseline's from character {}",
+            "the candidate's reference text (alone, temperature 0) differs from the baseline's from character {}{why}",
             d.char_index
         )),
         output: Some(text.chars().take(200).collect()),
@@ -134,7 +258,118 @@ mod tests {
             contaminated: 0,
             failures: vec![],
             references: references.iter().map(|t| Some(t.to_string())).collect(),
+            reference_tokens: vec![],
         }
+    }
+
+    fn exact() -> QualityPolicy {
+        QualityPolicy::default()
+    }
+
+    fn t(token: &str, logprob: f64, top: &[(&str, f64)]) -> TokenLogprob {
+        TokenLogprob {
+            token: token.into(),
+            bytes: None,
+            id: None,
+            logprob,
+            top: top
+                .iter()
+                .map(|(t, l)| crate::agreement::TopLogprob {
+                    token: (*t).into(),
+                    bytes: None,
+                    logprob: *l,
+                })
+                .collect(),
+        }
+    }
+
+    /// Baseline "A red" / "A dog" / "Hi"; candidate "A blue" (near-tie at
+    /// token 1), "A cat" (hard: 3 nats), "Hi" (identical).
+    fn pair() -> (TurnoverRun, TurnoverRun) {
+        let mut b = run(&["A red", "A dog", "Hi"]);
+        let mut c = run(&["A blue", "A cat", "Hi"]);
+        let a = || t("A", -0.1, &[("A", -0.1), ("The", -2.5)]);
+        let hi = || vec![t("Hi", -0.01, &[("Hi", -0.01)])];
+        b.reference_tokens = vec![
+            Some(vec![
+                a(),
+                t(" red", -1.0, &[(" red", -1.0), (" blue", -1.2)]),
+            ]),
+            Some(vec![
+                a(),
+                t(" dog", -0.1, &[(" dog", -0.1), (" cat", -3.1)]),
+            ]),
+            Some(hi()),
+        ];
+        c.reference_tokens = vec![
+            Some(vec![
+                a(),
+                t(" blue", -1.05, &[(" blue", -1.05), (" red", -1.1)]),
+            ]),
+            Some(vec![
+                a(),
+                t(" cat", -0.2, &[(" cat", -0.2), (" dog", -2.0)]),
+            ]),
+            Some(hi()),
+        ];
+        (b, c)
+    }
+
+    #[test]
+    fn near_tie_policy_passes_near_ties_and_fails_hard_divergences() {
+        let (b, c) = pair();
+        let near = QualityPolicy {
+            cross_runtime: CrossRuntime::NearTie,
+            ..QualityPolicy::default()
+        };
+        let (runs, notes, cmp) =
+            against_baseline(std::slice::from_ref(&b), std::slice::from_ref(&c), &near);
+        let cmp = cmp.unwrap();
+        assert_eq!(
+            (
+                cmp.pairs,
+                cmp.identical,
+                cmp.near_tie,
+                cmp.hard,
+                cmp.text_only
+            ),
+            (3, 1, 1, 1, 0)
+        );
+        let classes: Vec<_> = cmp
+            .prompts
+            .iter()
+            .map(|p| (p.comparison.class, p.passed))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                (DivergenceClass::NearTie, true),
+                (DivergenceClass::Hard, false),
+                (DivergenceClass::Identical, true)
+            ]
+        );
+        // Kept through the divergence (token 1) for verify.
+        assert_eq!(cmp.prompts[0].baseline_tokens.len(), 2);
+        let r = &runs[0];
+        assert_eq!((r.failed, r.exact_output_passed), (1, 2));
+        assert_eq!(r.failures[0].request_index, 1);
+        assert!(
+            r.failures[0]
+                .error
+                .as_ref()
+                .unwrap()
+                .contains("hard divergence")
+        );
+        assert!(
+            notes[0].contains("1 near-tie, 1 hard divergence"),
+            "{}",
+            notes[0]
+        );
+
+        // The default policy (exact) fails both differing texts, as before.
+        let (runs, _, cmp) = against_baseline(&[b], &[c], &exact());
+        assert_eq!((runs[0].failed, runs[0].exact_output_passed), (2, 1));
+        assert!(!cmp.unwrap().prompts[0].passed);
     }
 
     #[test]
@@ -153,7 +388,7 @@ mod tests {
     fn a_consistently_different_candidate_fails_against_the_baseline() {
         let b = run(&["K1 the sea", "K2 a hill", "K3 snow"]);
         let c = run(&["K1 the sea", "K2 a mountain", "K3 snow"]);
-        let (runs, notes) = against_baseline(std::slice::from_ref(&b), &[c]);
+        let (runs, notes, cmp) = against_baseline(std::slice::from_ref(&b), &[c], &exact());
         let r = &runs[0];
         assert_eq!((r.failed, r.exact_output_passed), (1, 2));
         let f = &r.failures[0];
@@ -162,6 +397,10 @@ mod tests {
             (1, "controlled_output_failed")
         );
         assert_eq!(f.divergence.as_ref().unwrap().char_index, 5);
+        // No logprobs on either side: the difference is judged as exact text.
+        let cmp = cmp.unwrap();
+        assert_eq!((cmp.pairs, cmp.identical, cmp.text_only), (3, 2, 1));
+        assert!(f.error.as_ref().unwrap().contains("no per-token logprobs"));
         assert_eq!(notes.len(), 1);
         assert!(
             notes[0].contains("1 of the candidate's reference texts differ from the baseline's"),
@@ -174,11 +413,12 @@ mod tests {
             notes[0]
         );
         // Identical references, or none recorded (older artifacts): unchanged.
-        let (same, notes) = against_baseline(std::slice::from_ref(&b), std::slice::from_ref(&b));
+        let (same, notes, _) =
+            against_baseline(std::slice::from_ref(&b), std::slice::from_ref(&b), &exact());
         assert_eq!((same[0].failed, notes.len()), (0, 0));
         let mut old = b.clone();
         old.references.clear();
-        let (kept, _) = against_baseline(&[b], &[old.clone()]);
+        let (kept, _, _) = against_baseline(&[b], &[old.clone()], &exact());
         assert_eq!(kept[0], old);
     }
 }

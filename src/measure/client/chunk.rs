@@ -41,6 +41,10 @@ pub(super) struct Choice<'a> {
     pub(super) text: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub(super) finish_reason: Option<Str<'a>>,
+    /// Per-token logprobs, only when asked (reference requests): a `Value`
+    /// read leniently by `logprobs::parse`, so an odd shape never fails the stream.
+    #[serde(default)]
+    pub(super) logprobs: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

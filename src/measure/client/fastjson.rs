@@ -306,6 +306,11 @@ impl<'a> Parser<'a> {
                 c.finish_reason = p.opt_str()?;
                 Some(())
             }
+            // `null` unless asked for; asked-for logprobs are left to serde.
+            "logprobs" => {
+                seen.first(8)?;
+                p.literal(b"null")
+            }
             _ => p.skip(2),
         })
     }
@@ -409,6 +414,7 @@ mod tests {
             r#"{"a":1}x"#,
             "{\"a\":\"\u{1}\"}",
             r#"{"choices":[],"timings":{"cache_n":24,"prompt_ms":1.5}}"#,
+            r#"{"choices":[{"delta":{"content":"a"},"logprobs":{"content":[]}}]}"#,
             r#"{"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}"#,
         ] {
             assert_eq!(fast(t), None, "{t}");

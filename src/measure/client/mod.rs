@@ -30,6 +30,7 @@ mod body;
 mod chunk;
 mod config;
 mod fastjson;
+mod logprobs;
 mod read;
 mod sink;
 mod wire;
@@ -451,6 +452,55 @@ mod tests {
 
     fn class(c: &StreamCapture) -> Option<Outcome> {
         c.failure.as_ref().map(|f| f.class)
+    }
+
+    #[test]
+    fn logprobs_are_captured_per_token_and_unreadable_ones_dropped_whole() {
+        let lp = |t: &str, l: f64| {
+            format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{t}\"}},\"logprobs\":{{\"content\":[{{\"id\":1,\"token\":\"{t}\",\"bytes\":[],\"logprob\":{l},\"top_logprobs\":[{{\"token\":\"{t}\",\"logprob\":{l}}},{{\"token\":\"x\",\"logprob\":-3.0}}]}}]}},\"finish_reason\":null}}]}}\n\n"
+            )
+        };
+        let (a, b) = (lp("Hel", -0.25), lp("lo", -0.5));
+        let fin = chat("{}", r#""stop""#);
+        let done = "data: [DONE]\n\n";
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[(&a, 1.0), (&b, 2.0), (&fin, 3.0), (done, 4.0)],
+            5.0,
+        );
+        assert_eq!(c.failure, None);
+        assert_eq!(c.content, "Hello");
+        let toks: Vec<(&str, f64, usize)> = c
+            .tokens
+            .iter()
+            .map(|t| (t.token.as_str(), t.logprob, t.top.len()))
+            .collect();
+        assert_eq!(toks, [("Hel", -0.25, 2), ("lo", -0.5, 2)]);
+        // `bytes: []` is not "Hel": the bytes are kept (and compared by).
+        assert_eq!(c.tokens[0].bytes.as_deref(), Some(&[][..]));
+        // Without logprobs (every performance request): nothing, no failure.
+        let plain = chat(r#"{"content":"Hi"}"#, "null");
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[(&plain, 1.0), (&fin, 2.0), (done, 3.0)],
+            4.0,
+        );
+        assert!(c.tokens.is_empty() && c.failure.is_none());
+        // An unreadable entry drops the list (never a gap), not the stream.
+        let bad = "data: {\"choices\":[{\"delta\":{\"content\":\"?\"},\"logprobs\":{\"content\":[{\"token\":\"?\"}]}}]}\n\n";
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[(&a, 1.0), (bad, 2.0), (&b, 3.0), (&fin, 4.0), (done, 5.0)],
+            6.0,
+        );
+        assert_eq!(
+            (c.failure, c.tokens.len(), c.content.as_str()),
+            (None, 0, "Hel?lo")
+        );
     }
 
     #[test]

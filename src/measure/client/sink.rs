@@ -8,7 +8,7 @@ use crate::measure::sse::{Event, SseError};
 
 use super::chunk::{Chunk, Str};
 use super::config::{Endpoint, SNIPPET_BYTES};
-use super::fastjson;
+use super::{fastjson, logprobs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Limit {
@@ -32,6 +32,8 @@ pub(super) struct Sink<'c> {
     pub(super) state: State,
     pub(super) content_full: bool,
     pub(super) reasoning_full: bool,
+    /// A chunk's logprobs were unreadable: the token list is dropped whole.
+    pub(super) tokens_broken: bool,
 }
 
 impl<'c> Sink<'c> {
@@ -45,6 +47,7 @@ impl<'c> Sink<'c> {
             state: State::Streaming,
             content_full: false,
             reasoning_full: false,
+            tokens_broken: false,
         }
     }
 
@@ -152,6 +155,19 @@ impl<'c> Sink<'c> {
                     self.cap_bytes,
                     &mut self.content_full,
                 );
+            }
+            // Tokens while the text is kept whole: a cut text is not compared.
+            if let Some(lp) = c.logprobs.as_ref().filter(|v| !v.is_null())
+                && !self.tokens_broken
+                && !self.content_full
+            {
+                match logprobs::parse(lp) {
+                    Some(t) => self.cap.tokens.extend(t),
+                    None => {
+                        self.tokens_broken = true;
+                        self.cap.tokens = Vec::new();
+                    }
+                }
             }
             if let Some(fr) = &c.finish_reason {
                 self.cap.finish_reasons.push(fr.0.as_ref().to_owned());

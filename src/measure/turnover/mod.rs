@@ -45,6 +45,7 @@ use serde_json::{Map, Value};
 use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
 use crate::measure::client::{Client, Endpoint, chat_body};
 use crate::measure::record::{Outcome, RequestRecord, StreamCapture, bounded};
+use crate::report::agreement::TokenLogprob;
 
 pub use canary::{CanaryCheck, IssuedMarkers, MarkerSet};
 pub use contract::Contract;
@@ -103,6 +104,12 @@ pub struct TurnoverSpec {
     /// fields (messages, max_tokens, temperature, seed, stream) win.
     #[serde(default)]
     pub extra: Map<String, Value>,
+    /// Alternatives per token the reference pass asks for (`logprobs` with
+    /// `top_logprobs`), so `compare` can tell a near-tie from a hard
+    /// divergence across runtimes. 0: ask for none (a server that rejects
+    /// the fields). The measured pass never asks: they cost the server time.
+    #[serde(default = "default_top_logprobs")]
+    pub top_logprobs: usize,
     /// Every marker of the qualification: this workload's repeats once
     /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
     #[serde(skip)]
@@ -118,6 +125,10 @@ fn default_concurrency() -> usize {
 fn one() -> usize {
     1
 }
+fn default_top_logprobs() -> usize {
+    crate::report::agreement::DEFAULT_TOP_LOGPROBS
+}
+
 fn default_words() -> usize {
     5
 }
@@ -314,6 +325,20 @@ impl TurnoverSpec {
     }
 
     /// The streamed chat body of `req` at `temperature`.
+    /// The reference pass's body: temperature 0, and the per-token logprobs
+    /// with `top_logprobs` alternatives (unless `extra` says otherwise).
+    pub fn reference_body(&self, req: &PlannedRequest) -> Value {
+        let mut body = self.request_body(req, 0.0);
+        if let Some(o) = body.as_object_mut()
+            && self.top_logprobs > 0
+            && !self.extra.contains_key("logprobs")
+        {
+            o.insert("logprobs".into(), Value::Bool(true));
+            o.insert("top_logprobs".into(), Value::from(self.top_logprobs));
+        }
+        body
+    }
+
     pub fn request_body(&self, req: &PlannedRequest, temperature: f64) -> Value {
         let mut extra = self.extra.clone();
         if let Some(m) = &self.model {
@@ -476,6 +501,7 @@ pub fn summarize(
         contaminated: 0,
         failures: Vec::new(),
         references: Vec::new(),
+        reference_tokens: Vec::new(),
     };
     for j in judged {
         run.requests += 1;
@@ -554,7 +580,7 @@ pub async fn run_turnover(
             let bodies: Vec<Value> = plan
                 .requests
                 .iter()
-                .map(|r| spec.request_body(r, 0.0))
+                .map(|r| spec.reference_body(r))
                 .collect();
             let mut refs = vec![StreamCapture::default(); bodies.len()];
             let label = spec.reference_label(repeat);
@@ -604,6 +630,7 @@ pub async fn run_turnover(
     .await;
     let mut run = summarize(spec, repeat, judged);
     run.references = reference_texts(references.iter().flatten());
+    run.reference_tokens = reference_tokens(references.iter().flatten());
     run
 }
 
@@ -613,6 +640,24 @@ fn reference_texts<'a>(refs: impl IntoIterator<Item = &'a StreamCapture>) -> Vec
     refs.into_iter()
         .map(|r| (r.failure.is_none() && !r.truncated).then(|| r.content.clone()))
         .collect()
+}
+
+/// Each reference's per-token logprobs, where its text is kept and the
+/// server sent them; empty when no reference has any (a server without
+/// logprobs: `compare` then judges the texts exactly, and says so).
+fn reference_tokens<'a>(
+    refs: impl IntoIterator<Item = &'a StreamCapture>,
+) -> Vec<Option<Vec<TokenLogprob>>> {
+    let out: Vec<Option<Vec<TokenLogprob>>> = refs
+        .into_iter()
+        .map(|r| {
+            (r.failure.is_none() && !r.truncated && !r.tokens.is_empty()).then(|| r.tokens.clone())
+        })
+        .collect();
+    if out.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    out
 }
 
 impl TurnoverSpec {
@@ -654,6 +699,7 @@ impl TurnoverSpec {
         });
         let mut run = summarize(self, repeat, judged);
         run.references = reference_texts(references.iter().flatten().copied());
+        run.reference_tokens = reference_tokens(references.iter().flatten().copied());
         Some(run)
     }
 }

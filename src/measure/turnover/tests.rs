@@ -138,6 +138,40 @@ fn plan_gives_each_request_its_marker_and_word() {
 }
 
 #[test]
+fn only_the_reference_pass_asks_for_logprobs() {
+    let s = spec("name = \"r\"\ncontract = \"reference\"\nrequests = 2\n");
+    let p = s.plan(0);
+    let r = s.reference_body(&p.requests[0]);
+    assert_eq!(
+        (&r["logprobs"], &r["top_logprobs"]),
+        (&Value::Bool(true), &Value::from(5))
+    );
+    assert_eq!(r["temperature"], 0.0);
+    let m = s.request_body(&p.requests[0], 0.0);
+    assert!(m.get("logprobs").is_none() && m.get("top_logprobs").is_none());
+    // 0 asks for none (a server that rejects the fields).
+    let off = spec("name = \"r\"\ncontract = \"reference\"\nrequests = 2\ntop_logprobs = 0\n");
+    assert!(off.reference_body(&p.requests[0]).get("logprobs").is_none());
+    // Tokens are kept where the text is, and not at all when no server sent any.
+    let mut a = cap("Hi", "stop");
+    a.tokens = vec![crate::report::agreement::TokenLogprob {
+        token: "Hi".into(),
+        bytes: None,
+        id: None,
+        logprob: -0.1,
+        top: vec![],
+    }];
+    let mut cut = a.clone();
+    cut.truncated = true;
+    let kept = reference_tokens([&a, &cut, &cap("Hi", "stop")]);
+    assert_eq!(
+        kept.iter().map(Option::is_some).collect::<Vec<_>>(),
+        [true, false, false]
+    );
+    assert!(reference_tokens([&cap("Hi", "stop")]).is_empty());
+}
+
+#[test]
 fn request_body_streams_with_usage_and_lets_the_contract_win() {
     let mut s = words_spec();
     s.model = Some("m".into());

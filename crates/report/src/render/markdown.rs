@@ -257,6 +257,16 @@ pub(super) fn render(v: &View) -> String {
         let _ = writeln!(out);
     }
 
+    if let Some(rc) = &v.references {
+        let _ = writeln!(out, "### Reference pairs\n");
+        let _ = writeln!(out, "{}\n", md(&View::reference_summary(rc)));
+        for (passed, line) in View::divergence_lines(rc) {
+            let mark = if passed { "pass" } else { "**fail**" };
+            let _ = writeln!(out, "- {mark}: {}", md(&line));
+        }
+        let _ = writeln!(out);
+    }
+
     if let Some(e) = v.evidence() {
         let _ = writeln!(out, "### Evidence gate: {}\n", md(&e.outcome));
         for (subject, outcome, reason) in &e.parts {

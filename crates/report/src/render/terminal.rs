@@ -273,6 +273,23 @@ pub(super) fn render(v: &View, color: bool) -> String {
         let _ = writeln!(out);
     }
 
+    if let Some(rc) = &v.references {
+        let _ = writeln!(
+            out,
+            "{} {}",
+            paint("reference pairs", Some(BOLD), color),
+            View::reference_summary(rc)
+        );
+        for (passed, line) in View::divergence_lines(rc) {
+            let _ = writeln!(
+                out,
+                "  {} {line}",
+                paint(mark(Some(passed)), pass_color(Some(passed)), color)
+            );
+        }
+        let _ = writeln!(out);
+    }
+
     let _ = writeln!(out, "{}", paint("gates", Some(BOLD), color));
     let ni = v.non_inferior_gate();
     let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());

@@ -18,7 +18,9 @@ use super::super::policy::{
 };
 use super::super::turnover::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
+use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
+use crate::reference::ReferenceComparison;
 use crate::server::ServerMetrics;
 use crate::stats;
 
@@ -45,6 +47,8 @@ pub struct View {
     pub provenance: Option<ProvenancePair>,
     pub warnings: Vec<String>,
     pub disagreements: Vec<Disagreement>,
+    /// The cross-runtime reference pairs, when the report classified them.
+    pub references: Option<ReferenceComparison>,
 }
 
 impl View {
@@ -578,7 +582,62 @@ impl View {
             provenance: typed(root.get("provenance")),
             warnings: strings(root.get("warnings")),
             disagreements: verify(root),
+            references: typed(root.get("reference_comparison")),
         }
+    }
+
+    /// The reference pairs' summary line.
+    pub fn reference_summary(rc: &ReferenceComparison) -> String {
+        format!(
+            "{} pairs: {} identical, {} near-tie, {} hard, {} without logprobs (exact text); cross_runtime = \"{}\", near-tie within {} nats",
+            rc.pairs,
+            rc.identical,
+            rc.near_tie,
+            rc.hard,
+            rc.text_only,
+            rc.cross_runtime.as_str(),
+            rc.near_tie_nats
+        )
+    }
+
+    /// One line per differing pair: where it diverges, both tokens with
+    /// their logprobs, the gaps, and the agreement before it.
+    pub fn divergence_lines(rc: &ReferenceComparison) -> Vec<(bool, String)> {
+        let nats = |g: Option<f64>| g.map_or("not in top-k".to_string(), |g| format!("{g:.3}"));
+        let side = |t: Option<&TokenLogprob>| {
+            t.map_or("(ended)".to_string(), |t| {
+                format!("{:?} {:.3}", t.token, t.logprob)
+            })
+        };
+        rc.prompts
+            .iter()
+            .filter(|p| p.comparison.class != DivergenceClass::Identical)
+            .map(|p| {
+                let c = &p.comparison;
+                let head = format!(
+                    "{} {} repeat {} request {}",
+                    c.class.as_str(),
+                    p.turnover,
+                    p.repeat,
+                    p.request_index
+                );
+                let line = match &c.divergence {
+                    None => format!("{head}: the texts differ; no per-token logprobs to weigh it"),
+                    Some(d) => format!(
+                        "{head} at token {}: baseline {} vs candidate {}; gaps {} / {} nats; {} tokens before it, top-1 agreed on {}, max |Δ logprob| {}",
+                        d.position,
+                        side(d.baseline.as_ref()),
+                        side(d.candidate.as_ref()),
+                        nats(d.baseline_gap_nats),
+                        nats(d.candidate_gap_nats),
+                        c.agreement.tokens,
+                        c.agreement.top1_agree,
+                        c.agreement.max_abs_dlogprob.map_or("–".into(), |x| format!("{x:.3}")),
+                    ),
+                };
+                (p.passed, line)
+            })
+            .collect()
     }
 
     /// Every failed gate part, for the summary: from the `gates` block when

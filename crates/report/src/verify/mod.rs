@@ -21,6 +21,8 @@
 //!   against provenance.
 //! - [`recompute`]: a compare-made report is made again from its own
 //!   samples, runs and policy, and must agree bit for bit.
+//! - [`references`]: the cross-runtime reference comparison, each pair's
+//!   class decided again from its kept per-token logprobs.
 //! - [`runs`]: `--runs`: the report made again from the run directories'
 //!   journals, and each input's sha256 against the report's record of it.
 
@@ -30,6 +32,7 @@ pub(crate) mod consistency;
 mod gates;
 mod params;
 mod recompute;
+mod references;
 mod turnover_runs;
 
 use serde::Serialize;
@@ -81,6 +84,7 @@ pub fn verify_report(json: &Value) -> Verification {
     gates::check_decision(&mut ck, root);
     gates::check_images(&mut ck, root);
     recompute::check(&mut ck, root, &params);
+    references::check(&mut ck, root);
     limits(&mut ck, root, &params);
     finish(ck)
 }

@@ -628,6 +628,9 @@ pub(super) fn policy_from_report(
             None => Vec::new(),
             Some(v) => parse(v).ok_or("unreadable policy.slo")?,
         },
+        // Reference pairs are not rebuilt from a report (its
+        // `reference_comparison` is checked from its own kept tokens).
+        quality: Default::default(),
     })
 }
 

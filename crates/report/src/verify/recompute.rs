@@ -383,6 +383,7 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             // Reference texts are not kept by a report; the cross-check of the
             // candidate's against the baseline's is taken as given.
             references: Vec::new(),
+            reference_tokens: Vec::new(),
             repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
             contract: match run.get("contract") {
                 Some(v) => parse(Some(v), &join(key, "contract"))?,
