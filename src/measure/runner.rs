@@ -494,7 +494,7 @@ impl Session {
             measured.push(sizer.messages_prompt_tokens(p.messages.clone()).await?);
         }
         sized.workload_probe = match (plans.first(), measured.first()) {
-            (Some(p), Some(&m)) => Some(source::Probe {
+            (Some(p), Some(&m)) => Some(workload::Probe {
                 planned: p.target_prompt_tokens.unwrap_or(m),
                 measured: m,
                 turn_step: measured.get(1).map(|m1| m1.saturating_sub(m)),

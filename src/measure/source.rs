@@ -12,14 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::dataset::{Dataset, Message};
 use crate::config::suite::CellSpec;
 use crate::config::workload::{History, WorkloadSpec};
 use crate::measure::workload::{
-    INSTRUCTION, SizedBody, cell_seed, push_filler, unique_prefix, user_content,
+    INSTRUCTION, Probe, SizedBody, cell_seed, push_filler, unique_prefix, user_content,
 };
 
 /// One planned request.
@@ -35,24 +34,6 @@ pub struct Planned {
     /// True when the request's whole prompt is meant to be unique (beyond
     /// the chat template): a cache hit there is a flaw of the measurement.
     pub unique: bool,
-}
-
-/// What the probes of a workload cell measured (kept in `sizing.json`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Probe {
-    /// Request 0 as planned, and as the server counted it: the difference
-    /// (message framing, tokenization at joins) is taken off every request.
-    pub planned: u64,
-    pub measured: u64,
-    /// Conversations: prompt tokens each later turn adds (turn 1 − turn 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_step: Option<u64>,
-}
-
-impl Probe {
-    fn adjust(&self) -> i64 {
-        self.measured as i64 - self.planned as i64
-    }
 }
 
 /// A workload cell's requests.

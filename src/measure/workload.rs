@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
@@ -125,7 +126,25 @@ pub struct SizedBody {
     /// Workload cells: what one probe of their own shape measured against
     /// what was planned (`measure::source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload_probe: Option<crate::measure::source::Probe>,
+    pub workload_probe: Option<Probe>,
+}
+
+/// What the probes of a workload cell measured (kept in `sizing.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// Request 0 as planned, and as the server counted it: the difference
+    /// (message framing, tokenization at joins) is taken off every request.
+    pub planned: u64,
+    pub measured: u64,
+    /// Conversations: prompt tokens each later turn adds (turn 1 − turn 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_step: Option<u64>,
+}
+
+impl Probe {
+    pub fn adjust(&self) -> i64 {
+        self.measured as i64 - self.planned as i64
+    }
 }
 
 impl SizedBody {

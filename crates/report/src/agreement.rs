@@ -246,6 +246,45 @@ fn kl_topk(b: &TokenLogprob, c: &TokenLogprob) -> f64 {
     b.top.iter().map(|t| one(t.key(), t.logprob)).sum()
 }
 
+/// How the candidate's reference texts are held against the baseline's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrossRuntime {
+    /// Byte for byte: any difference fails that request.
+    Exact,
+    /// A difference that starts at a near-tie passes; a hard divergence (or
+    /// a difference without logprobs to weigh it) fails.
+    NearTie,
+}
+
+impl CrossRuntime {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrossRuntime::Exact => "exact",
+            CrossRuntime::NearTie => "near_tie",
+        }
+    }
+}
+
+/// Output quality across runtimes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityPolicy {
+    /// `Exact` by default: today's behaviour, which the turnover tests and
+    /// teams that demand byte-identical migrations rely on.
+    pub cross_runtime: CrossRuntime,
+    /// Largest logprob gap (nats) on each side for a near-tie.
+    pub near_tie_nats: f64,
+}
+
+impl Default for QualityPolicy {
+    fn default() -> Self {
+        QualityPolicy {
+            cross_runtime: CrossRuntime::Exact,
+            near_tie_nats: DEFAULT_NEAR_TIE_NATS,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -120,44 +120,8 @@ pub struct TurnoverPolicy {
     pub margin: f64,
 }
 
-/// How the candidate's reference texts are held against the baseline's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CrossRuntime {
-    /// Byte for byte: any difference fails that request.
-    Exact,
-    /// A difference that starts at a near-tie passes; a hard divergence (or
-    /// a difference without logprobs to weigh it) fails.
-    NearTie,
-}
-
-impl CrossRuntime {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CrossRuntime::Exact => "exact",
-            CrossRuntime::NearTie => "near_tie",
-        }
-    }
-}
-
-/// Output quality across runtimes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QualityPolicy {
-    /// `Exact` by default: today's behaviour, which the turnover tests and
-    /// teams that demand byte-identical migrations rely on.
-    pub cross_runtime: CrossRuntime,
-    /// Largest logprob gap (nats) on each side for a near-tie.
-    pub near_tie_nats: f64,
-}
-
-impl Default for QualityPolicy {
-    fn default() -> Self {
-        QualityPolicy {
-            cross_runtime: CrossRuntime::Exact,
-            near_tie_nats: crate::agreement::DEFAULT_NEAR_TIE_NATS,
-        }
-    }
-}
+// Defined beside the classifier (no import cycle through the report model).
+pub use crate::agreement::{CrossRuntime, QualityPolicy};
 
 /// Which rule decides the qualification's performance part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,9 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agreement::{DivergenceClass, TokenComparison, TokenLogprob, compare_tokens};
+use crate::agreement::{
+    CrossRuntime, DivergenceClass, QualityPolicy, TokenComparison, TokenLogprob, compare_tokens,
+};
 use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
-use crate::policy::{CrossRuntime, QualityPolicy};
 
 /// Characters of each side kept in a divergence snippet.
 pub const SNIPPET_CHARS: usize = 40;
