@@ -326,7 +326,14 @@ fn decode_reasons(ok: &[&RequestRecord], with_decode: usize) -> Vec<String> {
         .iter()
         .filter(|r| r.capture.completion_tokens.is_none())
         .count();
-    let short = (ok.len() - with_decode).saturating_sub(uncounted);
+    let short = ok
+        .iter()
+        .filter(|r| r.capture.completion_tokens.is_some_and(|n| n < 2))
+        .count();
+    // Two or more tokens and still no span: the whole answer came in one read,
+    // so the client was not reading while it decoded (a client stall or a
+    // decode faster than the client's scheduling), and cannot time it.
+    let one_read = (ok.len() - with_decode).saturating_sub(uncounted + short);
     let mut out = Vec::new();
     if uncounted > 0 {
         out.push(format!(
@@ -336,6 +343,11 @@ fn decode_reasons(ok: &[&RequestRecord], with_decode: usize) -> Vec<String> {
     if short > 0 {
         out.push(format!(
             "{short} requests too short to measure decode speed (< 2 tokens)"
+        ));
+    }
+    if one_read > 0 {
+        out.push(format!(
+            "{one_read} requests whose whole answer arrived in one read (the client could not time their decode; longer answers or a less loaded client host resolve it)"
         ));
     }
     out
@@ -595,6 +607,20 @@ mod tests {
             why.contains("1 requests too short to measure decode speed (< 2 tokens)"),
             "{why}"
         );
+    }
+
+    /// The CI failure of stop 31: a cached 4-token answer read in one piece was
+    /// called "too short"; it is named for what happened.
+    #[test]
+    fn an_answer_read_in_one_piece_is_named_as_such_not_as_too_short() {
+        let c = cell(&spec(""), &four(|r| r.capture.e2e_ms = r.capture.ttfo_ms));
+        let why = c.ineligible_reasons.join("; ");
+        assert!(!c.performance_eligible);
+        assert!(
+            why.contains("1 requests whose whole answer arrived in one read"),
+            "{why}"
+        );
+        assert!(!why.contains("< 2 tokens"), "{why}");
     }
 
     #[test]
