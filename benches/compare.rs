@@ -46,6 +46,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         slo: None,
         workload: None,
         dataset: None,
+        dataset_sha256: None,
     }
 }
 

@@ -33,6 +33,7 @@ def parse_args(argv):
     ap.add_argument("--no-cache-prompt", action="store_true", help="do not reuse a slot's cached prompt prefix")
     ap.add_argument("--no-cont-batching", action="store_true", help="disable continuous batching")
     ap.add_argument("--kv-unified", action="store_true", help="one KV buffer shared by all slots (per-slot context is then not c/np)")
+    ap.add_argument("--rope-freq-base", type=float, default=None, help="RoPE base frequency (default: the model's own)")
     ap.add_argument("--no-metrics", action="store_true", help="disable the Prometheus /metrics endpoint")
     ap.add_argument("--no-warmup", action="store_true", help="skip the empty warm-up run at load")
     ap.add_argument("--verbosity", type=int, default=None, help="llama.cpp log verbosity (default: the library's)")
@@ -42,6 +43,8 @@ def parse_args(argv):
     for name in ("ctx_size", "parallel", "batch", "ubatch", "threads"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.rope_freq_base is not None and not args.rope_freq_base > 0:
+        ap.error("--rope-freq-base must be > 0")
     if args.threads_batch is not None and args.threads_batch < 1:
         ap.error("--threads-batch must be >= 1")
     if args.ctx_size % args.parallel:
@@ -65,6 +68,8 @@ def params(x, args):
     p.kv_unified = args.kv_unified
     p.endpoint_metrics = not args.no_metrics
     p.warmup = not args.no_warmup
+    if args.rope_freq_base is not None:
+        p.rope_freq_base = args.rope_freq_base
     if args.alias:
         p.model_alias = {args.alias}
     if args.verbosity is not None:

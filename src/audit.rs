@@ -229,8 +229,11 @@ fn rebuild_side(
 ) -> Option<RunArtifact> {
     let (file, art) = read_artifact(ck, root, side, dir)?;
     let name = file.display().to_string();
+    if art.schedule == Some(Schedule::Interleaved) {
+        return rebuild_interleaved(ck, root, side, &file, art, suite);
+    }
     if art.schedule.is_some_and(|s| s != Schedule::Single) {
-        ck.limit(format!("{name}: pooled from several passes or interleaved blocks, so taken as given; for alternating passes give the pass directories instead (comma-separated, with --suite); interleaved blocks are not pooled again yet"));
+        ck.limit(format!("{name}: pooled from several passes, so taken as given; give the pass directories instead (comma-separated, with --suite)"));
         return Some(art);
     }
     let Some(journal) = read_journal(ck, root, side, &file, &art) else {
@@ -500,6 +503,7 @@ fn spec_of(c: &CellResult) -> CellSpec {
         slo: c.slo.as_ref().map(|a| a.targets),
         workload: None,
         dataset: None,
+        dataset_sha256: None,
     }
 }
 
@@ -522,25 +526,168 @@ fn rebuild_cell(
     let mut rebuilt = aggregate::cell(&spec, &records);
     let w = windows::cell_windows(&j.scrapes, &cell.name, &records, usize::MAX);
     windows::attach(&mut rebuilt, w);
-    if rebuilt != *cell {
-        name_sample_lines(ck, j, &spec, &rebuilt, cell, art_name, i);
-        let mut sub = Checker::default();
-        sub.expect_exact("", Some(&to_value(cell)), &to_value(&rebuilt));
-        for d in sub.out.into_iter().take(20) {
-            let path = format!("{art_name}: cells[{i}].{}", d.path);
-            let from = if d.path.starts_with("server_metrics") {
-                format!("{} with {SCRAPE_LOG_FILE}", j.name)
-            } else {
-                j.name.clone()
-            };
-            ck.push(
-                path,
-                d.found,
-                format!("{} (aggregated again from {from})", d.expected),
-            );
-        }
-    }
+    cell_differences(ck, j, &spec, &rebuilt, cell, art_name, i);
     rebuilt
+}
+
+/// Where the cell made again from the journal differs from the artifact's:
+/// the journal lines behind differing samples, then the fields.
+fn cell_differences(
+    ck: &mut Checker,
+    j: &Journal,
+    spec: &CellSpec,
+    rebuilt: &CellResult,
+    cell: &CellResult,
+    art_name: &str,
+    i: usize,
+) {
+    if rebuilt == cell {
+        return;
+    }
+    name_sample_lines(ck, j, spec, rebuilt, cell, art_name, i);
+    let mut sub = Checker::default();
+    sub.expect_exact("", Some(&to_value(cell)), &to_value(rebuilt));
+    for d in sub.out.into_iter().take(20) {
+        let path = format!("{art_name}: cells[{i}].{}", d.path);
+        let from = if d.path.starts_with("server_metrics") {
+            format!("{} with {SCRAPE_LOG_FILE}", j.name)
+        } else {
+            j.name.clone()
+        };
+        ck.push(
+            path,
+            d.found,
+            format!("{} (aggregated again from {from})", d.expected),
+        );
+    }
+}
+
+/// An interleaved side (`qualify`'s `{label}.json`, in its qualification
+/// directory): the blocks' journal checked against the last block's record
+/// of it, and every cell pooled again from it as `qualify` pools them, with
+/// the plan the qualification ran (its `plan.toml` copy: the window) and
+/// its suite (`--suite`, else the plan's). Turnover runs are taken as their
+/// own run judged them.
+fn rebuild_interleaved(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    side: Side,
+    file: &Path,
+    art: RunArtifact,
+    suite: Option<&SuiteFile>,
+) -> Option<RunArtifact> {
+    use crate::qualify::{QualificationFile, interleave, interleaved_dir, turnover_dir};
+    let name = file.display().to_string();
+    let out_dir = file.parent().unwrap_or(Path::new("."));
+    let label = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let plan = match QualificationFile::read(out_dir).and_then(|q| q.load_plan(out_dir)) {
+        Ok(p) => p,
+        Err(e) => {
+            ck.limit(format!("{name}: interleaved blocks are pooled again only inside their qualification directory, with its plan.toml ({e:#}); taken as given"));
+            return Some(art);
+        }
+    };
+    let loaded;
+    let suite = match suite {
+        Some(s) => &s.suite,
+        None => match Suite::load(&plan.suite) {
+            Ok((s, text)) => {
+                let now = sha256_hex(text.as_bytes());
+                if art
+                    .provenance
+                    .suite_sha256
+                    .as_ref()
+                    .is_some_and(|h| *h != now)
+                {
+                    ck.push(
+                        plan.suite.display().to_string(),
+                        format!("sha256 {now}"),
+                        format!(
+                            "{}, the suite {name} ran: it changed since",
+                            art.provenance.suite_sha256.as_deref().unwrap_or("?")
+                        ),
+                    );
+                }
+                loaded = s;
+                &loaded
+            }
+            Err(e) => {
+                ck.push(
+                    plan.suite.display().to_string(),
+                    format!("{e:#}"),
+                    "the suite the qualification ran",
+                );
+                return None;
+            }
+        },
+    };
+    let dir = interleaved_dir(out_dir, label);
+    let block_file = dir.join(ARTIFACT_FILE);
+    let block = match crate::report::read_artifact(&block_file) {
+        Ok(b) => b,
+        Err(e) => {
+            ck.push(
+                block_file.display().to_string(),
+                format!("{e:#}"),
+                format!("the last block's run artifact beside {name}"),
+            );
+            return None;
+        }
+    };
+    let journal = read_journal(ck, root, side, &block_file, &block)?;
+    let layout = interleave::layout(&suite.cells, plan.window);
+    let totals: Vec<usize> = layout
+        .iter()
+        .map(|l| {
+            art.cells
+                .iter()
+                .find(|c| c.name == l.name)
+                .map_or(0, |c| c.shape.requests)
+        })
+        .collect();
+    let merged = match crate::qualify::merge_interleaved(
+        suite,
+        &layout,
+        &totals,
+        &dir,
+        &turnover_dir(out_dir, label),
+        Some(art.provenance.started_at.clone()),
+    ) {
+        Ok(m) => m,
+        Err(e) => {
+            ck.push(
+                &name,
+                format!("{e:#}"),
+                "blocks that pool as qualify pools them",
+            );
+            return None;
+        }
+    };
+    let mut rebuilt = art.clone();
+    for (i, cell) in art.cells.iter().enumerate() {
+        let (Some(got), Some(spec)) = (
+            merged.cells.iter().find(|c| c.name == cell.name),
+            suite.cells.iter().find(|c| c.name == cell.name),
+        ) else {
+            ck.push(
+                format!("{name}: cells[{i}]"),
+                format!("cell `{}`", cell.name),
+                format!("a cell of the suite {}", plan.suite.display()),
+            );
+            continue;
+        };
+        let mut spec = spec.clone();
+        spec.requests = cell.shape.requests;
+        cell_differences(ck, &journal, &spec, got, cell, &name, i);
+        rebuilt.cells[i] = got.clone();
+    }
+    if !art.turnover.is_empty() {
+        ck.limit(format!(
+            "{name}: its turnover runs are taken as their own run ({}) judged them",
+            turnover_dir(out_dir, label).display()
+        ));
+    }
+    Some(rebuilt)
 }
 
 fn to_value<T: serde::Serialize>(x: &T) -> Value {

@@ -437,6 +437,46 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
         v["cells"]["tiny"]
     );
     assert_eq!(v["cells"]["tiny"]["candidate_requests"], 5);
+
+    // verify --runs pools the blocks again from their journal (issue #26):
+    // clean as made, and an edited journal line is named by file and line.
+    let side = |label: &str| vec![o.out_dir.join(format!("{label}.json"))];
+    let dirs = infergate::audit::RunDirs {
+        baseline: side("baseline"),
+        candidate: side("candidate"),
+        suite: None,
+    };
+    let checked = infergate::audit::verify_runs(&v, &dirs);
+    assert!(checked.is_clean(), "{:#?}", checked.disagreements);
+    assert!(
+        !checked
+            .unchecked
+            .iter()
+            .any(|u| u.contains("taken as given")),
+        "{:#?}",
+        checked.unchecked
+    );
+    let journal = o.out_dir.join("candidate-interleaved/journal.jsonl");
+    let original = std::fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = original.lines().map(String::from).collect();
+    let k = lines
+        .iter()
+        .position(|l| l.contains("\"outcome\":\"ok\""))
+        .expect("a successful request");
+    let mut rec: serde_json::Value = serde_json::from_str(&lines[k]).unwrap();
+    let t = rec["capture"]["ttft_ms"].as_f64().unwrap();
+    rec["capture"]["ttft_ms"] = (t * 3.0).into();
+    lines[k] = rec.to_string();
+    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let edited = infergate::audit::verify_runs(&v, &dirs);
+    let at = format!("{}:{}", journal.display(), k + 1);
+    assert!(
+        edited.disagreements.iter().any(|d| d.path == at),
+        "{at} not named: {:#?}",
+        edited.disagreements
+    );
+    std::fs::write(&journal, original).unwrap();
+
     assert!(
         v["promotion"]
             .as_str()

@@ -473,6 +473,16 @@ fn mismatched_runs_are_refused_naming_the_difference() {
         "{e}"
     );
 
+    // The same suite reading another dataset file under the same name.
+    let (mut b, mut c) = seed_like();
+    b.cells[0].shape.workload = Some("openai: traffic.jsonl, sha256 0011".into());
+    c.cells[0].shape.workload = Some("openai: traffic.jsonl, sha256 ffee".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs") && e.contains("workload"),
+        "{e}"
+    );
+
     let (b, mut c) = seed_like();
     c.provenance.suite = "nightly".into();
     c.provenance.suite_sha256 = Some("ff00".into());

@@ -467,3 +467,48 @@ fn a_suite_asking_for_a_billion_requests_is_refused_when_read() {
     );
     assert!(!e.contains("discovering"), "{e}");
 }
+
+/// Every plan and suite the project ships loads: its suite (with any
+/// dataset), its policy, and the engine profiles it names. A shipped
+/// example that fails when tried is the first thing a newcomer meets.
+#[test]
+fn every_shipped_plan_and_suite_loads() {
+    use infergate::config::plan::{Driver, Plan, ProcessDriver};
+    use infergate::config::suite::Suite;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let profiles = infergate::driver::engine::builtin_profiles().unwrap();
+    let toml_in = |dir: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        v.sort();
+        v
+    };
+    let plans = toml_in("plans");
+    assert!(plans.len() >= 4, "{plans:?}");
+    for path in &plans {
+        let plan = Plan::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        plan.policy
+            .load(path)
+            .unwrap_or_else(|e| panic!("{}: policy: {e:#}", path.display()));
+        Suite::load(&plan.suite).unwrap_or_else(|e| panic!("{}: suite: {e:#}", path.display()));
+        for rt in [&plan.baseline, &plan.candidate] {
+            if let Driver::Process(ProcessDriver::Engine {
+                profile,
+                profiles_file: None,
+            }) = &rt.driver
+            {
+                assert!(
+                    profiles.contains_key(profile),
+                    "{}: engine profile {profile} is not in engine/profiles.toml",
+                    path.display()
+                );
+            }
+        }
+    }
+    for path in toml_in("suites") {
+        Suite::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    }
+}

@@ -227,6 +227,7 @@ impl CellFlags {
             slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
             workload: None,
             dataset: None,
+            dataset_sha256: None,
         }
     }
 

@@ -84,6 +84,10 @@ pub struct CellSpec {
     /// The dataset the workload names, read by `Suite::load`.
     #[serde(skip)]
     pub dataset: Option<Arc<Dataset>>,
+    /// The dataset file's SHA-256, in the cell's shape: two runs that read
+    /// different files under one name do not compare.
+    #[serde(skip)]
+    pub dataset_sha256: Option<String>,
 }
 
 /// Output length: fixed at `max_tokens`, or wherever the model stops.
@@ -168,7 +172,10 @@ impl CellSpec {
             },
             temperature: self.temperature,
             seed: self.seed,
-            workload: self.workload.as_ref().map(WorkloadSpec::describe),
+            workload: self.workload.as_ref().map(|w| match &self.dataset_sha256 {
+                Some(h) => format!("{}, sha256 {}", w.describe(), &h[..h.len().min(16)]),
+                None => w.describe(),
+            }),
         }
     }
 
@@ -379,6 +386,7 @@ impl CellSpec {
             );
         }
         self.dataset = Some(Arc::new(data));
+        self.dataset_sha256 = Some(file_sha256(path)?);
         Ok(())
     }
 
@@ -458,6 +466,16 @@ impl CellSpec {
         }
         Ok(())
     }
+}
+
+/// SHA-256 of a dataset file already read (and so within its size limit).
+fn file_sha256(path: &Path) -> Result<String> {
+    use sha2::Digest;
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ const SETUP_HINT: &str =
     "run scripts/setup-engine.sh (it installs into $INFERGATE_CACHE, default ~/.cache/infergate)";
 
 /// One way of starting the reference engine (a table of `engine/profiles.toml`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineProfile {
     /// The table name; filled in by the loader.
@@ -66,6 +66,11 @@ pub struct EngineProfile {
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
+    /// RoPE base frequency overriding the model's own (`--rope-freq-base`):
+    /// how a misconfigured image is reproduced (a loader that falls back to
+    /// Llama's 10000 for a model trained at 100000).
+    #[serde(default)]
+    pub rope_freq_base: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -111,6 +116,11 @@ impl EngineProfile {
         if self.alias.as_deref() == Some("") {
             bail!("engine profile {name}: alias is empty");
         }
+        if let Some(b) = self.rope_freq_base
+            && !(b.is_finite() && b > 0.0)
+        {
+            bail!("engine profile {name}: rope_freq_base {b} must be a positive number");
+        }
         Ok(())
     }
 
@@ -133,6 +143,10 @@ impl EngineProfile {
         if let Some(alias) = &self.alias {
             args.push("--alias".into());
             args.push(alias.into());
+        }
+        if let Some(b) = self.rope_freq_base {
+            args.push("--rope-freq-base".into());
+            args.push(b.to_string().into());
         }
         for (on, flag) in [
             (self.cache_prompt, "--no-cache-prompt"),
@@ -426,7 +440,7 @@ mod tests {
     #[test]
     fn serve_args_carry_every_setting() {
         let text = "[p]\nctx_size = 4096\nparallel = 4\nbatch = 256\nubatch = 128\nthreads = 2\n\
-                    threads_batch = 1\nalias = \"m\"\ncache_prompt = false\n";
+                    threads_batch = 1\nalias = \"m\"\ncache_prompt = false\nrope_freq_base = 10000.0\n";
         let p = &parse_profiles(text, "t.toml", None).unwrap()["p"];
         let args: Vec<String> = p
             .serve_args(Path::new("/m.gguf"))
@@ -436,8 +450,11 @@ mod tests {
         assert_eq!(
             args.join(" "),
             "--model /m.gguf --port 0 --ctx-size 4096 --parallel 4 --batch 256 --ubatch 128 \
-             --threads 2 --threads-batch 1 --alias m --no-cache-prompt"
+             --threads 2 --threads-batch 1 --alias m --rope-freq-base 10000 --no-cache-prompt"
         );
+        let bad = text.replace("10000.0", "-1.0");
+        let err = parse_profiles(&bad, "t.toml", None).unwrap_err();
+        assert!(format!("{err:#}").contains("rope_freq_base"), "{err:#}");
     }
 
     #[test]

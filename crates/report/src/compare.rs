@@ -81,7 +81,8 @@ fn shape_differences(a: &CellShape, b: &CellShape) -> Vec<String> {
         cache,
         arrival,
         temperature,
-        seed
+        seed,
+        workload
     );
     out
 }
