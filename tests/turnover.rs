@@ -545,3 +545,66 @@ max_tokens = 32
     }
     assert_eq!(cmp.pairs, 8);
 }
+
+/// A broken candidate that serves as fast as the baseline (issue #28): the
+/// reference engine with RoPE's base at Llama's 10000 instead of the
+/// model's 100000 (`engine/profiles.toml` [rope-default]). Its reference
+/// answers, held against the baseline's token by token, diverge hard: the
+/// near-tie policy that passes an honest numerics change fails it, and the
+/// divergences are where the per-token data say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_with_the_wrong_rope_base_diverges_hard_from_the_baseline() {
+    use infergate::report::agreement::DivergenceClass;
+    use infergate::report::policy::{CrossRuntime, QualityPolicy};
+    use infergate::report::reference::against_baseline;
+
+    let s = spec(
+        r#"
+name = "reference-rope"
+contract = "reference"
+prompt = "sentence"
+requests = 8
+concurrency = 2
+max_tokens = 32
+"#,
+    );
+    let base = support::engine("baseline");
+    let broken = support::engine("rope-default");
+    let b = turnover::run_turnover(&client(&base.base_url), &s, 0, None).await;
+    let c = turnover::run_turnover(&client(&broken.base_url), &s, 0, None).await;
+    assert_consistent(&b);
+    assert_consistent(&c);
+    let near = QualityPolicy {
+        cross_runtime: CrossRuntime::NearTie,
+        ..QualityPolicy::default()
+    };
+    let (runs, notes, cmp) =
+        against_baseline(std::slice::from_ref(&b), std::slice::from_ref(&c), &near);
+    let cmp = cmp.expect("pairs");
+    eprintln!(
+        "baseline vs rope-default: {} pairs: {} identical, {} near-tie, {} hard, {} text-only; {notes:?}",
+        cmp.pairs, cmp.identical, cmp.near_tie, cmp.hard, cmp.text_only
+    );
+    for p in &cmp.prompts {
+        eprintln!("  {:?}", p.comparison.divergence);
+    }
+    assert_eq!((cmp.pairs, cmp.text_only), (8, 0), "{cmp:#?}");
+    // Most answers differ, and the differences are hard, not near-ties.
+    assert!(cmp.hard >= 4, "{cmp:#?}");
+    assert!(cmp.hard > cmp.near_tie, "{cmp:#?}");
+    for p in cmp
+        .prompts
+        .iter()
+        .filter(|p| p.comparison.class == DivergenceClass::Hard)
+    {
+        let d = p.comparison.divergence.as_ref().expect("where it diverged");
+        assert!(!p.passed);
+        let kept = p.baseline_tokens.len();
+        assert!(
+            kept > 0 && kept <= d.position + 1,
+            "kept through it: {kept}"
+        );
+    }
+    // Each hard divergence is a failed request of the candidate's run.
+    assert!(runs[0].failed >= cmp.hard, "{:#?}", runs[0]);
+}

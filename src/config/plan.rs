@@ -378,8 +378,10 @@ impl Default for DockerSettings {
 struct RawPlan {
     name: Option<String>,
     suite: Spanned<String>,
+    // Not `Spanned`: toml 0.8 cannot deserialize a spanned value holding a
+    // sub-table (`[policy.gate]`), and a policy has sections.
     #[serde(default)]
-    policy: Option<Spanned<toml::Value>>,
+    policy: Option<toml::Value>,
     #[serde(default)]
     repeats: Option<Spanned<i64>>,
     #[serde(default)]
@@ -532,7 +534,7 @@ impl Plan {
                 base_dir.join(p)
             }
         };
-        let policy = policy_source(raw.policy, &resolve, &err)?;
+        let policy = policy_source(raw.policy, &resolve, &err, key_line(text, "policy"))?;
         // Catch policy mistakes now, not after an hour of measuring.
         policy
             .load(path)
@@ -647,27 +649,46 @@ fn raw_plan(text: &str, file: &str) -> Result<RawPlan, ConfigError> {
 
 /// `policy = "file.toml"` or an inline `[policy]` table; absent: the defaults.
 fn policy_source(
-    v: Option<Spanned<toml::Value>>,
+    v: Option<toml::Value>,
     resolve: &dyn Fn(&str) -> PathBuf,
     err: &ErrFn,
+    span: Option<Range<usize>>,
 ) -> Result<PolicySource, ConfigError> {
     let Some(v) = v else {
         return Ok(PolicySource::Defaults);
     };
-    let span = v.span();
-    match v.into_inner() {
+    match v {
         toml::Value::String(s) => Ok(PolicySource::File(resolve(&s))),
-        toml::Value::Table(t) => {
-            Ok(PolicySource::Inline(toml::to_string(&t).map_err(|e| {
-                err(Some(span.clone()), "policy", e.to_string())
-            })?))
-        }
+        toml::Value::Table(t) => Ok(PolicySource::Inline(
+            toml::to_string(&t).map_err(|e| err(span.clone(), "policy", e.to_string()))?,
+        )),
         other => Err(err(
-            Some(span),
+            span,
             "policy",
             format!("expected a path or a table, found a {}", other.type_str()),
         )),
     }
+}
+
+/// Where top-level `key` is set (`key = …`, `[key]` or `[key.…]`), for
+/// errors about a value read without its span.
+fn key_line(text: &str, key: &str) -> Option<Range<usize>> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let header = t
+            .strip_prefix('[')
+            .map(|h| h.trim_start_matches('[').trim_start());
+        let named = |rest: &str| {
+            rest.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(['=', ']', '.']))
+        };
+        if header.map_or(named(t), named) {
+            return Some(at..at + line.trim_end().len());
+        }
+        at += line.len();
+    }
+    None
 }
 
 fn repeats(v: Option<Spanned<i64>>, err: &ErrFn) -> Result<usize, ConfigError> {
@@ -1490,6 +1511,23 @@ mod tests {
         let e = parse(&minimal("[policy]\nthreshold_percent = \"five\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("policy"), "{e}");
         let ok = parse(&minimal("[policy]\nthreshold_percent = 3\n")).unwrap();
+        // A policy has sections: an inline one may too.
+        let nested = parse(&minimal(
+            "[policy.gate]\nalpha = 0.1\n[policy.quality]\ncross_runtime = \"near_tie\"\n",
+        ))
+        .unwrap();
+        let PolicySource::Inline(text) = &nested.policy else {
+            panic!("{:?}", nested.policy)
+        };
+        let p = Policy::from_toml_str(text, "inline").unwrap();
+        assert_eq!(p.gate.alpha, 0.1);
+        assert_eq!(p.quality.cross_runtime.as_str(), "near_tie");
+        let e = parse(&format!("policy = 3\n{}", minimal(""))).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(1), Some("policy")),
+            "{e:?}"
+        );
         assert!(matches!(ok.policy, PolicySource::Inline(_)));
     }
 

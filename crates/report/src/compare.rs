@@ -308,7 +308,7 @@ fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
 /// `clusters`: the smaller side's cluster count.
 fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) -> Option<String> {
     match used {
-        Resampling::Paired => None,
+        Resampling::Paired | Resampling::PairedRequests => None,
         Resampling::Independent => Some(match design.schedule {
             Schedule::Single => SINGLE_PASS_DRIFT.into(),
             _ => "clusters could not be paired or resampled; requests were resampled as independent".into(),
@@ -329,20 +329,27 @@ fn metric_evidence(
     point_delta: f64,
     design: &DesignChoice,
     policy: &Policy,
+    every_request: bool,
 ) -> Option<(Vec<f64>, stats::Evidence)> {
     let bs = &policy.bootstrap;
     let run = |r| stats::bootstrap_deltas(b, c, spec.quantile, r, bs.iterations, bs.seed);
-    let (deltas, used) = match run(design.resampling) {
-        Some(d) => (d, design.resampling),
-        None if design.resampling == Resampling::Paired => {
-            (run(Resampling::Clustered)?, Resampling::Clustered)
+    // Interleaved, with every request's value on both sides: request k of
+    // a block is the same request on both, so pair them; else pair blocks;
+    // else the clusters of each side.
+    let mut tries = vec![design.resampling];
+    if design.resampling == Resampling::Paired {
+        if every_request && policy.gate.pair_requests {
+            tries.insert(0, Resampling::PairedRequests);
         }
-        None => return None,
-    };
+        tries.push(Resampling::Clustered);
+    }
+    let (deltas, used) = tries.into_iter().find_map(|r| Some((run(r)?, r)))?;
     // Paired: the evidence is about the per-block ratios (see
     // `paired_point_delta`); its point estimate is theirs.
     let point_delta = match used {
-        Resampling::Paired => stats::paired_point_delta(b, c, spec.quantile)?,
+        Resampling::Paired | Resampling::PairedRequests => {
+            stats::paired_point_delta(b, c, spec.quantile)?
+        }
         _ => point_delta,
     };
     let clusters = b.cluster_count().min(c.cluster_count());
@@ -356,7 +363,7 @@ fn metric_evidence(
     // should give each cell several blocks.
     let units = match used {
         Resampling::Independent => b.values.len().min(c.values.len()),
-        Resampling::Paired | Resampling::Clustered => clusters,
+        Resampling::Paired | Resampling::PairedRequests | Resampling::Clustered => clusters,
     };
     let e = ev::evidence(
         &deltas,
@@ -370,6 +377,7 @@ fn metric_evidence(
             drift_floor: floor.as_ref(),
             n_eff: ev::n_eff(b.values.len(), c.values.len()),
             units,
+            scale: policy.gate.bound_scale,
         },
     )?;
     Some((deltas, e))
@@ -384,6 +392,7 @@ fn compare_metric(
     clusters: (Option<&[u32]>, Option<&[u32]>),
     design: &DesignChoice,
     policy: &Policy,
+    every_request: bool,
 ) -> Result<(MetricComparison, GatePart), GatePart> {
     let subject = format!("cells.{cell}.metrics.{}", spec.name);
     let q = |v: &[f64]| {
@@ -410,6 +419,7 @@ fn compare_metric(
             d,
             design,
             policy,
+            every_request,
         )
     });
     let conf = policy.bootstrap.confidence;
@@ -826,19 +836,22 @@ fn cell_metrics(
         };
         let bcl = bc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
         let ccl = cc.sample_clusters.get(&spec.sample).map(Vec::as_slice);
-        let (m, part) = match compare_metric(spec, name, b, c, (bcl, ccl), design, policy) {
-            Ok(x) => x,
-            Err(part) => {
-                acc.evidence_parts.push(EvidencePart {
-                    subject: part.subject.clone(),
-                    outcome: GateOutcome::Inconclusive,
-                    reason: part.reason.clone(),
-                    requests_to_resolve: None,
-                });
-                acc.perf_parts.push(part);
-                continue;
-            }
-        };
+        // Every recorded request has a value on both sides, in request order.
+        let every_request = b.len() == bc.requests && c.len() == cc.requests;
+        let (m, part) =
+            match compare_metric(spec, name, b, c, (bcl, ccl), design, policy, every_request) {
+                Ok(x) => x,
+                Err(part) => {
+                    acc.evidence_parts.push(EvidencePart {
+                        subject: part.subject.clone(),
+                        outcome: GateOutcome::Inconclusive,
+                        reason: part.reason.clone(),
+                        requests_to_resolve: None,
+                    });
+                    acc.perf_parts.push(part);
+                    continue;
+                }
+            };
         let mut ep = evidence_part(&subject, &m, eligible, bc, cc, design.alpha_pass);
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
@@ -1067,15 +1080,22 @@ pub fn compare(
                 look: Some(look),
                 closing: closing.then_some(true),
                 spending: Some(spending),
+                bound_scale: Some(policy.gate.bound_scale),
                 alpha_pass,
                 alpha_fail,
             }),
             design: Some(Design {
                 schedule: schedule.as_str().to_string(),
                 resampling,
-                resampling_method: resampling.describe().to_string(),
+                resampling_method: if resampling == Resampling::Paired && policy.gate.pair_requests {
+                    Resampling::PairedRequests.describe().to_string() + "; blocks apart where a request has no value on a side"
+                } else {
+                    resampling.describe().to_string()
+                },
                 drift_floor_reason: (schedule == Schedule::Single)
                     .then(|| SINGLE_PASS_DRIFT.to_string()),
+                pairs_requests: (resampling == Resampling::Paired && policy.gate.pair_requests)
+                    .then_some(true),
             }),
             turnover_margin: Some(policy.turnover.margin),
             drift_floor: Some(DriftFloor {

@@ -639,6 +639,9 @@ pub struct FamilyWise {
     /// How alpha is shared between looks; absent in older reports (Bonferroni).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::stats::evidence::Spending>,
+    /// The scale the evidence bounds were built on; absent in older reports (percent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_scale: Option<crate::stats::evidence::BoundScale>,
     /// Level of each pair's pass bound and fail bound.
     pub alpha_pass: f64,
     pub alpha_fail: f64,
@@ -653,6 +656,11 @@ pub struct Design {
     /// Why the drift floor applies, when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_floor_reason: Option<String>,
+    /// Interleaved: request k of a block resampled on both sides together
+    /// where every request has its value (`paired_requests` in a metric's
+    /// evidence); absent in older reports (blocks only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs_requests: Option<bool>,
 }
 
 /// One checked condition of a gate.

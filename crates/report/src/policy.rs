@@ -38,7 +38,7 @@ use toml::Spanned;
 use crate::config::{ConfigError, line_col};
 
 use crate::artifact::Slo;
-use crate::stats::evidence::Spending;
+use crate::stats::evidence::{BoundScale, Spending};
 use crate::stats::{BootstrapConfig, Direction};
 
 pub use super::model::PolicySlo as SloSpec;
@@ -156,6 +156,13 @@ pub struct GatePolicy {
     pub drift_source: String,
     /// How an adaptive run shares `alpha` between its looks.
     pub spending: Spending,
+    /// The scale of the evidence bounds (log: ratios' bounds never cross
+    /// −100 %); reports made before it are verified on the percent scale.
+    pub bound_scale: BoundScale,
+    /// Interleaved: resample request k of a block on both sides together
+    /// (`Resampling::PairedRequests`) when every request has its value;
+    /// reports made before it resampled each side's block apart.
+    pub pair_requests: bool,
 }
 
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
@@ -174,6 +181,8 @@ impl Default for GatePolicy {
             drift_sd_percent: DEFAULT_DRIFT_SD_PERCENT,
             drift_source: "policy default (6%: the ±12% run-to-run range measured on the reference engine); run `infergate calibrate` for this runtime and suite".into(),
             spending: Spending::OBrienFleming,
+            bound_scale: BoundScale::Log,
+            pair_requests: true,
         }
     }
 }
@@ -339,6 +348,8 @@ struct RawGate {
     drift_sd_percent: Option<Spanned<f64>>,
     #[serde(default)]
     spending: Option<Spending>,
+    #[serde(default)]
+    pair_requests: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -541,6 +552,7 @@ impl RawPolicy {
             )?;
             gate.decide = g.decide.unwrap_or(gate.decide);
             gate.spending = g.spending.unwrap_or(gate.spending);
+            gate.pair_requests = g.pair_requests.unwrap_or(gate.pair_requests);
             gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
             if let Some(d) = g.drift_sd_percent {
                 gate.drift_sd_percent = *d.get_ref();

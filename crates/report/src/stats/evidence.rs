@@ -28,6 +28,12 @@ pub enum Resampling {
     /// iteration for both sides together, then requests within each side's
     /// block. Drift common to a block cancels in the delta.
     Paired,
+    /// `Paired`, and within each drawn block the same requests on both
+    /// sides (request k of a block is the same prompt on both runtimes):
+    /// what the requests themselves vary by (length, turn, cache hit)
+    /// cancels in the ratio as drift does. Needs every request of a block
+    /// on both sides, in request order.
+    PairedRequests,
 }
 
 impl Resampling {
@@ -41,6 +47,9 @@ impl Resampling {
             }
             Resampling::Paired => {
                 "paired block bootstrap of the geometric mean over interleaved blocks of each block's quantile ratio candidate/baseline: block ids drawn with replacement, then requests within each side's drawn block (drift shared by a block cancels in its ratio)"
+            }
+            Resampling::PairedRequests => {
+                "paired block bootstrap of the geometric mean over interleaved blocks of each block's quantile ratio candidate/baseline: block ids drawn with replacement, then the same request positions on both sides within each drawn block (drift shared by a block, and what its requests vary by, cancel in its ratio)"
             }
         }
     }
@@ -138,7 +147,8 @@ pub fn bootstrap_deltas(
             let (bg, cg) = (baseline.groups()?, candidate.groups()?);
             clustered_deltas(&bg, &cg, q, iterations, seed)
         }
-        Resampling::Paired => paired_deltas(baseline, candidate, q, iterations, seed),
+        Resampling::Paired => paired_deltas(baseline, candidate, q, iterations, seed, false),
+        Resampling::PairedRequests => paired_deltas(baseline, candidate, q, iterations, seed, true),
     }
 }
 
@@ -206,14 +216,34 @@ fn draw_within(vals: &[f64], buf: &mut Vec<f64>, rng: &mut super::Xoshiro256) {
     }
 }
 
+/// Request positions drawn with replacement, the same on both sides.
+fn draw_pairs(
+    b: &[f64],
+    c: &[f64],
+    bb: &mut Vec<f64>,
+    cb: &mut Vec<f64>,
+    rng: &mut super::Xoshiro256,
+) {
+    let n = b.len() as u64;
+    for _ in 0..b.len() {
+        let i = rng.below(n) as usize;
+        bb.push(b[i]);
+        cb.push(c[i]);
+    }
+}
+
 fn paired_deltas(
     baseline: Clustered,
     candidate: Clustered,
     q: f64,
     iterations: usize,
     seed: u64,
+    by_request: bool,
 ) -> Option<Vec<f64>> {
     let (bg, cg) = paired_groups(baseline, candidate)?;
+    if by_request && bg.iter().zip(&cg).any(|(b, c)| b.1.len() != c.1.len()) {
+        return None;
+    }
     let mut rng = super::Xoshiro256::new(seed);
     let (mut bb, mut cb) = (Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(iterations);
@@ -224,8 +254,12 @@ fn paired_deltas(
             let k = rng.below(n) as usize;
             bb.clear();
             cb.clear();
-            draw_within(&bg[k].1, &mut bb, &mut rng);
-            draw_within(&cg[k].1, &mut cb, &mut rng);
+            if by_request {
+                draw_pairs(&bg[k].1, &cg[k].1, &mut bb, &mut cb, &mut rng);
+            } else {
+                draw_within(&bg[k].1, &mut bb, &mut rng);
+                draw_within(&cg[k].1, &mut cb, &mut rng);
+            }
             sum += log_ratio(
                 quantile_in_place(&mut bb, q)?,
                 quantile_in_place(&mut cb, q)?,
@@ -446,6 +480,50 @@ fn look_levels(
     (share, share / m.max(1) as f64)
 }
 
+/// The scale the bounds of a ratio are built on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BoundScale {
+    /// Distances from the point in percent (reports before the log scale):
+    /// with few blocks a latency's lower bound can cross −100 %.
+    Percent,
+    /// Distances from the point in the log of the ratio, mapped back to
+    /// percent: asymmetric, a latency ratio's bounds stay above −100 % and a
+    /// throughput's worse change below +100 %.
+    Log,
+}
+
+impl BoundScale {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoundScale::Percent => "percent",
+            BoundScale::Log => "log",
+        }
+    }
+}
+
+/// A worse change (percent) as the log of the ratio it stands for, signed so
+/// that worse is positive: latency `ln(1 + w/100)`, throughput (where `w` is
+/// the negated change) `−ln(1 − w/100)`. `None` outside the ratio's domain.
+fn worse_log(direction: Direction, w: f64) -> Option<f64> {
+    let l = match direction {
+        Direction::LowerIsBetter => (w / 100.0).ln_1p(),
+        Direction::HigherIsBetter => -(-w / 100.0).ln_1p(),
+    };
+    l.is_finite().then_some(l)
+}
+
+/// [`worse_log`]'s inverse. A log distance beyond ±700 (a ratio past
+/// 1e304, reached by a tiny look's alpha with two blocks) is held there, so
+/// the bound stays a number that decides nothing rather than overflowing.
+fn worse_from_log(direction: Direction, l: f64) -> f64 {
+    let l = l.clamp(-700.0, 700.0);
+    match direction {
+        Direction::LowerIsBetter => l.exp_m1() * 100.0,
+        Direction::HigherIsBetter => -(-l).exp_m1() * 100.0,
+    }
+}
+
 /// Inputs of [`evidence`] beyond the distribution.
 #[derive(Debug, Clone)]
 pub struct EvidenceInput<'a> {
@@ -462,6 +540,8 @@ pub struct EvidenceInput<'a> {
     /// (paired), the smaller side's cluster count (clustered), requests
     /// (independent). Few units make a bootstrap too narrow; see [`evidence`].
     pub units: usize,
+    /// Where the bounds' distances from the point are measured.
+    pub scale: BoundScale,
 }
 
 /// The outcome of one gating metric from its sorted bootstrap distribution of
@@ -504,8 +584,25 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
     );
     let up = worse_q(1.0 - ap)?;
     let lo = worse_q(af)?;
-    let upper = w + ((kp * (up - w).max(0.0)).powi(2) + (zp * drift_sd).powi(2)).sqrt();
-    let lower = w - ((kf * (w - lo).max(0.0)).powi(2) + (zf * drift_sd).powi(2)).sqrt();
+    // The same widening on either scale: distances from the point, the
+    // drift floor in quadrature; on the log scale the floor is ln(1 + sd).
+    let widen = |w: f64, up: f64, lo: f64, drift: f64| {
+        (
+            w + ((kp * (up - w).max(0.0)).powi(2) + (zp * drift).powi(2)).sqrt(),
+            w - ((kf * (w - lo).max(0.0)).powi(2) + (zf * drift).powi(2)).sqrt(),
+        )
+    };
+    let (upper, lower) = match inp.scale {
+        BoundScale::Percent => widen(w, up, lo, drift_sd),
+        BoundScale::Log => {
+            let g = |x| worse_log(inp.direction, x);
+            let (u, l) = widen(g(w)?, g(up)?, g(lo)?, (drift_sd / 100.0).ln_1p());
+            (
+                worse_from_log(inp.direction, u),
+                worse_from_log(inp.direction, l),
+            )
+        }
+    };
     let se_boot = shrink * (worse_q(0.841_344_746)? - worse_q(0.158_655_254)?).abs() / 2.0;
     let se = (se_boot.powi(2) + drift_sd.powi(2)).sqrt();
     // Extreme values (found by fuzzing `compare`: a sample of 1e300) overflow

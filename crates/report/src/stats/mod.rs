@@ -29,7 +29,7 @@ pub use compare::{
     Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
 };
 pub use evidence::{
-    Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending, alpha_levels,
+    BoundScale, Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending, alpha_levels,
     alpha_levels_at, alpha_levels_closing, bootstrap_deltas, combine, newcombe_difference,
     paired_point_delta,
 };

@@ -7,7 +7,9 @@
 use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
-use crate::stats::evidence::{DriftFloor, Spending, alpha_levels_at, alpha_levels_closing};
+use crate::stats::evidence::{
+    BoundScale, DriftFloor, Spending, alpha_levels_at, alpha_levels_closing,
+};
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
 use super::super::model::PolicyMetric;
@@ -623,6 +625,12 @@ pub(super) fn policy_from_report(
                 .get("spending")
                 .and_then(parse::<Spending>)
                 .unwrap_or(Spending::Bonferroni),
+            // Reports from before the log scale built their bounds in percent.
+            bound_scale: fw
+                .get("bound_scale")
+                .and_then(parse::<BoundScale>)
+                .unwrap_or(BoundScale::Percent),
+            pair_requests: s.pointer("/design/pairs_requests") == Some(&Value::Bool(true)),
         },
         slo: match policy.get("slo") {
             None => Vec::new(),

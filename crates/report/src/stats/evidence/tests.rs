@@ -60,6 +60,9 @@ fn inp(direction: Direction, point: f64, drift: Option<&DriftFloor>) -> Evidence
         drift_floor: drift,
         n_eff: 20.0,
         units: 100_000,
+        // The unit tests below check the percent formula's numbers; the log
+        // scale has its own tests.
+        scale: BoundScale::Percent,
     }
 }
 
@@ -201,6 +204,9 @@ struct Sim {
     drift_sd: f64,
     /// True: block k of both sides shares its drift (interleaved).
     shared: bool,
+    /// SD of a per-request log factor shared by request j of block k on both
+    /// sides (the same prompt: its length, its turn, its cache hit).
+    position_sd: f64,
 }
 
 struct Draw {
@@ -223,6 +229,14 @@ impl Sim {
         let factor = (1.0 + shift / 100.0).ln();
         for k in 0..self.blocks {
             let common = normal(r) * self.drift_sd;
+            // Drawn only when used, so the other simulations' streams stay as they were.
+            let position: Vec<f64> = if self.position_sd > 0.0 {
+                (0..self.per_block)
+                    .map(|_| normal(r) * self.position_sd)
+                    .collect()
+            } else {
+                vec![0.0; self.per_block]
+            };
             for (side, out, cl) in [(0.0, &mut b, &mut bc), (factor, &mut c, &mut cc)] {
                 let drift = if self.shared {
                     common
@@ -230,8 +244,8 @@ impl Sim {
                     normal(r) * self.drift_sd
                 };
                 let mut e = normal(r);
-                for _ in 0..self.per_block {
-                    out.push(1000.0 * (side + drift + self.cv * e).exp());
+                for pos in &position {
+                    out.push(1000.0 * (side + drift + pos + self.cv * e).exp());
                     cl.push(k as u32);
                     e = self.phi * e + (1.0 - self.phi * self.phi).sqrt() * normal(r);
                 }
@@ -254,6 +268,17 @@ fn judge(
     floor: Option<&DriftFloor>,
     seed: u64,
 ) -> Judged {
+    judge_on(d, resampling, alpha, floor, seed, BoundScale::Log)
+}
+
+fn judge_on(
+    d: &Draw,
+    resampling: Resampling,
+    alpha: (f64, f64),
+    floor: Option<&DriftFloor>,
+    seed: u64,
+    scale: BoundScale,
+) -> Judged {
     let (bs, cs) = (
         Clustered {
             values: &d.b,
@@ -266,7 +291,7 @@ fn judge(
     );
     let deltas = bootstrap_deltas(bs, cs, 0.5, resampling, 500, seed).unwrap();
     let point = match resampling {
-        Resampling::Paired => paired_point_delta(bs, cs, 0.5).unwrap(),
+        Resampling::Paired | Resampling::PairedRequests => paired_point_delta(bs, cs, 0.5).unwrap(),
         _ => delta_percent(
             crate::stats::median(&d.b).unwrap(),
             crate::stats::median(&d.c).unwrap(),
@@ -288,6 +313,7 @@ fn judge(
                 Resampling::Independent => d.b.len().min(d.c.len()),
                 _ => d.bc.last().map_or(1, |&k| k as usize + 1),
             },
+            scale,
         },
     )
     .unwrap();
@@ -310,6 +336,7 @@ const INTERLEAVED: Sim = Sim {
     phi: 0.5,
     drift_sd: 0.06,
     shared: true,
+    position_sd: 0.0,
 };
 
 /// Three cells gate together (m = 3): a family-wise false fail is any cell failing.
@@ -777,4 +804,191 @@ fn closing_levels_spend_what_the_earlier_looks_left() {
     let (a, _) = alpha_levels_closing(0.05, 3, 20, 20, Spending::OBrienFleming);
     let (b, _) = alpha_levels_at(0.05, 3, 20, 20, Spending::OBrienFleming);
     assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+}
+
+/// The log scale's bounds: asymmetric around the point as a ratio's are, a
+/// latency's lower bound above −100 % and a throughput's worse change below
+/// +100 % whatever the spread, and the percent scale's numbers where the
+/// spread is small.
+#[test]
+fn log_scale_bounds_are_ratios_and_never_cross_minus_100_percent() {
+    use Direction::*;
+    let on = |d: &[f64], dir, p, scale, units| {
+        evidence(
+            d,
+            &EvidenceInput {
+                scale,
+                units,
+                ..inp(dir, p, None)
+            },
+        )
+        .unwrap()
+    };
+    // Small spread: the two scales agree to a few hundredths of a point.
+    let (pc, lg) = (
+        on(
+            &dist(1.0, 2.0),
+            LowerIsBetter,
+            1.0,
+            BoundScale::Percent,
+            100_000,
+        ),
+        on(
+            &dist(1.0, 2.0),
+            LowerIsBetter,
+            1.0,
+            BoundScale::Log,
+            100_000,
+        ),
+    );
+    assert!(
+        (pc.upper_bound_percent - lg.upper_bound_percent).abs() < 0.05,
+        "{pc:?} {lg:?}"
+    );
+    // A latency 4.5× with a wide spread over 4 blocks (t with 3 df): the
+    // percent scale's lower bound is below −100 %, an impossible ratio; the
+    // log scale's is a ratio (above 0).
+    let wide: Vec<f64> = (0..=2000)
+        .map(|i| (4.5 * (1.2 * (i as f64 / 1000.0 - 1.0)).exp() - 1.0) * 100.0)
+        .collect();
+    let pc = on(&wide, LowerIsBetter, 350.0, BoundScale::Percent, 4);
+    let lg = on(&wide, LowerIsBetter, 350.0, BoundScale::Log, 4);
+    assert!(pc.lower_bound_percent < -100.0, "{pc:?}");
+    assert!(lg.lower_bound_percent > -100.0, "{lg:?}");
+    assert!(
+        lg.upper_bound_percent - 350.0 > 350.0 - lg.lower_bound_percent,
+        "asymmetric: {lg:?}"
+    );
+    // Property over many spreads and points, both directions, few units.
+    let mut r = Xoshiro256::new(7);
+    for _ in 0..2000 {
+        let point = r.next_f64() * 400.0 - 90.0;
+        let spread = r.next_f64() * 300.0;
+        let d: Vec<f64> = (0..=200)
+            .map(|i| {
+                ((point / 100.0).ln_1p() + spread / 100.0 * (i as f64 / 100.0 - 1.0)).exp_m1()
+                    * 100.0
+            })
+            .collect();
+        let units = 2 + (r.next_f64() * 10.0) as usize;
+        let l = on(&d, LowerIsBetter, point, BoundScale::Log, units);
+        assert!(
+            l.lower_bound_percent > -100.0 && l.lower_bound_percent <= l.upper_bound_percent,
+            "{l:?}"
+        );
+        let h = on(&d, HigherIsBetter, point, BoundScale::Log, units);
+        assert!(
+            h.upper_bound_percent < 100.0 && h.lower_bound_percent <= h.upper_bound_percent,
+            "{h:?}"
+        );
+    }
+}
+
+/// The gate's error rates under three rules on the same simulated draws
+/// (three cells gating together): the percent scale with blocks paired
+/// (reports before), the log scale with blocks paired, and the log scale
+/// with requests paired within blocks (the default). Two kinds of traffic:
+/// the reference engine's noise (requests alike), and a conversation-like
+/// cell whose requests differ from each other by a factor shared by both
+/// sides (SD 0.5 in log: turns, lengths, cache hits). Each rule must keep A/A
+/// false fails within alpha; the default must cover ≥ 92 % with 4 blocks,
+/// decide large shifts the percent scale cannot, and need fewer requests
+/// where the requests differ.
+#[test]
+fn log_scale_and_request_pairing_keep_error_rates_and_decide_sooner() {
+    let alpha = alpha_levels(0.05, 3, 1);
+    let rates = |sim: Sim, shift: f64, rule: (BoundScale, Resampling), trials: usize, seed: u64| {
+        let mut r = Xoshiro256::new(seed);
+        let (mut counts, mut need) = ([0usize; 3], Vec::new());
+        for t in 0..trials {
+            let outcomes: Vec<GateOutcome> = (0..3)
+                .map(|cell| {
+                    let d = sim.draw(shift, &mut r);
+                    let j = judge_on(&d, rule.1, alpha, None, (t * 3 + cell) as u64, rule.0);
+                    need.extend(j.ev.requests_to_resolve);
+                    j.outcome
+                })
+                .collect();
+            counts[match combine(outcomes) {
+                GateOutcome::Pass => 0,
+                GateOutcome::Fail => 1,
+                GateOutcome::Inconclusive => 2,
+            }] += 1;
+        }
+        need.sort_unstable();
+        (counts, need.get(need.len() / 2).copied().unwrap_or(0))
+    };
+    let cover = |sim: Sim, shift: f64, rule: (BoundScale, Resampling), trials: usize, seed: u64| {
+        let mut r = Xoshiro256::new(seed);
+        let hit = (0..trials)
+            .filter(|&t| {
+                let d = sim.draw(shift, &mut r);
+                let e = judge_on(&d, rule.1, (0.025, 0.025), None, t as u64, rule.0).ev;
+                e.lower_bound_percent <= shift && shift <= e.upper_bound_percent
+            })
+            .count();
+        hit as f64 / trials as f64
+    };
+    let four = Sim {
+        blocks: 4,
+        ..INTERLEAVED
+    };
+    let conversation = Sim {
+        position_sd: 0.5,
+        ..INTERLEAVED
+    };
+    let rules = [
+        ("percent, blocks", (BoundScale::Percent, Resampling::Paired)),
+        ("log, blocks", (BoundScale::Log, Resampling::Paired)),
+        (
+            "log, requests",
+            (BoundScale::Log, Resampling::PairedRequests),
+        ),
+    ];
+    let trials = 100;
+    let mut table = vec![format!(
+        "{trials} trials per rate; 8 blocks of 4 per side unless named\n\
+         rule            | A/A fail | A/A pass | +10% fail | cover 4 blocks | +300% fail 4 blocks | conv. A/A fail | conv. +30% fail | conv. +30% median requests to resolve"
+    )];
+    let mut rows = Vec::new();
+    for (name, rule) in rules {
+        let aa = rates(INTERLEAVED, 0.0, rule, trials, 12).0;
+        let p10 = rates(INTERLEAVED, 10.0, rule, trials, 22).0;
+        let cov = cover(four, 10.0, rule, 300, 33);
+        let big = rates(four, 300.0, rule, trials, 44).0;
+        let caa = rates(conversation, 0.0, rule, trials, 66).0;
+        let (c30, need) = rates(conversation, 30.0, rule, trials, 77);
+        table.push(format!(
+            "{name:15} | {:>8} | {:>8} | {:>9} | {:>14.3} | {:>19} | {:>14} | {:>15} | {need}",
+            aa[1], aa[0], p10[1], cov, big[1], caa[1], c30[1]
+        ));
+        rows.push((aa, p10, cov, big, caa, c30, need));
+    }
+    eprintln!("{}", table.join("\n"));
+    for (i, r) in rows.iter().enumerate() {
+        assert!(
+            r.0[1] * 100 <= trials * 5,
+            "rule {i}: A/A false fails {}",
+            r.0[1]
+        );
+        assert!(
+            r.4[1] * 100 <= trials * 5,
+            "rule {i}: conversation A/A false fails {}",
+            r.4[1]
+        );
+    }
+    let (pc, def) = (&rows[0], &rows[2]);
+    assert!(def.2 >= 0.92, "coverage with 4 blocks {}", def.2);
+    assert!(
+        def.3[1] >= pc.3[1],
+        "large shifts: {} vs {}",
+        def.3[1],
+        pc.3[1]
+    );
+    assert!(
+        def.5[1] > pc.5[1],
+        "conversation +30%: {} vs {}",
+        def.5[1],
+        pc.5[1]
+    );
 }
