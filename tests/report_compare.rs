@@ -871,3 +871,36 @@ fn slo_attainment_is_gated_as_a_proportion_and_recomputed_by_verify() {
         .unwrap();
     assert_eq!(part["outcome"], "inconclusive");
 }
+
+/// A conversation cell's turns travel from the runs into the report, are
+/// shown side by side in every view, and are carried through verify.
+#[test]
+fn per_turn_slices_reach_the_report_and_every_view() {
+    use infergate::artifact::Slice;
+    let slice = |turn: usize, ttft: f64, cached: f64| Slice {
+        by: "turn".into(),
+        label: turn.to_string(),
+        requests: 4,
+        succeeded: 4,
+        ttft_p50_ms: Some(ttft),
+        e2e_p50_ms: Some(ttft + 400.0),
+        prompt_tokens_p50: Some(200.0 * turn as f64),
+        cached_share: Some(cached),
+    };
+    let (mut b, mut c) = seed_like();
+    b.cells[0].slices = vec![slice(1, 530.0, 0.1), slice(2, 822.0, 0.63)];
+    c.cells[0].slices = vec![slice(1, 685.0, 0.0), slice(2, 1708.0, 0.0)];
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let v = r.to_value();
+    assert_eq!(v["cells"]["capacity-4k"]["candidate_slices"][1]["ttft_p50_ms"], 1708.0);
+    let want = "turn 2: 4/4 requests, prompt p50 400.0 tokens; TTFT p50 822.0 → 1708.0 ms (+107.8%)";
+    for (view, text) in [
+        ("terminal", report::terminal(&r, false)),
+        ("markdown", report::markdown(&r)),
+        ("html", report::html(&r)),
+    ] {
+        assert!(text.contains(want), "{view}: {text}");
+        assert!(text.contains("cached 63% → 0%"), "{view}");
+    }
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+}

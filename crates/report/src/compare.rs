@@ -785,6 +785,8 @@ fn compare_cell(
             request_rows,
             baseline_server_timings: bc.server_timings.clone(),
             candidate_server_timings: cc.server_timings.clone(),
+            baseline_slices: bc.slices.clone(),
+            candidate_slices: cc.slices.clone(),
             baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
             candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
         },

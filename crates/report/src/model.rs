@@ -186,6 +186,12 @@ pub struct CellComparison {
     pub baseline_server_timings: Option<crate::artifact::ServerTimingCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_server_timings: Option<crate::artifact::ServerTimingCheck>,
+    /// Each side's requests by conversation turn, or by prompt length where
+    /// lengths vary (workload cells): what a pooled median hides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_slices: Vec<crate::artifact::Slice>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_slices: Vec<crate::artifact::Slice>,
     /// Each side's server metrics over the cell (known metrics, gauges over
     /// time, the counter check; the raw series stay in the runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

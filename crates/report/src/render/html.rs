@@ -510,7 +510,12 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         );
     }
     out.push_str("</table>\n");
-    for line in c.slo_lines().into_iter().chain(c.server_lines()) {
+    for line in c
+        .slo_lines()
+        .into_iter()
+        .chain(c.slice_lines())
+        .chain(c.server_lines())
+    {
         let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
     }
     time_series(out, c);

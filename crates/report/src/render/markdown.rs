@@ -186,7 +186,12 @@ pub(super) fn render(v: &View) -> String {
                 ],
             );
         }
-        let slo: Vec<String> = c.slo_lines().into_iter().chain(c.server_lines()).collect();
+        let slo: Vec<String> = c
+            .slo_lines()
+            .into_iter()
+            .chain(c.slice_lines())
+            .chain(c.server_lines())
+            .collect();
         if !slo.is_empty() {
             out.push('\n');
             for line in slo {

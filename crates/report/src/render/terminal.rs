@@ -173,7 +173,12 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
             );
         }
     }
-    for line in c.slo_lines().into_iter().chain(c.server_lines()) {
+    for line in c
+        .slo_lines()
+        .into_iter()
+        .chain(c.slice_lines())
+        .chain(c.server_lines())
+    {
         let _ = writeln!(out, "  {line}");
     }
     for (side, reasons) in [

@@ -87,9 +87,49 @@ pub struct CellView {
     /// Each side's metrics endpoints over the cell.
     pub baseline_metrics: Vec<ServerMetrics>,
     pub candidate_metrics: Vec<ServerMetrics>,
+    /// Each side's requests by turn or prompt length (workload cells).
+    pub baseline_slices: Vec<crate::artifact::Slice>,
+    pub candidate_slices: Vec<crate::artifact::Slice>,
 }
 
 impl CellView {
+    /// One line per turn (or prompt-length bucket) with both sides' medians
+    /// beside each other; empty for a cell of one kind of request.
+    pub fn slice_lines(&self) -> Vec<String> {
+        let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
+        let change = |b: Option<f64>, c: Option<f64>| match (b, c) {
+            (Some(b), Some(c)) if b > 0.0 => format!(" ({:+.1}%)", (c / b - 1.0) * 100.0),
+            _ => String::new(),
+        };
+        let share = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{:.0}%", v * 100.0));
+        self.baseline_slices
+            .iter()
+            .map(|b| {
+                let c = self
+                    .candidate_slices
+                    .iter()
+                    .find(|c| c.by == b.by && c.label == b.label);
+                let cf = |f: fn(&crate::artifact::Slice) -> Option<f64>| c.and_then(f);
+                format!(
+                    "{} {}: {}/{} requests, prompt p50 {} tokens; TTFT p50 {} → {} ms{}; e2e p50 {} → {} ms{}; cached {} → {}",
+                    if b.by == "turn" { "turn" } else { "prompt" },
+                    b.label,
+                    b.requests,
+                    c.map_or(0, |c| c.requests),
+                    ms(b.prompt_tokens_p50),
+                    ms(b.ttft_p50_ms),
+                    ms(cf(|c| c.ttft_p50_ms)),
+                    change(b.ttft_p50_ms, cf(|c| c.ttft_p50_ms)),
+                    ms(b.e2e_p50_ms),
+                    ms(cf(|c| c.e2e_p50_ms)),
+                    change(b.e2e_p50_ms, cf(|c| c.e2e_p50_ms)),
+                    share(b.cached_share),
+                    share(cf(|c| c.cached_share)),
+                )
+            })
+            .collect()
+    }
+
     /// Each side's client-minus-server overhead, then what each metrics
     /// endpoint said, in words; empty when the server said nothing.
     pub fn server_lines(&self) -> Vec<String> {
@@ -487,6 +527,8 @@ impl View {
                                 .unwrap_or_default(),
                             candidate_metrics: typed(c.get("candidate_server_metrics"))
                                 .unwrap_or_default(),
+                            baseline_slices: typed(c.get("baseline_slices")).unwrap_or_default(),
+                            candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
                         }
                     })
                     .collect()

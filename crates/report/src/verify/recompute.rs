@@ -328,7 +328,11 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             Some(v) => parse(Some(v), &at(&format!("{side}_server_metrics")))?,
             None => Vec::new(),
         },
-        slices: Vec::new(),
+        // Measured by the run (per turn or length): taken as given.
+        slices: match get("slices") {
+            Some(v) => parse(Some(v), &at(&format!("{side}_slices")))?,
+            None => Vec::new(),
+        },
         request_rows: request_rows.clone(),
         // Suite SLOs travel with the runs; the policy's are in the policy block.
         slo: match cell.get("slo") {
