@@ -529,6 +529,13 @@ fn full_report_renders_with_plots() {
     );
     let m = report::markdown(&r);
     assert!(m.contains("| `ttft_p50_ms` |"));
+    // The verdict comes first: before any cell's table, in both views.
+    for text in [&t, &m] {
+        let verdict = text.find("verdict      ").expect("a verdict line");
+        assert!(verdict < text.find("capacity-4k").unwrap(), "{text}");
+        assert!(text.contains("performance  "), "{text}");
+        assert!(text.contains("measured     "), "{text}");
+    }
 }
 
 #[test]
@@ -892,8 +899,12 @@ fn per_turn_slices_reach_the_report_and_every_view() {
     c.cells[0].slices = vec![slice(1, 685.0, 0.0), slice(2, 1708.0, 0.0)];
     let r = compare(&b, &c, &fast_policy()).expect("comparable");
     let v = r.to_value();
-    assert_eq!(v["cells"]["capacity-4k"]["candidate_slices"][1]["ttft_p50_ms"], 1708.0);
-    let want = "turn 2: 4/4 requests, prompt p50 400.0 tokens; TTFT p50 822.0 → 1708.0 ms (+107.8%)";
+    assert_eq!(
+        v["cells"]["capacity-4k"]["candidate_slices"][1]["ttft_p50_ms"],
+        1708.0
+    );
+    let want =
+        "turn 2: 4/4 requests, prompt p50 400.0 tokens; TTFT p50 822.0 → 1708.0 ms (+107.8%)";
     for (view, text) in [
         ("terminal", report::terminal(&r, false)),
         ("markdown", report::markdown(&r)),

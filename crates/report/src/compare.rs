@@ -1082,7 +1082,9 @@ pub fn compare(
                 look: Some(look),
                 closing: closing.then_some(true),
                 spending: Some(spending),
-                bound_scale: Some(policy.gate.bound_scale),
+                // Absent means percent (reports made before the log scale).
+                bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)
+                    .then_some(policy.gate.bound_scale),
                 alpha_pass,
                 alpha_fail,
             }),

@@ -76,6 +76,11 @@ pub(super) fn render(v: &View) -> String {
         code(v.candidate_image.as_deref().unwrap_or(DASH)),
         code(v.schema.as_deref().unwrap_or(DASH)),
     );
+    let _ = writeln!(out, "```text");
+    for line in v.verdict_lines() {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "```\n");
 
     let _ = writeln!(out, "| gate | result |\n| --- | --- |");
     let ni = v.non_inferior_gate();

@@ -214,6 +214,10 @@ pub(super) fn render(v: &View, color: bool) -> String {
         v.candidate_image.as_deref().unwrap_or(DASH)
     );
     let _ = writeln!(out);
+    for line in v.verdict_lines() {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out);
 
     let ci_head = ci_heading(v);
     if v.cells.is_empty() {

@@ -274,7 +274,85 @@ pub struct EvidenceView {
     pub design: Option<String>,
 }
 
+/// Most metrics named one by one in the verdict before the rest is counted.
+const VERDICT_NAMED: usize = 6;
+
 impl View {
+    /// The verdict first, in a few lines: the qualification, what decided it
+    /// (the metrics confidently worse, else those still undecided and the
+    /// requests that would decide them), the turnover and output-quality
+    /// findings, and what was measured. The tables below give the detail.
+    pub fn verdict_lines(&self) -> Vec<String> {
+        let mut out = vec![format!("verdict      {}", self.headline())];
+        let short = |subject: &str| {
+            subject
+                .strip_prefix("cells.")
+                .map_or(subject.to_string(), |s| s.replacen(".metrics.", " ", 1))
+        };
+        if let Some(e) = self.evidence() {
+            let count = |o: &str| e.parts.iter().filter(|p| p.1 == o).count();
+            out.push(format!(
+                "performance  {} by evidence: {} metric(s) confidently worse than their margin, {} confidently within it, {} undecided",
+                e.outcome,
+                count("fail"),
+                count("pass"),
+                count("inconclusive")
+            ));
+            let decisive = if e.outcome == "fail" {
+                "fail"
+            } else {
+                "inconclusive"
+            };
+            let named: Vec<&(String, String, String)> =
+                e.parts.iter().filter(|p| p.1 == decisive).collect();
+            for (subject, _, reason) in named.iter().take(VERDICT_NAMED) {
+                let mark = if decisive == "fail" { "✗" } else { "?" };
+                out.push(format!("  {mark} {}: {reason}", short(subject)));
+            }
+            if named.len() > VERDICT_NAMED {
+                out.push(format!(
+                    "  … and {} more below",
+                    named.len() - VERDICT_NAMED
+                ));
+            }
+            if let (Some(n), "inconclusive") = (e.requests_to_resolve, e.outcome.as_str()) {
+                out.push(format!(
+                    "  about {n} requests per side would decide every undecided metric"
+                ));
+            }
+        }
+        let turnover: Vec<(String, String, String)> = self
+            .failed_parts()
+            .into_iter()
+            .filter(|(gate, _, _)| {
+                let mode = self
+                    .turnover_gate
+                    .as_ref()
+                    .map_or("strict", |(m, _)| m.as_str());
+                gate == &format!("{} turnover", mode.replace("non_inferior", "non-inferior"))
+            })
+            .collect();
+        for (gate, subject, reason) in turnover.iter().take(3) {
+            out.push(format!("turnover     ✗ {gate}: {subject}: {reason}"));
+        }
+        if let Some(rc) = &self.references {
+            out.push(format!(
+                "output       reference pairs {}",
+                Self::reference_summary(rc)
+            ));
+        }
+        let (mut b, mut c) = (0, 0);
+        for cell in &self.cells {
+            b += cell.baseline_requests.unwrap_or(0);
+            c += cell.candidate_requests.unwrap_or(0);
+        }
+        out.push(format!(
+            "measured     {b} baseline / {c} candidate requests in {} cell(s)",
+            self.cells.len()
+        ));
+        out
+    }
+
     pub fn evidence(&self) -> Option<EvidenceView> {
         let g = self.gates.as_ref()?.performance_evidence.as_ref()?;
         let design = self.statistics.as_ref().and_then(|s| {
