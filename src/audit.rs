@@ -248,6 +248,9 @@ fn rebuild_side(
         .collect();
     let turnover_labels: BTreeSet<String> = art.turnover.iter().map(turnover_label).collect();
     journal.check_cells_known(ck, &art, &turnover_labels);
+    if let Some(s) = suite {
+        check_workloads(ck, &art, &name, s);
+    }
     rebuilt.turnover = match suite {
         Some(s) => rejudge_turnover(ck, &journal, &art, &name, s),
         None => {
@@ -524,10 +527,33 @@ fn rebuild_cell(
     );
     let records: Vec<RequestRecord> = j.of(&cell.name).map(|(_, r)| r.clone()).collect();
     let mut rebuilt = aggregate::cell(&spec, &records);
+    // The workload's description is the suite's, not the journal's: carried
+    // here, held against the suite in `check_workloads` when it is given.
+    rebuilt.shape.workload = cell.shape.workload.clone();
     let w = windows::cell_windows(&j.scrapes, &cell.name, &records, usize::MAX);
     windows::attach(&mut rebuilt, w);
     cell_differences(ck, j, &spec, &rebuilt, cell, art_name, i);
     rebuilt
+}
+
+/// Each cell's workload (with its dataset's sha256) against the suite's.
+fn check_workloads(ck: &mut Checker, art: &RunArtifact, name: &str, suite: &SuiteFile) {
+    for (i, cell) in art.cells.iter().enumerate() {
+        let Some(spec) = suite.suite.cells.iter().find(|c| c.name == cell.name) else {
+            continue;
+        };
+        let want = spec.shape().workload;
+        if want != cell.shape.workload {
+            ck.push(
+                format!("{name}: cells[{i}].shape.workload"),
+                show(serde_json::to_value(&cell.shape.workload).ok().as_ref()),
+                format!(
+                    "{}, the suite's (a different dataset file gives a different sha256)",
+                    show(serde_json::to_value(&want).ok().as_ref())
+                ),
+            );
+        }
+    }
 }
 
 /// Where the cell made again from the journal differs from the artifact's:

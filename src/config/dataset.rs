@@ -6,6 +6,8 @@
 use std::path::Path;
 
 use serde::Deserialize;
+
+use super::limits;
 use serde_json::Value;
 
 /// Largest dataset file read (64 MiB): the whole file is held in memory, and
@@ -126,10 +128,14 @@ fn json_lines(text: &str, file: &str) -> Result<Vec<(usize, Value)>, DatasetErro
 /// with `conversations: [{from, value}]` (`from` human/user, gpt/assistant,
 /// system).
 pub fn sharegpt(path: &Path) -> Result<Dataset, DatasetError> {
-    let file = path.display().to_string();
-    let text = read_bounded(path)?;
+    sharegpt_text(&read_bounded(path)?, &path.display().to_string())
+}
+
+/// [`sharegpt`] of text already read; `file` names it in errors.
+pub fn sharegpt_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
+    let file = file.to_string();
     let items: Vec<(String, Value)> = if text.trim_start().starts_with('[') {
-        let all: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
+        let all: Vec<Value> = serde_json::from_str(text).map_err(|e| {
             bad(
                 &file,
                 format!("line {}", e.line()),
@@ -142,7 +148,7 @@ pub fn sharegpt(path: &Path) -> Result<Dataset, DatasetError> {
             .map(|(i, v)| (format!("[{i}]"), v))
             .collect()
     } else {
-        json_lines(&text, &file)?
+        json_lines(text, &file)?
             .into_iter()
             .map(|(l, v)| (format!("line {l}"), v))
             .collect()
@@ -225,10 +231,14 @@ fn conversation(v: &Value) -> Result<Conversation, String> {
 /// `max_completion_tokens`. Other fields are ignored: the cell decides
 /// sampling, so both sides are asked the same way.
 pub fn openai(path: &Path) -> Result<Dataset, DatasetError> {
-    let file = path.display().to_string();
-    let text = read_bounded(path)?;
+    openai_text(&read_bounded(path)?, &path.display().to_string())
+}
+
+/// [`openai`] of text already read; `file` names it in errors.
+pub fn openai_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
+    let file = file.to_string();
     let mut out = Vec::new();
-    for (line, v) in json_lines(&text, &file)? {
+    for (line, v) in json_lines(text, &file)? {
         out.push(chat_request(&v).map_err(|why| bad(&file, format!("line {line}"), why))?);
     }
     if out.is_empty() {
@@ -306,6 +316,11 @@ fn chat_request(v: &Value) -> Result<ChatRequest, String> {
 /// A Mooncake-style trace (JSON Lines): `timestamp` (ms from the trace's
 /// start, non-decreasing), `input_length`, `output_length`, `hash_ids`.
 pub fn trace(path: &Path) -> Result<Dataset, DatasetError> {
+    trace_text(&read_bounded(path)?, &path.display().to_string())
+}
+
+/// [`trace`] of text already read; `file` names it in errors.
+pub fn trace_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Line {
@@ -315,10 +330,9 @@ pub fn trace(path: &Path) -> Result<Dataset, DatasetError> {
         #[serde(default)]
         hash_ids: Vec<u64>,
     }
-    let file = path.display().to_string();
-    let text = read_bounded(path)?;
+    let file = file.to_string();
     let mut out: Vec<TraceEntry> = Vec::new();
-    for (line, v) in json_lines(&text, &file)? {
+    for (line, v) in json_lines(text, &file)? {
         let at = format!("line {line}");
         let l: Line = serde_path_to_error::deserialize(&v).map_err(|e| {
             let field = e.path().to_string();
@@ -330,6 +344,19 @@ pub fn trace(path: &Path) -> Result<Dataset, DatasetError> {
                 at,
                 "fields `input_length` and `output_length` must be > 0",
             ));
+        }
+        // The prompt is made to this length: a typo must not become an allocation.
+        for (field, v, max) in [
+            ("input_length", l.input_length, limits::MAX_PROMPT_TOKENS),
+            ("output_length", l.output_length, limits::MAX_OUTPUT_TOKENS),
+        ] {
+            if v > max {
+                return Err(bad(
+                    &file,
+                    at,
+                    format!("field `{field}`: {v} is more than the {max} a request may ask for"),
+                ));
+            }
         }
         if let Some(prev) = out.last()
             && l.timestamp < prev.timestamp_ms
@@ -458,6 +485,17 @@ mod tests {
         let (_d, p) = write("{\"timestamp\":5,\"input_length\":\"x\",\"output_length\":1}\n");
         let e = trace(&p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("input_length"), "{e}");
+        // A length past the request limits is refused, not made into a prompt.
+        let e = trace_text(
+            "{\"timestamp\":0,\"input_length\":7,\"output_length\":1}\n{\"timestamp\":1,\"input_length\":99999999999,\"output_length\":1}\n",
+            "t.jsonl",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("t.jsonl: line 2: field `input_length`") && e.contains("more than"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1295,7 +1295,7 @@ fn compare_interleaved(
     policy.sequential_closing = closing;
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
-    let side = |label: &str| -> Result<RunArtifact> {
+    let side = |label: &str| -> Result<PathBuf> {
         let started_at = entries
             .iter()
             .find(|e| e.step == "block" && e.runtime.as_deref() == Some(label))
@@ -1308,11 +1308,14 @@ fn compare_interleaved(
             &turnover_dir(ctx.out_dir, label),
             started_at,
         )?;
-        crate::atomic::write_json_atomic(&ctx.out_dir.join(format!("{label}.json")), &merged)?;
-        Ok(merged)
+        let path = ctx.out_dir.join(format!("{label}.json"));
+        crate::atomic::write_json_atomic(&path, &merged)?;
+        Ok(path)
     };
     let (b, c) = (side(BASELINE)?, side(CANDIDATE)?);
-    report::compare(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
+    // From the files as written, so the report records their sha256 and
+    // `verify --runs` can hold them to it.
+    report::compare_paths(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
 }
 
 /// What a runtime's runs scrape: its own `/metrics` unless the plan says
@@ -1435,21 +1438,22 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
             &policy,
         )?);
     }
-    let side = |label: &str| -> Result<RunArtifact> {
+    let side = |label: &str| -> Result<PathBuf> {
         let dirs: Vec<PathBuf> = (1..=ctx.plan.repeats)
             .map(|n| pass_dir(ctx.out_dir, label, n))
             .collect();
-        let art = if dirs.len() == 1 {
-            report::read_artifact(&dirs[0].join(ARTIFACT_FILE))?
-        } else {
-            let merged = merge_passes(&ctx.plan.suite, &dirs)?;
-            crate::atomic::write_json_atomic(&ctx.out_dir.join(format!("{label}.json")), &merged)?;
-            merged
-        };
-        Ok(art)
+        if dirs.len() == 1 {
+            return Ok(dirs[0].join(ARTIFACT_FILE));
+        }
+        let merged = merge_passes(&ctx.plan.suite, &dirs)?;
+        let path = ctx.out_dir.join(format!("{label}.json"));
+        crate::atomic::write_json_atomic(&path, &merged)?;
+        Ok(path)
     };
     let (b, c) = (side(BASELINE)?, side(CANDIDATE)?);
-    report::compare(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
+    // From the files, so the report records their (and a single pass's
+    // journal's) sha256 for `verify --runs`.
+    report::compare_paths(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
 }
 
 /// Pool the passes of one runtime into one artifact: each cell re-aggregated
