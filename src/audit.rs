@@ -53,7 +53,7 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
         (Side::Candidate, &dirs.candidate),
     ] {
         let rebuilt = match passes.as_slice() {
-            [dir] => rebuild_side(&mut ck, root, side, dir, suite.as_ref()),
+            [dir] => rebuild_side(&mut ck, Some(root), side, dir, suite.as_ref()),
             _ => pool_passes(
                 &mut ck,
                 root,
@@ -100,9 +100,20 @@ fn pool_passes(
         );
         return None;
     };
+    // What compare read is the pooled artifact beside the passes
+    // (`qualify` writes `<side>.json`): its sha256 is the one recorded; each
+    // pass is held to its own journal instead.
+    if let Some(pooled) = passes
+        .first()
+        .and_then(|d| Some(d.parent()?.join(format!("{side}.json"))))
+        .filter(|p| p.is_file())
+        && let Ok(bytes) = std::fs::read(&pooled)
+    {
+        check_input(ck, Some(root), side, INPUT_RUN_ARTIFACT, &pooled, &bytes);
+    }
     let mut turnover: Vec<TurnoverRun> = Vec::new();
     for dir in passes {
-        let pass = rebuild_side(ck, root, side, dir, suite)?;
+        let pass = rebuild_side(ck, None, side, dir, suite)?;
         for mut t in pass.turnover {
             t.repeat = turnover.iter().filter(|x| x.name == t.name).count();
             turnover.push(t);
@@ -195,15 +206,19 @@ fn recorded_input(root: &Map<String, Value>, side: Side, role: &str) -> Option<(
     })
 }
 
-/// The file's sha256 against the report's record of it.
+/// The file's sha256 against the report's record of it; `root` None: the
+/// file is not one compare read (a pass of a pooled side, a block journal).
 fn check_input(
     ck: &mut Checker,
-    root: &Map<String, Value>,
+    root: Option<&Map<String, Value>>,
     side: Side,
     role: &str,
     file: &Path,
     bytes: &[u8],
 ) {
+    let Some(root) = root else {
+        return;
+    };
     let now = sha256_hex(bytes);
     match recorded_input(root, side, role) {
         Some((i, rec)) if rec != now => ck.push(
@@ -222,7 +237,7 @@ fn check_input(
 /// with a suite, each turnover run judged again); None when unreadable.
 fn rebuild_side(
     ck: &mut Checker,
-    root: &Map<String, Value>,
+    root: Option<&Map<String, Value>>,
     side: Side,
     dir: &Path,
     suite: Option<&SuiteFile>,
@@ -230,7 +245,7 @@ fn rebuild_side(
     let (file, art) = read_artifact(ck, root, side, dir)?;
     let name = file.display().to_string();
     if art.schedule == Some(Schedule::Interleaved) {
-        return rebuild_interleaved(ck, root, side, &file, art, suite);
+        return rebuild_interleaved(ck, side, &file, art, suite);
     }
     if art.schedule.is_some_and(|s| s != Schedule::Single) {
         ck.limit(format!("{name}: pooled from several passes, so taken as given; give the pass directories instead (comma-separated, with --suite)"));
@@ -266,7 +281,7 @@ fn rebuild_side(
 /// its sha256 checked against the report's record.
 fn read_artifact(
     ck: &mut Checker,
-    root: &Map<String, Value>,
+    root: Option<&Map<String, Value>>,
     side: Side,
     dir: &Path,
 ) -> Option<(PathBuf, RunArtifact)> {
@@ -302,7 +317,7 @@ fn read_artifact(
 /// names none (a limit) or it cannot be read (a disagreement).
 fn read_journal(
     ck: &mut Checker,
-    root: &Map<String, Value>,
+    root: Option<&Map<String, Value>>,
     side: Side,
     file: &Path,
     art: &RunArtifact,
@@ -596,7 +611,6 @@ fn cell_differences(
 /// own run judged them.
 fn rebuild_interleaved(
     ck: &mut Checker,
-    root: &Map<String, Value>,
     side: Side,
     file: &Path,
     art: RunArtifact,
@@ -660,7 +674,8 @@ fn rebuild_interleaved(
             return None;
         }
     };
-    let journal = read_journal(ck, root, side, &block_file, &block)?;
+    // The blocks' journal is not a file compare read: held to the last block's record.
+    let journal = read_journal(ck, None, side, &block_file, &block)?;
     let layout = interleave::layout(&suite.cells, plan.window);
     let totals: Vec<usize> = layout
         .iter()
