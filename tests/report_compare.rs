@@ -78,6 +78,7 @@ fn cell(
         server_timings: None,
         server_metrics: Vec::new(),
         slices: Vec::new(),
+        sessions: None,
         slo: None,
         name: name.into(),
         shape: shape(prompt, n),
@@ -894,9 +895,19 @@ fn per_turn_slices_reach_the_report_and_every_view() {
         prompt_tokens_p50: Some(200.0 * turn as f64),
         cached_share: Some(cached),
     };
+    let sessions = |duration: f64| infergate::artifact::Sessions {
+        turns: 2,
+        sessions: 4,
+        complete: 4,
+        duration_p50_ms: Some(duration),
+        duration_max_ms: Some(duration * 1.5),
+        ttft_sum_p50_ms: Some(duration / 2.0),
+    };
     let (mut b, mut c) = seed_like();
     b.cells[0].slices = vec![slice(1, 530.0, 0.1), slice(2, 822.0, 0.63)];
     c.cells[0].slices = vec![slice(1, 685.0, 0.0), slice(2, 1708.0, 0.0)];
+    b.cells[0].sessions = Some(sessions(2000.0));
+    c.cells[0].sessions = Some(sessions(3000.0));
     let r = compare(&b, &c, &fast_policy()).expect("comparable");
     let v = r.to_value();
     assert_eq!(
@@ -912,6 +923,10 @@ fn per_turn_slices_reach_the_report_and_every_view() {
     ] {
         assert!(text.contains(want), "{view}: {text}");
         assert!(text.contains("cached 63% → 0%"), "{view}");
+        assert!(
+            text.contains("sessions of 2 turns: 4/4 complete baseline, 4/4 candidate; duration p50 2000.0 → 3000.0 ms (+50.0%)"),
+            "{view}"
+        );
     }
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
 }

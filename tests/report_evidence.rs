@@ -75,6 +75,7 @@ fn artifact(
         server_timings: None,
         server_metrics: Vec::new(),
         slices: Vec::new(),
+        sessions: None,
         slo: None,
         name: "c1".into(),
         shape: shape(n),

@@ -55,6 +55,7 @@ fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize
         server_timings: None,
         server_metrics: Vec::new(),
         slices: Vec::new(),
+        sessions: None,
         slo: None,
         name: name.into(),
         shape: CellShape {

@@ -87,6 +87,10 @@ async fn dataset_workloads_run_compare_and_verify_on_the_real_engine() {
         assert_eq!(turns, ["1", "2"], "sharegpt by turn: {:?}", sg.slices);
         // Turn 2 carries turn 1 and its recorded answer: a longer prompt.
         assert!(sg.slices[1].prompt_tokens_p50 > sg.slices[0].prompt_tokens_p50);
+        let s = sg.sessions.as_ref().expect("sessions");
+        assert_eq!((s.turns, s.sessions, s.complete), (2, 4, 4), "{s:?}");
+        // A session lasts at least its two turns' waits for a first token.
+        assert!(s.duration_p50_ms >= s.ttft_sum_p50_ms, "{s:?}");
         // The trace is open loop: its schedule lag is measured per request.
         let tr = art.cells.iter().find(|c| c.name == "trace").unwrap();
         assert!(tr.shape.arrival.starts_with("trace:"), "{:?}", tr.shape);

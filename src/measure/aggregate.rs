@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::artifact::{
-    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Slice, metric,
+    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Sessions, Slice, metric,
 };
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, within_tolerance};
 use crate::measure::record::{Outcome, RequestRecord};
@@ -151,7 +151,45 @@ pub fn cell_clustered(
         // From the scrape log, not the journal: `windows::attach`.
         server_metrics: Vec::new(),
         slices: slices(&recs),
+        sessions: sessions(&recs),
     }
+}
+
+/// The cell's sessions, when its requests have turns: request `i` is turn
+/// `i % turns` of session `i / turns` (`measure::source`).
+fn sessions(recs: &[&RequestRecord]) -> Option<Sessions> {
+    let turns = recs.iter().filter_map(|r| r.turn).max()? + 1;
+    let mut by: BTreeMap<usize, Vec<&RequestRecord>> = BTreeMap::new();
+    for r in recs {
+        by.entry(r.index / turns as usize).or_default().push(r);
+    }
+    let (mut duration, mut ttft_sum) = (Vec::new(), Vec::new());
+    for rs in by.values() {
+        if rs.len() != turns as usize || rs.iter().any(|r| r.outcome != Outcome::Ok) {
+            continue;
+        }
+        let start = rs
+            .iter()
+            .map(|r| r.send_offset_ms)
+            .fold(f64::INFINITY, f64::min);
+        let end = rs
+            .iter()
+            .filter_map(|r| Some(r.send_offset_ms + r.capture.e2e_ms?))
+            .fold(f64::NEG_INFINITY, f64::max);
+        if end.is_finite() && start.is_finite() {
+            duration.push(end - start);
+        }
+        let waits: Option<f64> = rs.iter().map(|r| r.capture.ttft_ms).sum();
+        ttft_sum.extend(waits);
+    }
+    Some(Sessions {
+        turns,
+        sessions: by.len(),
+        complete: duration.len(),
+        duration_p50_ms: stats::median(&duration),
+        duration_max_ms: duration.iter().copied().reduce(f64::max),
+        ttft_sum_p50_ms: stats::median(&ttft_sum),
+    })
 }
 
 /// The cell's requests by conversation turn when they have turns, else by
@@ -532,6 +570,30 @@ mod tests {
             outcome: Outcome::Ok,
             detail: None,
         }
+    }
+
+    /// Two sessions of 2 turns: session 0 sent at 0 and 1000 ms (each
+    /// answered in 200), session 1 at 0 and 500 ms with its last turn failed.
+    #[test]
+    fn sessions_are_timed_from_the_first_send_to_the_last_token() {
+        let recs: Vec<RequestRecord> = [(0, 0.0), (1, 1000.0), (2, 0.0), (3, 500.0)]
+            .into_iter()
+            .map(|(i, at)| {
+                let mut r = ok(i);
+                r.turn = Some((i % 2) as u32);
+                r.send_offset_ms = at;
+                if i == 3 {
+                    r.outcome = Outcome::RequestError;
+                }
+                r
+            })
+            .collect();
+        let s = cell(&spec(""), &recs).sessions.expect("sessions");
+        assert_eq!((s.turns, s.sessions, s.complete), (2, 2, 1));
+        assert_eq!(s.duration_p50_ms, Some(1200.0));
+        assert_eq!(s.ttft_sum_p50_ms, Some(200.0));
+        // Requests without turns have no sessions.
+        assert!(cell(&spec(""), &four(|_| {})).sessions.is_none());
     }
 
     fn four(edit: impl Fn(&mut RequestRecord)) -> Vec<RequestRecord> {

@@ -242,6 +242,31 @@ pub struct CellResult {
     /// lengths vary (workloads only); each slice's medians beside its n.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slices: Vec<Slice>,
+    /// A conversation cell's sessions as their users live them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<Sessions>,
+}
+
+/// A conversation cell's sessions (workloads whose requests have turns):
+/// a session's turns are sent in order, each after the one before answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sessions {
+    /// Turns per session.
+    pub turns: u32,
+    /// Sessions with a recorded request.
+    pub sessions: usize,
+    /// Sessions whose every turn was recorded and succeeded: what the
+    /// figures below are over.
+    pub complete: usize,
+    /// First turn's send to the last turn's last token, think time
+    /// included: how long a user's conversation took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_max_ms: Option<f64>,
+    /// The session's TTFTs summed: how long its user waited for answers to begin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_sum_p50_ms: Option<f64>,
 }
 
 /// Client latency against the server's own per-request timings, over a

@@ -290,6 +290,7 @@ mod tests {
                 server_timings: None,
                 server_metrics: Vec::new(),
                 slices: Vec::new(),
+                sessions: None,
                 slo: None,
                 name: "c".into(),
                 shape: CellShape {

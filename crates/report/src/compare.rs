@@ -787,6 +787,8 @@ fn compare_cell(
             candidate_server_timings: cc.server_timings.clone(),
             baseline_slices: bc.slices.clone(),
             candidate_slices: cc.slices.clone(),
+            baseline_sessions: bc.sessions.clone(),
+            candidate_sessions: cc.sessions.clone(),
             baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
             candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
         },

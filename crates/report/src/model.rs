@@ -192,6 +192,11 @@ pub struct CellComparison {
     pub baseline_slices: Vec<crate::artifact::Slice>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidate_slices: Vec<crate::artifact::Slice>,
+    /// Each side's conversation sessions (workload cells with turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_sessions: Option<crate::artifact::Sessions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_sessions: Option<crate::artifact::Sessions>,
     /// Each side's server metrics over the cell (known metrics, gauges over
     /// time, the counter check; the raw series stay in the runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -280,6 +280,7 @@ mod tests {
                 server_timings: None,
                 server_metrics: Vec::new(),
                 slices: Vec::new(),
+                sessions: None,
                 slo: Some(a),
             }
         };

@@ -90,6 +90,9 @@ pub struct CellView {
     /// Each side's requests by turn or prompt length (workload cells).
     pub baseline_slices: Vec<crate::artifact::Slice>,
     pub candidate_slices: Vec<crate::artifact::Slice>,
+    /// Each side's conversation sessions.
+    pub baseline_sessions: Option<crate::artifact::Sessions>,
+    pub candidate_sessions: Option<crate::artifact::Sessions>,
 }
 
 impl CellView {
@@ -102,9 +105,25 @@ impl CellView {
             _ => String::new(),
         };
         let share = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{:.0}%", v * 100.0));
-        self.baseline_slices
-            .iter()
-            .map(|b| {
+        let sessions = self.baseline_sessions.as_ref().map(|b| {
+            let c = self.candidate_sessions.as_ref();
+            let cf = |f: fn(&crate::artifact::Sessions) -> Option<f64>| c.and_then(f);
+            format!(
+                "sessions of {} turns: {}/{} complete baseline, {}/{} candidate; duration p50 {} → {} ms{}; TTFTs summed per session p50 {} → {} ms{}",
+                b.turns,
+                b.complete,
+                b.sessions,
+                c.map_or(0, |c| c.complete),
+                c.map_or(0, |c| c.sessions),
+                ms(b.duration_p50_ms),
+                ms(cf(|c| c.duration_p50_ms)),
+                change(b.duration_p50_ms, cf(|c| c.duration_p50_ms)),
+                ms(b.ttft_sum_p50_ms),
+                ms(cf(|c| c.ttft_sum_p50_ms)),
+                change(b.ttft_sum_p50_ms, cf(|c| c.ttft_sum_p50_ms)),
+            )
+        });
+        let slices = self.baseline_slices.iter().map(|b| {
                 let c = self
                     .candidate_slices
                     .iter()
@@ -126,8 +145,8 @@ impl CellView {
                     share(b.cached_share),
                     share(cf(|c| c.cached_share)),
                 )
-            })
-            .collect()
+            });
+        sessions.into_iter().chain(slices).collect()
     }
 
     /// Each side's client-minus-server overhead, then what each metrics
@@ -607,6 +626,8 @@ impl View {
                                 .unwrap_or_default(),
                             baseline_slices: typed(c.get("baseline_slices")).unwrap_or_default(),
                             candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
+                            baseline_sessions: typed(c.get("baseline_sessions")),
+                            candidate_sessions: typed(c.get("candidate_sessions")),
                         }
                     })
                     .collect()

@@ -333,6 +333,10 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
             Some(v) => parse(Some(v), &at(&format!("{side}_slices")))?,
             None => Vec::new(),
         },
+        sessions: match get("sessions") {
+            Some(v) => Some(parse(Some(v), &at(&format!("{side}_sessions")))?),
+            None => None,
+        },
         request_rows: request_rows.clone(),
         // Suite SLOs travel with the runs; the policy's are in the policy block.
         slo: match cell.get("slo") {
