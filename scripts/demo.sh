@@ -75,5 +75,11 @@ if need:
     print(f"   about {need} requests per side per cell would decide it")
 print(f"   cost: {measured} measured requests (both sides, warmups and probes not counted), {turn} turnover requests, {int(sys.argv[2]) / 60:.1f} minutes")
 PY
+    # The report made again from the journals the qualification wrote.
+    say "infergate verify out/qualify/$id"
+    target/release/infergate verify "out/qualify/$id" || {
+        echo "demo: the report does not verify against its own runs" >&2
+        exit 1
+    }
 fi
 exit 0

@@ -38,6 +38,29 @@ pub struct RunDirs {
     pub suite: Option<PathBuf>,
 }
 
+/// The report and run directories of a qualification directory, as
+/// `qualify` wrote them: an interleaved side's pooled `<side>.json`, or each
+/// side's pass directories in order; the suite the plan named.
+pub fn qualification_dirs(dir: &Path) -> anyhow::Result<(PathBuf, RunDirs)> {
+    use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
+    use crate::qualify::{QualificationFile, REPORT_FILE, pass_dir};
+    let plan = QualificationFile::read(dir)?.load_plan(dir)?;
+    let side = |label: &str| match plan.schedule {
+        PlanSchedule::Interleaved => vec![dir.join(format!("{label}.json"))],
+        PlanSchedule::Alternating => (1..=plan.repeats)
+            .map(|n| pass_dir(dir, label, n))
+            .collect(),
+    };
+    Ok((
+        dir.join(REPORT_FILE),
+        RunDirs {
+            baseline: side(BASELINE),
+            candidate: side(CANDIDATE),
+            suite: Some(plan.suite.clone()),
+        },
+    ))
+}
+
 /// [`crate::report::verify_report`], then the report made again from its runs.
 pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
     let mut v = crate::report::verify_report(report);

@@ -123,6 +123,13 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     };
     let checked = infergate::audit::verify_runs(&v, &dirs);
     assert!(checked.is_clean(), "{:#?}", checked.disagreements);
+    // The directory alone names the same runs (`infergate verify DIR`).
+    let (report_file, found) = infergate::audit::qualification_dirs(&o.out_dir).unwrap();
+    assert_eq!(report_file, report_path);
+    assert_eq!(
+        (&found.baseline, &found.candidate),
+        (&dirs.baseline, &dirs.candidate)
+    );
     let journal = dirs.baseline[1].join(infergate::measure::runner::JOURNAL_FILE);
     let original = std::fs::read_to_string(&journal).unwrap();
     let mut lines: Vec<String> = original.lines().map(String::from).collect();
@@ -475,7 +482,25 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
         "{at} not named: {:#?}",
         edited.disagreements
     );
+    // `infergate verify DIR` says the same: exit 1, the line named.
+    let cli = |dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("verify")
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&o.out_dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&at));
     std::fs::write(&journal, original).unwrap();
+    let out = cli(&o.out_dir);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 
     assert!(
         v["promotion"]

@@ -38,7 +38,8 @@ pub enum Cmd {
     /// Recompute what a v1 report derives (bit for bit when it keeps its samples);
     /// exit 0 only when all agree. Says what it could not recompute.
     Verify {
-        /// Report file (JSON).
+        /// Report file (JSON), or a qualification directory (`qualify --out`'s
+        /// `<id>/`): its report made again from the runs it holds.
         file: PathBuf,
         /// Also make the report again from its run directories (or run.json
         /// files): each journal re-aggregated, every file's sha256 checked.

@@ -64,6 +64,20 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         }
         Cmd::Calibrate(a) => calibrate(a),
         Cmd::Verify { file, runs, suite } => {
+            // A qualification directory: its report, made again from its runs.
+            if file.is_dir() {
+                if !runs.is_empty() {
+                    anyhow::bail!(
+                        "{}: a qualification directory names its own runs; give its report.json to choose them with --runs",
+                        file.display()
+                    );
+                }
+                let (path, dirs) = infergate::audit::qualification_dirs(&file)?;
+                let value = report::read_report_value(&path)?;
+                let v = infergate::audit::verify_runs(&value, &dirs);
+                print!("{}", verify_text(&path.display().to_string(), &v));
+                return Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }));
+            }
             let value = report::read_report_value(&file)?;
             let v = match runs.as_slice() {
                 [b, c] => {
