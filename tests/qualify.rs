@@ -577,7 +577,13 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         assert_eq!(r["requests_per_side"]["tiny"], 4 * (i as u64 + 1));
     }
     assert!(rounds[0]["stop"].is_null());
-    assert_eq!(rounds[1]["stop"], "budget spent: max_requests");
+    // The budget's last round ends the run; its look may also resolve the
+    // gate (both engines serve the same requests, paired request by request).
+    let stop = rounds[1]["stop"].as_str().unwrap_or_default();
+    assert!(
+        stop == "budget spent: max_requests" || stop.starts_with("resolved: "),
+        "{stop}"
+    );
     let spent = detail_of(&entries, "adaptive", "-", "ok");
     assert_eq!(spent.len(), 1, "{}", s.join("\n"));
     assert_eq!(spent[0]["rounds"], 2);
