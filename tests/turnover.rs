@@ -450,7 +450,15 @@ async fn reference_logprobs_are_real_and_a_runtime_against_itself_has_no_hard_di
     use infergate::report::policy::{CrossRuntime, QualityPolicy};
     use infergate::report::reference::against_baseline;
 
-    let engine = support::engine(PROFILE);
+    // Its own server: "alone" must mean alone. On the shared one, the other
+    // tests' requests batch with these references, and this engine's CPU
+    // numerics depend on the batch (an A/A under that load showed a 0.6-nat
+    // swap at token 0, classified hard).
+    let mut profile = support::profile(PROFILE);
+    profile.name = format!("{PROFILE}-alone");
+    let mut engine = infergate::driver::engine::start(&profile, &support::log_dir())
+        .await
+        .expect("reference engine");
     let c = client(&engine.base_url);
     let s = spec(
         r#"
@@ -544,6 +552,7 @@ max_tokens = 32
         eprintln!("  {:?}", p.comparison);
     }
     assert_eq!(cmp.pairs, 8);
+    engine.stop().unwrap();
 }
 
 /// A broken candidate that serves as fast as the baseline (issue #28): the
