@@ -584,10 +584,10 @@ fn check_workloads(ck: &mut Checker, art: &RunArtifact, name: &str, suite: &Suit
         if want != cell.shape.workload {
             ck.push(
                 format!("{name}: cells[{i}].shape.workload"),
-                show(serde_json::to_value(&cell.shape.workload).ok().as_ref()),
+                show(Some(&to_value(&cell.shape.workload))),
                 format!(
                     "{}, the suite's (a different dataset file gives a different sha256)",
-                    show(serde_json::to_value(&want).ok().as_ref())
+                    show(Some(&to_value(&want)))
                 ),
             );
         }
@@ -653,36 +653,22 @@ fn rebuild_interleaved(
     let loaded;
     let suite = match suite {
         Some(s) => &s.suite,
-        None => match Suite::load(&plan.suite) {
-            Ok((s, text)) => {
-                let now = sha256_hex(text.as_bytes());
-                if art
-                    .provenance
-                    .suite_sha256
-                    .as_ref()
-                    .is_some_and(|h| *h != now)
-                {
-                    ck.push(
-                        plan.suite.display().to_string(),
-                        format!("sha256 {now}"),
-                        format!(
-                            "{}, the suite {name} ran: it changed since",
-                            art.provenance.suite_sha256.as_deref().unwrap_or("?")
-                        ),
-                    );
-                }
-                loaded = s;
-                &loaded
-            }
-            Err(e) => {
+        None => {
+            loaded = load_suite(ck, &plan.suite)?;
+            if let Some(ran) = art
+                .provenance
+                .suite_sha256
+                .as_ref()
+                .filter(|h| **h != loaded.sha256)
+            {
                 ck.push(
                     plan.suite.display().to_string(),
-                    format!("{e:#}"),
-                    "the suite the qualification ran",
+                    format!("sha256 {}", loaded.sha256),
+                    format!("{ran}, the suite {name} ran: it changed since"),
                 );
-                return None;
             }
-        },
+            &loaded.suite
+        }
     };
     let dir = interleaved_dir(out_dir, label);
     let block_file = dir.join(ARTIFACT_FILE);
@@ -709,28 +695,14 @@ fn rebuild_interleaved(
                 .map_or(0, |c| c.shape.requests)
         })
         .collect();
-    let merged = match crate::qualify::merge_interleaved(
-        suite,
-        &layout,
-        &totals,
-        &dir,
-        &turnover_dir(out_dir, label),
-        Some(art.provenance.started_at.clone()),
-    ) {
-        Ok(m) => m,
-        Err(e) => {
-            ck.push(
-                &name,
-                format!("{e:#}"),
-                "blocks that pool as qualify pools them",
-            );
-            return None;
-        }
-    };
+    // Pooled from the records read above, as `qualify::merge_interleaved` pools them.
+    let records: Vec<RequestRecord> = journal.records.iter().map(|(_, r)| r.clone()).collect();
+    let pooled =
+        crate::qualify::pool_interleaved_cells(suite, &layout, &totals, &records, &journal.scrapes);
     let mut rebuilt = art.clone();
     for (i, cell) in art.cells.iter().enumerate() {
         let (Some(got), Some(spec)) = (
-            merged.cells.iter().find(|c| c.name == cell.name),
+            pooled.iter().find(|c| c.name == cell.name),
             suite.cells.iter().find(|c| c.name == cell.name),
         ) else {
             ck.push(

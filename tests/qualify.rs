@@ -131,19 +131,8 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         (&dirs.baseline, &dirs.candidate)
     );
     let journal = dirs.baseline[1].join(infergate::measure::runner::JOURNAL_FILE);
-    let original = std::fs::read_to_string(&journal).unwrap();
-    let mut lines: Vec<String> = original.lines().map(String::from).collect();
-    let k = lines
-        .iter()
-        .position(|l| l.contains("\"outcome\":\"ok\""))
-        .expect("a successful request");
-    let mut rec: serde_json::Value = serde_json::from_str(&lines[k]).unwrap();
-    let t = rec["capture"]["e2e_ms"].as_f64().unwrap();
-    rec["capture"]["e2e_ms"] = (t * 2.0).into();
-    lines[k] = rec.to_string();
-    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let (original, at) = edit_first_ok_record(&journal, "e2e_ms", 2.0);
     let edited = infergate::audit::verify_runs(&v, &dirs);
-    let at = format!("{}:{}", journal.display(), k + 1);
     assert!(
         edited.disagreements.iter().any(|d| d.path == at),
         "{at} not named: {:#?}",
@@ -464,19 +453,8 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
         checked.unchecked
     );
     let journal = o.out_dir.join("candidate-interleaved/journal.jsonl");
-    let original = std::fs::read_to_string(&journal).unwrap();
-    let mut lines: Vec<String> = original.lines().map(String::from).collect();
-    let k = lines
-        .iter()
-        .position(|l| l.contains("\"outcome\":\"ok\""))
-        .expect("a successful request");
-    let mut rec: serde_json::Value = serde_json::from_str(&lines[k]).unwrap();
-    let t = rec["capture"]["ttft_ms"].as_f64().unwrap();
-    rec["capture"]["ttft_ms"] = (t * 3.0).into();
-    lines[k] = rec.to_string();
-    std::fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    let (original, at) = edit_first_ok_record(&journal, "ttft_ms", 3.0);
     let edited = infergate::audit::verify_runs(&v, &dirs);
-    let at = format!("{}:{}", journal.display(), k + 1);
     assert!(
         edited.disagreements.iter().any(|d| d.path == at),
         "{at} not named: {:#?}",
@@ -663,4 +641,22 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     assert!(has(&entries, "report - ok"), "{}", s.join("\n"));
     assert_baseline_serving(&entries).await;
     assert!(lifecycle::leftovers(&entries).is_empty());
+}
+
+/// Multiply `field` of the journal's first successful record by `factor`,
+/// written in place. Returns the original text (to put back) and the
+/// `file:line` verify must name.
+fn edit_first_ok_record(journal: &std::path::Path, field: &str, factor: f64) -> (String, String) {
+    let original = std::fs::read_to_string(journal).unwrap();
+    let mut lines: Vec<String> = original.lines().map(String::from).collect();
+    let k = lines
+        .iter()
+        .position(|l| l.contains("\"outcome\":\"ok\""))
+        .expect("a successful request");
+    let mut rec: serde_json::Value = serde_json::from_str(&lines[k]).unwrap();
+    let t = rec["capture"][field].as_f64().unwrap();
+    rec["capture"][field] = (t * factor).into();
+    lines[k] = rec.to_string();
+    std::fs::write(journal, lines.join("\n") + "\n").unwrap();
+    (original, format!("{}:{}", journal.display(), k + 1))
 }

@@ -447,7 +447,6 @@ async fn calibrate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reference_logprobs_are_real_and_a_runtime_against_itself_has_no_hard_divergence() {
     use infergate::report::agreement::DivergenceClass;
-    use infergate::report::policy::{CrossRuntime, QualityPolicy};
     use infergate::report::reference::against_baseline;
 
     // Its own server: "alone" must mean alone. On the shared one, the other
@@ -460,16 +459,7 @@ async fn reference_logprobs_are_real_and_a_runtime_against_itself_has_no_hard_di
         .await
         .expect("reference engine");
     let c = client(&engine.base_url);
-    let s = spec(
-        r#"
-name = "reference-logprobs"
-contract = "reference"
-prompt = "sentence"
-requests = 8
-concurrency = 2
-max_tokens = 32
-"#,
-    );
+    let s = sentence_references("reference-logprobs");
     let (mut asked_ref, mut asked_measured) = (0, 0);
     let mut journal = |r: &RequestRecord| {
         let n = usize::from(!r.capture.tokens.is_empty());
@@ -516,10 +506,7 @@ max_tokens = 32
         }
     }
 
-    let near = QualityPolicy {
-        cross_runtime: CrossRuntime::NearTie,
-        ..QualityPolicy::default()
-    };
+    let near = near_tie();
     let b = turnover::run_turnover(&c, &s, 0, None).await;
     let (_, notes, cmp) =
         against_baseline(std::slice::from_ref(&a), std::slice::from_ref(&b), &near);
@@ -564,29 +551,16 @@ max_tokens = 32
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_with_the_wrong_rope_base_diverges_hard_from_the_baseline() {
     use infergate::report::agreement::DivergenceClass;
-    use infergate::report::policy::{CrossRuntime, QualityPolicy};
     use infergate::report::reference::against_baseline;
 
-    let s = spec(
-        r#"
-name = "reference-rope"
-contract = "reference"
-prompt = "sentence"
-requests = 8
-concurrency = 2
-max_tokens = 32
-"#,
-    );
+    let s = sentence_references("reference-rope");
     let base = support::engine("baseline");
     let broken = support::engine("rope-default");
     let b = turnover::run_turnover(&client(&base.base_url), &s, 0, None).await;
     let c = turnover::run_turnover(&client(&broken.base_url), &s, 0, None).await;
     assert_consistent(&b);
     assert_consistent(&c);
-    let near = QualityPolicy {
-        cross_runtime: CrossRuntime::NearTie,
-        ..QualityPolicy::default()
-    };
+    let near = near_tie();
     let (runs, notes, cmp) =
         against_baseline(std::slice::from_ref(&b), std::slice::from_ref(&c), &near);
     let cmp = cmp.expect("pairs");
@@ -616,4 +590,20 @@ max_tokens = 32
     }
     // Each hard divergence is a failed request of the candidate's run.
     assert!(runs[0].failed >= cmp.hard, "{:#?}", runs[0]);
+}
+
+/// 8 free-text prompts, references taken alone with their logprobs.
+fn sentence_references(name: &str) -> TurnoverSpec {
+    spec(&format!(
+        "name = \"{name}\"\ncontract = \"reference\"\nprompt = \"sentence\"\nrequests = 8\nconcurrency = 2\nmax_tokens = 32\n"
+    ))
+}
+
+/// The policy that passes near-ties and fails hard divergences.
+fn near_tie() -> infergate::report::policy::QualityPolicy {
+    use infergate::report::policy::{CrossRuntime, QualityPolicy};
+    QualityPolicy {
+        cross_runtime: CrossRuntime::NearTie,
+        ..QualityPolicy::default()
+    }
 }

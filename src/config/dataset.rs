@@ -99,7 +99,7 @@ fn bad(file: &str, at: impl Into<String>, why: impl Into<String>) -> DatasetErro
 }
 
 /// Read a file after checking its size (never a 200 MB read to refuse it).
-fn read_bounded(path: &Path) -> Result<String, DatasetError> {
+pub fn read_bounded(path: &Path) -> Result<String, DatasetError> {
     let file = path.display().to_string();
     let size = std::fs::metadata(path)
         .map_err(|e| DatasetError::Io(e, file.clone()))?

@@ -365,12 +365,18 @@ impl CellSpec {
         *p = dir.join(&*p);
         let w = &*w;
         let path = w.path().unwrap_or(Path::new(""));
-        let data = match w {
-            WorkloadSpec::Sharegpt { .. } => dataset::sharegpt(path),
-            WorkloadSpec::Openai { .. } => dataset::openai(path),
-            _ => dataset::trace(path),
-        }
-        .with_context(|| format!("workload.path ({} dataset)", w.kind()))?;
+        let file = path.display().to_string();
+        // Read once: parsed, and hashed for the cell's shape.
+        let data = dataset::read_bounded(path)
+            .and_then(|text| {
+                self.dataset_sha256 = Some(crate::util::sha256_hex(text.as_bytes()));
+                match w {
+                    WorkloadSpec::Sharegpt { .. } => dataset::sharegpt_text(&text, &file),
+                    WorkloadSpec::Openai { .. } => dataset::openai_text(&text, &file),
+                    _ => dataset::trace_text(&text, &file),
+                }
+            })
+            .with_context(|| format!("workload.path ({} dataset)", w.kind()))?;
         let turns = w.turns().unwrap_or(1);
         let can = data.capacity(turns);
         if can < self.requests {
@@ -386,7 +392,6 @@ impl CellSpec {
             );
         }
         self.dataset = Some(Arc::new(data));
-        self.dataset_sha256 = Some(file_sha256(path)?);
         Ok(())
     }
 
@@ -466,16 +471,6 @@ impl CellSpec {
         }
         Ok(())
     }
-}
-
-/// SHA-256 of a dataset file already read (and so within its size limit).
-fn file_sha256(path: &Path) -> Result<String> {
-    use sha2::Digest;
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 #[cfg(test)]

@@ -1343,18 +1343,7 @@ pub fn merge_interleaved(
     let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
     let records = journal::read(&dir.join(JOURNAL_FILE))?;
     let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
-    let pooled: Vec<crate::artifact::CellResult> = suite
-        .cells
-        .iter()
-        .zip(cells)
-        .zip(totals)
-        .map(|((spec, c), &n)| {
-            let mut cell = interleave::pool_cell(spec, c.window, n, &records);
-            let w = windows::cell_windows(&scrapes, &spec.name, &records, n);
-            windows::attach(&mut cell, w);
-            cell
-        })
-        .collect();
+    let pooled = pool_interleaved_cells(suite, cells, totals, &records, &scrapes);
     let mut provenance = last.provenance.clone();
     // Pooled from blocks: no one journal state describes the merged artifact.
     provenance.journal = None;
@@ -1391,6 +1380,29 @@ pub fn merge_interleaved(
         turnover,
         schedule: Some(Schedule::Interleaved),
     })
+}
+
+/// Each cell of `suite` pooled over its blocks (requests `0 .. totals[i]`)
+/// from the blocks' records, with its server windows from the scrape log.
+pub fn pool_interleaved_cells(
+    suite: &Suite,
+    cells: &[CellLayout],
+    totals: &[usize],
+    records: &[crate::measure::record::RequestRecord],
+    scrapes: &[scrape::ScrapeEntry],
+) -> Vec<crate::artifact::CellResult> {
+    suite
+        .cells
+        .iter()
+        .zip(cells)
+        .zip(totals)
+        .map(|((spec, c), &n)| {
+            let mut cell = interleave::pool_cell(spec, c.window, n, records);
+            let w = windows::cell_windows(scrapes, &spec.name, records, n);
+            windows::attach(&mut cell, w);
+            cell
+        })
+        .collect()
 }
 
 /// What the report names as the runtime's "image": the digest for containers,

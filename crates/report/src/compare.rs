@@ -280,6 +280,25 @@ struct DesignChoice {
     pub drift: DriftFloor,
 }
 
+/// The design as the report states it: interleaved designs pair requests
+/// within blocks where the policy says so (and fall back to blocks alone
+/// per metric where a request has no value on a side).
+fn report_design(schedule: Schedule, resampling: Resampling, policy: &Policy) -> Design {
+    let pairs_requests = resampling == Resampling::Paired && policy.gate.pair_requests;
+    Design {
+        schedule: schedule.as_str().to_string(),
+        resampling,
+        resampling_method: if pairs_requests {
+            Resampling::PairedRequests.describe().to_string()
+                + "; blocks apart where a request has no value on a side"
+        } else {
+            resampling.describe().to_string()
+        },
+        drift_floor_reason: (schedule == Schedule::Single).then(|| SINGLE_PASS_DRIFT.to_string()),
+        pairs_requests: pairs_requests.then_some(true),
+    }
+}
+
 /// The design both artifacts declare: interleaved on both sides → paired
 /// blocks; alternating passes → clustered; else one pass per side.
 fn design_of(b: &RunArtifact, c: &RunArtifact) -> (Schedule, Resampling) {
@@ -1090,19 +1109,7 @@ pub fn compare(
                 alpha_pass,
                 alpha_fail,
             }),
-            design: Some(Design {
-                schedule: schedule.as_str().to_string(),
-                resampling,
-                resampling_method: if resampling == Resampling::Paired && policy.gate.pair_requests {
-                    Resampling::PairedRequests.describe().to_string() + "; blocks apart where a request has no value on a side"
-                } else {
-                    resampling.describe().to_string()
-                },
-                drift_floor_reason: (schedule == Schedule::Single)
-                    .then(|| SINGLE_PASS_DRIFT.to_string()),
-                pairs_requests: (resampling == Resampling::Paired && policy.gate.pair_requests)
-                    .then_some(true),
-            }),
+            design: Some(report_design(schedule, resampling, policy)),
             turnover_margin: Some(policy.turnover.margin),
             drift_floor: Some(DriftFloor {
                 pass_sd_percent: policy.gate.drift_sd_percent,

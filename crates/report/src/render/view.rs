@@ -340,16 +340,15 @@ impl View {
                 ));
             }
         }
+        // The policy's turnover gate, as `failed_parts` names it.
+        let policy_gate = match self.turnover_gate.as_ref().map(|(m, _)| m.as_str()) {
+            Some("non_inferior") => "non-inferior turnover",
+            _ => "strict turnover",
+        };
         let turnover: Vec<(String, String, String)> = self
             .failed_parts()
             .into_iter()
-            .filter(|(gate, _, _)| {
-                let mode = self
-                    .turnover_gate
-                    .as_ref()
-                    .map_or("strict", |(m, _)| m.as_str());
-                gate == &format!("{} turnover", mode.replace("non_inferior", "non-inferior"))
-            })
+            .filter(|(gate, _, _)| gate == policy_gate)
             .collect();
         for (gate, subject, reason) in turnover.iter().take(3) {
             out.push(format!("turnover     ✗ {gate}: {subject}: {reason}"));
