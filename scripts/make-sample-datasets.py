@@ -85,6 +85,26 @@ def mooncake(rng, n=48, block=512):
     return lines
 
 
+# Checkable questions with exact answers for `prompt = "task"` (suites/quality.toml):
+# three kinds the reference model answers about two thirds of the time, so a
+# runtime that loses answers shows it. 40 of each, interleaved.
+CAPITALS = [("France","Paris"),("Italy","Rome"),("Japan","Tokyo"),("Spain","Madrid"),("Germany","Berlin"),("England","London"),("Russia","Moscow"),("Egypt","Cairo"),("Greece","Athens"),("China","Beijing"),("Canada","Ottawa"),("Portugal","Lisbon"),("Ireland","Dublin"),("Austria","Vienna"),("Poland","Warsaw"),("Norway","Oslo"),("Sweden","Stockholm"),("Finland","Helsinki"),("Denmark","Copenhagen"),("Hungary","Budapest"),("Belgium","Brussels"),("Netherlands","Amsterdam"),("Switzerland","Bern"),("Turkey","Ankara"),("India","New Delhi"),("Thailand","Bangkok"),("Kenya","Nairobi"),("Peru","Lima"),("Chile","Santiago"),("Argentina","Buenos Aires"),("Mexico","Mexico City"),("Cuba","Havana"),("Iran","Tehran"),("Iraq","Baghdad"),("Australia","Canberra"),("Scotland","Edinburgh"),("Wales","Cardiff"),("South Korea","Seoul"),("Vietnam","Hanoi"),("Indonesia","Jakarta")]
+OPPOSITES = [("hot","cold"),("big","small"),("up","down"),("day","night"),("fast","slow"),("open",["closed","close"]),("happy","sad"),("old",["new","young"]),("light","dark"),("left","right"),("wet","dry"),("yes","no"),("tall","short"),("hard","soft"),("full","empty"),("early","late"),("rich","poor"),("strong","weak"),("high","low"),("in","out"),("win","lose"),("thick","thin"),("black","white"),("good","bad"),("push","pull"),("buy","sell"),("first","last"),("inside","outside"),("north","south"),("east","west"),("love","hate"),("clean","dirty"),("loud","quiet"),("heavy","light"),("near","far"),("start",["end","finish","stop"]),("true","false"),("alive","dead"),("above","below"),("cheap","expensive")]
+UPPER_WORDS = ["apple","river","stone","green","house","cloud","music","table","light","bread","tiger","chair","water","plant","sugar","glass","horse","train","paper","money","storm","beach","night","smile","dream","heart","ocean","piano","lemon","candy","forest","garden","window","yellow","orange","silver","dragon","rabbit","rocket","winter"]
+
+
+def tasks():
+    out = []
+    for i in range(40):
+        c, a = CAPITALS[i]
+        out.append({"question": f"What is the capital of {c}?", "answer": a, "kind": "capital"})
+        w, a = OPPOSITES[i]
+        out.append({"question": f"What is the opposite of {w}?", "answer": a, "kind": "opposite"})
+        u = UPPER_WORDS[i]
+        out.append({"question": f"Write the word {u} in capital letters.", "answer": u.upper(), "kind": "uppercase"})
+    return out
+
+
 def main():
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent / "suites" / "data"
     out.mkdir(parents=True, exist_ok=True)
@@ -92,6 +112,7 @@ def main():
     (out / "sharegpt-sample.json").write_text(json.dumps(sharegpt(rng), indent=1) + "\n")
     (out / "openai-sample.jsonl").write_text("".join(json.dumps(l) + "\n" for l in openai(rng)))
     (out / "mooncake-sample.jsonl").write_text("".join(json.dumps(l) + "\n" for l in mooncake(rng)))
+    (out / "tasks-basic.jsonl").write_text("".join(json.dumps(l) + "\n" for l in tasks()))
     print(f"wrote {out}/sharegpt-sample.json, openai-sample.jsonl, mooncake-sample.jsonl")
 
 

@@ -126,6 +126,7 @@ fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
             .collect(),
         references: vec![],
         reference_tokens: vec![],
+        task_answers: String::new(),
     }
 }
 

@@ -202,6 +202,7 @@ fn a_reference_comparison_validates() {
         failures: vec![],
         references: texts.iter().map(|t| Some(t.to_string())).collect(),
         reference_tokens: toks,
+        task_answers: String::new(),
     };
     let b = run(
         &["ab", "x", "\u{fffd}", "q"],
@@ -249,6 +250,30 @@ fn a_reference_comparison_validates() {
         &report,
         "/reference_comparison/prompts/0/baseline_tokens/1/logprob",
     );
+
+    // The quality block and its gate, from these pairs and a task.
+    let tasks = vec![(
+        "tasks".to_string(),
+        "1101-".to_string(),
+        "1001-".to_string(),
+    )];
+    let rate = QualityPolicy {
+        cross_runtime: infergate::report::agreement::CrossRuntime::Rate,
+        ..QualityPolicy::default()
+    };
+    let (q, gate) =
+        infergate::report::quality::judge(Some(&cmp), &tasks, &rate, 0.0125, 0.0125).unwrap();
+    report["quality"] = serde_json::to_value(&q).unwrap();
+    report["gates"] = serde_json::json!({
+        "performance": {"rule": "r", "passed": true, "parts": []},
+        "strict_turnover": {"rule": "r", "passed": true, "parts": []},
+        "non_inferior_turnover": {"rule": "r", "passed": true, "parts": []},
+        "quality": serde_json::to_value(gate.unwrap()).unwrap(),
+        "qualified": false
+    });
+    v.assert_valid(v.report, &report, "a report with a quality gate");
+    v.assert_required(v.report, &report, "/quality/tasks/0/table/baseline_only");
+    v.assert_required(v.report, &report, "/quality/hard_divergence/outcome");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

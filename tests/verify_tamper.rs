@@ -106,6 +106,7 @@ fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
     TurnoverRun {
         references: vec![],
         reference_tokens: vec![],
+        task_answers: String::new(),
         name: "turnover".into(),
         repeat,
         contract: "words".into(),
@@ -947,4 +948,108 @@ fn edited_divergence_class_pass_or_logprob_is_named() {
         v["reference_comparison"]["hard"] = json!(0);
     });
     names(&p, "reference_comparison.hard");
+}
+
+/// The reference workload of [`reference_report`] under `rate`, plus a
+/// task workload of 100 items: the baseline right on 60, the candidate on
+/// 60 of its own (two lost, two gained).
+fn quality_report() -> Value {
+    let (mut b, mut c) = runs();
+    let a = || tok("A", -0.1, &[("A", -0.1), ("The", -2.5)]);
+    b.turnover.push(reference_run(
+        &["A dog"],
+        vec![vec![
+            a(),
+            tok(" dog", -0.1, &[(" dog", -0.1), (" cat", -3.1)]),
+        ]],
+    ));
+    c.turnover.push(reference_run(
+        &["A cat"],
+        vec![vec![
+            a(),
+            tok(" cat", -0.2, &[(" cat", -0.2), (" dog", -2.0)]),
+        ]],
+    ));
+    let task = |answers: String| TurnoverRun {
+        name: "tasks".into(),
+        contract: "reference".into(),
+        requests: 100,
+        exact_output_passed: 100,
+        responses_received: 100,
+        failed: 0,
+        failures: vec![],
+        task_answers: answers,
+        ..turnover(0, 0)
+    };
+    let base = "1".repeat(60) + &"0".repeat(40);
+    let cand = "00".to_string() + &"1".repeat(58) + "11" + &"0".repeat(38);
+    b.turnover.push(task(base));
+    c.turnover.push(task(cand));
+    let mut p = policy();
+    p.quality.cross_runtime = report::policy::CrossRuntime::Rate;
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+#[test]
+fn the_quality_gate_is_in_the_report_and_recomputed() {
+    let v = quality_report();
+    let t = &v["quality"]["tasks"][0];
+    assert_eq!(
+        (&t["baseline_correct"], &t["candidate_correct"]),
+        (&json!(60), &json!(60))
+    );
+    assert_eq!(
+        (&t["table"]["baseline_only"], &t["table"]["candidate_only"]),
+        (&json!(2), &json!(2))
+    );
+    let h = &v["quality"]["hard_divergence"];
+    assert_eq!(
+        (&h["pairs"], &h["hard"], &h["gating"]),
+        (&json!(1), &json!(1), &json!(true))
+    );
+    // Under `rate` the hard pair fails no request; the share decides.
+    assert_eq!(v["candidate_turnover_repeat_2"]["failed"], json!(0));
+    let parts = v["gates"]["quality"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2);
+    // One pair, and it is hard: neither confidently above nor within 10 %.
+    assert_eq!(v["gates"]["quality"]["outcome"], "inconclusive");
+    assert!(
+        v["qualification"]
+            .as_str()
+            .unwrap()
+            .starts_with("inconclusive")
+            || v["qualification"].as_str().unwrap().starts_with("fail")
+    );
+    // Every gating quality part is one more pair of the family.
+    assert!(
+        v["statistics"]["family_wise"]["method"]
+            .as_str()
+            .unwrap()
+            .contains("gating quality part")
+    );
+    let text = report::terminal(&v, false);
+    assert!(text.contains("task tasks: accuracy 60/100"), "{text}");
+}
+
+#[test]
+fn an_edited_accuracy_count_or_answer_is_named() {
+    let v = quality_report();
+    let p = paths(v.clone(), |v| {
+        v["quality"]["tasks"][0]["candidate_correct"] = json!(61)
+    });
+    names(&p, "quality.tasks[0].candidate_correct");
+    // The answers edited, counts left alone: the counts no longer match them.
+    let p = paths(v.clone(), |v| {
+        v["quality"]["tasks"][0]["candidate_answers"] = json!("1".repeat(100))
+    });
+    names(&p, "quality.tasks[0].candidate_correct");
+    let p = paths(v.clone(), |v| {
+        v["quality"]["hard_divergence"]["hard"] = json!(0)
+    });
+    names(&p, "quality.hard_divergence.hard");
+    let p = paths(v, |v| v["gates"]["quality"]["outcome"] = json!("pass"));
+    names(&p, "gates.quality.outcome");
 }

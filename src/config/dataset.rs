@@ -90,7 +90,7 @@ pub enum DatasetError {
     Empty { file: String, what: &'static str },
 }
 
-fn bad(file: &str, at: impl Into<String>, why: impl Into<String>) -> DatasetError {
+pub(crate) fn bad(file: &str, at: impl Into<String>, why: impl Into<String>) -> DatasetError {
     DatasetError::Bad {
         file: file.to_string(),
         at: at.into(),

@@ -9,6 +9,7 @@ pub mod dataset;
 pub mod limits;
 pub mod plan;
 pub mod suite;
+pub mod tasks;
 pub mod workload;
 
 pub use crate::report::ConfigError;

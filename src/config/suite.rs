@@ -310,6 +310,11 @@ impl Suite {
             c.read_dataset(dir)
                 .with_context(|| format!("{origin}: line {line}: [[cell]] '{}'", c.name))?;
         }
+        for (i, t) in suite.turnover_specs.iter_mut().enumerate() {
+            let line = lines.turnover.get(i).map_or("?".into(), usize::to_string);
+            t.read_tasks(dir)
+                .with_context(|| format!("{origin}: line {line}: [[turnover]] '{}'", t.name))?;
+        }
         Ok((suite, text))
     }
 }

@@ -189,10 +189,27 @@ pub fn compare_tokens(
         let (own, other) = (own?, other?);
         Some(own.logprob - own.logprob_of(other.key())?)
     };
-    let (bg, cg) = (gap(bt, ct), gap(ct, bt));
-    // Both sides must hold the other's choice within the tolerance; a side
-    // that ended (or sent no more tokens) gives nothing to weigh: hard.
-    let near = matches!((bg, cg), (Some(x), Some(y)) if x.abs() <= near_tie_nats && y.abs() <= near_tie_nats);
+    // A side that ended chose the end of the sequence, which servers send
+    // as a token with no text: the continuing side's gap to it is what can
+    // be weighed (the ended side's own distribution there is not sent).
+    let end_gap = |own: Option<&TokenLogprob>| {
+        let own = own?;
+        Some(own.logprob - own.top.iter().find(|t| t.key().is_empty())?.logprob)
+    };
+    let (bg, cg) = match (bt, ct) {
+        (None, Some(_)) => (None, end_gap(ct)),
+        (Some(_), None) => (end_gap(bt), None),
+        _ => (gap(bt, ct), gap(ct, bt)),
+    };
+    let within = |g: Option<f64>| g.is_some_and(|x| x.abs() <= near_tie_nats);
+    // Both sides must hold the other's choice within the tolerance; where
+    // one side ended, the other must hold the end within it. A side that
+    // sent no more tokens without ending gives nothing to weigh: hard.
+    let near = match (bt, ct) {
+        (None, Some(_)) => within(cg),
+        (Some(_), None) => within(bg),
+        _ => within(bg) && within(cg),
+    };
     TokenComparison {
         class: if near {
             DivergenceClass::NearTie
@@ -255,6 +272,9 @@ pub enum CrossRuntime {
     /// A difference that starts at a near-tie passes; a hard divergence (or
     /// a difference without logprobs to weigh it) fails.
     NearTie,
+    /// No single difference fails a request: the quality gate holds the
+    /// share of hard divergences (with its confidence bound) to a margin.
+    Rate,
 }
 
 impl CrossRuntime {
@@ -262,6 +282,7 @@ impl CrossRuntime {
         match self {
             CrossRuntime::Exact => "exact",
             CrossRuntime::NearTie => "near_tie",
+            CrossRuntime::Rate => "rate",
         }
     }
 }
@@ -274,6 +295,26 @@ pub struct QualityPolicy {
     pub cross_runtime: CrossRuntime,
     /// Largest logprob gap (nats) on each side for a near-tie.
     pub near_tie_nats: f64,
+    /// Largest share of hard divergences (percent of reference pairs) the
+    /// quality gate passes under `cross_runtime = "rate"`.
+    pub hard_margin_percent: f64,
+    /// Largest task-accuracy drop (points) the quality gate passes.
+    pub accuracy_margin_points: f64,
+}
+
+/// Default hard-divergence margin: a runtime against itself shows none, so
+/// 10 % of pairs is a clear defect signal; 44 pairs with none pass it at
+/// the default levels (the upper bound of 0/44 at α = 0.0125 is 9.5 %).
+pub const DEFAULT_HARD_MARGIN_PERCENT: f64 = 10.0;
+/// Default accuracy margin: 5 points, the usual non-inferiority margin of
+/// a model evaluation; a paired A/A of 60 items passes it.
+pub const DEFAULT_ACCURACY_MARGIN_POINTS: f64 = 5.0;
+
+impl QualityPolicy {
+    /// Whether the hard-divergence share gates (else it is reported only).
+    pub fn rate_gated(&self) -> bool {
+        self.cross_runtime == CrossRuntime::Rate
+    }
 }
 
 impl Default for QualityPolicy {
@@ -281,6 +322,8 @@ impl Default for QualityPolicy {
         QualityPolicy {
             cross_runtime: CrossRuntime::Exact,
             near_tie_nats: DEFAULT_NEAR_TIE_NATS,
+            hard_margin_percent: DEFAULT_HARD_MARGIN_PERCENT,
+            accuracy_margin_points: DEFAULT_ACCURACY_MARGIN_POINTS,
         }
     }
 }
@@ -310,6 +353,32 @@ mod tests {
     /// "Name a color." as measured on the reference model: "The" −1.55 vs "A" −1.86.
     fn the() -> TokenLogprob {
         tok("The", -1.55, &[("The", -1.55), ("A", -1.86), ("Red", -2.4)])
+    }
+
+    /// Measured on the reference engine: one pass ended after "Lisbon"
+    /// (EOS), the other wrote "." at −0.888 with the end ("") at −0.971.
+    #[test]
+    fn ending_against_a_near_tied_end_token_is_a_near_tie() {
+        let b = vec![tok("Lisbon", -0.5, &[])];
+        let c = vec![
+            tok("Lisbon", -0.5, &[]),
+            tok(".", -0.888, &[(".", -0.888), ("", -0.971), (",", -2.37)]),
+        ];
+        let r = compare_tokens(false, Some(&b), Some(&c), DEFAULT_NEAR_TIE_NATS);
+        assert_eq!(r.class, DivergenceClass::NearTie);
+        let d = r.divergence.unwrap();
+        assert_eq!((d.position, d.baseline_gap_nats), (1, None));
+        assert!((d.candidate_gap_nats.unwrap() - 0.083).abs() < 1e-9);
+        // The end far down the list, or not in it at all: hard.
+        let c = vec![
+            tok("Lisbon", -0.5, &[]),
+            tok(".", -0.1, &[(".", -0.1), ("", -2.9)]),
+        ];
+        let r = compare_tokens(false, Some(&b), Some(&c), DEFAULT_NEAR_TIE_NATS);
+        assert_eq!(r.class, DivergenceClass::Hard);
+        let c = vec![tok("Lisbon", -0.5, &[]), tok(".", -0.1, &[(".", -0.1)])];
+        let r = compare_tokens(false, Some(&c), Some(&b), DEFAULT_NEAR_TIE_NATS);
+        assert_eq!(r.class, DivergenceClass::Hard);
     }
 
     #[test]

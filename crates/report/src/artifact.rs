@@ -473,6 +473,10 @@ pub struct TurnoverRun {
     /// (parallel to `references`); None where the server sent none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reference_tokens: Vec<Option<Vec<crate::agreement::TokenLogprob>>>,
+    /// Task prompts: per item, whether its reference answer matched the
+    /// answer key: `1` right, `0` wrong, `-` no answer (the request failed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_answers: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -38,7 +38,8 @@ use super::model::{
     TurnoverRuns, turnover_key,
 };
 use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
-use super::reference;
+use super::quality;
+use super::reference::{self, ReferenceComparison};
 use super::turnover::{self, RunCounts};
 
 pub const ATTAINMENT_RULE: &str = "a request meets a cell's SLOs when it succeeded and every target holds (TTFT and e2e from the scheduled send, TPOT as measured; one output token has no TPOT); attainment = met / recorded requests, failures included, with a 95% Wilson interval per side; the gate reads the drop (baseline - candidate, percentage points) with Newcombe's hybrid score interval at the evidence levels: fail if its lower bound > margin_points, pass if its upper bound <= margin_points, else inconclusive; each cell with SLOs from the policy is one gating pair of the family (SLOs from the suite are reported with the same bounds, gating: false); requests are taken as independent";
@@ -917,6 +918,18 @@ pub fn compare(
     candidate: &RunArtifact,
     policy: &Policy,
 ) -> Result<Report, CompareError> {
+    compare_given(baseline, candidate, policy, None)
+}
+
+/// `compare`, with the cross-runtime reference comparison given instead of
+/// made from the runs' reference texts: `verify` recomputes a report whose
+/// texts are not kept from the comparison it checked on its own.
+pub(crate) fn compare_given(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+    given_references: Option<&ReferenceComparison>,
+) -> Result<Report, CompareError> {
     for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
         if a.schema != RUN_SCHEMA {
             return Err(CompareError::Schema {
@@ -941,13 +954,21 @@ pub fn compare(
     }
 
     let (schedule, resampling) = design_of(baseline, candidate);
+    // The candidate's reference texts held against the baseline's: changed
+    // greedy output the quality policy does not pass fails those requests,
+    // and a warning says where.
+    let (c_turnover, reference_notes, reference_comparison) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
+    let quality_refs = given_references.or(reference_comparison.as_ref());
+    let tasks = quality::task_pairs(&baseline.turnover, &candidate.turnover);
+    let quality_pairs = quality::gating_parts(tasks.len(), quality_refs, &policy.quality);
     // Each cell the policy gives SLOs adds one pair: its attainment.
     let slo_cells = baseline
         .cells
         .iter()
         .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
         .count();
-    let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells;
+    let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs;
     let looks = policy.sequential_looks.max(1);
     let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
     let spending = policy.gate.spending;
@@ -1001,11 +1022,6 @@ pub fn compare(
     }
     let evidence_gate = evidence_gate(evidence_parts);
 
-    // The candidate's reference texts held against the baseline's: changed
-    // greedy output the quality policy does not pass fails those requests,
-    // and a warning says where.
-    let (c_turnover, reference_notes, reference_comparison) =
-        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
     warnings.extend(reference_notes);
     if let Some(why) = same_run(baseline, candidate) {
         warnings.insert(
@@ -1041,6 +1057,16 @@ pub fn compare(
         ),
     };
     let performance_outcome = evidence_gate.outcome;
+    let quality = quality::judge(
+        quality_refs,
+        &tasks,
+        &policy.quality,
+        alpha_pass,
+        alpha_fail,
+    );
+    let quality_gate = quality.as_ref().and_then(|(_, g)| g.clone());
+    let (qual, qualified) =
+        gate::with_quality(qual, qualified, quality_gate.as_ref().map(|g| g.outcome));
     if schedule == Schedule::Single {
         warnings.push(format!(
             "one pass per side at different times: the drift between the runs is not in the data, so the evidence bounds include a drift floor of {}% per pass ({}); interleave the runtimes (`infergate qualify` with schedule = \"interleaved\") to decide small effects",
@@ -1058,7 +1084,7 @@ pub fn compare(
         cells: OrderedMap(cells),
         performance_gate_passed: performance.passed,
         strict_turnover_gate_passed: strict.passed,
-        qualification: qual.to_string(),
+        qualification: qual,
         promotion: PENDING.to_string(),
         turnover: TurnoverRuns {
             baseline: b_runs.iter().map(|r| turnover_report(r)).collect(),
@@ -1096,7 +1122,7 @@ pub fn compare(
                 method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
                     ev::Spending::Bonferroni => "alpha / looks each",
                     ev::Spending::OBrienFleming => "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
-                }) + if closing { "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))" } else { "" },
+                }) + if quality_pairs > 0 { "; each gating quality part (gates.quality) is one more pair" } else { "" } + if closing { "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))" } else { "" },
                 alpha: policy.gate.alpha,
                 gating_pairs,
                 looks,
@@ -1123,6 +1149,7 @@ pub fn compare(
             performance_evidence: Some(evidence_gate),
             strict_turnover: strict,
             non_inferior_turnover: non_inferior,
+            quality: quality_gate,
             qualified,
         }),
         policy: Some(policy.summary()),
@@ -1134,5 +1161,6 @@ pub fn compare(
         decision: Some(Decision::pending()),
         warnings,
         reference_comparison,
+        quality: quality.map(|(q, _)| q),
     })
 }

@@ -23,6 +23,9 @@ pub const QUAL_FAIL_BOTH: &str = "fail: performance and turnover gates";
 pub const QUAL_INCONCLUSIVE: &str =
     "inconclusive: the performance gate could not be decided from this data";
 pub const QUAL_FAIL_TURNOVER_INCONCLUSIVE: &str = "fail: turnover gate; performance inconclusive";
+pub const QUAL_FAIL_QUALITY: &str = "fail: quality gate";
+pub const QUAL_INCONCLUSIVE_QUALITY: &str =
+    "inconclusive: the quality gate could not be decided from this data";
 pub const EVIDENCE_RULE: &str = "per gating (cell, metric): fail if the one-sided lower confidence bound of the worse-direction change exceeds the margin T; pass if the one-sided upper bound is at most T; inconclusive otherwise. The gate fails if any pair fails, passes if every pair passes, else is inconclusive. Bounds are bootstrap percentiles of the design's resampling, widened for few resampling units (sqrt(B/(B-1)) and t_{B-1}/z) and, where the design cannot see drift between runs, by the drift floor in quadrature (sqrt(2) x pass s.d.)";
 
 /// The qualification under the evidence rule, from the performance outcome
@@ -92,6 +95,23 @@ pub fn turnover_ok(strict: bool, non_inferior: bool, mode: TurnoverGateMode) -> 
     match mode {
         TurnoverGateMode::Strict => strict,
         TurnoverGateMode::NonInferior => non_inferior || strict,
+    }
+}
+
+/// The qualification with the quality gate's outcome folded in (None: no
+/// quality gate, the qualification as it is). A failed quality gate fails
+/// a qualification that would have passed or been undecided, and is named
+/// beside other failures; an undecided one holds back a pass.
+pub fn with_quality(qual: &str, qualified: bool, quality: Option<GateOutcome>) -> (String, bool) {
+    let undecided_or_passing = qualified || qual == QUAL_INCONCLUSIVE || qual == QUAL_NOT_BLANKET;
+    match quality {
+        None | Some(GateOutcome::Pass) => (qual.to_string(), qualified),
+        Some(GateOutcome::Fail) if undecided_or_passing => (QUAL_FAIL_QUALITY.to_string(), false),
+        Some(GateOutcome::Fail) => (format!("{qual}; quality gate failed"), false),
+        Some(GateOutcome::Inconclusive) if qualified => {
+            (QUAL_INCONCLUSIVE_QUALITY.to_string(), false)
+        }
+        Some(GateOutcome::Inconclusive) => (qual.to_string(), false),
     }
 }
 
@@ -243,7 +263,7 @@ pub const EXIT_INCONCLUSIVE: u8 = 3;
 pub fn exit_code(r: &Report) -> u8 {
     if qualified(r) {
         EXIT_PASS
-    } else if r.qualification == QUAL_INCONCLUSIVE {
+    } else if r.qualification == QUAL_INCONCLUSIVE || r.qualification == QUAL_INCONCLUSIVE_QUALITY {
         EXIT_INCONCLUSIVE
     } else {
         EXIT_FAIL

@@ -22,6 +22,7 @@ pub mod gate;
 mod io;
 mod model;
 pub mod policy;
+pub mod quality;
 pub mod reference;
 pub mod render;
 pub mod server;

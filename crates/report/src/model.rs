@@ -132,6 +132,10 @@ pub struct Report {
     /// identical, near-tie or hard divergence, from per-token logprobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_comparison: Option<crate::reference::ReferenceComparison>,
+    /// Output quality across runtimes, decided by evidence: the share of
+    /// hard divergences and each task's accuracy drop (`gates.quality`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::quality::QualityComparison>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -708,7 +712,12 @@ pub struct Gates {
     pub performance_evidence: Option<EvidenceGate>,
     pub strict_turnover: Gate,
     pub non_inferior_turnover: Gate,
-    /// Performance gate and the policy's turnover gate both passed.
+    /// Output quality (task accuracy; hard divergences under
+    /// `cross_runtime = "rate"`), when the runs hold something it gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<EvidenceGate>,
+    /// Performance gate and the policy's turnover gate both passed (and the
+    /// quality gate, where there is one).
     pub qualified: bool,
 }
 

@@ -25,8 +25,10 @@
 //! margin_points = 5                # the attainment may drop at most 5 points
 //!
 //! [quality]
-//! cross_runtime = "near_tie"       # or "exact" (the default)
+//! cross_runtime = "near_tie"       # or "exact" (the default), or "rate"
 //! near_tie_nats = 0.5              # tolerance of a near-tie divergence
+//! hard_margin_percent = 10         # "rate": the hard-divergence share's margin
+//! accuracy_margin_points = 5       # task accuracy may drop at most 5 points
 //! ```
 
 use std::ops::Range;
@@ -318,6 +320,10 @@ struct RawQuality {
     cross_runtime: Option<CrossRuntime>,
     #[serde(default)]
     near_tie_nats: Option<Spanned<f64>>,
+    #[serde(default)]
+    hard_margin_percent: Option<Spanned<f64>>,
+    #[serde(default)]
+    accuracy_margin_points: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -651,6 +657,25 @@ impl RawPolicy {
                 threshold_ok,
                 "a finite number of nats ≥ 0",
             )?;
+            let percent_ok: fn(f64) -> bool = |m| m.is_finite() && (0.0..100.0).contains(&m);
+            check(
+                &q.hard_margin_percent,
+                "quality.hard_margin_percent".into(),
+                percent_ok,
+                "a percentage in [0, 100)",
+            )?;
+            check(
+                &q.accuracy_margin_points,
+                "quality.accuracy_margin_points".into(),
+                percent_ok,
+                "points in [0, 100)",
+            )?;
+            quality.hard_margin_percent = q
+                .hard_margin_percent
+                .map_or(quality.hard_margin_percent, |s| *s.get_ref());
+            quality.accuracy_margin_points = q
+                .accuracy_margin_points
+                .map_or(quality.accuracy_margin_points, |s| *s.get_ref());
             quality.cross_runtime = q.cross_runtime.unwrap_or(quality.cross_runtime);
             quality.near_tie_nats = q
                 .near_tie_nats

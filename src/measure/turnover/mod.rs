@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
+use crate::config::tasks::TaskItem;
 use crate::measure::client::{Client, Endpoint, chat_body};
 use crate::measure::record::{Outcome, RequestRecord, StreamCapture, bounded};
 use crate::report::agreement::TokenLogprob;
@@ -63,6 +64,11 @@ pub enum PromptStyle {
     Words,
     /// "Write the marker, then one sentence about T": free text, `reference` only.
     Sentence,
+    /// A question from a task file, with worked examples of its kind and no
+    /// marker (the marker costs a small model its accuracy): the reference
+    /// answers are scored against the answer key (`task_answers`), and the
+    /// measured pass held to them; only foreign markers are looked for.
+    Task,
 }
 
 /// One turnover workload, as a suite's `[[turnover]]` table declares it.
@@ -110,6 +116,13 @@ pub struct TurnoverSpec {
     /// the fields). The measured pass never asks: they cost the server time.
     #[serde(default = "default_top_logprobs")]
     pub top_logprobs: usize,
+    /// `prompt = "task"`: the task file (JSON Lines; a relative path is
+    /// from the suite's folder). Request i asks item i.
+    #[serde(default)]
+    pub tasks: Option<std::path::PathBuf>,
+    /// The task file's items, read by `Suite::load`.
+    #[serde(skip)]
+    pub task_items: std::sync::Arc<Vec<TaskItem>>,
     /// Every marker of the qualification: this workload's repeats once
     /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
     #[serde(skip)]
@@ -249,6 +262,21 @@ impl TurnoverSpec {
                 }
             }
         }
+        if self.prompt_style() == PromptStyle::Task {
+            if self.contract != Contract::Reference {
+                bail!("the task prompt needs contract = \"reference\"");
+            }
+            if self.tasks.is_none() {
+                bail!("prompt = \"task\" needs tasks = \"<file.jsonl>\"");
+            }
+            if self.repeats != 1 {
+                bail!(
+                    "a task workload runs once (repeats = 1): a repeat asks the same questions and would count their answers twice"
+                );
+            }
+        } else if self.tasks.is_some() {
+            bail!("tasks is read only with prompt = \"task\"");
+        }
         if self.shots() > prompt::MAX_SHOTS {
             bail!("shots must be at most {}", prompt::MAX_SHOTS);
         }
@@ -267,7 +295,7 @@ impl TurnoverSpec {
 
     pub fn shots(&self) -> usize {
         self.shots.unwrap_or(match self.prompt_style() {
-            PromptStyle::Words => 3,
+            PromptStyle::Words | PromptStyle::Task => 3,
             PromptStyle::Sentence => 2,
         })
     }
@@ -277,6 +305,8 @@ impl TurnoverSpec {
             // Saturating: `words` comes from the suite (i64::MAX overflowed here).
             PromptStyle::Words => (self.words as u64).saturating_mul(2).saturating_add(16),
             PromptStyle::Sentence => 64,
+            // Short answers; room to see one run on.
+            PromptStyle::Task => 16,
         })
     }
 
@@ -311,6 +341,9 @@ impl TurnoverSpec {
                     PromptStyle::Sentence => {
                         let topic = prompt::TOPICS[index % prompt::TOPICS.len()];
                         (None, prompt::sentence_messages(&marker, topic, shots))
+                    }
+                    PromptStyle::Task => {
+                        (None, prompt::task_messages(&self.task_items, index, shots))
                     }
                 };
                 PlannedRequest {
@@ -383,8 +416,24 @@ pub fn judge(
     capture: &StreamCapture,
     expected: Expected<'_>,
 ) -> Judgement {
+    judge_with(markers, index, capture, expected, true)
+}
+
+/// [`judge`], where `own_marker` says whether the prompt asked the answer
+/// to begin with its marker (task prompts do not: only foreign markers,
+/// a leak, fail their canary).
+pub fn judge_with(
+    markers: &MarkerSet,
+    index: usize,
+    capture: &StreamCapture,
+    expected: Expected<'_>,
+    own_marker: bool,
+) -> Judgement {
     let marker = markers.get(index).unwrap_or_default();
-    let canary = canary::check(markers, index, &capture.content, &capture.reasoning);
+    let mut canary = canary::check(markers, index, &capture.content, &capture.reasoning);
+    if !own_marker {
+        canary.begins_with_own = true;
+    }
     let after = contract::after_canary(&capture.content, marker);
     let mut words = after.split_whitespace().count();
 
@@ -502,6 +551,7 @@ pub fn summarize(
         failures: Vec::new(),
         references: Vec::new(),
         reference_tokens: Vec::new(),
+        task_answers: String::new(),
     };
     for j in judged {
         run.requests += 1;
@@ -620,7 +670,7 @@ pub async fn run_turnover(
                 n: spec.words,
             },
         };
-        let j = judge(&plan.markers, i, &cap, expected);
+        let j = judge_with(&plan.markers, i, &cap, expected, spec.asks_marker());
         if let Some(jr) = journal.as_deref_mut() {
             let detail = j.failure.as_ref().and_then(|f| f.error.clone());
             jr(&record(&label, i, t_send, cap, j.outcome, detail));
@@ -631,6 +681,7 @@ pub async fn run_turnover(
     let mut run = summarize(spec, repeat, judged);
     run.references = reference_texts(references.iter().flatten());
     run.reference_tokens = reference_tokens(references.iter().flatten());
+    run.task_answers = spec.task_answers(references.iter().flatten());
     run
 }
 
@@ -661,6 +712,51 @@ fn reference_tokens<'a>(
 }
 
 impl TurnoverSpec {
+    /// Whether the prompt asks the answer to begin with its marker.
+    pub fn asks_marker(&self) -> bool {
+        self.prompt_style() != PromptStyle::Task
+    }
+
+    /// Task prompts: each reference answer scored against its item's key,
+    /// `1` right, `0` wrong, `-` no answer (failed, or cut at the capture
+    /// cap). Empty for other prompts.
+    pub fn task_answers<'a>(&self, refs: impl IntoIterator<Item = &'a StreamCapture>) -> String {
+        if self.prompt_style() != PromptStyle::Task {
+            return String::new();
+        }
+        refs.into_iter()
+            .enumerate()
+            .map(|(i, r)| match self.task_items.get(i) {
+                Some(_) if r.failure.is_some() || r.truncated => '-',
+                Some(item) if item.is_right(&r.content) => '1',
+                Some(_) => '0',
+                None => '-',
+            })
+            .collect()
+    }
+
+    /// Read the task file (a relative path from `dir`, the suite's folder)
+    /// and check it has an item for every request.
+    pub fn read_tasks(&mut self, dir: &std::path::Path) -> Result<()> {
+        let Some(p) = self.tasks.as_mut() else {
+            return Ok(());
+        };
+        *p = dir.join(&*p);
+        let file = p.display().to_string();
+        let items = crate::config::dataset::read_bounded(p)
+            .and_then(|text| crate::config::tasks::tasks_text(&text, &file))
+            .context("tasks")?;
+        if items.len() < self.requests {
+            bail!(
+                "requests = {} but {file} holds only {} items",
+                self.requests,
+                items.len()
+            );
+        }
+        self.task_items = std::sync::Arc::new(items);
+        Ok(())
+    }
+
     /// Repeat `repeat` rebuilt from a journal that holds all of it (its
     /// `requests` records once each and, for the `reference` contract, its
     /// reference pass likewise), judged again from the captured streams —
@@ -695,11 +791,12 @@ impl TurnoverSpec {
                     n: self.words,
                 },
             };
-            judge(&plan.markers, i, cap, expected)
+            judge_with(&plan.markers, i, cap, expected, self.asks_marker())
         });
         let mut run = summarize(self, repeat, judged);
         run.references = reference_texts(references.iter().flatten().copied());
         run.reference_tokens = reference_tokens(references.iter().flatten().copied());
+        run.task_answers = self.task_answers(references.iter().flatten().copied());
         Some(run)
     }
 }

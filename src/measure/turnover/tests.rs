@@ -548,3 +548,56 @@ fn a_reference_repeat_needs_its_reference_pass_in_the_journal() {
     let run = s.from_journal(0, &recs).expect("complete");
     assert_eq!((run.exact_output_passed, run.failed), (3, 0));
 }
+
+#[test]
+fn task_workloads_need_a_file_the_reference_contract_and_one_repeat() {
+    let parse = |extra: &str| {
+        let t: toml::Table = toml::from_str(&format!(
+            "name = \"t\"\ncontract = \"reference\"\nprompt = \"task\"\n{extra}"
+        ))
+        .unwrap();
+        TurnoverSpec::from_table(&t).map_err(|e| format!("{e:#}"))
+    };
+    assert!(parse("").unwrap_err().contains("needs tasks"));
+    assert!(parse("tasks = \"t.jsonl\"\nrepeats = 2").unwrap_err().contains("runs once"));
+    let t: toml::Table =
+        toml::from_str("name = \"t\"\ncontract = \"words\"\ntasks = \"t.jsonl\"").unwrap();
+    assert!(format!("{:#}", TurnoverSpec::from_table(&t).unwrap_err()).contains("prompt = \"task\""));
+    assert!(parse("tasks = \"t.jsonl\"").is_ok());
+}
+
+#[test]
+fn task_answers_are_scored_from_the_references_and_a_failure_is_unanswered() {
+    use crate::config::tasks::TaskItem;
+    use crate::measure::record::StreamCapture;
+    let t: toml::Table = toml::from_str(
+        "name = \"t\"\ncontract = \"reference\"\nprompt = \"task\"\ntasks = \"t.jsonl\"\nrequests = 3",
+    )
+    .unwrap();
+    let mut spec = TurnoverSpec::from_table(&t).unwrap();
+    let item = |a: &str| TaskItem {
+        question: format!("q {a}"),
+        answers: vec![a.into()],
+        kind: None,
+    };
+    spec.task_items = std::sync::Arc::new(vec![item("Paris"), item("Rome"), item("Oslo")]);
+    let cap = |text: &str| StreamCapture {
+        content: text.into(),
+        ..StreamCapture::default()
+    };
+    let failed = StreamCapture {
+        failure: Some(Failure {
+            class: Outcome::RequestError,
+            message: "reset".into(),
+        }),
+        ..StreamCapture::default()
+    };
+    let refs = [cap("Paris."), cap("Milan"), failed];
+    assert_eq!(spec.task_answers(refs.iter()), "10-");
+    // No marker asked: the plan's messages are the worked examples and the question.
+    let plan = spec.plan(0);
+    let m = plan.requests[1].messages.as_array().unwrap();
+    assert_eq!(m.last().unwrap()["content"], "q Rome");
+    assert_eq!(m[0]["content"], "q Oslo");
+    assert!(!spec.asks_marker());
+}

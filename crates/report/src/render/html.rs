@@ -30,6 +30,39 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
 ";
 
 /// Escape text for HTML element content and attribute values.
+/// Output quality and where each differing reference pair diverged (both
+/// tokens with their logprobs and the gaps), folded under its summary.
+fn quality_section(out: &mut String, v: &View) {
+    if v.quality.is_none() && v.references.is_none() {
+        return;
+    }
+    let _ = writeln!(out, "<h2>Output quality</h2>");
+    if let Some(q) = &v.quality {
+        out.push_str("<ul>\n");
+        for (outcome, line) in View::quality_lines(q) {
+            let _ = writeln!(
+                out,
+                "<li><b>{}</b> {}</li>",
+                escape(&outcome),
+                escape(&line)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    if let Some(rc) = &v.references {
+        let _ = writeln!(
+            out,
+            "<details><summary>reference pairs: {}</summary><ul>",
+            escape(&View::reference_summary(rc))
+        );
+        for (passed, line) in View::divergence_lines(rc) {
+            let mark = if passed { "pass" } else { "fail" };
+            let _ = writeln!(out, "<li><b>{mark}</b> {}</li>", escape(&line));
+        }
+        out.push_str("</ul></details>\n");
+    }
+}
+
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -692,6 +725,8 @@ pub(super) fn render(v: &View) -> String {
     for c in &v.cells {
         cell_section(&mut out, c, &ci_head);
     }
+
+    quality_section(&mut out, v);
 
     let rows = v.turnover_rows();
     if !rows.is_empty() {

@@ -277,6 +277,14 @@ pub(super) fn render(v: &View) -> String {
         let _ = writeln!(out);
     }
 
+    if let Some(q) = &v.quality {
+        let _ = writeln!(out, "### Output quality\n");
+        for (outcome, line) in View::quality_lines(q) {
+            let _ = writeln!(out, "- {}: {}", md(&outcome), md(&line));
+        }
+        let _ = writeln!(out);
+    }
+
     if let Some(e) = v.evidence() {
         let _ = writeln!(out, "### Evidence gate: {}\n", md(&e.outcome));
         for (subject, outcome, reason) in &e.parts {

@@ -299,6 +299,14 @@ pub(super) fn render(v: &View, color: bool) -> String {
         let _ = writeln!(out);
     }
 
+    if let Some(q) = &v.quality {
+        let _ = writeln!(out, "{}", paint("output quality", Some(BOLD), color));
+        for (outcome, line) in View::quality_lines(q) {
+            let _ = writeln!(out, "  {outcome:<12} {line}");
+        }
+        let _ = writeln!(out);
+    }
+
     let _ = writeln!(out, "{}", paint("gates", Some(BOLD), color));
     let ni = v.non_inferior_gate();
     let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());

@@ -20,6 +20,7 @@ use super::super::turnover::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
 use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
+use crate::quality::QualityComparison;
 use crate::reference::ReferenceComparison;
 use crate::server::ServerMetrics;
 use crate::stats;
@@ -49,6 +50,8 @@ pub struct View {
     pub disagreements: Vec<Disagreement>,
     /// The cross-runtime reference pairs, when the report classified them.
     pub references: Option<ReferenceComparison>,
+    /// Output quality (hard-divergence share, task accuracy), when judged.
+    pub quality: Option<QualityComparison>,
 }
 
 impl View {
@@ -352,6 +355,25 @@ impl View {
             .collect();
         for (gate, subject, reason) in turnover.iter().take(3) {
             out.push(format!("turnover     ✗ {gate}: {subject}: {reason}"));
+        }
+        if let Some(g) = self.gates.as_ref().and_then(|g| g.quality.as_ref()) {
+            out.push(format!("quality      {} by evidence", g.outcome.as_str()));
+            for p in g
+                .parts
+                .iter()
+                .filter(|p| p.outcome != crate::stats::GateOutcome::Pass)
+            {
+                let mark = if p.outcome == crate::stats::GateOutcome::Fail {
+                    "✗"
+                } else {
+                    "?"
+                };
+                out.push(format!(
+                    "  {mark} {}: {}",
+                    p.subject.trim_start_matches("quality: "),
+                    p.reason
+                ));
+            }
         }
         if let Some(rc) = &self.references {
             out.push(format!(
@@ -723,7 +745,44 @@ impl View {
             warnings: strings(root.get("warnings")),
             disagreements: verify(root),
             references: typed(root.get("reference_comparison")),
+            quality: typed(root.get("quality")),
         }
+    }
+
+    /// One line per quality part, with its outcome: the hard-divergence
+    /// share (saying when it is reported only) and each task's accuracy.
+    pub fn quality_lines(q: &QualityComparison) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(h) = &q.hard_divergence {
+            let how = if h.gating {
+                ""
+            } else {
+                " (reported; gates under cross_runtime = \"rate\")"
+            };
+            let mut line = format!("hard divergences: {}{how}", h.reason());
+            if let Some(n) = h.pairs_to_resolve {
+                line.push_str(&format!("; about {n} reference pairs would decide it"));
+            }
+            out.push((h.outcome.as_str().to_string(), line));
+        }
+        for t in &q.tasks {
+            let mut line = format!("task {}: {}", t.name, t.reason());
+            line.push_str(&format!(
+                "; {} lost, {} gained",
+                t.table.baseline_only, t.table.candidate_only
+            ));
+            if t.baseline_unanswered + t.candidate_unanswered > 0 {
+                line.push_str(&format!(
+                    "; unanswered (counted wrong): baseline {}, candidate {}",
+                    t.baseline_unanswered, t.candidate_unanswered
+                ));
+            }
+            if let Some(n) = t.items_to_resolve {
+                line.push_str(&format!("; about {n} items would decide it"));
+            }
+            out.push((t.outcome.as_str().to_string(), line));
+        }
+        out
     }
 
     /// The reference pairs' summary line.

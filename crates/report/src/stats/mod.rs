@@ -17,6 +17,7 @@ mod bootstrap;
 mod compare;
 pub mod evidence;
 mod exact;
+pub mod paired;
 mod percentile;
 pub mod special;
 
@@ -34,6 +35,7 @@ pub use evidence::{
     paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
+pub use paired::{PairedCounts, drop_bounds_score, paired_difference};
 pub use percentile::{
     PERCENTILE_METHOD, Summary, median, percentile, percentile_sorted, sorted_finite, summarize,
 };

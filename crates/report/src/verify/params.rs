@@ -336,12 +336,23 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             .filter(|c| c.pointer("/slo/gating") == Some(&Value::Bool(true)))
             .count()
     });
+    // Each gating quality part is one more pair too.
+    let quality_parts = root
+        .get("gates")
+        .and_then(|g| g.pointer("/quality/parts"))
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     let metrics = params.policy_metrics.as_ref().map(Vec::len);
     if let (Some(found), Some(c), Some(m)) = (pairs, cells.map(Map::len), metrics)
-        && found != (c * m + slo_cells) as u64
+        && found != (c * m + slo_cells + quality_parts) as u64
     {
         let slo = if slo_cells > 0 {
             format!(" + {slo_cells} SLO cells")
+        } else {
+            String::new()
+        };
+        let quality = if quality_parts > 0 {
+            format!(" + {quality_parts} quality parts")
         } else {
             String::new()
         };
@@ -349,8 +360,8 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             p("gating_pairs"),
             found.to_string(),
             format!(
-                "{} ({c} cells × {m} policy metrics{slo})",
-                c * m + slo_cells
+                "{} ({c} cells × {m} policy metrics{slo}{quality})",
+                c * m + slo_cells + quality_parts
             ),
         );
     }
@@ -636,10 +647,39 @@ pub(super) fn policy_from_report(
             None => Vec::new(),
             Some(v) => parse(v).ok_or("unreadable policy.slo")?,
         },
-        // Reference pairs are not rebuilt from a report (its
-        // `reference_comparison` is checked from its own kept tokens).
-        quality: Default::default(),
+        quality: quality_policy(root),
     })
+}
+
+/// The quality policy as far as the report shows it: the cross-runtime
+/// rule and tolerance from `reference_comparison`, the margins from
+/// `quality` (defaults where the report has nothing they would judge).
+fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
+    let mut q = crate::policy::QualityPolicy::default();
+    let rc = root.get("reference_comparison");
+    if let Some(c) = rc.and_then(|r| r.get("cross_runtime")).and_then(parse) {
+        q.cross_runtime = c;
+    }
+    if let Some(n) = rc
+        .and_then(|r| r.get("near_tie_nats"))
+        .and_then(Value::as_f64)
+    {
+        q.near_tie_nats = n;
+    }
+    let qv = root.get("quality");
+    if let Some(m) = qv
+        .and_then(|v| v.pointer("/hard_divergence/margin_percent"))
+        .and_then(Value::as_f64)
+    {
+        q.hard_margin_percent = m;
+    }
+    if let Some(m) = qv
+        .and_then(|v| v.pointer("/tasks/0/margin_points"))
+        .and_then(Value::as_f64)
+    {
+        q.accuracy_margin_points = m;
+    }
+    q
 }
 
 /// The policy's drift floor: `statistics.drift_floor`, else (older reports)

@@ -17,10 +17,11 @@ use crate::artifact::{
 };
 use crate::slo;
 
-use super::super::compare::compare;
+use super::super::compare::compare_given;
 use super::super::model::{Report, Side, parse_turnover_key};
 use super::checker::{Checker, join};
 use super::params::{self, Params};
+use crate::reference::ReferenceComparison;
 
 /// Fields a person writes, not `compare`: never recomputed.
 const HUMAN: [&str; 3] = ["promotion", "human_decision", "decision"];
@@ -49,7 +50,12 @@ pub(super) fn check(
             return None;
         }
     };
-    match compare(&b, &c, &policy) {
+    // The reference texts are not kept: the comparison `references` checks
+    // from its own kept tokens stands in for them.
+    let given = root
+        .get("reference_comparison")
+        .and_then(|v| serde_json::from_value::<ReferenceComparison>(v.clone()).ok());
+    match compare_given(&b, &c, &policy, given.as_ref()) {
         Ok(r) => {
             expect_report(ck, root, &r);
             Some(r)
@@ -368,6 +374,22 @@ fn side_eligibility(name: &str, cell: &Value, side: &str) -> Result<(bool, Vec<S
     Ok((reasons.is_empty(), reasons))
 }
 
+/// A task workload's answers on `side`, as the report's `quality` kept them.
+fn task_answers(root: &Map<String, Value>, side: Side, name: &str) -> String {
+    let key = format!("{}_answers", side.as_str());
+    root.get("quality")
+        .and_then(|q| q.get("tasks"))
+        .and_then(Value::as_array)
+        .and_then(|ts| {
+            ts.iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some(name))
+        })
+        .and_then(|t| t.get(&key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// A side's turnover runs in key order.
 fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRun>, String> {
     let mut keyed: Vec<(usize, &str, &Value)> = root
@@ -392,6 +414,11 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             // candidate's against the baseline's is taken as given.
             references: Vec::new(),
             reference_tokens: Vec::new(),
+            task_answers: if earlier == 0 {
+                task_answers(root, side, &name)
+            } else {
+                String::new()
+            },
             repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
             contract: match run.get("contract") {
                 Some(v) => parse(Some(v), &join(key, "contract"))?,

@@ -30,6 +30,7 @@ pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) {
     let policy = crate::policy::QualityPolicy {
         cross_runtime: rc.cross_runtime,
         near_tie_nats: rc.near_tie_nats,
+        ..Default::default()
     };
     for (i, p) in rc.prompts.iter().enumerate() {
         let at = format!("{KEY}.prompts[{i}]");

@@ -1,0 +1,369 @@
+//! The quality gate: output quality across runtimes decided by evidence,
+//! beside the performance and turnover gates.
+//!
+//! Two kinds of part, each with the evidence rule of the other gates
+//! (fail if the one-sided lower bound is above the margin, pass if the
+//! one-sided upper bound is at most it, inconclusive otherwise) and the
+//! family-wise levels `compare` gives every gating pair:
+//!
+//! - **hard divergences:** of the reference pairs (the same prompt, alone,
+//!   temperature 0, on both runtimes), the share whose greedy texts part at
+//!   a hard divergence, or differ without logprobs to weigh them. Bounds are
+//!   Clopper–Pearson. A runtime against itself shows none; an honest
+//!   numerics change shows near-ties; a broken one shows hard divergences.
+//!   It gates when the policy says `cross_runtime = "rate"`, and is reported
+//!   beside the gates otherwise.
+//! - **task accuracy:** per task workload (checkable questions with an
+//!   answer key), the drop in the share answered right, baseline −
+//!   candidate, in points. Both runtimes answer the same items, so only
+//!   the discordant items (lost, gained) carry variance; bounds invert
+//!   Tango's score test for paired proportions (`stats::paired`). An item a side did not answer (its request
+//!   failed) counts as wrong on that side, and is named.
+
+use serde::{Deserialize, Serialize};
+
+use crate::artifact::TurnoverRun;
+use crate::model::{EvidenceGate, EvidencePart};
+use crate::policy::QualityPolicy;
+use crate::reference::ReferenceComparison;
+use crate::stats::{GateOutcome, PairedCounts, clopper_pearson, combine, drop_bounds_score};
+
+pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong";
+
+/// Most items (or reference pairs) `requests_to_resolve` will name.
+pub const MAX_RESOLVE: u64 = 100_000;
+
+/// Everything the quality gate is decided from, and its parts' outcomes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QualityComparison {
+    /// The cross-runtime share of hard divergences (absent without
+    /// reference pairs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_divergence: Option<HardDivergence>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskAccuracy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardDivergence {
+    pub pairs: u64,
+    /// Hard divergences and differing pairs without logprobs (not shown benign).
+    pub hard: u64,
+    pub percent: f64,
+    pub lower_bound_percent: f64,
+    pub upper_bound_percent: f64,
+    pub margin_percent: f64,
+    /// Whether the quality gate counts it (`cross_runtime = "rate"`).
+    pub gating: bool,
+    pub outcome: GateOutcome,
+    /// Inconclusive: reference pairs at which the bounds would decide, the
+    /// share held as observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs_to_resolve: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskAccuracy {
+    /// The task workload (its turnover name).
+    pub name: String,
+    pub items: u64,
+    pub baseline_correct: u64,
+    pub candidate_correct: u64,
+    /// Items each side did not answer (a failed request): counted wrong.
+    pub baseline_unanswered: u64,
+    pub candidate_unanswered: u64,
+    pub table: PairedCounts,
+    /// (baseline − candidate accuracy) × 100: positive is worse.
+    pub drop_points: f64,
+    pub lower_bound_points: f64,
+    pub upper_bound_points: f64,
+    pub margin_points: f64,
+    pub outcome: GateOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items_to_resolve: Option<u64>,
+    /// Per item, in order: `1` right, `0` wrong, `-` unanswered. What the
+    /// table is counted from, so `verify` can count it again.
+    pub baseline_answers: String,
+    pub candidate_answers: String,
+}
+
+/// One task workload's answers on one side: per item, right, wrong or unanswered.
+pub fn answers_of(run: &TurnoverRun) -> Option<String> {
+    (!run.task_answers.is_empty()).then(|| run.task_answers.clone())
+}
+
+/// The task workloads both sides ran (first repeat of each name, in the
+/// baseline's order): (name, baseline answers, candidate answers).
+pub fn task_pairs(
+    baseline: &[TurnoverRun],
+    candidate: &[TurnoverRun],
+) -> Vec<(String, String, String)> {
+    let first = |runs: &[TurnoverRun], name: &str| {
+        runs.iter()
+            .filter(|r| r.name == name)
+            .min_by_key(|r| r.repeat)
+            .and_then(answers_of)
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for r in baseline {
+        if !r.task_answers.is_empty() && !names.contains(&r.name.as_str()) {
+            names.push(&r.name);
+        }
+    }
+    names
+        .into_iter()
+        .filter_map(|n| Some((n.to_string(), first(baseline, n)?, first(candidate, n)?)))
+        .collect()
+}
+
+/// How many quality parts gate under `policy`: one per task both sides
+/// ran, and the hard-divergence share when it gates and there are pairs.
+pub fn gating_parts(
+    tasks: usize,
+    refs: Option<&ReferenceComparison>,
+    policy: &QualityPolicy,
+) -> usize {
+    tasks + usize::from(policy.rate_gated() && refs.is_some_and(|r| r.pairs > 0))
+}
+
+/// The quality comparison and its gate (None when there is nothing to
+/// judge: no reference pairs and no tasks). `alpha_pass` / `alpha_fail` are
+/// the one-sided levels every gating pair gets.
+pub fn judge(
+    refs: Option<&ReferenceComparison>,
+    tasks: &[(String, String, String)],
+    policy: &QualityPolicy,
+    alpha_pass: f64,
+    alpha_fail: f64,
+) -> Option<(QualityComparison, Option<EvidenceGate>)> {
+    let hard = refs
+        .filter(|r| r.pairs > 0)
+        .map(|r| hard_divergence(r, policy, alpha_pass, alpha_fail));
+    let tasks: Vec<TaskAccuracy> = tasks
+        .iter()
+        .map(|(name, b, c)| {
+            task_accuracy(
+                name,
+                b,
+                c,
+                policy.accuracy_margin_points,
+                alpha_pass,
+                alpha_fail,
+            )
+        })
+        .collect();
+    if hard.is_none() && tasks.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<EvidencePart> = Vec::new();
+    if let Some(h) = hard.as_ref().filter(|h| h.gating) {
+        parts.push(EvidencePart {
+            subject: "quality: hard divergences".into(),
+            outcome: h.outcome,
+            reason: h.reason(),
+            requests_to_resolve: h.pairs_to_resolve.map(|n| n as usize),
+        });
+    }
+    for t in &tasks {
+        parts.push(EvidencePart {
+            subject: format!("quality: task {}", t.name),
+            outcome: t.outcome,
+            reason: t.reason(),
+            requests_to_resolve: t.items_to_resolve.map(|n| n as usize),
+        });
+    }
+    let gate = (!parts.is_empty()).then(|| {
+        let outcome = combine(parts.iter().map(|p| p.outcome));
+        let requests_to_resolve = (outcome == GateOutcome::Inconclusive)
+            .then(|| {
+                parts
+                    .iter()
+                    .filter(|p| p.outcome == GateOutcome::Inconclusive)
+                    .try_fold(0usize, |most, p| Some(most.max(p.requests_to_resolve?)))
+            })
+            .flatten();
+        EvidenceGate {
+            outcome,
+            rule: QUALITY_RULE.to_string(),
+            parts,
+            requests_to_resolve,
+        }
+    });
+    Some((
+        QualityComparison {
+            hard_divergence: hard,
+            tasks,
+        },
+        gate,
+    ))
+}
+
+impl HardDivergence {
+    pub fn reason(&self) -> String {
+        format!(
+            "{} hard of {} reference pairs ({:.1} %); one-sided bounds [{:.1} %, {:.1} %] against a margin of {} %",
+            self.hard,
+            self.pairs,
+            self.percent,
+            self.lower_bound_percent,
+            self.upper_bound_percent,
+            self.margin_percent
+        )
+    }
+}
+
+impl TaskAccuracy {
+    pub fn reason(&self) -> String {
+        let pct = |k: u64| 100.0 * k as f64 / self.items.max(1) as f64;
+        format!(
+            "accuracy {}/{} ({:.1} %) → {}/{} ({:.1} %), drop {:+.1} points; one-sided bounds [{:+.1}, {:+.1}] against a margin of {} points",
+            self.baseline_correct,
+            self.items,
+            pct(self.baseline_correct),
+            self.candidate_correct,
+            self.items,
+            pct(self.candidate_correct),
+            self.drop_points,
+            self.lower_bound_points,
+            self.upper_bound_points,
+            self.margin_points
+        )
+    }
+}
+
+fn outcome(lower: f64, upper: f64, margin: f64) -> GateOutcome {
+    if lower > margin {
+        GateOutcome::Fail
+    } else if upper <= margin {
+        GateOutcome::Pass
+    } else {
+        GateOutcome::Inconclusive
+    }
+}
+
+/// Clopper–Pearson one-sided bounds (percent) of `hard / pairs`.
+fn hard_bounds(hard: u64, pairs: u64, alpha_pass: f64, alpha_fail: f64) -> (f64, f64) {
+    let lower = clopper_pearson(hard, pairs, 1.0 - 2.0 * alpha_fail).low * 100.0;
+    let upper = clopper_pearson(hard, pairs, 1.0 - 2.0 * alpha_pass).high * 100.0;
+    (lower, upper)
+}
+
+pub fn hard_divergence(
+    r: &ReferenceComparison,
+    policy: &QualityPolicy,
+    alpha_pass: f64,
+    alpha_fail: f64,
+) -> HardDivergence {
+    let (pairs, hard) = (r.pairs as u64, (r.hard + r.text_only) as u64);
+    let margin = policy.hard_margin_percent;
+    let (lower, upper) = hard_bounds(hard, pairs, alpha_pass, alpha_fail);
+    let out = outcome(lower, upper, margin);
+    let pairs_to_resolve = (out == GateOutcome::Inconclusive)
+        .then(|| {
+            let share = hard as f64 / pairs as f64;
+            smallest_n(pairs, |n| {
+                let k = (share * n as f64).round() as u64;
+                let (l, u) = hard_bounds(k, n, alpha_pass, alpha_fail);
+                outcome(l, u, margin) != GateOutcome::Inconclusive
+            })
+        })
+        .flatten();
+    HardDivergence {
+        pairs,
+        hard,
+        percent: 100.0 * hard as f64 / pairs.max(1) as f64,
+        lower_bound_percent: lower,
+        upper_bound_percent: upper,
+        margin_percent: margin,
+        gating: policy.rate_gated(),
+        outcome: out,
+        pairs_to_resolve,
+    }
+}
+
+/// The paired table of two answer strings (`1`, `0`, `-`), item by item;
+/// an unanswered item is wrong. The shorter string's length is the items.
+pub fn table(baseline: &str, candidate: &str) -> PairedCounts {
+    PairedCounts::from_pairs(
+        baseline
+            .bytes()
+            .zip(candidate.bytes())
+            .map(|(b, c)| (b == b'1', c == b'1')),
+    )
+}
+
+fn drop_bounds(t: &PairedCounts, alpha_pass: f64, alpha_fail: f64) -> (f64, f64) {
+    let (lower, upper) = drop_bounds_score(t, alpha_fail, alpha_pass);
+    (lower * 100.0, upper * 100.0)
+}
+
+pub fn task_accuracy(
+    name: &str,
+    baseline: &str,
+    candidate: &str,
+    margin_points: f64,
+    alpha_pass: f64,
+    alpha_fail: f64,
+) -> TaskAccuracy {
+    let t = table(baseline, candidate);
+    let items = t.n();
+    let (lower, upper) = drop_bounds(&t, alpha_pass, alpha_fail);
+    let out = outcome(lower, upper, margin_points);
+    let items_to_resolve = (out == GateOutcome::Inconclusive)
+        .then(|| {
+            smallest_n(items, |n| {
+                let (l, u) = drop_bounds(&t.scaled(n), alpha_pass, alpha_fail);
+                outcome(l, u, margin_points) != GateOutcome::Inconclusive
+            })
+        })
+        .flatten();
+    let unanswered = |s: &str| {
+        s.bytes()
+            .take(items as usize)
+            .filter(|&b| b == b'-')
+            .count() as u64
+    };
+    TaskAccuracy {
+        name: name.to_string(),
+        items,
+        baseline_correct: t.baseline_correct(),
+        candidate_correct: t.candidate_correct(),
+        baseline_unanswered: unanswered(baseline),
+        candidate_unanswered: unanswered(candidate),
+        table: t,
+        drop_points: t.drop() * 100.0,
+        lower_bound_points: lower,
+        upper_bound_points: upper,
+        margin_points,
+        outcome: out,
+        items_to_resolve,
+        baseline_answers: baseline[..(items as usize).min(baseline.len())].to_string(),
+        candidate_answers: candidate[..(items as usize).min(candidate.len())].to_string(),
+    }
+}
+
+/// Smallest n above `from` at which `resolves(n)`: doubling, then
+/// bisection; None when even [`MAX_RESOLVE`] does not.
+fn smallest_n(from: u64, resolves: impl Fn(u64) -> bool) -> Option<u64> {
+    let mut lo = from.max(1);
+    let mut hi = lo * 2;
+    while !resolves(hi) {
+        if hi >= MAX_RESOLVE {
+            return None;
+        }
+        lo = hi;
+        hi = (hi * 2).min(MAX_RESOLVE);
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if resolves(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+#[cfg(test)]
+mod tests;
