@@ -559,10 +559,16 @@ fn task_workloads_need_a_file_the_reference_contract_and_one_repeat() {
         TurnoverSpec::from_table(&t).map_err(|e| format!("{e:#}"))
     };
     assert!(parse("").unwrap_err().contains("needs tasks"));
-    assert!(parse("tasks = \"t.jsonl\"\nrepeats = 2").unwrap_err().contains("runs once"));
+    assert!(
+        parse("tasks = \"t.jsonl\"\nrepeats = 2")
+            .unwrap_err()
+            .contains("runs once")
+    );
     let t: toml::Table =
         toml::from_str("name = \"t\"\ncontract = \"words\"\ntasks = \"t.jsonl\"").unwrap();
-    assert!(format!("{:#}", TurnoverSpec::from_table(&t).unwrap_err()).contains("prompt = \"task\""));
+    assert!(
+        format!("{:#}", TurnoverSpec::from_table(&t).unwrap_err()).contains("prompt = \"task\"")
+    );
     assert!(parse("tasks = \"t.jsonl\"").is_ok());
 }
 
