@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-engine.sh
+# The reference model with one layer perturbed (tests/quality.rs): the gguf
+# package in a venv of its own, about 15 seconds the first time.
+scripts/setup-perturbed-model.sh >/dev/null
 # vLLM's CPU build, the second engine family (tests/vllm.rs): about 3 minutes
 # and 6 GB the first time, a second later. Without it those tests fail and say so.
 scripts/setup-vllm.sh >/dev/null || echo "test: vLLM could not be installed; tests/vllm.rs will fail and say so" >&2

@@ -174,3 +174,29 @@ async fn a_wrong_rope_base_fails_the_quality_gate_by_its_hard_divergences() {
     assert!(h.lower_bound_percent > h.margin_percent, "{h:#?}");
     assert_eq!(gate.unwrap().outcome, GateOutcome::Fail);
 }
+
+/// 60 task items against the reference model with layer 10's FFN norm
+/// perturbed (`scripts/setup-perturbed-model.sh`): it still answers, right
+/// far less often, and the accuracy part fails the quality gate by its
+/// lower bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_perturbed_layer_fails_the_quality_gate_on_accuracy() {
+    let s = spec(
+        "name = \"tasks\"\ncontract = \"reference\"\nprompt = \"task\"\ntasks = \"data/tasks-basic.jsonl\"\nrequests = 60\nconcurrency = 4\nmax_tokens = 8\nextra = { cache_prompt = false }\n",
+    );
+    let base = support::engine("baseline");
+    let broken = support::engine("perturbed");
+    let b = turnover::run_turnover(&client(&base.base_url), &s, 0, None).await;
+    let c = turnover::run_turnover(&client(&broken.base_url), &s, 0, None).await;
+    assert!(
+        !c.task_answers.contains('-'),
+        "the perturbed model answers: {c:#?}"
+    );
+    let tasks = task_pairs(std::slice::from_ref(&b), std::slice::from_ref(&c));
+    let (q, gate) = quality::judge(None, &tasks, &rate(), A, A).unwrap();
+    let t = &q.tasks[0];
+    eprintln!("{}", t.reason());
+    assert!(t.drop_points >= 15.0, "{}", t.reason());
+    assert!(t.lower_bound_points > t.margin_points, "{}", t.reason());
+    assert_eq!(gate.unwrap().outcome, GateOutcome::Fail);
+}

@@ -954,6 +954,10 @@ fn edited_divergence_class_pass_or_logprob_is_named() {
 /// task workload of 100 items: the baseline right on 60, the candidate on
 /// 60 of its own (two lost, two gained).
 fn quality_report() -> Value {
+    quality_report_with("00".to_string() + &"1".repeat(58) + "11" + &"0".repeat(38))
+}
+
+fn quality_report_with(cand: String) -> Value {
     let (mut b, mut c) = runs();
     let a = || tok("A", -0.1, &[("A", -0.1), ("The", -2.5)]);
     b.turnover.push(reference_run(
@@ -982,7 +986,6 @@ fn quality_report() -> Value {
         ..turnover(0, 0)
     };
     let base = "1".repeat(60) + &"0".repeat(40);
-    let cand = "00".to_string() + &"1".repeat(58) + "11" + &"0".repeat(38);
     b.turnover.push(task(base));
     c.turnover.push(task(cand));
     let mut p = policy();
@@ -1052,4 +1055,16 @@ fn an_edited_accuracy_count_or_answer_is_named() {
     names(&p, "quality.hard_divergence.hard");
     let p = paths(v, |v| v["gates"]["quality"]["outcome"] = json!("pass"));
     names(&p, "gates.quality.outcome");
+}
+
+#[test]
+fn a_failed_quality_gate_fails_the_qualification_and_verifies() {
+    // The candidate loses 30 of the baseline's 60 right answers.
+    let v = quality_report_with("0".repeat(30) + &"1".repeat(30) + &"0".repeat(40));
+    assert_eq!(v["gates"]["quality"]["outcome"], "fail");
+    let q = v["qualification"].as_str().unwrap();
+    assert!(q.contains("quality gate"), "{q}");
+    assert_eq!(v["gates"]["qualified"], json!(false));
+    let p = paths(v, |v| v["qualification"] = json!("fail: performance gate"));
+    names(&p, "qualification");
 }

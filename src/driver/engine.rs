@@ -66,6 +66,11 @@ pub struct EngineProfile {
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
+    /// A GGUF by file name beside the setup script's model, in the cache
+    /// (a derived model a setup script makes, e.g. the perturbed copy of
+    /// `scripts/setup-perturbed-model.sh`).
+    #[serde(default)]
+    pub model_file: Option<String>,
     /// RoPE base frequency overriding the model's own (`--rope-freq-base`):
     /// how a misconfigured image is reproduced (a loader that falls back to
     /// Llama's 10000 for a model trained at 100000).
@@ -257,13 +262,36 @@ impl EngineInstall {
         profile: &EngineProfile,
         serve_script: &Path,
         log_path: &Path,
-    ) -> ProcessSpec {
-        let model = profile.model.as_deref().unwrap_or(&self.model);
-        ProcessSpec::new(&self.python, log_path)
+    ) -> Result<ProcessSpec> {
+        let model = self.model_of(profile)?;
+        Ok(ProcessSpec::new(&self.python, log_path)
             .arg(serve_script)
-            .args(profile.serve_args(model))
+            .args(profile.serve_args(&model))
             // The ready line must not sit in a pipe buffer.
-            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONUNBUFFERED", "1"))
+    }
+
+    /// The GGUF `profile` serves: its `model`, a `model_file` beside the
+    /// default model, or the default; refused before any start when missing.
+    pub fn model_of(&self, profile: &EngineProfile) -> Result<PathBuf> {
+        let model = match (&profile.model, &profile.model_file) {
+            (Some(m), _) => m.clone(),
+            (None, Some(f)) => self.model.with_file_name(f),
+            (None, None) => self.model.clone(),
+        };
+        if !model.is_file() {
+            bail!(
+                "engine profile {:?}: model {} is missing{}",
+                profile.name,
+                model.display(),
+                if profile.model_file.is_some() {
+                    " (run scripts/setup-perturbed-model.sh, or the setup script that makes it)"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(model)
     }
 }
 
@@ -327,7 +355,7 @@ pub async fn start_with(
         &profile.name
     };
     let log_path = log_dir.join(format!("engine-{label}.log"));
-    let spec = install.process_spec(profile, &script, &log_path);
+    let spec = install.process_spec(profile, &script, &log_path)?;
     let mut process = ManagedProcess::spawn(&spec)?;
     let what = format!("reference engine profile {label}");
 

@@ -350,7 +350,7 @@ async fn start_inner(
             let install = EngineInstall::locate()?;
             let p = engine_profile(profile, profiles_file.as_deref())?;
             let script = engine::write_serve_script(&ctx.log_dir())?;
-            let spec = install.process_spec(&p, &script, &log_path);
+            let spec = install.process_spec(&p, &script, &log_path)?;
             let mut proc = DetachedProcess::spawn(&spec)?;
             let ready = async {
                 let line = proc

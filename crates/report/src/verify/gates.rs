@@ -213,12 +213,18 @@ pub(super) fn check_gates(
         ck.expect_bool("performance_gate_passed", found, r.performance);
     }
     let (strict, ni) = (r.turnover.strict.passed, r.turnover.non_inferior.passed);
-    let expected = params
-        .mode
-        .map(|mode| match (params.decides_by_evidence, r.evidence) {
+    // The quality gate's outcome (itself recomputed with the report) folds in.
+    let quality: Option<GateOutcome> = root
+        .get("gates")
+        .and_then(|g| g.pointer("/quality/outcome"))
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
+    let expected = params.mode.map(|mode| {
+        let (q, ok) = match (params.decides_by_evidence, r.evidence) {
             (true, Some(o)) => evidence_qualification(o, strict, ni, mode),
             _ => qualification(r.performance, strict, ni, mode),
-        });
+        };
+        crate::gate::with_quality(q, ok, quality)
+    });
     if let Some(g) = root.get("gates") {
         for (key, expected) in [
             ("performance", r.performance),
@@ -240,7 +246,9 @@ pub(super) fn check_gates(
         return;
     };
     match expected {
-        Some((e, _)) if q != e => ck.push("qualification", format!("\"{q}\""), format!("\"{e}\"")),
+        Some((e, _)) if q != e.as_str() => {
+            ck.push("qualification", format!("\"{q}\""), format!("\"{e}\""))
+        }
         Some(_) => {}
         None => check_wording(ck, q, r.performance, strict, ni),
     }
