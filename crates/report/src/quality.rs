@@ -20,10 +20,9 @@
 //!   Tango's score test for paired proportions (`stats::paired`). An item a side did not answer (its request
 //!   failed) counts as wrong on that side, and is named.
 
-use serde::{Deserialize, Serialize};
-
 use crate::artifact::TurnoverRun;
 use crate::model::{EvidenceGate, EvidencePart};
+pub use crate::model::{HardDivergence, QualityComparison, TaskAccuracy};
 use crate::policy::QualityPolicy;
 use crate::reference::ReferenceComparison;
 use crate::stats::{GateOutcome, PairedCounts, clopper_pearson, combine, drop_bounds_score};
@@ -32,60 +31,6 @@ pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence
 
 /// Most items (or reference pairs) `requests_to_resolve` will name.
 pub const MAX_RESOLVE: u64 = 100_000;
-
-/// Everything the quality gate is decided from, and its parts' outcomes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QualityComparison {
-    /// The cross-runtime share of hard divergences (absent without
-    /// reference pairs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hard_divergence: Option<HardDivergence>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tasks: Vec<TaskAccuracy>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HardDivergence {
-    pub pairs: u64,
-    /// Hard divergences and differing pairs without logprobs (not shown benign).
-    pub hard: u64,
-    pub percent: f64,
-    pub lower_bound_percent: f64,
-    pub upper_bound_percent: f64,
-    pub margin_percent: f64,
-    /// Whether the quality gate counts it (`cross_runtime = "rate"`).
-    pub gating: bool,
-    pub outcome: GateOutcome,
-    /// Inconclusive: reference pairs at which the bounds would decide, the
-    /// share held as observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pairs_to_resolve: Option<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskAccuracy {
-    /// The task workload (its turnover name).
-    pub name: String,
-    pub items: u64,
-    pub baseline_correct: u64,
-    pub candidate_correct: u64,
-    /// Items each side did not answer (a failed request): counted wrong.
-    pub baseline_unanswered: u64,
-    pub candidate_unanswered: u64,
-    pub table: PairedCounts,
-    /// (baseline − candidate accuracy) × 100: positive is worse.
-    pub drop_points: f64,
-    pub lower_bound_points: f64,
-    pub upper_bound_points: f64,
-    pub margin_points: f64,
-    pub outcome: GateOutcome,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub items_to_resolve: Option<u64>,
-    /// Per item, in order: `1` right, `0` wrong, `-` unanswered. What the
-    /// table is counted from, so `verify` can count it again.
-    pub baseline_answers: String,
-    pub candidate_answers: String,
-}
 
 /// One task workload's answers on one side: per item, right, wrong or unanswered.
 pub fn answers_of(run: &TurnoverRun) -> Option<String> {
