@@ -931,3 +931,81 @@ fn per_turn_slices_reach_the_report_and_every_view() {
     }
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
 }
+
+/// Under the evidence rule each metric's row says one thing: its interval
+/// and its decision are the evidence gate's, in all three views, and the
+/// seed's point flag is shown as a fact (the point change against T),
+/// never as a second verdict ("verdict" and "gate" columns are gone).
+#[test]
+fn each_metric_row_shows_one_decision_in_every_view() {
+    let (b, c) = seed_like();
+    let mut p = fast_policy();
+    p.gate.decide = report::GateRule::Evidence;
+    let r = compare(&b, &c, &p).unwrap();
+    let v = clean(&r);
+    let t = report::terminal(&r, false);
+    let m = report::markdown(&r);
+    let h = report::html(&r);
+    for (name, text) in [("terminal", &t), ("markdown", &m), ("html", &h)] {
+        assert!(
+            text.contains("evidence bounds, worse-direction"),
+            "{name}: {text}"
+        );
+        assert!(text.contains("seed flag (point vs T)"), "{name}");
+        // (The turnover table's failure-rate CI is another statistic.)
+        let metric_heads: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("metric") && l.contains("delta"))
+            .collect();
+        assert!(!metric_heads.is_empty(), "{name}");
+        assert!(
+            metric_heads
+                .iter()
+                .all(|l| !l.contains("% CI") && !l.contains("verdict")),
+            "{name}: a second interval or verdict: {metric_heads:?}"
+        );
+        assert!(
+            !text.contains("% worse</td>") && !text.contains("≤5% worse"),
+            "{name}: the old gate column"
+        );
+    }
+    let mut rows = 0;
+    for (cell, cv) in v["cells"].as_object().unwrap() {
+        for (metric, mv) in cv["metrics"].as_object().unwrap() {
+            let e = &mv["evidence"];
+            let outcome = e["outcome"].as_str().unwrap();
+            let bounds = format!(
+                "[{:+.2}, {:+.2}]% vs {}%",
+                e["lower_bound_percent"].as_f64().unwrap(),
+                e["upper_bound_percent"].as_f64().unwrap(),
+                e["margin_percent"].as_f64().unwrap()
+            );
+            // The terminal row of this metric, under this cell's heading.
+            let section = &t[t.find(&format!("cell {cell} ")).unwrap()..];
+            let line = section
+                .lines()
+                .find(|l| l.trim_start().starts_with(metric.as_str()))
+                .unwrap();
+            assert!(line.contains(&bounds) && line.contains(outcome), "{line}");
+            let others = ["pass", "fail", "inconclusive"]
+                .into_iter()
+                .filter(|o| *o != outcome);
+            for o in others {
+                assert!(!line.contains(&format!(" {o} ")), "two decisions: {line}");
+            }
+            // Markdown escapes the brackets; the bound numbers are there as is.
+            let lower = format!("{:+.2}", e["lower_bound_percent"].as_f64().unwrap());
+            let md_row = m
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{metric}` |")) && l.contains(&lower))
+                .unwrap_or_else(|| panic!("markdown row of {metric}: {m}"));
+            assert!(md_row.contains(outcome), "{md_row}");
+            assert!(
+                h.contains(&format!("{}</td><td class=\"v-{outcome}\">", bounds)),
+                "html row of {metric}"
+            );
+            rows += 1;
+        }
+    }
+    assert!(rows >= 6, "{rows}");
+}

@@ -509,37 +509,37 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
             );
         }
     }
+    let (interval_head, decision_head) = c.decision_headings(ci_head);
     let _ = writeln!(
         out,
-        "<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>n</th><th>delta</th><th>{}</th><th>verdict</th><th>gate</th></tr>",
-        escape(ci_head)
+        "<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>n</th><th>delta</th><th>{}</th><th>{decision_head}</th><th>seed flag (point vs T)</th></tr>",
+        escape(&interval_head)
     );
     for m in &c.metrics {
         let n = match (m.baseline_n, m.candidate_n) {
             (Some(b), Some(c)) => format!("{b}/{c}"),
             _ => DASH.into(),
         };
-        let verdict = m.verdict.as_deref().unwrap_or(DASH);
-        let resolve = match (m.verdict.as_deref(), m.requests_to_resolve) {
-            (Some("inconclusive"), Some(n)) => {
+        let d = m.decision_cells();
+        let verdict = d.decision.as_str();
+        let resolve = match (verdict, d.resolve) {
+            ("inconclusive", Some(n)) => {
                 format!(" <span class=\"small\">(~{n} requests/side to resolve)</span>")
             }
             _ => String::new(),
         };
         let _ = writeln!(
             out,
-            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"v-{}\">{}{resolve}</td><td class=\"{}\">{} ≤{}% worse</td></tr>",
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"v-{}\">{}{resolve}</td><td class=\"small\">{}</td></tr>",
             escape(&m.name),
             escape(&fmt_value(m.baseline)),
             escape(&fmt_value(m.candidate)),
             n,
             escape(&fmt_delta(m.delta_percent)),
-            escape(&fmt_ci(m.ci.as_ref())),
+            escape(&d.interval),
             escape(verdict),
             escape(verdict),
-            class_of(m.within_threshold),
-            mark(m.within_threshold),
-            escape(&fmt_threshold(m.threshold_percent)),
+            escape(&d.seed_flag),
         );
     }
     out.push_str("</table>\n");
@@ -914,6 +914,7 @@ mod tests {
             candidate_n: Some(3),
             requests_to_resolve: None,
             samples: None,
+            evidence: None,
         };
         // Values from 0 to 40: a 5 % pad below would put the first tick at -2.
         let svg = super::strip_plot(&m, &[0.0, 1.0, 40.0], &[2.0, 3.0, 4.0]);

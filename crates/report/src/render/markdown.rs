@@ -151,6 +151,7 @@ pub(super) fn render(v: &View) -> String {
             mark(c.baseline_eligible),
             mark(c.candidate_eligible),
         );
+        let (interval_head, decision_head) = c.decision_headings(&ci_head);
         head(
             &mut out,
             &[
@@ -159,9 +160,9 @@ pub(super) fn render(v: &View) -> String {
                 ("candidate", true),
                 ("n", true),
                 ("delta", true),
-                (&ci_head, false),
-                ("verdict", false),
-                ("gate", false),
+                (&interval_head, false),
+                (decision_head, false),
+                ("seed flag (point vs T)", false),
             ],
         );
         for m in &c.metrics {
@@ -169,8 +170,9 @@ pub(super) fn render(v: &View) -> String {
                 (Some(b), Some(c)) => format!("{b}/{c}"),
                 _ => DASH.into(),
             };
-            let mut verdict = m.verdict.clone().unwrap_or_else(|| DASH.into());
-            if let (Some("inconclusive"), Some(n)) = (m.verdict.as_deref(), m.requests_to_resolve) {
+            let d = m.decision_cells();
+            let mut verdict = d.decision.clone();
+            if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
                 verdict.push_str(&format!(" (~{n} req/side to resolve)"));
             }
             row(
@@ -181,13 +183,9 @@ pub(super) fn render(v: &View) -> String {
                     fmt_value(m.candidate),
                     n,
                     fmt_delta(m.delta_percent),
-                    fmt_ci(m.ci.as_ref()),
+                    md(&d.interval),
                     md(&verdict),
-                    format!(
-                        "{} ≤{}% worse",
-                        mark(m.within_threshold),
-                        fmt_threshold(m.threshold_percent)
-                    ),
+                    md(&d.seed_flag),
                 ],
             );
         }

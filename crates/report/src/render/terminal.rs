@@ -127,15 +127,16 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
             color
         ),
     );
+    let (interval_head, decision_head) = c.decision_headings(ci_head);
     let head = [
         l("metric"),
         r("baseline"),
         r("candidate"),
         r("n"),
         r("delta"),
-        l(ci_head),
-        l("verdict"),
-        l("gate"),
+        l(&interval_head),
+        l(decision_head),
+        l("seed flag (point vs T)"),
     ];
     let rows: Vec<Vec<C>> = c
         .metrics
@@ -145,30 +146,26 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
                 (Some(b), Some(c)) => format!("{b}/{c}"),
                 _ => DASH.into(),
             };
-            let gate = format!(
-                "{} ≤{}% worse",
-                mark(m.within_threshold),
-                fmt_threshold(m.threshold_percent)
-            );
+            let d = m.decision_cells();
             vec![
                 l(&m.name),
                 r(fmt_value(m.baseline)),
                 r(fmt_value(m.candidate)),
                 r(n),
                 r(fmt_delta(m.delta_percent)),
-                l(fmt_ci(m.ci.as_ref())),
-                l(m.verdict.clone().unwrap_or_else(|| DASH.into()))
-                    .color(verdict_color(m.verdict.as_deref())),
-                l(gate).color(pass_color(m.within_threshold)),
+                l(&d.interval),
+                l(&d.decision).color(verdict_color(Some(&d.decision))),
+                l(&d.seed_flag),
             ]
         })
         .collect();
     table(out, "  ", &head, &rows, color);
     for m in &c.metrics {
-        if let (Some("inconclusive"), Some(n)) = (m.verdict.as_deref(), m.requests_to_resolve) {
+        let d = m.decision_cells();
+        if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
             let _ = writeln!(
                 out,
-                "  {}: inconclusive; about {n} requests per side would resolve it",
+                "  {}: inconclusive; about {n} requests per side would decide it",
                 m.name
             );
         }

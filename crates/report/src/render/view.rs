@@ -267,6 +267,65 @@ pub struct MetricView {
     pub requests_to_resolve: Option<u64>,
     /// Sample name and (baseline, candidate) per-request values.
     pub samples: Option<(String, Vec<f64>, Vec<f64>)>,
+    /// The evidence gate's bounds and outcome for this metric.
+    pub evidence: Option<crate::stats::Evidence>,
+}
+
+/// What one metric's row says, one statement per column: the interval
+/// and the decision come from the same procedure (the evidence gate's
+/// where the report has it, else the CI and its verdict), and the seed's
+/// fixed-threshold flag is shown as the fact it is (a point change against
+/// T), never as a second verdict.
+pub struct DecisionCells {
+    pub interval: String,
+    pub decision: String,
+    pub resolve: Option<u64>,
+    pub seed_flag: String,
+}
+
+impl MetricView {
+    pub fn decision_cells(&self) -> DecisionCells {
+        let t = format!("{}%", super::fmt_threshold(self.threshold_percent));
+        let seed_flag = match (self.delta_percent, self.direction, self.within_threshold) {
+            (Some(d), Some(dir), Some(within)) => {
+                let w = dir.worse_change_percent(d);
+                format!("{w:+.2}% {} {t}", if within { "≤" } else { ">" })
+            }
+            (_, _, Some(within)) => format!("{} {t}", if within { "within" } else { "beyond" }),
+            _ => super::DASH.to_string(),
+        };
+        match &self.evidence {
+            Some(e) => DecisionCells {
+                interval: format!(
+                    "[{:+.2}, {:+.2}]% vs {}%",
+                    e.lower_bound_percent, e.upper_bound_percent, e.margin_percent
+                ),
+                decision: e.outcome.as_str().to_string(),
+                resolve: e.requests_to_resolve.map(|n| n as u64),
+                seed_flag,
+            },
+            None => DecisionCells {
+                interval: super::fmt_ci(self.ci.as_ref()),
+                decision: self
+                    .verdict
+                    .clone()
+                    .unwrap_or_else(|| super::DASH.to_string()),
+                resolve: self.requests_to_resolve,
+                seed_flag,
+            },
+        }
+    }
+}
+
+impl CellView {
+    /// The row headings: (interval, decision) for this cell's metrics.
+    pub fn decision_headings(&self, ci_head: &str) -> (String, &'static str) {
+        if self.metrics.iter().any(|m| m.evidence.is_some()) {
+            ("evidence bounds, worse-direction".to_string(), "decision")
+        } else {
+            (ci_head.to_string(), "verdict")
+        }
+    }
 }
 
 pub struct RunView {
@@ -590,6 +649,7 @@ fn metric_view(name: &str, m: &Value, samples: Option<&Value>) -> MetricView {
         candidate_n: u(m.get("candidate_n")),
         requests_to_resolve: u(m.get("requests_to_resolve")),
         samples,
+        evidence: typed(m.get("evidence")),
     }
 }
 
@@ -612,6 +672,10 @@ impl View {
             .map(|a| a.iter().filter_map(|m| s(m.get("name"))).collect())
             .unwrap_or_default();
 
+        let by_evidence = root
+            .pointer("/statistics/gate_decides")
+            .and_then(Value::as_str)
+            == Some("evidence");
         let mut cells: Vec<CellView> = root
             .get("cells")
             .and_then(Value::as_object)
@@ -627,6 +691,13 @@ impl View {
                             .unwrap_or_default();
                         // Stable: ties keep the JSON (alphabetical) order.
                         metrics.sort_by_key(|m| metric_rank(&m.name, &policy_order));
+                        // The evidence decides only where the report says so:
+                        // otherwise its bounds would be a second verdict.
+                        if !by_evidence {
+                            for m in &mut metrics {
+                                m.evidence = None;
+                            }
+                        }
                         CellView {
                             name: name.clone(),
                             baseline_requests: u(c.get("baseline_requests")),
