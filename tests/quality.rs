@@ -5,9 +5,7 @@
 mod support;
 
 use std::path::Path;
-use std::time::Duration;
 
-use infergate::measure::client::{Client, ClientConfig, Timeouts};
 use infergate::measure::turnover::{self, TurnoverSpec};
 use infergate::report::agreement::CrossRuntime;
 use infergate::report::policy::QualityPolicy;
@@ -15,18 +13,7 @@ use infergate::report::quality::{self, task_pairs};
 use infergate::report::reference::against_baseline;
 use infergate::report::stats::GateOutcome;
 
-fn client(base_url: &str) -> Client {
-    Client::new(ClientConfig {
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            first_byte: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(300),
-        },
-        ..ClientConfig::new(base_url)
-    })
-    .expect("client")
-}
+use support::client;
 
 fn spec(text: &str) -> TurnoverSpec {
     let table: toml::Table = toml::from_str(text).expect("spec toml");

@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use infergate::artifact::TurnoverRun;
-use infergate::measure::client::{Client, ClientConfig, Timeouts};
 use infergate::measure::record::{Outcome, RequestRecord};
 use infergate::measure::turnover::{self, TurnoverSpec};
 use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxiedRequest};
@@ -24,18 +23,7 @@ const CLASSES: [&str; 5] = [
     "controlled_output_failed",
 ];
 
-fn client(base_url: &str) -> Client {
-    Client::new(ClientConfig {
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            first_byte: Duration::from_secs(120),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(300),
-        },
-        ..ClientConfig::new(base_url)
-    })
-    .expect("client")
-}
+use support::client;
 
 fn spec(text: &str) -> TurnoverSpec {
     let table: toml::Table = toml::from_str(text).expect("spec toml");

@@ -405,7 +405,6 @@ async fn the_llamacpp_to_vllm_plan_qualifies_end_to_end_and_its_report_verifies(
 /// hard) instead of only "differs". Prints each divergence with its gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_engine_reference_divergences_are_classified_from_logprobs() {
-    use infergate::measure::client::{Client, ClientConfig, Timeouts};
     use infergate::measure::turnover::{self, TurnoverSpec};
     use report::agreement::DivergenceClass;
     use report::policy::{CrossRuntime, QualityPolicy};
@@ -423,18 +422,7 @@ async fn cross_engine_reference_divergences_are_classified_from_logprobs() {
         .find(|t| t["name"].as_str() == Some("reference-sentence-c4"))
         .map(|t| TurnoverSpec::from_table(t).expect("valid spec"))
         .expect("the plan's free-text workload");
-    let client = |url: &str| {
-        Client::new(ClientConfig {
-            timeouts: Timeouts {
-                connect: Duration::from_secs(5),
-                first_byte: Duration::from_secs(120),
-                idle: Duration::from_secs(60),
-                total: Duration::from_secs(300),
-            },
-            ..ClientConfig::new(url)
-        })
-        .expect("client")
-    };
+    let client = support::client;
     let b = turnover::run_turnover(&client(&llama.base_url), &spec, 0, None).await;
     let c = turnover::run_turnover(&client(&server.base_url), &spec, 0, None).await;
     for run in [&b, &c] {

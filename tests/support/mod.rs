@@ -181,3 +181,19 @@ pub async fn assert_refused_before_any_request(
     );
     assert!(!out.join(infergate::measure::runner::JOURNAL_FILE).exists());
 }
+
+/// A client for turnover and quality runs against the reference engines:
+/// patient first-byte and total timeouts (a CPU engine under test load).
+pub fn client(base_url: &str) -> infergate::measure::client::Client {
+    use infergate::measure::client::{Client, ClientConfig, Timeouts};
+    Client::new(ClientConfig {
+        timeouts: Timeouts {
+            connect: Duration::from_secs(5),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(60),
+            total: Duration::from_secs(300),
+        },
+        ..ClientConfig::new(base_url)
+    })
+    .expect("client")
+}

@@ -116,6 +116,13 @@ pub fn with_quality(qual: &str, qualified: bool, quality: Option<GateOutcome>) -
 }
 
 pub(crate) fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
+    gate_of_parts(EVIDENCE_RULE, parts)
+}
+
+/// An evidence gate over `parts` under `rule`: fails if any part fails,
+/// passes if every part passes; undecided, it names the most requests any
+/// undecided part needs (unknown if one cannot be decided by more).
+pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGate {
     let outcome = ev::combine(parts.iter().map(|p| p.outcome));
     // The most any undecided pair needs; unknown if one cannot be decided by more.
     let requests_to_resolve = (outcome == GateOutcome::Inconclusive)
@@ -129,7 +136,7 @@ pub(crate) fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
         .filter(|&n| n > 0);
     EvidenceGate {
         outcome,
-        rule: EVIDENCE_RULE.to_string(),
+        rule: rule.to_string(),
         parts,
         requests_to_resolve,
     }

@@ -25,7 +25,9 @@ use crate::model::{EvidenceGate, EvidencePart};
 pub use crate::model::{HardDivergence, QualityComparison, TaskAccuracy};
 use crate::policy::QualityPolicy;
 use crate::reference::ReferenceComparison;
-use crate::stats::{GateOutcome, PairedCounts, clopper_pearson, combine, drop_bounds_score};
+use crate::stats::{
+    GateOutcome, PairedCounts, clopper_pearson, drop_bounds_score, smallest_deciding_n,
+};
 
 pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong";
 
@@ -117,23 +119,7 @@ pub fn judge(
             requests_to_resolve: t.items_to_resolve.map(|n| n as usize),
         });
     }
-    let gate = (!parts.is_empty()).then(|| {
-        let outcome = combine(parts.iter().map(|p| p.outcome));
-        let requests_to_resolve = (outcome == GateOutcome::Inconclusive)
-            .then(|| {
-                parts
-                    .iter()
-                    .filter(|p| p.outcome == GateOutcome::Inconclusive)
-                    .try_fold(0usize, |most, p| Some(most.max(p.requests_to_resolve?)))
-            })
-            .flatten();
-        EvidenceGate {
-            outcome,
-            rule: QUALITY_RULE.to_string(),
-            parts,
-            requests_to_resolve,
-        }
-    });
+    let gate = (!parts.is_empty()).then(|| crate::gate::gate_of_parts(QUALITY_RULE, parts));
     Some((
         QualityComparison {
             hard_divergence: hard,
@@ -206,7 +192,7 @@ pub fn hard_divergence(
     let pairs_to_resolve = (out == GateOutcome::Inconclusive)
         .then(|| {
             let share = hard as f64 / pairs as f64;
-            smallest_n(pairs, |n| {
+            smallest_deciding_n(pairs.max(1), MAX_RESOLVE, |n| {
                 let k = (share * n as f64).round() as u64;
                 let (l, u) = hard_bounds(k, n, alpha_pass, alpha_fail);
                 outcome(l, u, margin) != GateOutcome::Inconclusive
@@ -256,7 +242,7 @@ pub fn task_accuracy(
     let out = outcome(lower, upper, margin_points);
     let items_to_resolve = (out == GateOutcome::Inconclusive)
         .then(|| {
-            smallest_n(items, |n| {
+            smallest_deciding_n(items.max(1), MAX_RESOLVE, |n| {
                 let (l, u) = drop_bounds(&t.scaled(n), alpha_pass, alpha_fail);
                 outcome(l, u, margin_points) != GateOutcome::Inconclusive
             })
@@ -285,29 +271,6 @@ pub fn task_accuracy(
         baseline_answers: baseline[..(items as usize).min(baseline.len())].to_string(),
         candidate_answers: candidate[..(items as usize).min(candidate.len())].to_string(),
     }
-}
-
-/// Smallest n above `from` at which `resolves(n)`: doubling, then
-/// bisection; None when even [`MAX_RESOLVE`] does not.
-fn smallest_n(from: u64, resolves: impl Fn(u64) -> bool) -> Option<u64> {
-    let mut lo = from.max(1);
-    let mut hi = lo * 2;
-    while !resolves(hi) {
-        if hi >= MAX_RESOLVE {
-            return None;
-        }
-        lo = hi;
-        hi = (hi * 2).min(MAX_RESOLVE);
-    }
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if resolves(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
 }
 
 #[cfg(test)]

@@ -138,15 +138,16 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
         l(decision_head),
         l("seed flag (point vs T)"),
     ];
+    let decisions: Vec<_> = c.metrics.iter().map(|m| m.decision_cells()).collect();
     let rows: Vec<Vec<C>> = c
         .metrics
         .iter()
-        .map(|m| {
+        .zip(&decisions)
+        .map(|(m, d)| {
             let n = match (m.baseline_n, m.candidate_n) {
                 (Some(b), Some(c)) => format!("{b}/{c}"),
                 _ => DASH.into(),
             };
-            let d = m.decision_cells();
             vec![
                 l(&m.name),
                 r(fmt_value(m.baseline)),
@@ -160,8 +161,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
         })
         .collect();
     table(out, "  ", &head, &rows, color);
-    for m in &c.metrics {
-        let d = m.decision_cells();
+    for (m, d) in c.metrics.iter().zip(&decisions) {
         if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
             let _ = writeln!(
                 out,

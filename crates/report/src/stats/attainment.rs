@@ -95,8 +95,8 @@ fn bounds(
 }
 
 /// Smallest n per side, both sides' proportions held as observed, at which
-/// the bounds resolve: doubling, then bisection (rounding the counts makes
-/// the search approximate by a request or two, never by a factor).
+/// the bounds resolve (rounding the counts makes the search approximate by
+/// a request or two, never by a factor).
 fn resolve_n(
     b: (u64, u64),
     c: (u64, u64),
@@ -105,18 +105,25 @@ fn resolve_n(
     alpha_fail: f64,
 ) -> Option<usize> {
     let (pb, pc) = (b.0 as f64 / b.1 as f64, c.0 as f64 / c.1 as f64);
-    let resolves = |n: usize| {
-        let at = |p: f64| ((p * n as f64).round() as u64, n as u64);
+    let resolves = |n: u64| {
+        let at = |p: f64| ((p * n as f64).round() as u64, n);
         bounds(at(pb), at(pc), margin_points, alpha_pass, alpha_fail).2 != GateOutcome::Inconclusive
     };
-    let mut lo = b.1.max(c.1) as usize;
+    smallest_deciding_n(b.1.max(c.1), MAX_RESOLVE_REQUESTS as u64, resolves).map(|n| n as usize)
+}
+
+/// Smallest n above `lo` at which `resolves(n)` (monotone in n): doubling
+/// from `lo`, then bisection; None when even `max` does not. The search
+/// behind every "about N more would decide it" of a proportion.
+pub fn smallest_deciding_n(lo: u64, max: u64, resolves: impl Fn(u64) -> bool) -> Option<u64> {
+    let mut lo = lo;
     let mut hi = lo.max(1) * 2;
     while !resolves(hi) {
-        if hi >= MAX_RESOLVE_REQUESTS {
+        if hi >= max {
             return None;
         }
         lo = hi;
-        hi = (hi * 2).min(MAX_RESOLVE_REQUESTS);
+        hi = (hi * 2).min(max);
     }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;

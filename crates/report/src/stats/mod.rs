@@ -21,7 +21,9 @@ pub mod paired;
 mod percentile;
 pub mod special;
 
-pub use attainment::{AttainmentEvidence, attainment_evidence, attainment_interval};
+pub use attainment::{
+    AttainmentEvidence, attainment_evidence, attainment_interval, smallest_deciding_n,
+};
 pub use bootstrap::{
     BootstrapConfig, DEFAULT_BOOTSTRAP_SEED, SplitMix64, Xoshiro256, bootstrap_delta_ci,
     median_delta_percent, requests_to_resolve,
@@ -35,7 +37,9 @@ pub use evidence::{
     paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
-pub use paired::{PairedCounts, drop_bounds_score, paired_difference};
+#[cfg(test)]
+pub(crate) use paired::paired_difference;
+pub use paired::{PairedCounts, drop_bounds_score};
 pub use percentile::{
     PERCENTILE_METHOD, Summary, median, percentile, percentile_sorted, sorted_finite, summarize,
 };

@@ -5,7 +5,7 @@
 //!
 //! The gate's bounds invert Tango's score test ([`drop_bounds_score`]).
 //! Newcombe's hybrid score interval for paired proportions (1998, method
-//! 10; [`paired_difference`]) is the other standard choice; it undercovers
+//! 10; `paired_difference`, kept for the tests) is the other standard choice; it undercovers
 //! where all discordance runs one way (a runtime that only loses answers,
 //! the case the gate is for): simulated at the margin its one-sided
 //! 98.75 % bound covered 97.1 %. Bonferroni-combined Clopper–Pearson bounds
@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(test)]
 use super::evidence::wilson;
 use super::special::normal_quantile;
 
@@ -141,8 +142,10 @@ fn solve_decreasing(f: impl Fn(f64) -> f64, target: f64) -> f64 {
 }
 
 /// Two-sided interval of the accuracy drop p_baseline − p_candidate at
-/// `confidence`; (−1, 1) for an empty table.
-pub fn paired_difference(t: &PairedCounts, confidence: f64) -> (f64, f64) {
+/// `confidence`; (−1, 1) for an empty table. Newcombe's method 10: the
+/// reference the gate's bounds were chosen against (tests only).
+#[cfg(test)]
+pub(crate) fn paired_difference(t: &PairedCounts, confidence: f64) -> (f64, f64) {
     let n = t.n();
     if n == 0 {
         return (-1.0, 1.0);
@@ -165,6 +168,7 @@ pub fn paired_difference(t: &PairedCounts, confidence: f64) -> (f64, f64) {
 /// (a positive ad − bc is shrunk by n/2, to 0 at most: without it the
 /// interval undercovers at small n); 0 where a margin is empty (the
 /// correlation is undefined and the unpaired interval is the safe side).
+#[cfg(test)]
 fn phi(t: &PairedCounts) -> f64 {
     let (a, b, c, d) = (
         t.both as f64,
