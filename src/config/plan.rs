@@ -1029,6 +1029,37 @@ const CONTAINER_FIELDS: &[&str] = &[
     "health_path",
 ];
 
+/// A `[baseline]` or `[candidate]` table being read: errors name
+/// `label.field` and point at the field's own line.
+struct RuntimeTable<'a> {
+    text: &'a str,
+    label: &'a str,
+    span: Range<usize>,
+    resolve: &'a dyn Fn(&str) -> PathBuf,
+    err: &'a ErrFn<'a>,
+}
+
+impl RuntimeTable<'_> {
+    fn at(&self, field: &str) -> String {
+        format!("{}.{field}", self.label)
+    }
+
+    /// The offending key's own line when it is in the table, else the table.
+    fn key_span(&self, key: &str) -> Range<usize> {
+        key_span(self.text, self.span.clone(), key)
+    }
+
+    /// An error at `key` = ….
+    fn bad(&self, key: &str, message: String) -> ConfigError {
+        (self.err)(Some(self.key_span(key)), &self.at(key), message)
+    }
+
+    /// An error at the table, for a `field` it lacks.
+    fn missing(&self, field: &str, message: String) -> ConfigError {
+        (self.err)(Some(self.span.clone()), &self.at(field), message)
+    }
+}
+
 fn runtime(
     text: &str,
     label: &str,
@@ -1036,13 +1067,45 @@ fn runtime(
     resolve: &dyn Fn(&str) -> PathBuf,
     err: &ErrFn,
 ) -> Result<Runtime, ConfigError> {
-    let table = raw.span();
+    let t = RuntimeTable {
+        text,
+        label,
+        span: raw.span(),
+        resolve,
+        err,
+    };
     let r = raw.into_inner();
-    let at = |field: &str| format!("{label}.{field}");
-    // Point at the offending key's own line when it is in the table, else at the table.
-    let key_span = |key: &str| -> Range<usize> { key_span(text, table.clone(), key) };
-    let span = table.clone();
-    let present: Vec<&str> = [
+    let present = present_fields(&r);
+    let kind = driver_kind(&t, &r, &present)?;
+    let health_path = r.health_path.clone().unwrap_or_else(|| "/health".into());
+    if !health_path.starts_with('/') {
+        return Err(t.bad("health_path", format!("{health_path:?} must start with /")));
+    }
+    let driver = match kind {
+        "external" => external_driver(&t, &r, health_path)?,
+        "process" => process_driver(&t, &r, &present)?,
+        _ => container_driver(&t, &r, health_path)?,
+    };
+    Ok(Runtime {
+        label: label.to_string(),
+        driver,
+        expected_model: r.expected_model,
+        api_key_env: r.api_key_env,
+        ready_timeout: seconds(r.ready_timeout_s, 120.0, &t.at("ready_timeout_s"), err)?,
+        stop_grace: seconds(r.stop_grace_s, 10.0, &t.at("stop_grace_s"), err)?,
+        scrape_metrics: r.scrape_metrics.unwrap_or(true),
+        metrics_endpoints: metrics_endpoints(
+            r.metrics_endpoints,
+            &t.at("metrics_endpoints"),
+            Some(t.key_span("metrics_endpoints")),
+            err,
+        )?,
+    })
+}
+
+/// The driver-specific fields the table gives.
+fn present_fields(r: &RawRuntime) -> Vec<&'static str> {
+    [
         ("url", r.url.is_some()),
         ("engine_profile", r.engine_profile.is_some()),
         ("engine_profiles", r.engine_profiles.is_some()),
@@ -1062,190 +1125,170 @@ fn runtime(
     ]
     .into_iter()
     .filter_map(|(k, on)| on.then_some(k))
-    .collect();
-    let kind = r.driver.get_ref().as_str();
-    let allowed = match kind {
-        "external" => EXTERNAL_FIELDS,
-        "process" => PROCESS_FIELDS,
-        "container" => CONTAINER_FIELDS,
+    .collect()
+}
+
+/// The driver named, once every field given is one it takes.
+fn driver_kind(
+    t: &RuntimeTable,
+    r: &RawRuntime,
+    present: &[&str],
+) -> Result<&'static str, ConfigError> {
+    let (kind, allowed) = match r.driver.get_ref().as_str() {
+        "external" => ("external", EXTERNAL_FIELDS),
+        "process" => ("process", PROCESS_FIELDS),
+        "container" => ("container", CONTAINER_FIELDS),
         other => {
-            return Err(err(
+            return Err((t.err)(
                 Some(r.driver.span()),
-                &at("driver"),
+                &t.at("driver"),
                 format!("{other:?}: expected \"external\", \"process\" or \"container\""),
             ));
         }
     };
     if let Some(bad) = present.iter().find(|k| !allowed.contains(k)) {
-        return Err(err(
-            Some(key_span(bad)),
-            &at(bad),
+        return Err(t.bad(
+            bad,
             format!(
                 "is not a field of the {kind} driver (it takes {})",
                 allowed.join(", ")
             ),
         ));
     }
-    let health_path = r.health_path.clone().unwrap_or_else(|| "/health".into());
-    if !health_path.starts_with('/') {
-        return Err(err(
-            Some(key_span("health_path")),
-            &at("health_path"),
-            format!("{health_path:?} must start with /"),
-        ));
-    }
+    Ok(kind)
+}
 
-    let driver = match kind {
-        "external" => {
-            let Some(url) = r.url else {
-                return Err(err(
-                    Some(span),
-                    &at("url"),
-                    "the external driver needs the runtime's base URL".into(),
-                ));
-            };
-            check_http_url(&url).map_err(|m| err(Some(key_span("url")), &at("url"), m))?;
-            Driver::External {
-                url: url.trim_end_matches('/').to_string(),
-                health_path,
-            }
-        }
-        "process" => match (r.engine_profile, r.command) {
-            (Some(profile), None) => {
-                if let Some(bad) = ["args", "env", "cwd", "base_url", "health_url", "sha256"]
-                    .iter()
-                    .find(|k| present.contains(k))
-                {
-                    return Err(err(Some(key_span(bad)), &at(bad), "does not apply to an engine_profile runtime (the engine profile says how it starts)".into()));
-                }
-                Driver::Process(ProcessDriver::Engine {
-                    profile,
-                    profiles_file: r.engine_profiles.as_deref().map(resolve),
-                })
-            }
-            (None, Some(command)) => {
-                if r.engine_profiles.is_some() {
-                    return Err(err(
-                        Some(key_span("engine_profiles")),
-                        &at("engine_profiles"),
-                        "applies only with engine_profile".into(),
-                    ));
-                }
-                let Some(base_url) = r.base_url else {
-                    return Err(err(
-                        Some(span),
-                        &at("base_url"),
-                        "a command runtime needs the base URL it will serve on".into(),
-                    ));
-                };
-                check_http_url(&base_url)
-                    .map_err(|m| err(Some(key_span("base_url")), &at("base_url"), m))?;
-                let base_url = base_url.trim_end_matches('/').to_string();
-                let health_url = r.health_url.unwrap_or_else(|| format!("{base_url}/health"));
-                check_http_url(&health_url)
-                    .map_err(|m| err(Some(key_span("health_url")), &at("health_url"), m))?;
-                if let Some(h) = &r.sha256
-                    && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
-                {
-                    return Err(err(
-                        Some(key_span("sha256")),
-                        &at("sha256"),
-                        "must be 64 hex digits".into(),
-                    ));
-                }
-                let command = if command.contains('/') {
-                    resolve(&command).display().to_string()
-                } else {
-                    command
-                };
-                Driver::Process(ProcessDriver::Command(CommandSpec {
-                    command,
-                    args: r.args.unwrap_or_default(),
-                    env: r.env.unwrap_or_default(),
-                    cwd: r.cwd.as_deref().map(resolve),
-                    base_url,
-                    health_url,
-                    sha256: r.sha256.map(|s| s.to_ascii_lowercase()),
-                }))
-            }
-            (Some(_), Some(_)) => {
-                return Err(err(
-                    Some(key_span("command")),
-                    &at("command"),
-                    "give either `engine_profile` or `command`, not both".into(),
-                ));
-            }
-            (None, None) => {
-                return Err(err(
-                    Some(span),
-                    &at("command"),
-                    "the process driver needs `command` (with base_url) or `engine_profile`".into(),
-                ));
-            }
-        },
-        _ => {
-            let Some(image) = r.image else {
-                return Err(err(
-                    Some(span),
-                    &at("image"),
-                    "the container driver needs an image pinned by digest".into(),
-                ));
-            };
-            let image_ref = ImageRef::parse(image.get_ref())
-                .map_err(|m| err(Some(image.span()), &at("image"), m))?;
-            let Some(port) = r.port else {
-                return Err(err(
-                    Some(span),
-                    &at("port"),
-                    "the container driver needs the server's port (host networking)".into(),
-                ));
-            };
-            let port_value = *port.get_ref();
-            let port = u16::try_from(port_value)
-                .ok()
-                .filter(|p| *p != 0)
-                .ok_or_else(|| {
-                    err(
-                        Some(port.span()),
-                        &at("port"),
-                        format!("{port_value} is not a TCP port"),
-                    )
-                })?;
-            let binds = r.binds.unwrap_or_default();
-            if let Some(b) = binds.iter().find(|b| b.split(':').count() < 2) {
-                return Err(err(
-                    Some(key_span("binds")),
-                    &at("binds"),
-                    format!("{b:?}: expected host:container[:ro]"),
-                ));
-            }
-            Driver::Container(ContainerDriver {
-                image: image_ref,
-                args: r.args.unwrap_or_default(),
-                entrypoint: r.entrypoint,
-                env: r.env.unwrap_or_default(),
-                env_from_host: r.env_from_host.unwrap_or_default(),
-                binds,
-                port,
-                health_path,
-            })
-        }
+fn external_driver(
+    t: &RuntimeTable,
+    r: &RawRuntime,
+    health_path: String,
+) -> Result<Driver, ConfigError> {
+    let Some(url) = &r.url else {
+        return Err(t.missing(
+            "url",
+            "the external driver needs the runtime's base URL".into(),
+        ));
     };
-    Ok(Runtime {
-        label: label.to_string(),
-        driver,
-        expected_model: r.expected_model,
-        api_key_env: r.api_key_env,
-        ready_timeout: seconds(r.ready_timeout_s, 120.0, &at("ready_timeout_s"), err)?,
-        stop_grace: seconds(r.stop_grace_s, 10.0, &at("stop_grace_s"), err)?,
-        scrape_metrics: r.scrape_metrics.unwrap_or(true),
-        metrics_endpoints: metrics_endpoints(
-            r.metrics_endpoints,
-            &at("metrics_endpoints"),
-            Some(key_span("metrics_endpoints")),
-            err,
-        )?,
+    check_http_url(url).map_err(|m| t.bad("url", m))?;
+    Ok(Driver::External {
+        url: url.trim_end_matches('/').to_string(),
+        health_path,
     })
+}
+
+/// A process runtime starts from an engine profile or from a command line.
+fn process_driver(
+    t: &RuntimeTable,
+    r: &RawRuntime,
+    present: &[&str],
+) -> Result<Driver, ConfigError> {
+    match (&r.engine_profile, &r.command) {
+        (Some(profile), None) => {
+            if let Some(bad) = ["args", "env", "cwd", "base_url", "health_url", "sha256"]
+                .iter()
+                .find(|k| present.contains(k))
+            {
+                return Err(t.bad(bad, "does not apply to an engine_profile runtime (the engine profile says how it starts)".into()));
+            }
+            Ok(Driver::Process(ProcessDriver::Engine {
+                profile: profile.clone(),
+                profiles_file: r.engine_profiles.as_deref().map(t.resolve),
+            }))
+        }
+        (None, Some(command)) => command_driver(t, r, command),
+        (Some(_), Some(_)) => Err(t.bad(
+            "command",
+            "give either `engine_profile` or `command`, not both".into(),
+        )),
+        (None, None) => Err(t.missing(
+            "command",
+            "the process driver needs `command` (with base_url) or `engine_profile`".into(),
+        )),
+    }
+}
+
+fn command_driver(t: &RuntimeTable, r: &RawRuntime, command: &str) -> Result<Driver, ConfigError> {
+    if r.engine_profiles.is_some() {
+        return Err(t.bad("engine_profiles", "applies only with engine_profile".into()));
+    }
+    let Some(base_url) = &r.base_url else {
+        return Err(t.missing(
+            "base_url",
+            "a command runtime needs the base URL it will serve on".into(),
+        ));
+    };
+    check_http_url(base_url).map_err(|m| t.bad("base_url", m))?;
+    let base_url = base_url.trim_end_matches('/').to_string();
+    let health_url = r
+        .health_url
+        .clone()
+        .unwrap_or_else(|| format!("{base_url}/health"));
+    check_http_url(&health_url).map_err(|m| t.bad("health_url", m))?;
+    if let Some(h) = &r.sha256
+        && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(t.bad("sha256", "must be 64 hex digits".into()));
+    }
+    let command = if command.contains('/') {
+        (t.resolve)(command).display().to_string()
+    } else {
+        command.to_string()
+    };
+    Ok(Driver::Process(ProcessDriver::Command(CommandSpec {
+        command,
+        args: r.args.clone().unwrap_or_default(),
+        env: r.env.clone().unwrap_or_default(),
+        cwd: r.cwd.as_deref().map(t.resolve),
+        base_url,
+        health_url,
+        sha256: r.sha256.as_ref().map(|s| s.to_ascii_lowercase()),
+    })))
+}
+
+fn container_driver(
+    t: &RuntimeTable,
+    r: &RawRuntime,
+    health_path: String,
+) -> Result<Driver, ConfigError> {
+    let Some(image) = &r.image else {
+        return Err(t.missing(
+            "image",
+            "the container driver needs an image pinned by digest".into(),
+        ));
+    };
+    let image_ref = ImageRef::parse(image.get_ref())
+        .map_err(|m| (t.err)(Some(image.span()), &t.at("image"), m))?;
+    let Some(port) = &r.port else {
+        return Err(t.missing(
+            "port",
+            "the container driver needs the server's port (host networking)".into(),
+        ));
+    };
+    let port_value = *port.get_ref();
+    let port = u16::try_from(port_value)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| {
+            (t.err)(
+                Some(port.span()),
+                &t.at("port"),
+                format!("{port_value} is not a TCP port"),
+            )
+        })?;
+    let binds = r.binds.clone().unwrap_or_default();
+    if let Some(b) = binds.iter().find(|b| b.split(':').count() < 2) {
+        return Err(t.bad("binds", format!("{b:?}: expected host:container[:ro]")));
+    }
+    Ok(Driver::Container(ContainerDriver {
+        image: image_ref,
+        args: r.args.clone().unwrap_or_default(),
+        entrypoint: r.entrypoint.clone(),
+        env: r.env.clone().unwrap_or_default(),
+        env_from_host: r.env_from_host.clone().unwrap_or_default(),
+        binds,
+        port,
+        health_path,
+    }))
 }
 
 /// Extra metrics endpoints: each an http(s) URL, by a name that is not `target`.

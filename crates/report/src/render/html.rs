@@ -29,7 +29,6 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
 .small{color:#57606a;font-size:.9em}
 ";
 
-/// Escape text for HTML element content and attribute values.
 /// Output quality and where each differing reference pair diverged (both
 /// tokens with their logprobs and the gaps), folded under its summary.
 fn quality_section(out: &mut String, v: &View) {
@@ -63,6 +62,7 @@ fn quality_section(out: &mut String, v: &View) {
     }
 }
 
+/// Escape text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
@@ -481,7 +481,26 @@ fn turnover_plot(rows: &[TurnoverRow]) -> String {
     s
 }
 
+/// One cell: counts and eligibility, the metric table, SLO/slice/server
+/// lines, time series, gauges and the per-request plots.
 fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
+    cell_header(out, c);
+    metric_table(out, c, ci_head);
+    for line in c
+        .slo_lines()
+        .into_iter()
+        .chain(c.slice_lines())
+        .chain(c.server_lines())
+    {
+        let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
+    }
+    time_series(out, c);
+    gauges(out, c);
+    sample_plots(out, c);
+}
+
+/// The cell's name, request counts, and why a side is not eligible.
+fn cell_header(out: &mut String, c: &CellView) {
     let _ = writeln!(out, "<h3>Cell <code>{}</code></h3>", escape(&c.name));
     let _ = writeln!(
         out,
@@ -509,6 +528,9 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
             );
         }
     }
+}
+
+fn metric_table(out: &mut String, c: &CellView, ci_head: &str) {
     let (interval_head, decision_head) = c.decision_headings(ci_head);
     let _ = writeln!(
         out,
@@ -543,16 +565,11 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         );
     }
     out.push_str("</table>\n");
-    for line in c
-        .slo_lines()
-        .into_iter()
-        .chain(c.slice_lines())
-        .chain(c.server_lines())
-    {
-        let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
-    }
-    time_series(out, c);
-    gauges(out, c);
+}
+
+/// A strip plot per metric that has per-request samples on both sides; a
+/// notice naming those without.
+fn sample_plots(out: &mut String, c: &CellView) {
     let plots: Vec<String> = c
         .metrics
         .iter()
@@ -566,34 +583,54 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
             out,
             "<p class=\"notice\">This report carries no per-request samples for this cell, so its distributions cannot be plotted; only the summary values above are available.</p>"
         );
-    } else {
-        let missing: Vec<&str> = c
-            .metrics
-            .iter()
-            .filter(|m| {
-                m.samples
-                    .as_ref()
-                    .is_none_or(|(_, b, c)| b.is_empty() || c.is_empty())
-            })
-            .map(|m| m.name.as_str())
-            .collect();
-        if !missing.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"small\">No per-request samples for: {}.</p>",
-                escape(&missing.join(", "))
-            );
-        }
+        return;
+    }
+    let missing: Vec<&str> = c
+        .metrics
+        .iter()
+        .filter(|m| {
+            m.samples
+                .as_ref()
+                .is_none_or(|(_, b, c)| b.is_empty() || c.is_empty())
+        })
+        .map(|m| m.name.as_str())
+        .collect();
+    if !missing.is_empty() {
         let _ = writeln!(
             out,
-            "<p class=\"legend small\">per-request values<span style=\"background:{BASELINE_COLOR}\"></span>baseline<span style=\"background:{CANDIDATE_COLOR}\"></span>candidate; black bar: median</p><div class=\"plots\">{}</div>",
-            plots.join("\n")
+            "<p class=\"small\">No per-request samples for: {}.</p>",
+            escape(&missing.join(", "))
         );
     }
+    let _ = writeln!(
+        out,
+        "<p class=\"legend small\">per-request values<span style=\"background:{BASELINE_COLOR}\"></span>baseline<span style=\"background:{CANDIDATE_COLOR}\"></span>candidate; black bar: median</p><div class=\"plots\">{}</div>",
+        plots.join("\n")
+    );
 }
 
 pub(super) fn render(v: &View) -> String {
     let mut out = String::new();
+    page_head(&mut out, v);
+    gates(&mut out, v);
+    failed_checks(&mut out, v);
+    evidence(&mut out, v);
+    decision(&mut out, v);
+    verification(&mut out, v);
+    for w in &v.warnings {
+        let _ = writeln!(out, "<p class=\"notice\">warning: {}</p>", escape(w));
+    }
+    cells(&mut out, v);
+    quality_section(&mut out, v);
+    turnover(&mut out, v);
+    method(&mut out, v);
+    provenance(&mut out, v);
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+/// The document head (title, inline CSS), the heading and the images table.
+fn page_head(out: &mut String, v: &View) {
     let title = format!("Runtime comparison: {}", v.headline());
     let _ = writeln!(
         out,
@@ -608,7 +645,10 @@ pub(super) fn render(v: &View) -> String {
         escape(v.candidate_image.as_deref().unwrap_or(DASH)),
         escape(v.schema.as_deref().unwrap_or(DASH)),
     );
+}
 
+/// A badge per gate, the policy's turnover mode marked.
+fn gates(out: &mut String, v: &View) {
     let _ = writeln!(out, "<h2>Gates</h2>\n<p>");
     let ni = v.non_inferior_gate();
     let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
@@ -630,43 +670,55 @@ pub(super) fn render(v: &View) -> String {
         Some(ni.passed),
     ));
     out.push_str("</p>\n");
+}
+
+fn failed_checks(out: &mut String, v: &View) {
     let failed = v.failed_parts();
-    if !failed.is_empty() {
-        out.push_str("<table><tr><th>gate</th><th>failed check</th><th>why</th></tr>\n");
-        for (gate, subject, reason) in failed {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                escape(&gate),
-                escape(&subject),
-                escape(&reason)
-            );
-        }
-        out.push_str("</table>\n");
+    if failed.is_empty() {
+        return;
     }
-    if let Some(e) = v.evidence() {
+    out.push_str("<table><tr><th>gate</th><th>failed check</th><th>why</th></tr>\n");
+    for (gate, subject, reason) in failed {
         let _ = writeln!(
             out,
-            "<h3>Evidence gate: {}</h3>\n<table><tr><th>outcome</th><th>subject</th><th>reason</th></tr>",
-            escape(&e.outcome)
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            escape(&gate),
+            escape(&subject),
+            escape(&reason)
         );
-        for (subject, outcome, reason) in &e.parts {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
-                escape(outcome),
-                escape(subject),
-                escape(reason)
-            );
-        }
-        out.push_str("</table>\n");
-        if let Some(n) = e.requests_to_resolve {
-            let _ = writeln!(out, "<p>About {n} requests per side would decide it.</p>");
-        }
-        if let Some(d) = &e.design {
-            let _ = writeln!(out, "<p>Design: {}</p>", escape(d));
-        }
     }
+    out.push_str("</table>\n");
+}
+
+fn evidence(out: &mut String, v: &View) {
+    let Some(e) = v.evidence() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h3>Evidence gate: {}</h3>\n<table><tr><th>outcome</th><th>subject</th><th>reason</th></tr>",
+        escape(&e.outcome)
+    );
+    for (subject, outcome, reason) in &e.parts {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>",
+            escape(outcome),
+            escape(subject),
+            escape(reason)
+        );
+    }
+    out.push_str("</table>\n");
+    if let Some(n) = e.requests_to_resolve {
+        let _ = writeln!(out, "<p>About {n} requests per side would decide it.</p>");
+    }
+    if let Some(d) = &e.design {
+        let _ = writeln!(out, "<p>Design: {}</p>", escape(d));
+    }
+}
+
+/// Qualification, promotion, the human decision and who made it.
+fn decision(out: &mut String, v: &View) {
     let _ = writeln!(
         out,
         "<table><tr><th>qualification</th><td>{}</td></tr><tr><th>promotion</th><td>{}</td></tr><tr><th>human decision</th><td>{}</td></tr>",
@@ -692,167 +744,184 @@ pub(super) fn render(v: &View) -> String {
         );
     }
     out.push_str("</table>\n");
+}
+
+/// Whether the report's numbers agree with each other, and where not.
+fn verification(out: &mut String, v: &View) {
     if v.disagreements.is_empty() {
         out.push_str(
             "<p class=\"pass\">✓ Verification: the report's numbers agree with each other.</p>\n",
         );
-    } else {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"fail\">✗ Verification: {} disagreement(s)</p><ul>",
+        v.disagreements.len()
+    );
+    for d in &v.disagreements {
         let _ = writeln!(
             out,
-            "<p class=\"fail\">✗ Verification: {} disagreement(s)</p><ul>",
-            v.disagreements.len()
+            "<li><code>{}</code>: found {}, expected {}</li>",
+            escape(&d.path),
+            escape(&d.found),
+            escape(&d.expected)
         );
-        for d in &v.disagreements {
-            let _ = writeln!(
-                out,
-                "<li><code>{}</code>: found {}, expected {}</li>",
-                escape(&d.path),
-                escape(&d.found),
-                escape(&d.expected)
-            );
-        }
-        out.push_str("</ul>\n");
     }
-    for w in &v.warnings {
-        let _ = writeln!(out, "<p class=\"notice\">warning: {}</p>", escape(w));
-    }
+    out.push_str("</ul>\n");
+}
 
+fn cells(out: &mut String, v: &View) {
     let _ = writeln!(out, "<h2>Performance cells</h2>");
     if v.cells.is_empty() {
         out.push_str("<p class=\"notice\">No cells.</p>\n");
     }
     let ci_head = ci_heading(v);
     for c in &v.cells {
-        cell_section(&mut out, c, &ci_head);
+        cell_section(out, c, &ci_head);
     }
+}
 
-    quality_section(&mut out, v);
-
+/// The turnover table, how it is computed, a plot of the failure rates
+/// (or a sentence when nothing failed) and each run's failures.
+fn turnover(out: &mut String, v: &View) {
     let rows = v.turnover_rows();
-    if !rows.is_empty() {
-        let _ = writeln!(out, "<h2>Turnover</h2>");
-        let _ = writeln!(
-            out,
-            "<table><tr><th>run</th><th>requests</th><th>passed</th><th>failed</th><th>received</th><th>contaminated</th><th>failure rate</th><th>{:.0}% CI</th><th>p worse</th><th>p better</th><th>p two-sided</th></tr>",
-            v.turnover.confidence * 100.0
-        );
-        for t in &rows {
-            let _ = writeln!(
-                out,
-                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n {}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                escape(&t.label),
-                fmt_count(t.requests),
-                fmt_count(t.passed),
-                class_of(t.failed.map(|f| f == 0)),
-                fmt_count(t.failed),
-                fmt_count(t.received),
-                fmt_count(t.contaminated),
-                escape(&fmt_rate(t.rate)),
-                escape(&fmt_rate_ci(t.rate_ci.as_ref())),
-                escape(&fmt_p(t.p_candidate_worse)),
-                escape(&fmt_p(t.p_candidate_better)),
-                escape(&fmt_p(t.p_two_sided)),
-            );
-        }
-        out.push_str("</table>\n");
-        let _ = writeln!(
-            out,
-            "<p class=\"small\">Failure rate = failed / requests with Clopper–Pearson intervals; p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's (its runs of the same workload pooled){}.</p>",
-            if v.turnover_computed {
-                "; computed here from the report's counts"
-            } else {
-                ""
-            }
-        );
-        // All-zero bars say nothing a sentence does not: the intervals are the news.
-        if rows.iter().all(|r| r.failed == Some(0)) {
-            let _ = writeln!(
-                out,
-                "<p class=\"small\">No turnover request failed on either side; the table's intervals bound the failure rates these counts allow.</p>"
-            );
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "<h2>Turnover</h2>");
+    turnover_table(out, v, &rows);
+    let _ = writeln!(
+        out,
+        "<p class=\"small\">Failure rate = failed / requests with Clopper–Pearson intervals; p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's (its runs of the same workload pooled){}.</p>",
+        if v.turnover_computed {
+            "; computed here from the report's counts"
         } else {
-            out.push_str(&turnover_plot(&rows));
-            out.push('\n');
+            ""
         }
-        let lines: Vec<String> = v
-            .runs
-            .iter()
-            .flat_map(|r| {
-                View::failure_summary(r).into_iter().map(move |l| {
-                    format!("<li><code>{}</code>: {}</li>", escape(&r.key), escape(&l))
-                })
-            })
-            .collect();
-        if !lines.is_empty() {
-            let _ = writeln!(out, "<h3>Failures</h3><ul>{}</ul>", lines.join(""));
-        }
-    }
-
-    if let Some(st) = &v.statistics {
-        let _ = writeln!(out, "<h2>Method</h2><table>");
-        for (k, val) in [
-            ("percentile method", st.percentile_method.clone()),
-            ("delta_percent", st.delta_percent.clone()),
-            (
-                "bootstrap",
-                format!(
-                    "{} iterations, confidence {}, seed {}; {}",
-                    st.bootstrap.iterations,
-                    st.bootstrap.confidence,
-                    st.bootstrap.seed,
-                    st.bootstrap_statistic
-                ),
-            ),
-            ("verdict rule", st.verdict_rule.clone()),
-            ("regression flag", st.regression_flag_rule.clone()),
-            ("turnover test", st.turnover_test.clone()),
-            ("turnover interval", st.turnover_interval.clone()),
-        ] {
-            let _ = writeln!(
-                out,
-                "<tr><th>{}</th><td>{}</td></tr>",
-                escape(k),
-                escape(&val)
-            );
-        }
-        out.push_str("</table>\n");
-    }
-    if let Some(p) = &v.provenance {
+    );
+    // All-zero bars say nothing a sentence does not: the intervals are the news.
+    if rows.iter().all(|r| r.failed == Some(0)) {
         let _ = writeln!(
             out,
-            "<h2>Provenance</h2><table><tr><th></th><th>baseline</th><th>candidate</th></tr>"
+            "<p class=\"small\">No turnover request failed on either side; the table's intervals bound the failure rates these counts allow.</p>"
         );
-        let (b, c) = (&p.baseline, &p.candidate);
-        let opt = |x: &Option<String>| x.clone().unwrap_or_else(|| DASH.into());
-        for (k, bv, cv) in [
-            ("target", b.target.clone(), c.target.clone()),
-            ("model", b.model.clone(), c.model.clone()),
-            ("runtime", opt(&b.runtime), opt(&c.runtime)),
-            ("image", opt(&b.image), opt(&c.image)),
-            ("server build", opt(&b.server_build), opt(&c.server_build)),
-            ("suite", b.suite.clone(), c.suite.clone()),
-            ("suite sha256", opt(&b.suite_sha256), opt(&c.suite_sha256)),
-            (
-                "tool version",
-                b.tool_version.clone(),
-                c.tool_version.clone(),
-            ),
-            ("host", b.host.clone(), c.host.clone()),
-            ("started", b.started_at.clone(), c.started_at.clone()),
-            ("ended", b.ended_at.clone(), c.ended_at.clone()),
-        ] {
-            let _ = writeln!(
-                out,
-                "<tr><th>{}</th><td><code>{}</code></td><td><code>{}</code></td></tr>",
-                escape(k),
-                escape(&bv),
-                escape(&cv)
-            );
-        }
-        out.push_str("</table>\n");
+    } else {
+        out.push_str(&turnover_plot(&rows));
+        out.push('\n');
     }
-    out.push_str("</body>\n</html>\n");
-    out
+    let lines: Vec<String> = v
+        .runs
+        .iter()
+        .flat_map(|r| {
+            View::failure_summary(r)
+                .into_iter()
+                .map(move |l| format!("<li><code>{}</code>: {}</li>", escape(&r.key), escape(&l)))
+        })
+        .collect();
+    if !lines.is_empty() {
+        let _ = writeln!(out, "<h3>Failures</h3><ul>{}</ul>", lines.join(""));
+    }
+}
+
+fn turnover_table(out: &mut String, v: &View, rows: &[TurnoverRow]) {
+    let _ = writeln!(
+        out,
+        "<table><tr><th>run</th><th>requests</th><th>passed</th><th>failed</th><th>received</th><th>contaminated</th><th>failure rate</th><th>{:.0}% CI</th><th>p worse</th><th>p better</th><th>p two-sided</th></tr>",
+        v.turnover.confidence * 100.0
+    );
+    for t in rows {
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n {}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            escape(&t.label),
+            fmt_count(t.requests),
+            fmt_count(t.passed),
+            class_of(t.failed.map(|f| f == 0)),
+            fmt_count(t.failed),
+            fmt_count(t.received),
+            fmt_count(t.contaminated),
+            escape(&fmt_rate(t.rate)),
+            escape(&fmt_rate_ci(t.rate_ci.as_ref())),
+            escape(&fmt_p(t.p_candidate_worse)),
+            escape(&fmt_p(t.p_candidate_better)),
+            escape(&fmt_p(t.p_two_sided)),
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// The statistical method the report says it used.
+fn method(out: &mut String, v: &View) {
+    let Some(st) = &v.statistics else {
+        return;
+    };
+    let _ = writeln!(out, "<h2>Method</h2><table>");
+    for (k, val) in [
+        ("percentile method", st.percentile_method.clone()),
+        ("delta_percent", st.delta_percent.clone()),
+        (
+            "bootstrap",
+            format!(
+                "{} iterations, confidence {}, seed {}; {}",
+                st.bootstrap.iterations,
+                st.bootstrap.confidence,
+                st.bootstrap.seed,
+                st.bootstrap_statistic
+            ),
+        ),
+        ("verdict rule", st.verdict_rule.clone()),
+        ("regression flag", st.regression_flag_rule.clone()),
+        ("turnover test", st.turnover_test.clone()),
+        ("turnover interval", st.turnover_interval.clone()),
+    ] {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td>{}</td></tr>",
+            escape(k),
+            escape(&val)
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// Where each side's numbers came from, side by side.
+fn provenance(out: &mut String, v: &View) {
+    let Some(p) = &v.provenance else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h2>Provenance</h2><table><tr><th></th><th>baseline</th><th>candidate</th></tr>"
+    );
+    let (b, c) = (&p.baseline, &p.candidate);
+    let opt = |x: &Option<String>| x.clone().unwrap_or_else(|| DASH.into());
+    for (k, bv, cv) in [
+        ("target", b.target.clone(), c.target.clone()),
+        ("model", b.model.clone(), c.model.clone()),
+        ("runtime", opt(&b.runtime), opt(&c.runtime)),
+        ("image", opt(&b.image), opt(&c.image)),
+        ("server build", opt(&b.server_build), opt(&c.server_build)),
+        ("suite", b.suite.clone(), c.suite.clone()),
+        ("suite sha256", opt(&b.suite_sha256), opt(&c.suite_sha256)),
+        (
+            "tool version",
+            b.tool_version.clone(),
+            c.tool_version.clone(),
+        ),
+        ("host", b.host.clone(), c.host.clone()),
+        ("started", b.started_at.clone(), c.started_at.clone()),
+        ("ended", b.ended_at.clone(), c.ended_at.clone()),
+    ] {
+        let _ = writeln!(
+            out,
+            "<tr><th>{}</th><td><code>{}</code></td><td><code>{}</code></td></tr>",
+            escape(k),
+            escape(&bv),
+            escape(&cv)
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 #[cfg(test)]

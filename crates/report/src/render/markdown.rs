@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::view::View;
+use super::view::{CellView, View};
 use super::*;
 
 /// Text safe inside a table cell: pipes escaped, newlines flattened, and
@@ -68,6 +68,27 @@ fn head(out: &mut String, cells: &[(&str, bool)]) {
 
 pub(super) fn render(v: &View) -> String {
     let mut out = String::new();
+    header(&mut out, v);
+    gates(&mut out, v);
+    failed_checks(&mut out, v);
+    let ci_head = ci_heading(v);
+    for c in &v.cells {
+        cell_section(&mut out, c, &ci_head);
+    }
+    turnover(&mut out, v);
+    references(&mut out, v);
+    quality(&mut out, v);
+    evidence(&mut out, v);
+    decision(&mut out, v);
+    verification(&mut out, v);
+    for w in &v.warnings {
+        let _ = writeln!(out, "\n> **warning:** {}", md(w));
+    }
+    out
+}
+
+/// Headline, the two images and the schema, then the verdict as a text block.
+fn header(out: &mut String, v: &View) {
     let _ = writeln!(out, "## Runtime comparison: {}\n", md(&v.headline()));
     let _ = writeln!(
         out,
@@ -81,12 +102,16 @@ pub(super) fn render(v: &View) -> String {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "```\n");
+}
 
+/// The gate table: performance, strict and non-inferior turnover (the
+/// policy's turnover mode marked).
+fn gates(out: &mut String, v: &View) {
     let _ = writeln!(out, "| gate | result |\n| --- | --- |");
     let ni = v.non_inferior_gate();
     let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
     row(
-        &mut out,
+        out,
         &[
             "performance".into(),
             format!(
@@ -97,7 +122,7 @@ pub(super) fn render(v: &View) -> String {
         ],
     );
     row(
-        &mut out,
+        out,
         &[
             format!(
                 "strict turnover{}",
@@ -115,7 +140,7 @@ pub(super) fn render(v: &View) -> String {
         ],
     );
     row(
-        &mut out,
+        out,
         &[
             format!(
                 "non-inferior turnover{}",
@@ -129,6 +154,9 @@ pub(super) fn render(v: &View) -> String {
         ],
     );
     let _ = writeln!(out);
+}
+
+fn failed_checks(out: &mut String, v: &View) {
     let failed = v.failed_parts();
     if !failed.is_empty() {
         let _ = writeln!(out, "Failed checks:\n");
@@ -137,134 +165,145 @@ pub(super) fn render(v: &View) -> String {
         }
         let _ = writeln!(out);
     }
+}
 
-    let ci_head = ci_heading(v);
-    for c in &v.cells {
-        let _ = writeln!(out, "### Cell {}\n", code(&c.name));
-        let _ = writeln!(
+/// One cell: its request counts, the metric table, SLO/slice/server lines and
+/// why a side is not eligible.
+fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
+    let _ = writeln!(out, "### Cell {}\n", code(&c.name));
+    let _ = writeln!(
+        out,
+        "Requests: {} baseline / {} candidate · median prompt tokens: {} · eligible: baseline {} candidate {}\n",
+        fmt_count(c.baseline_requests),
+        fmt_count(c.candidate_requests),
+        c.median_prompt_tokens
+            .map_or(DASH.into(), |m| format!("{m}")),
+        mark(c.baseline_eligible),
+        mark(c.candidate_eligible),
+    );
+    metric_table(out, c, ci_head);
+    let slo: Vec<String> = c
+        .slo_lines()
+        .into_iter()
+        .chain(c.slice_lines())
+        .chain(c.server_lines())
+        .collect();
+    if !slo.is_empty() {
+        out.push('\n');
+        for line in slo {
+            let _ = writeln!(out, "- {}", md(&line));
+        }
+    }
+    for (side, reasons) in [
+        ("baseline", &c.baseline_reasons),
+        ("candidate", &c.candidate_reasons),
+    ] {
+        if !reasons.is_empty() {
+            let _ = writeln!(out, "\n{side} not eligible: {}", md(&reasons.join("; ")));
+        }
+    }
+    let _ = writeln!(out);
+}
+
+fn metric_table(out: &mut String, c: &CellView, ci_head: &str) {
+    let (interval_head, decision_head) = c.decision_headings(ci_head);
+    head(
+        out,
+        &[
+            ("metric", false),
+            ("baseline", true),
+            ("candidate", true),
+            ("n", true),
+            ("delta", true),
+            (&interval_head, false),
+            (decision_head, false),
+            ("seed flag (point vs T)", false),
+        ],
+    );
+    for m in &c.metrics {
+        let n = match (m.baseline_n, m.candidate_n) {
+            (Some(b), Some(c)) => format!("{b}/{c}"),
+            _ => DASH.into(),
+        };
+        let d = m.decision_cells();
+        let mut verdict = d.decision.clone();
+        if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
+            verdict.push_str(&format!(" (~{n} req/side to resolve)"));
+        }
+        row(
             out,
-            "Requests: {} baseline / {} candidate · median prompt tokens: {} · eligible: baseline {} candidate {}\n",
-            fmt_count(c.baseline_requests),
-            fmt_count(c.candidate_requests),
-            c.median_prompt_tokens
-                .map_or(DASH.into(), |m| format!("{m}")),
-            mark(c.baseline_eligible),
-            mark(c.candidate_eligible),
-        );
-        let (interval_head, decision_head) = c.decision_headings(&ci_head);
-        head(
-            &mut out,
             &[
-                ("metric", false),
-                ("baseline", true),
-                ("candidate", true),
-                ("n", true),
-                ("delta", true),
-                (&interval_head, false),
-                (decision_head, false),
-                ("seed flag (point vs T)", false),
+                code(&m.name),
+                fmt_value(m.baseline),
+                fmt_value(m.candidate),
+                n,
+                fmt_delta(m.delta_percent),
+                md(&d.interval),
+                md(&verdict),
+                md(&d.seed_flag),
             ],
         );
-        for m in &c.metrics {
-            let n = match (m.baseline_n, m.candidate_n) {
-                (Some(b), Some(c)) => format!("{b}/{c}"),
-                _ => DASH.into(),
-            };
-            let d = m.decision_cells();
-            let mut verdict = d.decision.clone();
-            if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
-                verdict.push_str(&format!(" (~{n} req/side to resolve)"));
-            }
-            row(
-                &mut out,
-                &[
-                    code(&m.name),
-                    fmt_value(m.baseline),
-                    fmt_value(m.candidate),
-                    n,
-                    fmt_delta(m.delta_percent),
-                    md(&d.interval),
-                    md(&verdict),
-                    md(&d.seed_flag),
-                ],
-            );
-        }
-        let slo: Vec<String> = c
-            .slo_lines()
-            .into_iter()
-            .chain(c.slice_lines())
-            .chain(c.server_lines())
-            .collect();
-        if !slo.is_empty() {
-            out.push('\n');
-            for line in slo {
-                let _ = writeln!(out, "- {}", md(&line));
-            }
-        }
-        for (side, reasons) in [
-            ("baseline", &c.baseline_reasons),
-            ("candidate", &c.candidate_reasons),
-        ] {
-            if !reasons.is_empty() {
-                let _ = writeln!(out, "\n{side} not eligible: {}", md(&reasons.join("; ")));
-            }
-        }
-        let _ = writeln!(out);
     }
+}
 
+/// The turnover table, how its columns are computed, and each run's failures.
+fn turnover(out: &mut String, v: &View) {
     let rows = v.turnover_rows();
-    if !rows.is_empty() {
-        let _ = writeln!(out, "### Turnover\n");
-        head(
-            &mut out,
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "### Turnover\n");
+    head(
+        out,
+        &[
+            ("run", false),
+            ("requests", true),
+            ("passed", true),
+            ("failed", true),
+            ("received", true),
+            ("contaminated", true),
+            ("failure rate", true),
+            ("CI", false),
+            ("p worse", true),
+            ("p better", true),
+        ],
+    );
+    for t in &rows {
+        row(
+            out,
             &[
-                ("run", false),
-                ("requests", true),
-                ("passed", true),
-                ("failed", true),
-                ("received", true),
-                ("contaminated", true),
-                ("failure rate", true),
-                ("CI", false),
-                ("p worse", true),
-                ("p better", true),
+                code(&t.label),
+                fmt_count(t.requests),
+                fmt_count(t.passed),
+                fmt_count(t.failed),
+                fmt_count(t.received),
+                fmt_count(t.contaminated),
+                fmt_rate(t.rate),
+                fmt_rate_ci(t.rate_ci.as_ref()),
+                fmt_p(t.p_candidate_worse),
+                fmt_p(t.p_candidate_better),
             ],
         );
-        for t in &rows {
-            row(
-                &mut out,
-                &[
-                    code(&t.label),
-                    fmt_count(t.requests),
-                    fmt_count(t.passed),
-                    fmt_count(t.failed),
-                    fmt_count(t.received),
-                    fmt_count(t.contaminated),
-                    fmt_rate(t.rate),
-                    fmt_rate_ci(t.rate_ci.as_ref()),
-                    fmt_p(t.p_candidate_worse),
-                    fmt_p(t.p_candidate_better),
-                ],
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\nFailure rate = failed / requests, with {:.0}% Clopper–Pearson intervals. p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's{}.\n",
-            v.turnover.confidence * 100.0,
-            if v.turnover_computed {
-                " (computed from the report's counts)"
-            } else {
-                ""
-            }
-        );
-        for run in &v.runs {
-            for line in View::failure_summary(run) {
-                let _ = writeln!(out, "- {}: {}", code(&run.key), md(&line));
-            }
-        }
-        let _ = writeln!(out);
     }
+    let _ = writeln!(
+        out,
+        "\nFailure rate = failed / requests, with {:.0}% Clopper–Pearson intervals. p worse / p better: one-sided Fisher exact p that the candidate's failure rate is higher / lower than the baseline's{}.\n",
+        v.turnover.confidence * 100.0,
+        if v.turnover_computed {
+            " (computed from the report's counts)"
+        } else {
+            ""
+        }
+    );
+    for run in &v.runs {
+        for line in View::failure_summary(run) {
+            let _ = writeln!(out, "- {}: {}", code(&run.key), md(&line));
+        }
+    }
+    let _ = writeln!(out);
+}
 
+fn references(out: &mut String, v: &View) {
     if let Some(rc) = &v.references {
         let _ = writeln!(out, "### Reference pairs\n");
         let _ = writeln!(out, "{}\n", md(&View::reference_summary(rc)));
@@ -274,7 +313,9 @@ pub(super) fn render(v: &View) -> String {
         }
         let _ = writeln!(out);
     }
+}
 
+fn quality(out: &mut String, v: &View) {
     if let Some(q) = &v.quality {
         let _ = writeln!(out, "### Output quality\n");
         for (outcome, line) in View::quality_lines(q) {
@@ -282,7 +323,9 @@ pub(super) fn render(v: &View) -> String {
         }
         let _ = writeln!(out);
     }
+}
 
+fn evidence(out: &mut String, v: &View) {
     if let Some(e) = v.evidence() {
         let _ = writeln!(out, "### Evidence gate: {}\n", md(&e.outcome));
         for (subject, outcome, reason) in &e.parts {
@@ -296,6 +339,10 @@ pub(super) fn render(v: &View) -> String {
         }
         let _ = writeln!(out);
     }
+}
+
+/// Qualification, promotion and the human decision (with who and when).
+fn decision(out: &mut String, v: &View) {
     let _ = writeln!(out, "### Decision\n");
     let _ = writeln!(
         out,
@@ -323,6 +370,10 @@ pub(super) fn render(v: &View) -> String {
         );
     }
     let _ = writeln!(out);
+}
+
+/// Whether the report's numbers agree with each other, and where not.
+fn verification(out: &mut String, v: &View) {
     if v.disagreements.is_empty() {
         let _ = writeln!(
             out,
@@ -344,10 +395,6 @@ pub(super) fn render(v: &View) -> String {
             );
         }
     }
-    for w in &v.warnings {
-        let _ = writeln!(out, "\n> **warning:** {}", md(w));
-    }
-    out
 }
 
 #[cfg(test)]

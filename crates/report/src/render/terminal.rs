@@ -191,6 +191,23 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
 
 pub(super) fn render(v: &View, color: bool) -> String {
     let mut out = String::new();
+    header(&mut out, v, color);
+    cells(&mut out, v, color);
+    turnover(&mut out, v, color);
+    references(&mut out, v, color);
+    quality(&mut out, v, color);
+    gates(&mut out, v, color);
+    evidence(&mut out, v, color);
+    decision(&mut out, v, color);
+    verification(&mut out, v, color);
+    for w in &v.warnings {
+        let _ = writeln!(out, "{} {w}", paint("warning:", Some(YELLOW), color));
+    }
+    out
+}
+
+/// Schema, the headline when the numbers disagree, the images and the verdict.
+fn header(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(
         out,
         "{} ({})",
@@ -215,95 +232,109 @@ pub(super) fn render(v: &View, color: bool) -> String {
         let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out);
+}
 
+fn cells(out: &mut String, v: &View, color: bool) {
     let ci_head = ci_heading(v);
     if v.cells.is_empty() {
         let _ = writeln!(out, "no cells\n");
     }
     for c in &v.cells {
-        cell_section(&mut out, c, &ci_head, color);
+        cell_section(out, c, &ci_head, color);
     }
+}
 
+/// The turnover table and each run's failures.
+fn turnover(out: &mut String, v: &View, color: bool) {
     let rows = v.turnover_rows();
-    if !rows.is_empty() {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}  failure rate = failed / requests; p: Fisher exact test against the baseline{}",
+        paint("turnover", Some(BOLD), color),
+        if v.turnover_computed {
+            " (computed here from the report's counts)"
+        } else {
+            ""
+        }
+    );
+    let head = [
+        l("run"),
+        r("requests"),
+        r("passed"),
+        r("failed"),
+        r("received"),
+        r("contaminated"),
+        r("failure rate"),
+        l(format!("{:.0}% CI", v.turnover.confidence * 100.0)),
+        r("p worse"),
+        r("p better"),
+    ];
+    let trows: Vec<Vec<C>> = rows
+        .iter()
+        .map(|t| {
+            vec![
+                l(&t.label),
+                r(fmt_count(t.requests)),
+                r(fmt_count(t.passed)),
+                r(fmt_count(t.failed)).color(pass_color(t.failed.map(|f| f == 0))),
+                r(fmt_count(t.received)),
+                r(fmt_count(t.contaminated)).color(t.contaminated.filter(|c| *c > 0).map(|_| RED)),
+                r(fmt_rate(t.rate)),
+                l(fmt_rate_ci(t.rate_ci.as_ref())),
+                r(fmt_p(t.p_candidate_worse)),
+                r(fmt_p(t.p_candidate_better)),
+            ]
+        })
+        .collect();
+    table(out, "  ", &head, &trows, color);
+    let _ = writeln!(
+        out,
+        "  p worse / p better: one-sided p that the candidate's failure rate is higher / lower than the baseline's"
+    );
+    for run in &v.runs {
+        for line in View::failure_summary(run) {
+            let _ = writeln!(out, "  {}: {line}", run.key);
+        }
+    }
+    let _ = writeln!(out);
+}
+
+fn references(out: &mut String, v: &View, color: bool) {
+    let Some(rc) = &v.references else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "{} {}",
+        paint("reference pairs", Some(BOLD), color),
+        View::reference_summary(rc)
+    );
+    for (passed, line) in View::divergence_lines(rc) {
         let _ = writeln!(
             out,
-            "{}  failure rate = failed / requests; p: Fisher exact test against the baseline{}",
-            paint("turnover", Some(BOLD), color),
-            if v.turnover_computed {
-                " (computed here from the report's counts)"
-            } else {
-                ""
-            }
+            "  {} {line}",
+            paint(mark(Some(passed)), pass_color(Some(passed)), color)
         );
-        let head = [
-            l("run"),
-            r("requests"),
-            r("passed"),
-            r("failed"),
-            r("received"),
-            r("contaminated"),
-            r("failure rate"),
-            l(format!("{:.0}% CI", v.turnover.confidence * 100.0)),
-            r("p worse"),
-            r("p better"),
-        ];
-        let trows: Vec<Vec<C>> = rows
-            .iter()
-            .map(|t| {
-                vec![
-                    l(&t.label),
-                    r(fmt_count(t.requests)),
-                    r(fmt_count(t.passed)),
-                    r(fmt_count(t.failed)).color(pass_color(t.failed.map(|f| f == 0))),
-                    r(fmt_count(t.received)),
-                    r(fmt_count(t.contaminated))
-                        .color(t.contaminated.filter(|c| *c > 0).map(|_| RED)),
-                    r(fmt_rate(t.rate)),
-                    l(fmt_rate_ci(t.rate_ci.as_ref())),
-                    r(fmt_p(t.p_candidate_worse)),
-                    r(fmt_p(t.p_candidate_better)),
-                ]
-            })
-            .collect();
-        table(&mut out, "  ", &head, &trows, color);
-        let _ = writeln!(
-            out,
-            "  p worse / p better: one-sided p that the candidate's failure rate is higher / lower than the baseline's"
-        );
-        for run in &v.runs {
-            for line in View::failure_summary(run) {
-                let _ = writeln!(out, "  {}: {line}", run.key);
-            }
-        }
-        let _ = writeln!(out);
     }
+    let _ = writeln!(out);
+}
 
-    if let Some(rc) = &v.references {
-        let _ = writeln!(
-            out,
-            "{} {}",
-            paint("reference pairs", Some(BOLD), color),
-            View::reference_summary(rc)
-        );
-        for (passed, line) in View::divergence_lines(rc) {
-            let _ = writeln!(
-                out,
-                "  {} {line}",
-                paint(mark(Some(passed)), pass_color(Some(passed)), color)
-            );
-        }
-        let _ = writeln!(out);
+fn quality(out: &mut String, v: &View, color: bool) {
+    let Some(q) = &v.quality else {
+        return;
+    };
+    let _ = writeln!(out, "{}", paint("output quality", Some(BOLD), color));
+    for (outcome, line) in View::quality_lines(q) {
+        let _ = writeln!(out, "  {outcome:<12} {line}");
     }
+    let _ = writeln!(out);
+}
 
-    if let Some(q) = &v.quality {
-        let _ = writeln!(out, "{}", paint("output quality", Some(BOLD), color));
-        for (outcome, line) in View::quality_lines(q) {
-            let _ = writeln!(out, "  {outcome:<12} {line}");
-        }
-        let _ = writeln!(out);
-    }
-
+/// The gate table (the policy's turnover gate noted) and each failed check.
+fn gates(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(out, "{}", paint("gates", Some(BOLD), color));
     let ni = v.non_inferior_gate();
     let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
@@ -338,13 +369,7 @@ pub(super) fn render(v: &View, color: bool) -> String {
             ]
         })
         .collect();
-    table(
-        &mut out,
-        "  ",
-        &[l("gate"), l("result"), l("")],
-        &grows,
-        color,
-    );
+    table(out, "  ", &[l("gate"), l("result"), l("")], &grows, color);
     for (gate, subject, reason) in v.failed_parts() {
         let _ = writeln!(
             out,
@@ -353,24 +378,32 @@ pub(super) fn render(v: &View, color: bool) -> String {
         );
     }
     let _ = writeln!(out);
-    if let Some(e) = v.evidence() {
-        let c = match e.outcome.as_str() {
-            "pass" => Some(GREEN),
-            "fail" => Some(RED),
-            _ => Some(YELLOW),
-        };
-        let _ = writeln!(out, "evidence gate   {}", paint(&e.outcome, c, color));
-        for (subject, outcome, reason) in &e.parts {
-            let _ = writeln!(out, "  {outcome:<12} {subject}: {reason}");
-        }
-        if let Some(n) = e.requests_to_resolve {
-            let _ = writeln!(out, "  about {n} requests per side would decide it");
-        }
-        if let Some(d) = &e.design {
-            let _ = writeln!(out, "  design: {d}");
-        }
-        let _ = writeln!(out);
+}
+
+fn evidence(out: &mut String, v: &View, color: bool) {
+    let Some(e) = v.evidence() else {
+        return;
+    };
+    let c = match e.outcome.as_str() {
+        "pass" => Some(GREEN),
+        "fail" => Some(RED),
+        _ => Some(YELLOW),
+    };
+    let _ = writeln!(out, "evidence gate   {}", paint(&e.outcome, c, color));
+    for (subject, outcome, reason) in &e.parts {
+        let _ = writeln!(out, "  {outcome:<12} {subject}: {reason}");
     }
+    if let Some(n) = e.requests_to_resolve {
+        let _ = writeln!(out, "  about {n} requests per side would decide it");
+    }
+    if let Some(d) = &e.design {
+        let _ = writeln!(out, "  design: {d}");
+    }
+    let _ = writeln!(out);
+}
+
+/// Qualification (coloured), promotion, the human decision and who made it.
+fn decision(out: &mut String, v: &View, color: bool) {
     let qual_color = match v.qualification.as_deref() {
         Some("pass") => Some(GREEN),
         Some(q) if q.starts_with("pass") => Some(YELLOW),
@@ -402,6 +435,10 @@ pub(super) fn render(v: &View, color: bool) -> String {
             let _ = writeln!(out, "decided by      {who} at {when}");
         }
     }
+}
+
+/// Whether the report's numbers agree with each other, and where not.
+fn verification(out: &mut String, v: &View, color: bool) {
     if v.disagreements.is_empty() {
         let _ = writeln!(
             out,
@@ -412,22 +449,18 @@ pub(super) fn render(v: &View, color: bool) -> String {
                 color
             )
         );
-    } else {
-        let _ = writeln!(
-            out,
-            "verification    {}",
-            paint(
-                &format!("✗ {} disagreement(s)", v.disagreements.len()),
-                Some(RED),
-                color
-            )
-        );
-        for d in &v.disagreements {
-            let _ = writeln!(out, "  {d}");
-        }
+        return;
     }
-    for w in &v.warnings {
-        let _ = writeln!(out, "{} {w}", paint("warning:", Some(YELLOW), color));
+    let _ = writeln!(
+        out,
+        "verification    {}",
+        paint(
+            &format!("✗ {} disagreement(s)", v.disagreements.len()),
+            Some(RED),
+            color
+        )
+    );
+    for d in &v.disagreements {
+        let _ = writeln!(out, "  {d}");
     }
-    out
 }
