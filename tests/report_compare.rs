@@ -127,6 +127,7 @@ fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
         references: vec![],
         reference_tokens: vec![],
         task_answers: String::new(),
+        task_set_sha256: None,
     }
 }
 
@@ -492,6 +493,17 @@ fn mismatched_runs_are_refused_naming_the_difference() {
     assert!(
         e.contains("suite: baseline \"smoke\" vs candidate \"nightly\"")
             && e.contains("suite_sha256"),
+        "{e}"
+    );
+
+    // One task workload answering another task file (or generated set) under
+    // the same name: its answers cannot be paired item by item.
+    let (mut b, mut c) = seed_like();
+    b.turnover[0].task_set_sha256 = Some("aa".repeat(32));
+    c.turnover[0].task_set_sha256 = Some("bb".repeat(32));
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("differs (baseline vs candidate): task items (sha256)"),
         "{e}"
     );
 

@@ -203,6 +203,7 @@ fn a_reference_comparison_validates() {
         references: texts.iter().map(|t| Some(t.to_string())).collect(),
         reference_tokens: toks,
         task_answers: String::new(),
+        task_set_sha256: None,
     };
     let b = run(
         &["ab", "x", "\u{fffd}", "q"],

@@ -107,6 +107,7 @@ fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
         references: vec![],
         reference_tokens: vec![],
         task_answers: String::new(),
+        task_set_sha256: None,
         name: "turnover".into(),
         repeat,
         contract: "words".into(),
@@ -983,6 +984,7 @@ fn quality_report_with(cand: String) -> Value {
         failed: 0,
         failures: vec![],
         task_answers: answers,
+        task_set_sha256: None,
         ..turnover(0, 0)
     };
     let base = "1".repeat(60) + &"0".repeat(40);

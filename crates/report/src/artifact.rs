@@ -477,6 +477,11 @@ pub struct TurnoverRun {
     /// answer key: `1` right, `0` wrong, `-` no answer (the request failed).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_answers: String,
+    /// Task prompts: SHA-256 of the items asked (questions, answer keys,
+    /// match rules), so two sides' answers are paired only when they answered
+    /// the same items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_set_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

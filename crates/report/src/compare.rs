@@ -165,6 +165,11 @@ fn differences(b: &RunArtifact, c: &RunArtifact) -> Vec<String> {
             if base.requests != run.requests {
                 d.push(format!("requests {} vs {}", base.requests, run.requests));
             }
+            if let (Some(x), Some(y)) = (&base.task_set_sha256, &run.task_set_sha256)
+                && x != y
+            {
+                d.push(format!("task items (sha256) {x} vs {y}"));
+            }
             if !d.is_empty() {
                 let msg = format!(
                     "turnover `{}` differs (baseline vs candidate): {}",

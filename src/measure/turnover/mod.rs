@@ -20,7 +20,10 @@
 //! words = 5                 # N, the count the words prompt asks for (default 5)
 //! code_words = ["cedar"]    # request i uses code_words[i % len] (default ["cedar"])
 //! # prompt = "words"        # or "sentence" (free text; reference contract only)
-//! # shots = 3               # worked examples in the prompt (words 3, sentence 2)
+//! #                         # or "task" (checkable questions; reference contract only) with
+//! # tasks = "data/t.jsonl"   #   a task file (config::tasks), or
+//! # generate = { kind = "needle", context_words = 200 }   # generated items (generate)
+//! # shots = 3               # worked examples in the prompt (words 3, sentence 2, task 3)
 //! # max_tokens = 26         # default 2*words + 16 (words prompt), 64 (sentence)
 //! # temperature = 0.0       # of the measured pass; the reference pass is always 0
 //! # seed = 1                # sent as the request seed; also picks the markers
@@ -33,6 +36,7 @@
 
 pub mod canary;
 pub mod contract;
+pub mod generate;
 pub mod prompt;
 
 use std::time::Instant;
@@ -120,6 +124,10 @@ pub struct TurnoverSpec {
     /// from the suite's folder). Request i asks item i.
     #[serde(default)]
     pub tasks: Option<std::path::PathBuf>,
+    /// `prompt = "task"`: items generated from `seed` instead of a file
+    /// ([`generate`]: copy, needle, count, arithmetic).
+    #[serde(default)]
+    pub generate: Option<generate::GenerateSpec>,
     /// The task file's items, read by `Suite::load`.
     #[serde(skip)]
     pub task_items: std::sync::Arc<Vec<TaskItem>>,
@@ -266,16 +274,21 @@ impl TurnoverSpec {
             if self.contract != Contract::Reference {
                 bail!("the task prompt needs contract = \"reference\"");
             }
-            if self.tasks.is_none() {
-                bail!("prompt = \"task\" needs tasks = \"<file.jsonl>\"");
+            match (&self.tasks, &self.generate) {
+                (None, None) => bail!(
+                    "prompt = \"task\" needs tasks = \"<file.jsonl>\" or generate = {{ kind = \"…\" }}"
+                ),
+                (Some(_), Some(_)) => bail!("tasks and generate: give one of them"),
+                (None, Some(g)) => g.validate().map_err(anyhow::Error::msg)?,
+                (Some(_), None) => {}
             }
             if self.repeats != 1 {
                 bail!(
                     "a task workload runs once (repeats = 1): a repeat asks the same questions and would count their answers twice"
                 );
             }
-        } else if self.tasks.is_some() {
-            bail!("tasks is read only with prompt = \"task\"");
+        } else if self.tasks.is_some() || self.generate.is_some() {
+            bail!("tasks and generate are read only with prompt = \"task\"");
         }
         if self.shots() > prompt::MAX_SHOTS {
             bail!("shots must be at most {}", prompt::MAX_SHOTS);
@@ -552,6 +565,7 @@ pub fn summarize(
         references: Vec::new(),
         reference_tokens: Vec::new(),
         task_answers: String::new(),
+        task_set_sha256: spec.task_set_sha256(),
     };
     for j in judged {
         run.requests += 1;
@@ -735,9 +749,21 @@ impl TurnoverSpec {
             .collect()
     }
 
+    /// Task prompts: the identity of the items asked (None for other prompts).
+    pub fn task_set_sha256(&self) -> Option<String> {
+        (self.prompt_style() == PromptStyle::Task).then(|| {
+            let items: Vec<Value> = self.task_items.iter().map(|t| t.identity()).collect();
+            crate::util::sha256_hex(Value::Array(items).to_string().as_bytes())
+        })
+    }
+
     /// Read the task file (a relative path from `dir`, the suite's folder)
     /// and check it has an item for every request.
     pub fn read_tasks(&mut self, dir: &std::path::Path) -> Result<()> {
+        if let Some(g) = &self.generate {
+            self.task_items = std::sync::Arc::new(g.items(self.requests, self.seed.unwrap_or(0)));
+            return Ok(());
+        }
         let Some(p) = self.tasks.as_mut() else {
             return Ok(());
         };

@@ -585,6 +585,7 @@ fn task_answers_are_scored_from_the_references_and_a_failure_is_unanswered() {
         question: format!("q {a}"),
         answers: vec![a.into()],
         kind: None,
+        rule: Default::default(),
     };
     spec.task_items = std::sync::Arc::new(vec![item("Paris"), item("Rome"), item("Oslo")]);
     let cap = |text: &str| StreamCapture {

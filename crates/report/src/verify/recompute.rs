@@ -419,6 +419,8 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             } else {
                 String::new()
             },
+            // Same items on both sides was checked when the report was made.
+            task_set_sha256: None,
             repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
             contract: match run.get("contract") {
                 Some(v) => parse(Some(v), &join(key, "contract"))?,
