@@ -187,3 +187,50 @@ async fn a_perturbed_layer_fails_the_quality_gate_on_accuracy() {
     assert!(t.lower_bound_points > t.margin_points, "{}", t.reason());
     assert_eq!(gate.unwrap().outcome, GateOutcome::Fail);
 }
+
+/// Generated items the reference model can do: copying a code and finding a
+/// number planted at every depth of a filler context. Each reference answer
+/// is scored here from its text (not by the crate's rule): the crate's
+/// score agrees item by item, and the model answers most of them right, so
+/// a runtime that breaks copying or retrieval has accuracy to lose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_copy_and_needle_items_are_answered_and_scored() {
+    let base = support::engine("baseline");
+    let c = client(&base.base_url);
+    for (kind, n, want) in [
+        ("\"copy\"", 20, 16),
+        ("\"needle\", context_words = 120", 11, 9),
+    ] {
+        let s = spec(&format!(
+            "name = \"gen\"\ncontract = \"reference\"\nprompt = \"task\"\ngenerate = {{ kind = {kind} }}\nrequests = {n}\nconcurrency = 4\nmax_tokens = 12\nseed = 1\nextra = {{ cache_prompt = false }}\n"
+        ));
+        let run = turnover::run_turnover(&c, &s, 0, None).await;
+        assert_eq!(run.task_answers.len(), n, "{run:#?}");
+        assert!(run.task_set_sha256.is_some());
+        let mut right = 0;
+        for (i, mark) in run.task_answers.chars().enumerate() {
+            let q = &s.task_items[i].question;
+            let text = run.references[i].as_deref().expect("answered");
+            let first = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("");
+            let mine = if q.starts_with("Copy this code exactly: ") {
+                first.trim_end_matches('.') == q.rsplit(' ').next().unwrap()
+            } else {
+                let planted = q.split("The secret number is ").nth(1).unwrap();
+                let planted = &planted[..4];
+                let digits: Vec<&str> = first
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|d| !d.is_empty())
+                    .collect();
+                digits.last() == Some(&planted)
+            };
+            assert_eq!(mark == '1', mine, "item {i}: {q:?} answered {text:?}");
+            right += usize::from(mine);
+        }
+        eprintln!("{kind}: {right}/{n} right ({})", run.task_answers);
+        assert!(right >= want, "{kind}: {right}/{n}");
+    }
+}

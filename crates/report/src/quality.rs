@@ -29,7 +29,7 @@ use crate::stats::{
     GateOutcome, PairedCounts, clopper_pearson, drop_bounds_score, smallest_deciding_n,
 };
 
-pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong";
+pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong. Reference pairs are compared up to their first divergence only: neither side is scored on the other's text (teacher forcing), which llama.cpp's server cannot do (it returns logprobs of generated tokens only) and vLLM's prompt_logprobs could";
 
 /// Most items (or reference pairs) `requests_to_resolve` will name.
 pub const MAX_RESOLVE: u64 = 100_000;
