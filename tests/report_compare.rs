@@ -2,6 +2,7 @@
 //! the policy, mismatched runs are refused with the difference named.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use infergate::artifact::{
     CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
@@ -1020,4 +1021,146 @@ fn each_metric_row_shows_one_decision_in_every_view() {
         }
     }
     assert!(rows >= 6, "{rows}");
+}
+
+/// What CI reads: `compare --junit` writes JUnit XML that a real consumer
+/// (junitparser, from PyPI; `scripts/setup-junitparser.sh`) reads back as
+/// one case per deciding gate part with the report's outcome and reason,
+/// and `$GITHUB_STEP_SUMMARY` gets the Markdown report appended.
+#[test]
+fn compare_writes_junit_a_parser_reads_and_appends_the_job_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, mut c) = seed_like();
+    // A regression in one cell: failures and passes both in the XML.
+    for cell in &mut c.cells {
+        if cell.name == "capacity-4k" {
+            for s in cell.samples.get_mut(metric::TTFT_MS).into_iter().flatten() {
+                *s *= 1.4;
+            }
+        }
+    }
+    std::fs::write(d.join("b.json"), serde_json::to_vec(&b).unwrap()).unwrap();
+    std::fs::write(d.join("c.json"), serde_json::to_vec(&c).unwrap()).unwrap();
+    std::fs::write(
+        d.join("policy.toml"),
+        "threshold_percent = 5\n[bootstrap]\niterations = 500\n",
+    )
+    .unwrap();
+    let summary = d.join("summary.md");
+    std::fs::write(&summary, "# earlier step\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .args(["compare", "b.json", "c.json", "--policy", "policy.toml"])
+        .args(["-o", "r.json", "--junit", "r.xml"])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    let v = report::read_report_value(&d.join("r.json")).expect("the report");
+    assert!(
+        o.status.code().is_some_and(|c| c != 2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // The job summary: appended after what was there, verdict included.
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.starts_with("# earlier step\n"), "{md}");
+    let qual = v["qualification"].as_str().unwrap();
+    assert!(md.contains(qual), "{qual:?} not in {md}");
+
+    // What the report says each deciding gate part was.
+    let mut want: Vec<(String, String, String, String)> = vec![(
+        "qualification".into(),
+        "qualification".into(),
+        if v["gates"]["qualified"] == true {
+            "passed"
+        } else {
+            "failure"
+        }
+        .into(),
+        qual.into(),
+    )];
+    let evidence = v["statistics"]["gate_decides"] == "evidence";
+    for (gate, g) in v["gates"].as_object().unwrap() {
+        let deciding = match gate.as_str() {
+            "performance" => !evidence,
+            "performance_evidence" => evidence,
+            "non_inferior_turnover" => v["turnover_gate"]["mode"] == "non_inferior",
+            "strict_turnover" => v["turnover_gate"]["mode"] != "non_inferior",
+            _ => g.is_object(),
+        };
+        if !deciding {
+            continue;
+        }
+        for p in g["parts"].as_array().unwrap() {
+            let result = match (p["outcome"].as_str(), p["passed"].as_bool()) {
+                (Some("pass"), _) | (None, Some(true)) => "passed",
+                (Some("inconclusive"), _) => "skipped",
+                _ => "failure",
+            };
+            let reason = p["reason"].as_str().unwrap().to_string();
+            let message = if result == "skipped" {
+                format!("inconclusive: {reason}")
+            } else if result == "failure" {
+                reason
+            } else {
+                String::new()
+            };
+            want.push((
+                format!("gates.{gate}"),
+                p["subject"].as_str().unwrap().into(),
+                result.into(),
+                message,
+            ));
+        }
+    }
+    assert!(
+        want.iter()
+            .any(|w| w.2 == "failure" && w.0 != "qualification"),
+        "{want:?}"
+    );
+    assert!(want.iter().any(|w| w.2 == "passed"), "{want:?}");
+
+    // junitparser's reading of the file.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/setup-junitparser.sh");
+    let setup = std::process::Command::new(&script).output().unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let python = String::from_utf8(setup.stdout).unwrap();
+    let python = python.lines().last().unwrap().trim();
+    let read = std::process::Command::new(python)
+        .arg("-c")
+        .arg(
+            "import json, sys\n\
+             from junitparser import JUnitXml\n\
+             xml = JUnitXml.fromfile(sys.argv[1])\n\
+             out = []\n\
+             for suite in xml:\n\
+             \x20   for case in suite:\n\
+             \x20       r = case.result\n\
+             \x20       kind = r[0]._tag if r else 'passed'\n\
+             \x20       msg = (r[0].message or '') if r else ''\n\
+             \x20       out.append([suite.name, case.name, kind, msg])\n\
+             print(json.dumps({'tests': xml.tests, 'failures': xml.failures, 'skipped': xml.skipped, 'cases': out}))\n",
+        )
+        .arg(d.join("r.xml"))
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let got: Value = serde_json::from_slice(&read.stdout).unwrap();
+    let cases: Vec<(String, String, String, String)> =
+        serde_json::from_value(got["cases"].clone()).unwrap();
+    assert_eq!(cases, want);
+    let count = |r: &str| want.iter().filter(|w| w.2 == r).count();
+    assert_eq!(got["tests"], want.len());
+    assert_eq!(got["failures"], count("failure"));
+    assert_eq!(got["skipped"], count("skipped"));
 }

@@ -95,6 +95,9 @@ pub struct CompareArgs {
     /// Where to write the report.
     #[arg(long, short)]
     pub out: PathBuf,
+    /// Also write JUnit XML here (the qualification and each deciding gate part a test case).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -109,6 +112,8 @@ pub enum Format {
     Terminal,
     Markdown,
     Html,
+    /// JUnit XML for CI: the qualification and every deciding gate part a test case.
+    Junit,
 }
 
 #[derive(clap::Args)]

@@ -3,6 +3,7 @@
 //! ends of the qualification commands ([`qualify`]).
 
 pub mod args;
+mod exports;
 pub mod qualify;
 
 use std::io::IsTerminal;
@@ -56,6 +57,9 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             infergate::atomic::refuse_overwriting_inputs(&a.out, &read)?;
             report::write_report_atomic(&a.out, &report)?;
             println!("wrote {}", a.out.display());
+            inputs.extend(read.iter().copied());
+            inputs.push(("report", a.out.as_path()));
+            exports::after_report(&report.to_value(), a.junit.as_deref(), &inputs)?;
             print!(
                 "{}",
                 report::terminal(&report, std::io::stdout().is_terminal())
@@ -107,6 +111,7 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 Format::Terminal => report::terminal(&value, color),
                 Format::Markdown => report::markdown(&value),
                 Format::Html => report::html(&value),
+                Format::Junit => report::junit(&value),
             };
             match a.out {
                 Some(path) => {

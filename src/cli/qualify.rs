@@ -46,6 +46,9 @@ pub struct QualifyArgs {
     /// No progress output and no rendered report.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also write the report as JUnit XML here (each deciding gate part a test case).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -116,6 +119,10 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             rep.set_promotion(note);
             report::write_report_atomic(r, &rep)?;
         }
+    }
+    if let Some(r) = &o.report {
+        let v = report::read_report_value(r)?;
+        super::exports::after_report(&v, a.junit.as_deref(), &[("plan", &a.plan), ("report", r)])?;
     }
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {

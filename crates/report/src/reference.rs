@@ -263,6 +263,7 @@ mod tests {
             references: references.iter().map(|t| Some(t.to_string())).collect(),
             reference_tokens: vec![],
             task_answers: String::new(),
+            task_set_sha256: None,
         }
     }
 

@@ -11,6 +11,7 @@ use crate::stats::{Direction, Interval};
 use super::model::Report;
 
 mod html;
+mod junit;
 mod markdown;
 mod terminal;
 mod view;
@@ -74,6 +75,11 @@ fn printable(v: &Value) -> Value {
 /// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
 pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
     markdown::render(&view::View::from_value(&report.report_json()))
+}
+
+/// JUnit XML: the qualification and each part of each deciding gate a test case.
+pub fn junit<R: ReportSource + ?Sized>(report: &R) -> String {
+    junit::render(&report.report_json())
 }
 
 /// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.
