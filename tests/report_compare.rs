@@ -1164,3 +1164,87 @@ fn compare_writes_junit_a_parser_reads_and_appends_the_job_summary() {
     assert_eq!(got["failures"], count("failure"));
     assert_eq!(got["skipped"], count("skipped"));
 }
+
+/// `report --csv DIR`: Python's `csv` reads one row per cell metric (values
+/// and the deciding bounds as in the JSON) and one per recorded request.
+#[test]
+fn report_csv_is_read_by_pythons_csv_module() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (mut b, mut c) = seed_like();
+    // Request rows as a run keeps them: one failed request among them.
+    for (art, failed) in [(&mut b, Some(1)), (&mut c, None)] {
+        let cell = &mut art.cells[0];
+        let ttft = cell.samples[metric::TTFT_MS].clone();
+        cell.request_rows = ttft
+            .iter()
+            .enumerate()
+            .map(|(i, t)| infergate::artifact::RequestRow {
+                ok: failed != Some(i),
+                send_offset_ms: i as f64 * 100.0,
+                queue_ms: 0.0,
+                ttft_ms: (failed != Some(i)).then_some(*t),
+                tpot_ms: None,
+                e2e_ms: None,
+                completion_tokens: None,
+                cluster: 0,
+            })
+            .collect();
+    }
+    let r = compare(&b, &c, &fast_policy()).expect("compare");
+    report::write_report_atomic(&d.join("r.json"), &r).unwrap();
+    let v = report::read_report_value(&d.join("r.json")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .args(["report", "r.json", "--csv", "tables"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import csv, json, sys\n\
+             rows = {n: list(csv.DictReader(open(sys.argv[1] + '/' + n + '.csv', newline=''))) for n in ('metrics', 'requests')}\n\
+             print(json.dumps(rows))\n",
+        )
+        .arg(d.join("tables"))
+        .output()
+        .unwrap();
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let got: Value = serde_json::from_slice(&read.stdout).unwrap();
+    let metrics = got["metrics"].as_array().unwrap();
+    let mut want_metrics = 0;
+    let mut want_requests = 0;
+    for (cell, cv) in v["cells"].as_object().unwrap() {
+        for (name, m) in cv["metrics"].as_object().unwrap() {
+            want_metrics += 1;
+            let row = metrics
+                .iter()
+                .find(|r| r["cell"] == cell.as_str() && r["metric"] == name.as_str())
+                .unwrap_or_else(|| panic!("{cell} {name} missing"));
+            let num = |k: &str| row[k].as_str().unwrap().parse::<f64>().unwrap();
+            assert_eq!(num("baseline"), m["baseline"].as_f64().unwrap());
+            assert_eq!(num("candidate"), m["candidate"].as_f64().unwrap());
+            let decision = m["evidence"]["outcome"]
+                .as_str()
+                .or(m["verdict"].as_str())
+                .unwrap();
+            assert_eq!(row["decision"], decision, "{row}");
+        }
+        for side in ["baseline", "candidate"] {
+            want_requests += cv["request_rows"][side].as_array().map_or(0, Vec::len);
+        }
+    }
+    assert_eq!(metrics.len(), want_metrics);
+    assert!(want_requests > 0, "the fixture keeps request rows");
+    let rows = got["requests"].as_array().unwrap();
+    assert_eq!(rows.len(), want_requests);
+    let failed: Vec<&Value> = rows.iter().filter(|r| r["ok"] == "false").collect();
+    assert_eq!(failed.len(), 1, "the failed request is a row too");
+    assert_eq!(failed[0]["side"], "baseline");
+    assert_eq!(failed[0]["ttft_ms"], "");
+}

@@ -128,6 +128,11 @@ pub struct ReportArgs {
     /// Colour: auto (on a tty, when writing to standard output), always, never.
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
+    /// Instead of rendering: write DIR/metrics.csv (one row per cell metric,
+    /// both sides, the deciding bounds) and DIR/requests.csv (one row per
+    /// recorded request, failures included).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "format"])]
+    pub csv: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

@@ -1,6 +1,6 @@
-//! What a CI job reads besides the exit code: JUnit XML where asked
-//! (`--junit FILE`), and the Markdown report appended to GitHub's job
-//! summary when `$GITHUB_STEP_SUMMARY` names one.
+//! What a CI job or a spreadsheet reads besides the exit code: JUnit XML
+//! where asked (`--junit FILE`), the Markdown report appended to GitHub's
+//! job summary when `$GITHUB_STEP_SUMMARY` names one, and CSV (`report --csv DIR`).
 
 use std::io::Write;
 use std::path::Path;
@@ -27,6 +27,19 @@ pub fn after_report(report: &Value, junit: Option<&Path>, inputs: &[(&str, &Path
             .with_context(|| format!("${STEP_SUMMARY_ENV} ({})", Path::new(&path).display()))?;
         writeln!(f, "{}", report::markdown(report))
             .with_context(|| format!("writing ${STEP_SUMMARY_ENV}"))?;
+    }
+    Ok(())
+}
+
+/// `DIR/metrics.csv` and `DIR/requests.csv` of a report, each written atomically.
+pub fn write_csv(report: &Value, dir: &Path, input: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (metrics, requests) = report::csv(report);
+    for (name, text) in [("metrics.csv", metrics), ("requests.csv", requests)] {
+        let path = dir.join(name);
+        infergate::atomic::refuse_overwriting_inputs(&path, &[("report", input)])?;
+        infergate::atomic::write_atomic(&path, text.as_bytes())?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }

@@ -102,6 +102,10 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         }
         Cmd::Report(a) => {
             let value = report::read_report_value(&a.file)?;
+            if let Some(dir) = &a.csv {
+                exports::write_csv(&value, dir, &a.file)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let color = match a.color {
                 ColorChoice::Always => true,
                 ColorChoice::Never => false,

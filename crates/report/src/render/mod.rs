@@ -10,6 +10,7 @@ use crate::stats::{Direction, Interval};
 
 use super::model::Report;
 
+mod csv;
 mod html;
 mod junit;
 mod markdown;
@@ -80,6 +81,11 @@ pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
 /// JUnit XML: the qualification and each part of each deciding gate a test case.
 pub fn junit<R: ReportSource + ?Sized>(report: &R) -> String {
     junit::render(&report.report_json())
+}
+
+/// CSV: (`metrics.csv`, `requests.csv`), one row per cell metric and per recorded request.
+pub fn csv<R: ReportSource + ?Sized>(report: &R) -> (String, String) {
+    csv::render(&report.report_json())
 }
 
 /// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.

@@ -1,0 +1,159 @@
+//! CSV for spreadsheets and pandas: one row per (cell, metric) with both
+//! sides' values and the deciding bounds, and one row per recorded request
+//! (failures included) from the report's kept request rows.
+
+use serde_json::Value;
+
+/// Columns of `metrics.csv`, each read from a metric's JSON.
+const METRIC_COLUMNS: [&str; 14] = [
+    "cell",
+    "metric",
+    "direction",
+    "baseline",
+    "candidate",
+    "delta_percent",
+    "baseline_n",
+    "candidate_n",
+    "decision",
+    "lower_bound_percent",
+    "upper_bound_percent",
+    "margin_percent",
+    "requests_to_resolve",
+    "seed_flag",
+];
+
+/// Columns of `requests.csv` before the rows' own fields (in first-seen order).
+const REQUEST_KEYS: [&str; 3] = ["cell", "side", "index"];
+
+/// (`metrics.csv`, `requests.csv`) of a v1 report.
+pub fn render(v: &Value) -> (String, String) {
+    (metrics(v), requests(v))
+}
+
+fn cells(v: &Value) -> Vec<(&String, &Value)> {
+    let mut cells: Vec<(&String, &Value)> = v["cells"]
+        .as_object()
+        .map(|o| o.iter().collect())
+        .unwrap_or_default();
+    cells.sort_by(|a, b| super::natural_cmp(a.0, b.0));
+    cells
+}
+
+fn metrics(v: &Value) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(METRIC_COLUMNS);
+    for (cell, c) in cells(v) {
+        let Some(ms) = c["metrics"].as_object() else {
+            continue;
+        };
+        for (name, m) in ms {
+            let e = &m["evidence"];
+            // The evidence outcome decides where there is one; else the CI verdict.
+            let decision = e["outcome"].as_str().or_else(|| m["verdict"].as_str());
+            let seed_flag = m
+                .as_object()
+                .and_then(|o| o.iter().find(|(k, _)| k.starts_with("no_more_than_")))
+                .map(|(_, f)| f.clone());
+            let row = [
+                Some(Value::from(cell.as_str())),
+                Some(Value::from(name.as_str())),
+                Some(m["direction"].clone()),
+                Some(m["baseline"].clone()),
+                Some(m["candidate"].clone()),
+                Some(m["delta_percent"].clone()),
+                Some(m["baseline_n"].clone()),
+                Some(m["candidate_n"].clone()),
+                decision.map(Value::from),
+                Some(e["lower_bound_percent"].clone()),
+                Some(e["upper_bound_percent"].clone()),
+                Some(e["margin_percent"].clone()),
+                Some(e["requests_to_resolve"].clone()),
+                seed_flag,
+            ];
+            let _ = w.write_record(row.iter().map(|x| field(x.as_ref())));
+        }
+    }
+    finish(w)
+}
+
+fn requests(v: &Value) -> String {
+    let all: Vec<(&String, &str, usize, &serde_json::Map<String, Value>)> = cells(v)
+        .into_iter()
+        .flat_map(|(cell, c)| {
+            ["baseline", "candidate"].into_iter().flat_map(move |side| {
+                c["request_rows"][side]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                    .filter_map(move |(i, r)| Some((cell, side, i, r.as_object()?)))
+            })
+        })
+        .collect();
+    let mut keys: Vec<&str> = Vec::new();
+    for (_, _, _, r) in &all {
+        for k in r.keys() {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let _ = w.write_record(REQUEST_KEYS.iter().chain(&keys));
+    for (cell, side, i, r) in all {
+        let head = [cell.clone(), side.to_string(), i.to_string()];
+        let rest = keys.iter().map(|k| field(r.get(*k)));
+        let _ = w.write_record(head.into_iter().chain(rest));
+    }
+    finish(w)
+}
+
+/// A JSON value as a CSV field: numbers and booleans as JSON writes them,
+/// strings bare, missing or null empty.
+fn field(x: Option<&Value>) -> String {
+    match x {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn finish(w: csv::Writer<Vec<u8>>) -> String {
+    // Writing to memory cannot fail; the bytes are UTF-8 as the fields were.
+    w.into_inner()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn one_row_per_metric_and_per_request_with_quoting() {
+        let v = json!({"cells": {
+            "c10": {"metrics": {}},
+            "c2, \"odd\"": {
+                "metrics": {"ttft_p50_ms": {"baseline": 100.0, "candidate": 110.5, "delta_percent": 10.5,
+                    "direction": "lower_is_better", "baseline_n": 4, "candidate_n": 4, "verdict": "regression",
+                    "no_more_than_5_percent_regression": false,
+                    "evidence": {"outcome": "fail", "lower_bound_percent": 6.0, "upper_bound_percent": 15.0, "margin_percent": 5.0}}},
+                "request_rows": {"baseline": [{"ok": true, "ttft_ms": 99.0}],
+                                 "candidate": [{"ok": false, "error": "HTTP 500"}]}
+            }
+        }});
+        let (m, r) = render(&v);
+        let mut lines = m.lines();
+        assert_eq!(lines.next().unwrap(), METRIC_COLUMNS.join(","));
+        assert_eq!(
+            lines.next().unwrap(),
+            "\"c2, \"\"odd\"\"\",ttft_p50_ms,lower_is_better,100.0,110.5,10.5,4,4,fail,6.0,15.0,5.0,,false"
+        );
+        assert_eq!(lines.next(), None);
+        let r: Vec<&str> = r.lines().collect();
+        assert_eq!(r[0], "cell,side,index,ok,ttft_ms,error");
+        assert_eq!(r[1], "\"c2, \"\"odd\"\"\",baseline,0,true,99.0,");
+        assert_eq!(r[2], "\"c2, \"\"odd\"\"\",candidate,0,false,,HTTP 500");
+    }
+}
