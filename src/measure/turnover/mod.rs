@@ -482,6 +482,13 @@ pub fn judge_with(
                     d.char_index
                 ));
                 divergence = Some(d);
+            } else if !canary.begins_with_own && !reference.content.trim_start().starts_with(marker)
+            {
+                // The model did not write the marker alone either (a small
+                // model's near-tie at the first token), and this answer is
+                // byte for byte its own alone answer: that identity is
+                // stronger than the marker. Foreign markers still fail it.
+                canary.begins_with_own = true;
             }
         }
     }

@@ -608,3 +608,39 @@ fn task_answers_are_scored_from_the_references_and_a_failure_is_unanswered() {
     assert_eq!(m[0]["content"], "q Oslo");
     assert!(!spec.asks_marker());
 }
+
+#[test]
+fn an_answer_identical_to_its_markerless_reference_passes_its_canary() {
+    let s = words_spec();
+    let p = s.plan(0);
+    let m0 = p.markers.get(0).unwrap();
+    let m1 = p.markers.get(1).unwrap();
+    // Alone, the model skipped the marker (a near-tie at the first token).
+    let reference = cap("The city of New York at night.", "stop");
+    let same = judge(
+        &p.markers,
+        0,
+        &reference.clone(),
+        Expected::Reference(&reference),
+    );
+    assert_eq!(same.outcome, Outcome::Ok, "{:?}", same.failure);
+    // Not when it differs from that reference: nothing shows it is its own.
+    let other = cap("The city at night.", "stop");
+    let f = judge(&p.markers, 0, &other, Expected::Reference(&reference))
+        .failure
+        .unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    // Not when the reference had the marker and the answer lost it.
+    let marked = cap(&format!("{m0} The city at night."), "stop");
+    let f = judge(&p.markers, 0, &other, Expected::Reference(&marked))
+        .failure
+        .unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    // And another request's marker fails it whatever the reference says.
+    let leaked = cap(&format!("The city of {m1} at night."), "stop");
+    let f = judge(&p.markers, 0, &leaked.clone(), Expected::Reference(&leaked))
+        .failure
+        .unwrap();
+    assert_eq!(f.failure_class, "request_canary_failed");
+    assert_eq!(f.foreign_markers, [m1.to_string()]);
+}
