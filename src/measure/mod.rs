@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod client;
 pub mod discover;
+pub mod filler;
 pub mod journal;
 pub mod loadgen;
 pub mod record;
