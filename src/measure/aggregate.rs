@@ -25,101 +25,34 @@ pub fn cell_clustered(
 ) -> CellResult {
     let mut recs: Vec<&RequestRecord> = records.iter().filter(|r| r.cell == spec.name).collect();
     recs.sort_by_key(|r| r.index);
-
     let ok: Vec<&RequestRecord> = recs
         .iter()
         .copied()
         .filter(|r| r.outcome == Outcome::Ok)
         .collect();
-    let mut failures_by_class = BTreeMap::new();
-    for r in recs.iter().filter(|r| r.outcome != Outcome::Ok) {
-        *failures_by_class
-            .entry(r.outcome.as_str().to_string())
-            .or_insert(0) += 1;
-    }
-
-    // One column per metric, filled in request order; keyed only at the end
-    // (a map entry per push would allocate a key per request and metric).
-    let mut cols: [Vec<f64>; COLUMNS.len()] = std::array::from_fn(|_| Vec::with_capacity(ok.len()));
-    let mut clusters: [Vec<u32>; COLUMNS.len()] =
-        std::array::from_fn(|_| Vec::with_capacity(ok.len()));
-    let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
+    let failures_by_class = failures_by_class(&recs);
     let open_loop = spec.open_loop();
-    for r in &ok {
-        let d = r.capture.derived();
-        // Open loop: latency as a user sees it, from when the request was due.
-        let sched = |v: Option<f64>| v.filter(|_| open_loop).map(|v| v + r.queue_ms);
-        let row = [
-            d.ttft_ms,
-            d.ttfo_ms,
-            d.e2e_ms,
-            d.decode_tok_s,
-            d.tpot_ms,
-            d.prefill_tok_s,
-            Some(r.queue_ms),
-            r.capture.prompt_tokens.map(|v| v as f64),
-            r.capture.completion_tokens.map(|v| v as f64),
-            sched(d.ttft_ms),
-            sched(d.e2e_ms),
-        ];
-        let k = cluster_of(r);
-        for ((col, cl), v) in cols.iter_mut().zip(clusters.iter_mut()).zip(row) {
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                col.push(v);
-                cl.push(k);
-            }
-        }
-        itl.extend(r.capture.itl_ms());
-    }
-    let multi_cluster = clusters
-        .iter()
-        .flatten()
-        .any(|&k| k != clusters_first(&clusters));
-    let sample_clusters: BTreeMap<String, Vec<u32>> = if multi_cluster {
-        COLUMNS
-            .iter()
-            .zip(clusters)
-            .filter(|(k, v)| !v.is_empty() && GATING_SAMPLES.contains(k))
-            .map(|(k, v)| (k.to_string(), v))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
+    let Columns {
+        cols,
+        clusters,
+        itl,
+    } = columns(&ok, open_loop, &cluster_of);
+    let sample_clusters = sample_clusters(clusters);
     let samples: BTreeMap<String, Vec<f64>> = COLUMNS
         .iter()
         .zip(cols)
         .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-    let mut metrics: BTreeMap<String, _> = samples
-        .iter()
-        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
-        .collect();
-    // ITL pools every gap of every request: it describes chunks, not requests.
-    // Often millions of values: radix-sorted here, summarize's own sort then
-    // finds them in order (same result: sorting under a total order is unique).
-    radix_sort(&mut itl);
-    if let Some(s) = stats::summarize(&itl) {
-        metrics.insert(metric::ITL_MS.to_string(), s);
-    }
-
+    let metrics = metrics(&samples, itl);
     let request_rows: Vec<RequestRow> =
         recs.iter().map(|r| request_row(r, cluster_of(r))).collect();
     let slo = spec.slo.as_ref().map(|t| slo::attainment(t, &request_rows));
     let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
     let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
     reasons.extend(cache_reason);
-    let mut warnings = schedule_warnings(&ok, open_loop);
     let server_timings = server_timing_check(&ok);
-    if let Some(t) = server_timings
-        .as_ref()
-        .filter(|t| t.client_below_server > 0)
-    {
-        warnings.push(format!(
-            "MEASUREMENT ERROR: {} of {} requests have a client TTFT below the server's own prompt time; the client's clock or stream parsing is wrong for them",
-            t.client_below_server, t.requests
-        ));
-    }
+    let warnings = cell_warnings(&ok, open_loop, server_timings.as_ref());
 
     CellResult {
         name: spec.name.clone(),
@@ -153,6 +86,123 @@ pub fn cell_clustered(
         slices: slices(&recs),
         sessions: sessions(&recs),
     }
+}
+
+/// Failed requests counted by outcome.
+fn failures_by_class(recs: &[&RequestRecord]) -> BTreeMap<String, usize> {
+    let mut failures_by_class = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.outcome != Outcome::Ok) {
+        *failures_by_class
+            .entry(r.outcome.as_str().to_string())
+            .or_insert(0) += 1;
+    }
+    failures_by_class
+}
+
+/// The successful requests' values: one column per metric of [`COLUMNS`],
+/// each value's cluster beside it, and every inter-token gap pooled.
+struct Columns {
+    cols: [Vec<f64>; COLUMNS.len()],
+    clusters: [Vec<u32>; COLUMNS.len()],
+    itl: Vec<f64>,
+}
+
+fn columns(
+    ok: &[&RequestRecord],
+    open_loop: bool,
+    cluster_of: &impl Fn(&RequestRecord) -> u32,
+) -> Columns {
+    // One column per metric, filled in request order; keyed only at the end
+    // (a map entry per push would allocate a key per request and metric).
+    let mut cols: [Vec<f64>; COLUMNS.len()] = std::array::from_fn(|_| Vec::with_capacity(ok.len()));
+    let mut clusters: [Vec<u32>; COLUMNS.len()] =
+        std::array::from_fn(|_| Vec::with_capacity(ok.len()));
+    let mut itl = Vec::with_capacity(ok.iter().map(|r| r.capture.chunk_ms.len()).sum());
+    for r in ok {
+        let d = r.capture.derived();
+        // Open loop: latency as a user sees it, from when the request was due.
+        let sched = |v: Option<f64>| v.filter(|_| open_loop).map(|v| v + r.queue_ms);
+        let row = [
+            d.ttft_ms,
+            d.ttfo_ms,
+            d.e2e_ms,
+            d.decode_tok_s,
+            d.tpot_ms,
+            d.prefill_tok_s,
+            Some(r.queue_ms),
+            r.capture.prompt_tokens.map(|v| v as f64),
+            r.capture.completion_tokens.map(|v| v as f64),
+            sched(d.ttft_ms),
+            sched(d.e2e_ms),
+        ];
+        let k = cluster_of(r);
+        for ((col, cl), v) in cols.iter_mut().zip(clusters.iter_mut()).zip(row) {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                col.push(v);
+                cl.push(k);
+            }
+        }
+        itl.extend(r.capture.itl_ms());
+    }
+    Columns {
+        cols,
+        clusters,
+        itl,
+    }
+}
+
+/// The gating samples' clusters, when there is more than one cluster.
+fn sample_clusters(clusters: [Vec<u32>; COLUMNS.len()]) -> BTreeMap<String, Vec<u32>> {
+    let multi_cluster = clusters
+        .iter()
+        .flatten()
+        .any(|&k| k != clusters_first(&clusters));
+    if multi_cluster {
+        COLUMNS
+            .iter()
+            .zip(clusters)
+            .filter(|(k, v)| !v.is_empty() && GATING_SAMPLES.contains(k))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    } else {
+        BTreeMap::new()
+    }
+}
+
+/// Each sample's summary, and ITL's.
+fn metrics(
+    samples: &BTreeMap<String, Vec<f64>>,
+    mut itl: Vec<f64>,
+) -> BTreeMap<String, stats::Summary> {
+    let mut metrics: BTreeMap<String, _> = samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
+        .collect();
+    // ITL pools every gap of every request: it describes chunks, not requests.
+    // Often millions of values: radix-sorted here, summarize's own sort then
+    // finds them in order (same result: sorting under a total order is unique).
+    radix_sort(&mut itl);
+    if let Some(s) = stats::summarize(&itl) {
+        metrics.insert(metric::ITL_MS.to_string(), s);
+    }
+    metrics
+}
+
+/// Schedule warnings, and a measurement error when the client's TTFT is
+/// below the server's own prompt time.
+fn cell_warnings(
+    ok: &[&RequestRecord],
+    open_loop: bool,
+    server_timings: Option<&ServerTimingCheck>,
+) -> Vec<String> {
+    let mut warnings = schedule_warnings(ok, open_loop);
+    if let Some(t) = server_timings.filter(|t| t.client_below_server > 0) {
+        warnings.push(format!(
+            "MEASUREMENT ERROR: {} of {} requests have a client TTFT below the server's own prompt time; the client's clock or stream parsing is wrong for them",
+            t.client_below_server, t.requests
+        ));
+    }
+    warnings
 }
 
 /// The cell's sessions, when its requests have turns: request `i` is turn

@@ -14,7 +14,7 @@ use crate::stats::special::normal_quantile;
 use crate::stats::{self, GateOutcome};
 
 use super::compare::{CompareError, compare};
-use super::policy::Policy;
+use super::policy::{MetricSpec, Policy};
 
 pub const CALIBRATION_SCHEMA: &str = "infergate-calibration/v1";
 
@@ -113,6 +113,51 @@ pub fn calibrate(
     policy: &Policy,
     created_at: &str,
 ) -> Result<Calibration, CompareError> {
+    let first = check_runs(runs)?;
+    let aa = aa_pairs(runs, policy)?;
+    let pairs_in_family = first.cells.len() * policy.metrics.len();
+    let levels = alpha_levels(policy.gate.alpha, pairs_in_family, 1);
+    let cells: Vec<CellNoise> = first
+        .cells
+        .iter()
+        .map(|cell| CellNoise {
+            cell: cell.name.clone(),
+            metrics: policy
+                .metrics
+                .iter()
+                .filter_map(|spec| metric_noise(runs, &cell.name, spec, policy, levels))
+                .collect(),
+        })
+        .collect();
+    let drift_max = cells
+        .iter()
+        .flat_map(|c| &c.metrics)
+        .fold(0.0_f64, |max, m| max.max(m.drift_sd_percent));
+    let p = &first.provenance;
+    let drift_sd_percent = (drift_max * 100.0).ceil() / 100.0;
+    Ok(Calibration {
+        schema: CALIBRATION_SCHEMA.into(),
+        created_at: created_at.to_string(),
+        model: p.model.clone(),
+        runtime: p.runtime.clone(),
+        suite: p.suite.clone(),
+        suite_sha256: p.suite_sha256.clone(),
+        runs: runs.iter().map(|(n, _)| n.clone()).collect(),
+        cells,
+        aa_pairs: aa,
+        drift_sd_percent,
+        policy_snippet: format!(
+            "[gate]\n# calibrated {created_at} from {} runs of {} (suite {}); infergate calibrate\ndrift_sd_percent = {drift_sd_percent}\n",
+            runs.len(),
+            p.runtime.as_deref().unwrap_or(&p.target),
+            p.suite
+        ),
+        method: "per metric: the policy's quantile in each run; within-run s.e. by bootstrap of each run's requests; between-run s.d. of the runs' values; drift = sqrt(max(0, between^2 - within^2)); A/A pairs compared with the policy as given; requests per side for an interleaved comparison: max(n passing an unchanged runtime with 80%, n failing a 2x margin regression with 95%) at alpha over the suite's gating pairs".into(),
+    })
+}
+
+/// The first run, when there are at least two and no run is given twice.
+fn check_runs(runs: &[(String, RunArtifact)]) -> Result<&RunArtifact, CompareError> {
     let Some((_, first)) = runs.first() else {
         return Err(CompareError::Incomparable {
             differences: vec!["no runs given".into()],
@@ -136,7 +181,12 @@ pub fn calibrate(
             }
         }
     }
-    // Every pair must be comparable; compare() says why not.
+    Ok(first)
+}
+
+/// Every pair of runs compared as baseline vs candidate, and what the gates
+/// said. Every pair must be comparable; compare() says why not.
+fn aa_pairs(runs: &[(String, RunArtifact)], policy: &Policy) -> Result<AaPairs, CompareError> {
     let mut aa = AaPairs {
         pairs: 0,
         point_rule_failed: 0,
@@ -156,85 +206,62 @@ pub fn calibrate(
             }
         }
     }
-    let pairs_in_family = first.cells.len() * policy.metrics.len();
-    let (alpha_pass, alpha_fail) = alpha_levels(policy.gate.alpha, pairs_in_family, 1);
-    let mut cells = Vec::new();
-    let mut drift_max: f64 = 0.0;
-    for cell in &first.cells {
-        let mut metrics = Vec::new();
-        for spec in &policy.metrics {
-            let per_run_samples: Vec<&[f64]> = runs
-                .iter()
-                .filter_map(|(_, a)| a.cells.iter().find(|c| c.name == cell.name))
-                .filter_map(|c| c.samples.get(&spec.sample).map(Vec::as_slice))
-                .filter(|v| !v.is_empty())
-                .collect();
-            if per_run_samples.len() < 2 {
-                continue;
-            }
-            let per_run: Vec<f64> = per_run_samples
-                .iter()
-                .filter_map(|v| stats::percentile(v, spec.quantile))
-                .collect();
-            let n = per_run_samples.iter().map(|v| v.len()).min().unwrap_or(0);
-            let mut cvs: Vec<f64> = per_run_samples.iter().filter_map(|v| pct_sd(v)).collect();
-            cvs.sort_by(f64::total_cmp);
-            let ses: Vec<f64> = per_run_samples
-                .iter()
-                .filter_map(|v| within_se(v, spec.quantile, policy))
-                .collect();
-            let within = (ses.iter().map(|s| s * s).sum::<f64>() / ses.len().max(1) as f64).sqrt();
-            let between = pct_sd(&per_run).unwrap_or(0.0);
-            let drift = (between.powi(2) - within.powi(2)).max(0.0).sqrt();
-            drift_max = drift_max.max(drift);
-            let t = spec.threshold_percent;
-            // Interleaved: the delta's s.e. is √2 × within at n per side.
-            let se_delta = std::f64::consts::SQRT_2 * within;
-            let (zp, zb) = (normal_quantile(1.0 - alpha_pass), normal_quantile(0.8));
-            let for_pass =
-                (t > 0.0).then(|| (n as f64 * (se_delta * (zp + zb) / t).powi(2)).ceil() as usize);
-            let for_fail =
-                ev::requests_to_detect(se_delta, 0.0, n as f64, t, 2.0 * t, alpha_fail, 0.95);
-            metrics.push(MetricNoise {
-                metric: spec.name.clone(),
-                margin_percent: t,
-                per_run,
-                requests_per_run: n,
-                per_request_cv_percent: stats::median(&cvs).unwrap_or(f64::NAN),
-                within_run_se_percent: within,
-                between_runs_sd_percent: between,
-                drift_sd_percent: drift,
-                requests_per_side_interleaved: match (for_pass, for_fail) {
-                    (Some(a), Some(b)) => Some(a.max(b).max(2)),
-                    (a, b) => a.or(b),
-                },
-            });
-        }
-        cells.push(CellNoise {
-            cell: cell.name.clone(),
-            metrics,
-        });
+    Ok(aa)
+}
+
+/// One metric of one cell over the runs (None when fewer than two runs have
+/// its samples); `(alpha_pass, alpha_fail)` are the levels over the suite's
+/// gating pairs.
+fn metric_noise(
+    runs: &[(String, RunArtifact)],
+    cell: &str,
+    spec: &MetricSpec,
+    policy: &Policy,
+    (alpha_pass, alpha_fail): (f64, f64),
+) -> Option<MetricNoise> {
+    let per_run_samples: Vec<&[f64]> = runs
+        .iter()
+        .filter_map(|(_, a)| a.cells.iter().find(|c| c.name == cell))
+        .filter_map(|c| c.samples.get(&spec.sample).map(Vec::as_slice))
+        .filter(|v| !v.is_empty())
+        .collect();
+    if per_run_samples.len() < 2 {
+        return None;
     }
-    let p = &first.provenance;
-    let drift_sd_percent = (drift_max * 100.0).ceil() / 100.0;
-    Ok(Calibration {
-        schema: CALIBRATION_SCHEMA.into(),
-        created_at: created_at.to_string(),
-        model: p.model.clone(),
-        runtime: p.runtime.clone(),
-        suite: p.suite.clone(),
-        suite_sha256: p.suite_sha256.clone(),
-        runs: runs.iter().map(|(n, _)| n.clone()).collect(),
-        cells,
-        aa_pairs: aa,
-        drift_sd_percent,
-        policy_snippet: format!(
-            "[gate]\n# calibrated {created_at} from {} runs of {} (suite {}); infergate calibrate\ndrift_sd_percent = {drift_sd_percent}\n",
-            runs.len(),
-            p.runtime.as_deref().unwrap_or(&p.target),
-            p.suite
-        ),
-        method: "per metric: the policy's quantile in each run; within-run s.e. by bootstrap of each run's requests; between-run s.d. of the runs' values; drift = sqrt(max(0, between^2 - within^2)); A/A pairs compared with the policy as given; requests per side for an interleaved comparison: max(n passing an unchanged runtime with 80%, n failing a 2x margin regression with 95%) at alpha over the suite's gating pairs".into(),
+    let per_run: Vec<f64> = per_run_samples
+        .iter()
+        .filter_map(|v| stats::percentile(v, spec.quantile))
+        .collect();
+    let n = per_run_samples.iter().map(|v| v.len()).min().unwrap_or(0);
+    let mut cvs: Vec<f64> = per_run_samples.iter().filter_map(|v| pct_sd(v)).collect();
+    cvs.sort_by(f64::total_cmp);
+    let ses: Vec<f64> = per_run_samples
+        .iter()
+        .filter_map(|v| within_se(v, spec.quantile, policy))
+        .collect();
+    let within = (ses.iter().map(|s| s * s).sum::<f64>() / ses.len().max(1) as f64).sqrt();
+    let between = pct_sd(&per_run).unwrap_or(0.0);
+    let drift = (between.powi(2) - within.powi(2)).max(0.0).sqrt();
+    let t = spec.threshold_percent;
+    // Interleaved: the delta's s.e. is √2 × within at n per side.
+    let se_delta = std::f64::consts::SQRT_2 * within;
+    let (zp, zb) = (normal_quantile(1.0 - alpha_pass), normal_quantile(0.8));
+    let for_pass =
+        (t > 0.0).then(|| (n as f64 * (se_delta * (zp + zb) / t).powi(2)).ceil() as usize);
+    let for_fail = ev::requests_to_detect(se_delta, 0.0, n as f64, t, 2.0 * t, alpha_fail, 0.95);
+    Some(MetricNoise {
+        metric: spec.name.clone(),
+        margin_percent: t,
+        per_run,
+        requests_per_run: n,
+        per_request_cv_percent: stats::median(&cvs).unwrap_or(f64::NAN),
+        within_run_se_percent: within,
+        between_runs_sd_percent: between,
+        drift_sd_percent: drift,
+        requests_per_side_interleaved: match (for_pass, for_fail) {
+            (Some(a), Some(b)) => Some(a.max(b).max(2)),
+            (a, b) => a.or(b),
+        },
     })
 }
 

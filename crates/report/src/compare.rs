@@ -32,10 +32,11 @@ use super::gate::{
     turnover_ok,
 };
 use super::model::{
-    BootstrapSettings, CellComparison, Decision, Design, EvidencePart, FamilyWise, Gate, GatePart,
-    Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, REPORT_SCHEMA, Report, RowsPair,
-    SamplePair, Side, SloComparison, Statistics, TurnoverGateResult, TurnoverRunReport,
-    TurnoverRuns, turnover_key,
+    BootstrapSettings, CellComparison, Decision, Design, EvidenceGate, EvidencePart, FamilyWise,
+    Gate, GatePart, Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair,
+    QualityComparison, REPORT_SCHEMA, Report, RowsPair, SamplePair, Side, SloComparison,
+    Statistics, TurnoverComparison, TurnoverGateResult, TurnoverRunReport, TurnoverRuns,
+    turnover_key,
 };
 use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
 use super::quality;
@@ -722,28 +723,70 @@ fn compare_cell(
     policy: &Policy,
     acc: &mut Accumulated,
 ) -> Result<(), CompareError> {
-    let name = &bc.name;
     let mismatch = output_length_mismatch(bc, cc);
     if let Some(why) = &mismatch {
-        acc.warnings.push(format!("cell `{name}`: {why}"));
+        acc.warnings.push(format!("cell `{}`: {why}", bc.name));
     }
+    let sides = eligibility(bc, cc, mismatch.as_ref(), acc);
+    let eligible = sides.baseline.0 && sides.candidate.0;
+    let (metrics, mut sample_pairs) =
+        cell_metrics(bc, cc, eligible, mismatch.as_deref(), design, policy, acc)?;
+    let slo = compare_slo(bc, cc, eligible, policy, design).map(|(cmp, part)| {
+        acc.evidence_parts.extend(part);
+        cmp
+    });
+    let request_rows =
+        (!bc.request_rows.is_empty() && !cc.request_rows.is_empty()).then(|| RowsPair {
+            baseline: bc.request_rows.clone(),
+            candidate: cc.request_rows.clone(),
+        });
+    add_schedule_samples(&mut sample_pairs, bc, cc);
+    warn_prompt_mismatch(bc, cc, acc);
+    let comparison = CellComparison {
+        metrics: OrderedMap(metrics),
+        samples: Some(OrderedMap(sample_pairs)),
+        not_comparable: mismatch,
+        slo,
+        request_rows,
+        ..cell_comparison(bc, cc, sides)
+    };
+    acc.cells.push((bc.name.clone(), comparison));
+    Ok(())
+}
+
+/// Each side's performance eligibility and its reasons.
+struct SideEligibility {
+    baseline: (bool, Vec<String>),
+    candidate: (bool, Vec<String>),
+}
+
+/// Each side's eligibility gate part and warnings go into `acc`.
+fn eligibility(
+    bc: &CellResult,
+    cc: &CellResult,
+    mismatch: Option<&String>,
+    acc: &mut Accumulated,
+) -> SideEligibility {
+    let name = &bc.name;
     // Not comparable reads as ineligible on both sides, so the gate (and
     // `verify`, which recomputes it from the eligibilities) holds it back.
     let side_view = |cell: &CellResult| {
         let mut reasons = cell.ineligible_reasons.clone();
-        reasons.extend(mismatch.clone());
+        reasons.extend(mismatch.cloned());
         (cell.performance_eligible && mismatch.is_none(), reasons)
     };
-    let (b_eligible, b_reasons) = side_view(bc);
-    let (c_eligible, c_reasons) = side_view(cc);
-    for (side, cell, eligible, reasons) in [
-        (Side::Baseline, bc, b_eligible, &b_reasons),
-        (Side::Candidate, cc, c_eligible, &c_reasons),
+    let sides = SideEligibility {
+        baseline: side_view(bc),
+        candidate: side_view(cc),
+    };
+    for (side, cell, (eligible, reasons)) in [
+        (Side::Baseline, bc, &sides.baseline),
+        (Side::Candidate, cc, &sides.candidate),
     ] {
         acc.perf_parts.push(GatePart {
             subject: format!("cells.{name}.{side}_performance_eligible"),
-            passed: eligible,
-            reason: if eligible {
+            passed: *eligible,
+            reason: if *eligible {
                 "eligible".to_string()
             } else if reasons.is_empty() {
                 format!("{side} cell is not performance-eligible")
@@ -763,62 +806,58 @@ fn compare_cell(
             acc.warnings.push(format!("cell `{name}`: {side}: {w}"));
         }
     }
+    sides
+}
 
-    let eligible = b_eligible && c_eligible;
-    let (metrics, mut sample_pairs) =
-        cell_metrics(bc, cc, eligible, mismatch.as_deref(), design, policy, acc)?;
-
-    let slo = compare_slo(bc, cc, eligible, policy, design).map(|(cmp, part)| {
-        acc.evidence_parts.extend(part);
-        cmp
-    });
-    let request_rows =
-        (!bc.request_rows.is_empty() && !cc.request_rows.is_empty()).then(|| RowsPair {
-            baseline: bc.request_rows.clone(),
-            candidate: cc.request_rows.clone(),
-        });
-    add_schedule_samples(&mut sample_pairs, bc, cc);
+/// A warning when the sides' median prompts differ beyond the cell's tolerance.
+fn warn_prompt_mismatch(bc: &CellResult, cc: &CellResult, acc: &mut Accumulated) {
     if let (Some(b), Some(c)) = (bc.median_prompt_tokens, cc.median_prompt_tokens) {
         let tol = bc.shape.tolerance_percent;
         if stats::delta_percent(b, c).is_some_and(|d| d.abs() > tol) {
             acc.warnings.push(format!(
-                "cell `{name}`: median prompt tokens differ by more than the cell's {tol}% tolerance (baseline {b}, candidate {c})"
+                "cell `{}`: median prompt tokens differ by more than the cell's {tol}% tolerance (baseline {b}, candidate {c})",
+                bc.name
             ));
         }
     }
-    acc.cells.push((
-        name.clone(),
-        CellComparison {
-            baseline_requests: bc.requests,
-            candidate_requests: cc.requests,
-            baseline_performance_eligible: b_eligible,
-            candidate_performance_eligible: c_eligible,
-            median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
-            metrics: OrderedMap(metrics),
-            baseline_median_prompt_tokens: bc.median_prompt_tokens,
-            candidate_median_prompt_tokens: cc.median_prompt_tokens,
-            baseline_ineligible_reasons: b_reasons,
-            candidate_ineligible_reasons: c_reasons,
-            baseline_failed: Some(bc.failed),
-            candidate_failed: Some(cc.failed),
-            samples: Some(OrderedMap(sample_pairs)),
-            not_comparable: mismatch,
-            baseline_median_completion_tokens: median_completion(bc),
-            candidate_median_completion_tokens: median_completion(cc),
-            output_tolerance_percent: Some(bc.shape.tolerance_percent),
-            slo,
-            request_rows,
-            baseline_server_timings: bc.server_timings.clone(),
-            candidate_server_timings: cc.server_timings.clone(),
-            baseline_slices: bc.slices.clone(),
-            candidate_slices: cc.slices.clone(),
-            baseline_sessions: bc.sessions.clone(),
-            candidate_sessions: cc.sessions.clone(),
-            baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
-            candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
-        },
-    ));
-    Ok(())
+}
+
+/// The cell comparison's fields taken from the two cells as they are (the
+/// metrics, samples, SLOs and request rows are left empty for the caller).
+fn cell_comparison(bc: &CellResult, cc: &CellResult, sides: SideEligibility) -> CellComparison {
+    let SideEligibility {
+        baseline: (b_eligible, b_reasons),
+        candidate: (c_eligible, c_reasons),
+    } = sides;
+    CellComparison {
+        baseline_requests: bc.requests,
+        candidate_requests: cc.requests,
+        baseline_performance_eligible: b_eligible,
+        candidate_performance_eligible: c_eligible,
+        median_prompt_tokens: bc.median_prompt_tokens.or(cc.median_prompt_tokens),
+        metrics: OrderedMap(Vec::new()),
+        baseline_median_prompt_tokens: bc.median_prompt_tokens,
+        candidate_median_prompt_tokens: cc.median_prompt_tokens,
+        baseline_ineligible_reasons: b_reasons,
+        candidate_ineligible_reasons: c_reasons,
+        baseline_failed: Some(bc.failed),
+        candidate_failed: Some(cc.failed),
+        samples: None,
+        not_comparable: None,
+        baseline_median_completion_tokens: median_completion(bc),
+        candidate_median_completion_tokens: median_completion(cc),
+        output_tolerance_percent: Some(bc.shape.tolerance_percent),
+        slo: None,
+        request_rows: None,
+        baseline_server_timings: bc.server_timings.clone(),
+        candidate_server_timings: cc.server_timings.clone(),
+        baseline_slices: bc.slices.clone(),
+        candidate_slices: cc.slices.clone(),
+        baseline_sessions: bc.sessions.clone(),
+        candidate_sessions: cc.sessions.clone(),
+        baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
+        candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
+    }
 }
 
 /// Every policy metric of one cell: its comparison and the per-request
@@ -935,6 +974,61 @@ pub(crate) fn compare_given(
     policy: &Policy,
     given_references: Option<&ReferenceComparison>,
 ) -> Result<Report, CompareError> {
+    check_comparable(baseline, candidate)?;
+    let (schedule, resampling) = design_of(baseline, candidate);
+    // The candidate's reference texts held against the baseline's: changed
+    // greedy output the quality policy does not pass fails those requests,
+    // and a warning says where.
+    let (c_turnover, reference_notes, reference_comparison) =
+        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
+    let quality_refs = given_references.or(reference_comparison.as_ref());
+    let tasks = quality::task_pairs(&baseline.turnover, &candidate.turnover);
+    let quality_pairs = quality::gating_parts(tasks.len(), quality_refs, &policy.quality);
+    let family = Family::of(baseline, policy, quality_pairs);
+    let design = design_choice(schedule, resampling, &family, policy);
+    let cells = compare_cells(baseline, candidate, &design, policy)?;
+    let turnover = TurnoverGates::of(&baseline.turnover, &c_turnover, policy);
+    let quality = quality::judge(
+        quality_refs,
+        &tasks,
+        &policy.quality,
+        design.alpha_pass,
+        design.alpha_fail,
+    );
+    let quality_gate = quality.as_ref().and_then(|(_, g)| g.clone());
+    let (qualification, qualified) = decide(
+        policy,
+        &cells,
+        &turnover,
+        quality_gate.as_ref().map(|g| g.outcome),
+    );
+    let warnings = warnings(
+        cells.warnings,
+        reference_notes,
+        baseline,
+        candidate,
+        schedule,
+        policy,
+    );
+    let judged = Judged {
+        cells: cells.cells,
+        performance: cells.performance,
+        evidence: cells.evidence,
+        turnover,
+        qualification,
+        qualified,
+        quality_gate,
+        warnings,
+        reference_comparison,
+        quality: quality.map(|(q, _)| q),
+    };
+    Ok(assemble(
+        baseline, candidate, policy, &design, &family, judged,
+    ))
+}
+
+/// Both runs are of this schema, consistent in themselves, and comparable.
+fn check_comparable(baseline: &RunArtifact, candidate: &RunArtifact) -> Result<(), CompareError> {
     for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
         if a.schema != RUN_SCHEMA {
             return Err(CompareError::Schema {
@@ -957,35 +1051,63 @@ pub(crate) fn compare_given(
     if !diffs.is_empty() {
         return Err(CompareError::Incomparable { differences: diffs });
     }
+    Ok(())
+}
 
-    let (schedule, resampling) = design_of(baseline, candidate);
-    // The candidate's reference texts held against the baseline's: changed
-    // greedy output the quality policy does not pass fails those requests,
-    // and a warning says where.
-    let (c_turnover, reference_notes, reference_comparison) =
-        reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
-    let quality_refs = given_references.or(reference_comparison.as_ref());
-    let tasks = quality::task_pairs(&baseline.turnover, &candidate.turnover);
-    let quality_pairs = quality::gating_parts(tasks.len(), quality_refs, &policy.quality);
-    // Each cell the policy gives SLOs adds one pair: its attainment.
-    let slo_cells = baseline
-        .cells
-        .iter()
-        .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
-        .count();
-    let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs;
-    let looks = policy.sequential_looks.max(1);
-    let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
-    let spending = policy.gate.spending;
-    // A look before the last that closes the run spends what is left.
-    let closing = policy.sequential_closing && look < looks;
-    let levels = if closing {
+/// The family of gating pairs the gate's alpha is spread over, and which
+/// look of the sequential plan this comparison is.
+struct Family {
+    gating_pairs: usize,
+    quality_pairs: usize,
+    looks: usize,
+    look: usize,
+    closing: bool,
+    spending: ev::Spending,
+}
+
+impl Family {
+    fn of(baseline: &RunArtifact, policy: &Policy, quality_pairs: usize) -> Family {
+        // Each cell the policy gives SLOs adds one pair: its attainment.
+        let slo_cells = baseline
+            .cells
+            .iter()
+            .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
+            .count();
+        let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs;
+        let looks = policy.sequential_looks.max(1);
+        let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
+        Family {
+            gating_pairs,
+            quality_pairs,
+            looks,
+            look,
+            // A look before the last that closes the run spends what is left.
+            closing: policy.sequential_closing && look < looks,
+            spending: policy.gate.spending,
+        }
+    }
+}
+
+/// The design and the levels of this look's pass and fail bounds.
+fn design_choice(
+    schedule: Schedule,
+    resampling: Resampling,
+    family: &Family,
+    policy: &Policy,
+) -> DesignChoice {
+    let levels = if family.closing {
         ev::alpha_levels_closing
     } else {
         ev::alpha_levels_at
     };
-    let (alpha_pass, alpha_fail) = levels(policy.gate.alpha, gating_pairs, look, looks, spending);
-    let design = DesignChoice {
+    let (alpha_pass, alpha_fail) = levels(
+        policy.gate.alpha,
+        family.gating_pairs,
+        family.look,
+        family.looks,
+        family.spending,
+    );
+    DesignChoice {
         schedule,
         resampling,
         alpha_pass,
@@ -994,20 +1116,38 @@ pub(crate) fn compare_given(
             pass_sd_percent: policy.gate.drift_sd_percent,
             source: policy.gate.drift_source.clone(),
         },
-    };
+    }
+}
+
+/// The cells compared, and the performance gates they make.
+struct ComparedCells {
+    cells: Vec<(String, CellComparison)>,
+    performance: Gate,
+    evidence: EvidenceGate,
+    warnings: Vec<String>,
+}
+
+/// Every baseline cell against the candidate's of that name; no cells at all
+/// fails the point gate and leaves the evidence inconclusive.
+fn compare_cells(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    design: &DesignChoice,
+    policy: &Policy,
+) -> Result<ComparedCells, CompareError> {
     let mut acc = Accumulated::default();
     for bc in &baseline.cells {
         // differences() guarantees the candidate has this cell.
         let Some(cc) = candidate.cells.iter().find(|c| c.name == bc.name) else {
             continue;
         };
-        compare_cell(bc, cc, &design, policy, &mut acc)?;
+        compare_cell(bc, cc, design, policy, &mut acc)?;
     }
     let Accumulated {
         cells,
         mut perf_parts,
         mut evidence_parts,
-        mut warnings,
+        warnings,
     } = acc;
     if cells.is_empty() {
         perf_parts.push(GatePart {
@@ -1025,8 +1165,82 @@ pub(crate) fn compare_given(
             requests_to_resolve: None,
         });
     }
-    let evidence_gate = evidence_gate(evidence_parts);
+    Ok(ComparedCells {
+        cells,
+        performance,
+        evidence: evidence_gate(evidence_parts),
+        warnings,
+    })
+}
 
+/// Both sides' turnover runs in report order, their comparison and gates.
+struct TurnoverGates<'a> {
+    baseline: Vec<&'a TurnoverRun>,
+    candidate: Vec<&'a TurnoverRun>,
+    comparison: TurnoverComparison,
+    strict: Gate,
+    non_inferior: Gate,
+}
+
+impl<'a> TurnoverGates<'a> {
+    /// `candidate` is the candidate's turnover as the reference texts left it.
+    fn of(
+        baseline: &'a [TurnoverRun],
+        candidate: &'a [TurnoverRun],
+        policy: &Policy,
+    ) -> TurnoverGates<'a> {
+        let b_runs = ordered_turnover(baseline);
+        let c_runs = ordered_turnover(candidate);
+        let b_counts = run_counts(Side::Baseline, &b_runs);
+        let c_counts = run_counts(Side::Candidate, &c_runs);
+        let comparison = turnover::compare_turnover(
+            &b_counts,
+            &c_counts,
+            policy.turnover.alpha,
+            policy.turnover.confidence,
+            Some(policy.turnover.margin),
+        );
+        let strict = gate::strict_gate(&c_counts);
+        let non_inferior = gate::non_inferior_gate(&comparison);
+        TurnoverGates {
+            baseline: b_runs,
+            candidate: c_runs,
+            comparison,
+            strict,
+            non_inferior,
+        }
+    }
+}
+
+/// The qualification and whether it qualifies: performance by the policy's
+/// rule, turnover by its mode, then the quality gate over both.
+fn decide(
+    policy: &Policy,
+    cells: &ComparedCells,
+    turnover: &TurnoverGates,
+    quality: Option<GateOutcome>,
+) -> (String, bool) {
+    let (strict, non_inferior) = (turnover.strict.passed, turnover.non_inferior.passed);
+    let mode = policy.turnover.gate;
+    let (qual, qualified) = match policy.gate.decide {
+        GateRule::Point => qualification(cells.performance.passed, strict, non_inferior, mode),
+        GateRule::Evidence => {
+            evidence_qualification(cells.evidence.outcome, strict, non_inferior, mode)
+        }
+    };
+    gate::with_quality(qual, qualified, quality)
+}
+
+/// The cells' warnings, then the reference texts' notes; a run given twice
+/// first, and a one-pass design's drift floor last.
+fn warnings(
+    mut warnings: Vec<String>,
+    reference_notes: Vec<String>,
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    schedule: Schedule,
+    policy: &Policy,
+) -> Vec<String> {
     warnings.extend(reference_notes);
     if let Some(why) = same_run(baseline, candidate) {
         warnings.insert(
@@ -1036,124 +1250,86 @@ pub(crate) fn compare_given(
             ),
         );
     }
-    let b_runs = ordered_turnover(&baseline.turnover);
-    let c_runs = ordered_turnover(&c_turnover);
-    let b_counts = run_counts(Side::Baseline, &b_runs);
-    let c_counts = run_counts(Side::Candidate, &c_runs);
-    let tcmp = turnover::compare_turnover(
-        &b_counts,
-        &c_counts,
-        policy.turnover.alpha,
-        policy.turnover.confidence,
-        Some(policy.turnover.margin),
-    );
-    let strict = gate::strict_gate(&c_counts);
-    let non_inferior = gate::non_inferior_gate(&tcmp);
-    let mode = policy.turnover.gate;
-    let (qual, qualified) = match policy.gate.decide {
-        GateRule::Point => {
-            qualification(performance.passed, strict.passed, non_inferior.passed, mode)
-        }
-        GateRule::Evidence => evidence_qualification(
-            evidence_gate.outcome,
-            strict.passed,
-            non_inferior.passed,
-            mode,
-        ),
-    };
-    let performance_outcome = evidence_gate.outcome;
-    let quality = quality::judge(
-        quality_refs,
-        &tasks,
-        &policy.quality,
-        alpha_pass,
-        alpha_fail,
-    );
-    let quality_gate = quality.as_ref().and_then(|(_, g)| g.clone());
-    let (qual, qualified) =
-        gate::with_quality(qual, qualified, quality_gate.as_ref().map(|g| g.outcome));
     if schedule == Schedule::Single {
         warnings.push(format!(
             "one pass per side at different times: the drift between the runs is not in the data, so the evidence bounds include a drift floor of {}% per pass ({}); interleave the runtimes (`infergate qualify` with schedule = \"interleaved\") to decide small effects",
             policy.gate.drift_sd_percent, policy.gate.drift_source
         ));
     }
-    let turnover_gate_passed = turnover_ok(strict.passed, non_inferior.passed, mode);
+    warnings
+}
 
+/// What the comparison decided, for the report.
+struct Judged<'a> {
+    cells: Vec<(String, CellComparison)>,
+    performance: Gate,
+    evidence: EvidenceGate,
+    turnover: TurnoverGates<'a>,
+    qualification: String,
+    qualified: bool,
+    quality_gate: Option<EvidenceGate>,
+    warnings: Vec<String>,
+    reference_comparison: Option<ReferenceComparison>,
+    quality: Option<QualityComparison>,
+}
+
+/// The report of what was judged.
+fn assemble(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+    design: &DesignChoice,
+    family: &Family,
+    judged: Judged,
+) -> Report {
+    let Judged {
+        cells,
+        performance,
+        evidence,
+        turnover,
+        qualification,
+        qualified,
+        quality_gate,
+        warnings,
+        reference_comparison,
+        quality,
+    } = judged;
+    let mode = policy.turnover.gate;
     let any_slo = cells.iter().any(|(_, c)| c.slo.is_some());
-    let bs = &policy.bootstrap;
-    Ok(Report {
+    Report {
         schema: REPORT_SCHEMA.to_string(),
         baseline_image: image_ref(baseline),
         candidate_image: image_ref(candidate),
         cells: OrderedMap(cells),
         performance_gate_passed: performance.passed,
-        strict_turnover_gate_passed: strict.passed,
-        qualification: qual,
+        strict_turnover_gate_passed: turnover.strict.passed,
+        qualification,
         promotion: PENDING.to_string(),
         turnover: TurnoverRuns {
-            baseline: b_runs.iter().map(|r| turnover_report(r)).collect(),
-            candidate: c_runs.iter().map(|r| turnover_report(r)).collect(),
+            baseline: turnover
+                .baseline
+                .iter()
+                .map(|r| turnover_report(r))
+                .collect(),
+            candidate: turnover
+                .candidate
+                .iter()
+                .map(|r| turnover_report(r))
+                .collect(),
         },
         human_decision: PENDING.to_string(),
-        performance_outcome: Some(performance_outcome),
+        performance_outcome: Some(evidence.outcome),
         turnover_gate: Some(TurnoverGateResult {
             mode,
-            passed: turnover_gate_passed,
+            passed: turnover_ok(turnover.strict.passed, turnover.non_inferior.passed, mode),
         }),
-        turnover_comparison: Some(tcmp),
-        statistics: Some(Statistics {
-            percentile_method: stats::PERCENTILE_METHOD.to_string(),
-            delta_percent: "(candidate - baseline) / baseline * 100, signed".to_string(),
-            bootstrap: BootstrapSettings {
-                iterations: bs.iterations,
-                confidence: bs.confidence,
-                seed: bs.seed,
-            },
-            bootstrap_statistic: format!(
-                "percentile bootstrap CI of delta_percent of each metric's quantile; {}",
-                resampling.describe()
-            ),
-            verdict_rule: VERDICT_RULE.to_string(),
-            regression_flag_rule: "no_more_than_<T>_percent_regression is true when the point delta_percent in the worse direction (latency: as is; throughput: negated) is at most T; false when delta_percent is undefined".to_string(),
-            turnover_test: "Fisher's exact test on failed/requests of each candidate turnover run, and of the candidate's runs pooled, against the baseline's runs of the same name pooled; p_candidate_worse is one-sided (candidate failure rate higher)".to_string(),
-            turnover_interval: format!(
-                "Clopper-Pearson exact binomial interval of failed/requests at confidence {}",
-                policy.turnover.confidence
-            ),
-            gate_decides: Some(policy.gate.decide.as_str().to_string()),
-            evidence_rule: Some(EVIDENCE_RULE.to_string()),
-            family_wise: Some(FamilyWise {
-                method: format!("this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)", spending.as_str(), match spending {
-                    ev::Spending::Bonferroni => "alpha / looks each",
-                    ev::Spending::OBrienFleming => "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
-                }) + if quality_pairs > 0 { "; each gating quality part (gates.quality) is one more pair" } else { "" } + if closing { "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))" } else { "" },
-                alpha: policy.gate.alpha,
-                gating_pairs,
-                looks,
-                look: Some(look),
-                closing: closing.then_some(true),
-                spending: Some(spending),
-                // Absent means percent (reports made before the log scale).
-                bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)
-                    .then_some(policy.gate.bound_scale),
-                alpha_pass,
-                alpha_fail,
-            }),
-            design: Some(report_design(schedule, resampling, policy)),
-            turnover_margin: Some(policy.turnover.margin),
-            drift_floor: Some(DriftFloor {
-                pass_sd_percent: policy.gate.drift_sd_percent,
-                source: policy.gate.drift_source.clone(),
-            }),
-            samples_kept: Some(true),
-            attainment_rule: any_slo.then(|| ATTAINMENT_RULE.to_string()),
-        }),
+        turnover_comparison: Some(turnover.comparison),
+        statistics: Some(statistics(policy, design, family, any_slo)),
         gates: Some(Gates {
             performance,
-            performance_evidence: Some(evidence_gate),
-            strict_turnover: strict,
-            non_inferior_turnover: non_inferior,
+            performance_evidence: Some(evidence),
+            strict_turnover: turnover.strict,
+            non_inferior_turnover: turnover.non_inferior,
             quality: quality_gate,
             qualified,
         }),
@@ -1166,6 +1342,83 @@ pub(crate) fn compare_given(
         decision: Some(Decision::pending()),
         warnings,
         reference_comparison,
-        quality: quality.map(|(q, _)| q),
-    })
+        quality,
+    }
+}
+
+/// The report's `statistics` block: how every number in it was made.
+fn statistics(
+    policy: &Policy,
+    design: &DesignChoice,
+    family: &Family,
+    any_slo: bool,
+) -> Statistics {
+    let bs = &policy.bootstrap;
+    Statistics {
+        percentile_method: stats::PERCENTILE_METHOD.to_string(),
+        delta_percent: "(candidate - baseline) / baseline * 100, signed".to_string(),
+        bootstrap: BootstrapSettings {
+            iterations: bs.iterations,
+            confidence: bs.confidence,
+            seed: bs.seed,
+        },
+        bootstrap_statistic: format!(
+            "percentile bootstrap CI of delta_percent of each metric's quantile; {}",
+            design.resampling.describe()
+        ),
+        verdict_rule: VERDICT_RULE.to_string(),
+        regression_flag_rule: "no_more_than_<T>_percent_regression is true when the point delta_percent in the worse direction (latency: as is; throughput: negated) is at most T; false when delta_percent is undefined".to_string(),
+        turnover_test: "Fisher's exact test on failed/requests of each candidate turnover run, and of the candidate's runs pooled, against the baseline's runs of the same name pooled; p_candidate_worse is one-sided (candidate failure rate higher)".to_string(),
+        turnover_interval: format!(
+            "Clopper-Pearson exact binomial interval of failed/requests at confidence {}",
+            policy.turnover.confidence
+        ),
+        gate_decides: Some(policy.gate.decide.as_str().to_string()),
+        evidence_rule: Some(EVIDENCE_RULE.to_string()),
+        family_wise: Some(family_wise(policy, design, family)),
+        design: Some(report_design(design.schedule, design.resampling, policy)),
+        turnover_margin: Some(policy.turnover.margin),
+        drift_floor: Some(DriftFloor {
+            pass_sd_percent: policy.gate.drift_sd_percent,
+            source: policy.gate.drift_source.clone(),
+        }),
+        samples_kept: Some(true),
+        attainment_rule: any_slo.then(|| ATTAINMENT_RULE.to_string()),
+    }
+}
+
+/// The `statistics.family_wise` block: how alpha was spread over the pairs
+/// and the looks.
+fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> FamilyWise {
+    let spending = family.spending;
+    FamilyWise {
+        method: format!(
+            "this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)",
+            spending.as_str(),
+            match spending {
+                ev::Spending::Bonferroni => "alpha / looks each",
+                ev::Spending::OBrienFleming =>
+                    "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
+            }
+        ) + if family.quality_pairs > 0 {
+            "; each gating quality part (gates.quality) is one more pair"
+        } else {
+            ""
+        } + if family.closing {
+            "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))"
+        } else {
+            ""
+        },
+        alpha: policy.gate.alpha,
+        gating_pairs: family.gating_pairs,
+        looks: family.looks,
+        look: Some(family.look),
+        closing: family.closing.then_some(true),
+        spending: Some(spending),
+        // Absent means percent (reports made before the log scale).
+        bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)
+            .then_some(policy.gate.bound_scale),
+        alpha_pass: design.alpha_pass,
+        alpha_fail: design.alpha_fail,
+    }
 }

@@ -544,78 +544,14 @@ pub fn summarize(
     let mut client = ClientTotals::default();
     for (w, totals) in &complete {
         client.add(totals);
-        let first = &w.scrapes[0];
-        let last = &w.scrapes[w.scrapes.len() - 1];
-        out.scrapes += w.scrapes.len();
-        out.window_s += (last.offset_ms - first.offset_ms).max(0.0) / 1000.0;
-        out.engine = out.engine.or(engine_of(&last.samples).map(str::to_string));
-        let before: BTreeMap<(String, u64), f64> = first
-            .samples
-            .iter()
-            .map(|s| ((full_key(s), bucket_bits(s)), s.value))
-            .collect();
-        for s in &last.samples {
-            let (role, base) = role(s);
-            let prior = before.get(&(full_key(s), bucket_bits(s))).copied();
-            let inc = increase(prior, s.value);
-            match role {
-                Role::Counter => {
-                    *out.counters
-                        .entry(series_key(&base, &s.labels))
-                        .or_default() += inc;
-                }
-                Role::Bucket(le) => {
-                    let h = hists.entry(series_key(&base, &s.labels)).or_default();
-                    h.buckets.entry(le.to_bits()).or_insert((le, 0.0)).1 += inc;
-                }
-                Role::HistSum => hists.entry(series_key(&base, &s.labels)).or_default().sum += inc,
-                Role::HistCount => {
-                    hists.entry(series_key(&base, &s.labels)).or_default().count += inc
-                }
-                Role::Gauge => {}
-            }
-        }
-        for sc in &w.scrapes {
-            for s in sc
-                .samples
-                .iter()
-                .filter(|s| matches!(role(s).0, Role::Gauge))
-            {
-                gauge_values
-                    .entry(series_key(&s.name, &s.labels))
-                    .or_default()
-                    .push((sc.offset_ms, s.value));
-            }
-        }
+        add_window(&mut out, &mut hists, w);
+        add_gauge_values(&mut gauge_values, w);
     }
     for (k, h) in hists {
-        let buckets: Vec<[f64; 2]> = h.buckets.values().map(|&(le, c)| [le, c]).collect();
-        let q = |p: f64| quantile(&buckets, p);
-        out.histograms.insert(
-            k,
-            HistogramDelta {
-                count: h.count,
-                sum: h.sum,
-                p50: q(0.5),
-                p90: q(0.9),
-                p99: q(0.99),
-                buckets,
-            },
-        );
+        out.histograms.insert(k, histogram_delta(h));
     }
     for (k, vals) in &gauge_values {
-        let n = vals.len();
-        let sum: f64 = vals.iter().map(|v| v.1).sum();
-        out.gauges.insert(
-            k.clone(),
-            GaugeStats {
-                n,
-                min: vals.iter().map(|v| v.1).fold(f64::INFINITY, f64::min),
-                max: vals.iter().map(|v| v.1).fold(f64::NEG_INFINITY, f64::max),
-                mean: sum / n as f64,
-                last: vals[n - 1].1,
-            },
-        );
+        out.gauges.insert(k.clone(), gauge_stats(vals));
     }
     out.known = known_metrics(&out);
     for m in out.known.iter().filter(|m| m.kind == Kind::Gauge) {
@@ -629,6 +565,84 @@ pub fn summarize(
         .as_deref()
         .and_then(|e| check_counters(e, &out.counters, &client));
     out
+}
+
+/// One window's scrapes, span and engine, and its counters' and histograms'
+/// increases from its first scrape to its last.
+fn add_window(out: &mut ServerMetrics, hists: &mut BTreeMap<String, Hist>, w: &Window) {
+    let first = &w.scrapes[0];
+    let last = &w.scrapes[w.scrapes.len() - 1];
+    out.scrapes += w.scrapes.len();
+    out.window_s += (last.offset_ms - first.offset_ms).max(0.0) / 1000.0;
+    out.engine = out
+        .engine
+        .take()
+        .or(engine_of(&last.samples).map(str::to_string));
+    let before: BTreeMap<(String, u64), f64> = first
+        .samples
+        .iter()
+        .map(|s| ((full_key(s), bucket_bits(s)), s.value))
+        .collect();
+    for s in &last.samples {
+        let (role, base) = role(s);
+        let prior = before.get(&(full_key(s), bucket_bits(s))).copied();
+        let inc = increase(prior, s.value);
+        match role {
+            Role::Counter => {
+                *out.counters
+                    .entry(series_key(&base, &s.labels))
+                    .or_default() += inc;
+            }
+            Role::Bucket(le) => {
+                let h = hists.entry(series_key(&base, &s.labels)).or_default();
+                h.buckets.entry(le.to_bits()).or_insert((le, 0.0)).1 += inc;
+            }
+            Role::HistSum => hists.entry(series_key(&base, &s.labels)).or_default().sum += inc,
+            Role::HistCount => hists.entry(series_key(&base, &s.labels)).or_default().count += inc,
+            Role::Gauge => {}
+        }
+    }
+}
+
+/// Every gauge value of every scrape of the window, with its time.
+fn add_gauge_values(gauge_values: &mut BTreeMap<String, Vec<(f64, f64)>>, w: &Window) {
+    for sc in &w.scrapes {
+        for s in sc
+            .samples
+            .iter()
+            .filter(|s| matches!(role(s).0, Role::Gauge))
+        {
+            gauge_values
+                .entry(series_key(&s.name, &s.labels))
+                .or_default()
+                .push((sc.offset_ms, s.value));
+        }
+    }
+}
+
+fn histogram_delta(h: Hist) -> HistogramDelta {
+    let buckets: Vec<[f64; 2]> = h.buckets.values().map(|&(le, c)| [le, c]).collect();
+    let q = |p: f64| quantile(&buckets, p);
+    HistogramDelta {
+        count: h.count,
+        sum: h.sum,
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+        buckets,
+    }
+}
+
+fn gauge_stats(vals: &[(f64, f64)]) -> GaugeStats {
+    let n = vals.len();
+    let sum: f64 = vals.iter().map(|v| v.1).sum();
+    GaugeStats {
+        n,
+        min: vals.iter().map(|v| v.1).fold(f64::INFINITY, f64::min),
+        max: vals.iter().map(|v| v.1).fold(f64::NEG_INFINITY, f64::max),
+        mean: sum / n as f64,
+        last: vals[n - 1].1,
+    }
 }
 
 fn full_key(s: &MetricSample) -> String {

@@ -663,136 +663,153 @@ fn metric_rank(name: &str, policy_order: &[String]) -> (usize, usize) {
     }
 }
 
+/// The report's cells in natural name order, each's metrics in the policy's.
+fn cell_views(root: &Value) -> Vec<CellView> {
+    let policy_order: Vec<String> = root
+        .get("policy")
+        .and_then(|p| p.get("metrics"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|m| s(m.get("name"))).collect())
+        .unwrap_or_default();
+    let by_evidence = root
+        .pointer("/statistics/gate_decides")
+        .and_then(Value::as_str)
+        == Some("evidence");
+    let mut cells: Vec<CellView> = root
+        .get("cells")
+        .and_then(Value::as_object)
+        .map(|cells| {
+            cells
+                .iter()
+                .map(|(name, c)| cell_view(name, c, &policy_order, by_evidence))
+                .collect()
+        })
+        .unwrap_or_default();
+    cells.sort_by(|x, y| natural_cmp(&x.name, &y.name));
+    cells
+}
+
+fn cell_view(name: &str, c: &Value, policy_order: &[String], by_evidence: bool) -> CellView {
+    let samples = c.get("samples").filter(|v| v.is_object());
+    let mut metrics: Vec<MetricView> = c
+        .get("metrics")
+        .and_then(Value::as_object)
+        .map(|ms| ms.iter().map(|(n, m)| metric_view(n, m, samples)).collect())
+        .unwrap_or_default();
+    // Stable: ties keep the JSON (alphabetical) order.
+    metrics.sort_by_key(|m| metric_rank(&m.name, policy_order));
+    // The evidence decides only where the report says so:
+    // otherwise its bounds would be a second verdict.
+    if !by_evidence {
+        for m in &mut metrics {
+            m.evidence = None;
+        }
+    }
+    CellView {
+        name: name.to_string(),
+        baseline_requests: u(c.get("baseline_requests")),
+        candidate_requests: u(c.get("candidate_requests")),
+        baseline_eligible: b(c.get("baseline_performance_eligible")),
+        candidate_eligible: b(c.get("candidate_performance_eligible")),
+        median_prompt_tokens: f(c.get("median_prompt_tokens")),
+        baseline_reasons: strings(c.get("baseline_ineligible_reasons")),
+        candidate_reasons: strings(c.get("candidate_ineligible_reasons")),
+        metrics,
+        slo: typed(c.get("slo")),
+        rows: typed(c.get("request_rows")),
+        baseline_server: typed(c.get("baseline_server_timings")),
+        candidate_server: typed(c.get("candidate_server_timings")),
+        baseline_metrics: typed(c.get("baseline_server_metrics")).unwrap_or_default(),
+        candidate_metrics: typed(c.get("candidate_server_metrics")).unwrap_or_default(),
+        baseline_slices: typed(c.get("baseline_slices")).unwrap_or_default(),
+        candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
+        baseline_sessions: typed(c.get("baseline_sessions")),
+        candidate_sessions: typed(c.get("candidate_sessions")),
+    }
+}
+
+/// The report's turnover run keys (`baseline_turnover_run_1`, ...) in side
+/// and index order.
+fn turnover_entries(root: &Value) -> Vec<TurnoverEntry<'_>> {
+    let mut keyed: Vec<TurnoverEntry<'_>> = root
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| parse_turnover_key(k).map(|p| (p, k.as_str(), v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    keyed.sort_by_key(|(p, _, _)| *p);
+    keyed
+}
+
+fn run_view(((side, _), key, r): &TurnoverEntry<'_>) -> RunView {
+    RunView {
+        key: key.to_string(),
+        side: *side,
+        requests: u(r.get("requests")),
+        exact_output_passed: u(r.get("exact_output_passed")),
+        failed: u(r.get("failed")),
+        responses_received: u(r.get("responses_received")),
+        contaminated: u(r.get("contaminated")),
+        failures: r
+            .get("failures")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|x| FailureView {
+                        request_index: u(x.get("request_index")),
+                        failure_class: s(x.get("failure_class")),
+                        words: u(x.get("words")),
+                        finish_reasons: strings(x.get("finish_reasons")),
+                        canary_passed: b(x.get("canary_passed")),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The report's turnover comparison; computed from the runs at the default
+/// levels (and said to be) when a report has none.
+fn turnover_comparison(root: &Value, keyed: &[TurnoverEntry<'_>]) -> (TurnoverComparison, bool) {
+    if let Some(t) = typed(root.get("turnover_comparison")) {
+        return (t, false);
+    }
+    let counts = |side: Side| -> Vec<RunCounts> {
+        keyed
+            .iter()
+            .filter(|((sd, _), _, _)| *sd == side)
+            .filter_map(|(_, key, r)| {
+                Some(RunCounts {
+                    key: key.to_string(),
+                    name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
+                    requests: u(r.get("requests"))?,
+                    failed: u(r.get("failed"))?,
+                    contaminated: u(r.get("contaminated")),
+                })
+            })
+            .collect()
+    };
+    let cmp = compare_turnover(
+        &counts(Side::Baseline),
+        &counts(Side::Candidate),
+        DEFAULT_ALPHA,
+        DEFAULT_TURNOVER_CONFIDENCE,
+        None,
+    );
+    (cmp, true)
+}
+
+/// A report's turnover runs: (side, index) from the key, the key, the run.
+type TurnoverEntry<'a> = ((Side, usize), &'a str, &'a Value);
+
 impl View {
     pub fn from_value(root: &Value) -> View {
-        let policy_order: Vec<String> = root
-            .get("policy")
-            .and_then(|p| p.get("metrics"))
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|m| s(m.get("name"))).collect())
-            .unwrap_or_default();
-
-        let by_evidence = root
-            .pointer("/statistics/gate_decides")
-            .and_then(Value::as_str)
-            == Some("evidence");
-        let mut cells: Vec<CellView> = root
-            .get("cells")
-            .and_then(Value::as_object)
-            .map(|cells| {
-                cells
-                    .iter()
-                    .map(|(name, c)| {
-                        let samples = c.get("samples").filter(|v| v.is_object());
-                        let mut metrics: Vec<MetricView> = c
-                            .get("metrics")
-                            .and_then(Value::as_object)
-                            .map(|ms| ms.iter().map(|(n, m)| metric_view(n, m, samples)).collect())
-                            .unwrap_or_default();
-                        // Stable: ties keep the JSON (alphabetical) order.
-                        metrics.sort_by_key(|m| metric_rank(&m.name, &policy_order));
-                        // The evidence decides only where the report says so:
-                        // otherwise its bounds would be a second verdict.
-                        if !by_evidence {
-                            for m in &mut metrics {
-                                m.evidence = None;
-                            }
-                        }
-                        CellView {
-                            name: name.clone(),
-                            baseline_requests: u(c.get("baseline_requests")),
-                            candidate_requests: u(c.get("candidate_requests")),
-                            baseline_eligible: b(c.get("baseline_performance_eligible")),
-                            candidate_eligible: b(c.get("candidate_performance_eligible")),
-                            median_prompt_tokens: f(c.get("median_prompt_tokens")),
-                            baseline_reasons: strings(c.get("baseline_ineligible_reasons")),
-                            candidate_reasons: strings(c.get("candidate_ineligible_reasons")),
-                            metrics,
-                            slo: typed(c.get("slo")),
-                            rows: typed(c.get("request_rows")),
-                            baseline_server: typed(c.get("baseline_server_timings")),
-                            candidate_server: typed(c.get("candidate_server_timings")),
-                            baseline_metrics: typed(c.get("baseline_server_metrics"))
-                                .unwrap_or_default(),
-                            candidate_metrics: typed(c.get("candidate_server_metrics"))
-                                .unwrap_or_default(),
-                            baseline_slices: typed(c.get("baseline_slices")).unwrap_or_default(),
-                            candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
-                            baseline_sessions: typed(c.get("baseline_sessions")),
-                            candidate_sessions: typed(c.get("candidate_sessions")),
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        cells.sort_by(|x, y| natural_cmp(&x.name, &y.name));
-
-        let mut keyed: Vec<((Side, usize), &str, &Value)> = root
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| parse_turnover_key(k).map(|p| (p, k.as_str(), v)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        keyed.sort_by_key(|(p, _, _)| *p);
-        let runs: Vec<RunView> = keyed
-            .iter()
-            .map(|((side, _), key, r)| RunView {
-                key: key.to_string(),
-                side: *side,
-                requests: u(r.get("requests")),
-                exact_output_passed: u(r.get("exact_output_passed")),
-                failed: u(r.get("failed")),
-                responses_received: u(r.get("responses_received")),
-                contaminated: u(r.get("contaminated")),
-                failures: r
-                    .get("failures")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .map(|x| FailureView {
-                                request_index: u(x.get("request_index")),
-                                failure_class: s(x.get("failure_class")),
-                                words: u(x.get("words")),
-                                finish_reasons: strings(x.get("finish_reasons")),
-                                canary_passed: b(x.get("canary_passed")),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            })
-            .collect();
-
-        let (turnover, turnover_computed) = match typed(root.get("turnover_comparison")) {
-            Some(t) => (t, false),
-            None => {
-                let counts = |side: Side| -> Vec<RunCounts> {
-                    keyed
-                        .iter()
-                        .filter(|((sd, _), _, _)| *sd == side)
-                        .filter_map(|(_, key, r)| {
-                            Some(RunCounts {
-                                key: key.to_string(),
-                                name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
-                                requests: u(r.get("requests"))?,
-                                failed: u(r.get("failed"))?,
-                                contaminated: u(r.get("contaminated")),
-                            })
-                        })
-                        .collect()
-                };
-                let cmp = compare_turnover(
-                    &counts(Side::Baseline),
-                    &counts(Side::Candidate),
-                    DEFAULT_ALPHA,
-                    DEFAULT_TURNOVER_CONFIDENCE,
-                    None,
-                );
-                (cmp, true)
-            }
-        };
-
+        let cells = cell_views(root);
+        let keyed = turnover_entries(root);
+        let runs = keyed.iter().map(run_view).collect();
+        let (turnover, turnover_computed) = turnover_comparison(root, &keyed);
         View {
             schema: s(root.get("schema")),
             baseline_image: s(root.get("baseline_image")),

@@ -322,13 +322,37 @@ fn unit_interval(ck: &mut Checker, path: &str, v: Option<&Value>) -> Option<f64>
 }
 
 fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, params: &Params) {
-    let p = |k: &str| format!("statistics.family_wise.{k}");
-    let alpha = ck.num(&p("alpha"), fw.get("alpha"));
+    let alpha = ck.num(&fw_key("alpha"), fw.get("alpha"));
     if let Some(a) = alpha.filter(|a| !(*a > 0.0 && *a < 0.5)) {
-        ck.push(p("alpha"), a.to_string(), "in (0, 0.5)");
+        ck.push(fw_key("alpha"), a.to_string(), "in (0, 0.5)");
     }
-    let pairs = ck.count(&p("gating_pairs"), fw.get("gating_pairs"));
-    let looks = ck.count(&p("looks"), fw.get("looks"));
+    let pairs = ck.count(&fw_key("gating_pairs"), fw.get("gating_pairs"));
+    let looks = ck.count(&fw_key("looks"), fw.get("looks"));
+    check_gating_pairs(ck, root, pairs, params);
+    if looks == Some(0) {
+        ck.push(fw_key("looks"), "0".into(), "at least 1");
+    }
+    let (Some(a), Some(m), Some(l)) = (alpha, pairs, looks) else {
+        return;
+    };
+    let Some(look) = look_of(ck, fw, l) else {
+        return;
+    };
+    check_levels(ck, fw, a, m, look);
+}
+
+fn fw_key(k: &str) -> String {
+    format!("statistics.family_wise.{k}")
+}
+
+/// `gating_pairs` is every (cell, policy metric), each cell with gating
+/// SLOs, and each gating quality part.
+fn check_gating_pairs(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    pairs: Option<u64>,
+    params: &Params,
+) {
     let cells = root.get("cells").and_then(Value::as_object);
     // Each cell with gating SLOs is one more pair (its attainment).
     let slo_cells = cells.map_or(0, |c| {
@@ -357,7 +381,7 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             String::new()
         };
         ck.push(
-            p("gating_pairs"),
+            fw_key("gating_pairs"),
             found.to_string(),
             format!(
                 "{} ({c} cells × {m} policy metrics{slo}{quality})",
@@ -365,22 +389,30 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             ),
         );
     }
-    if looks == Some(0) {
-        ck.push(p("looks"), "0".into(), "at least 1");
-    }
-    let (Some(a), Some(m), Some(l)) = (alpha, pairs, looks) else {
-        return;
-    };
+}
+
+/// Which look of `looks` the report was made at, how alpha was spent over
+/// the looks, and whether that look closed the run.
+struct Look {
+    look: u64,
+    looks: u64,
+    spending: Spending,
+    closing: bool,
+}
+
+/// The report's look, spending and closing; None (and a disagreement) when
+/// one of them cannot be.
+fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
     // Reports from before `look` and `spending` were written: the last look, Bonferroni.
     let look = match fw.get("look") {
         None => l,
-        Some(v) => match ck.count(&p("look"), Some(v)) {
+        Some(v) => match ck.count(&fw_key("look"), Some(v)) {
             Some(k) if (1..=l).contains(&k) => k,
             Some(k) => {
-                ck.push(p("look"), k.to_string(), format!("in 1..={l} (looks)"));
-                return;
+                ck.push(fw_key("look"), k.to_string(), format!("in 1..={l} (looks)"));
+                return None;
             }
-            None => return,
+            None => return None,
         },
     };
     let spending = match fw.get("spending") {
@@ -389,11 +421,11 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
             Some(sp) => sp,
             None => {
                 ck.push(
-                    p("spending"),
+                    fw_key("spending"),
                     v.to_string(),
                     "bonferroni or o_brien_fleming",
                 );
-                return;
+                return None;
             }
         },
     };
@@ -404,13 +436,29 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
         Some(Value::Bool(true)) if look < l => true,
         Some(v) => {
             ck.push(
-                p("closing"),
+                fw_key("closing"),
                 v.to_string(),
                 format!("absent, or true at a look before the last ({l})"),
             );
-            return;
+            return None;
         }
     };
+    Some(Look {
+        look,
+        looks: l,
+        spending,
+        closing,
+    })
+}
+
+/// `alpha_pass` and `alpha_fail` are this look's levels of `alpha` over `m` pairs.
+fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
+    let Look {
+        look,
+        looks: l,
+        spending,
+        closing,
+    } = look;
     let levels = if closing {
         alpha_levels_closing
     } else {
@@ -418,11 +466,11 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
     };
     let (ap, af) = levels(a, m as usize, look as usize, l as usize, spending);
     for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
-        if let Some(found) = ck.num(&p(key), fw.get(key))
+        if let Some(found) = ck.num(&fw_key(key), fw.get(key))
             && found != expected
         {
             ck.push(
-                p(key),
+                fw_key(key),
                 found.to_string(),
                 format!(
                     "{expected}, from alpha {a}, {m} pairs, look {look} of {l}{}, {} spending",

@@ -247,76 +247,38 @@ fn cell_order(root: &Map<String, Value>, cells: &Map<String, Value>) -> Vec<Stri
 }
 
 fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String> {
-    let at = |k: &str| format!("cells.{name}.{k}");
-    let get = |k: &str| cell.get(format!("{side}_{k}"));
-    let requests: usize = parse(get("requests"), &at(&format!("{side}_requests")))?;
-    let failed: usize = match get("failed") {
-        Some(v) => parse(Some(v), &at(&format!("{side}_failed")))?,
-        None => 0,
-    };
+    let fields = SideFields { name, cell, side };
+    let requests: usize = fields.required("requests")?;
+    let failed: usize = fields.optional("failed")?.unwrap_or(0);
     let (eligible, reasons) = side_eligibility(name, cell, side)?;
-    let mut samples = BTreeMap::new();
-    let mut sample_clusters = BTreeMap::new();
-    if let Some(s) = cell.get("samples").and_then(Value::as_object) {
-        for (k, pair) in s {
-            let v: Vec<f64> = parse(pair.get(side), &at(&format!("samples.{k}.{side}")))?;
-            samples.insert(k.clone(), v);
-            if let Some(c) = pair.get(format!("{side}_clusters")) {
-                let c: Vec<u32> = parse(Some(c), &at(&format!("samples.{k}.{side}_clusters")))?;
-                sample_clusters.insert(k.clone(), c);
-            }
-        }
-    }
+    let (samples, sample_clusters) = side_samples(&fields)?;
     let request_rows: Vec<RequestRow> = match cell.get("request_rows") {
-        Some(pair) => parse(pair.get(side), &at(&format!("request_rows.{side}")))?,
+        Some(pair) => parse(pair.get(side), &fields.at(&format!("request_rows.{side}")))?,
         None => Vec::new(),
     };
+    let median_prompt_tokens = fields
+        .optional::<Option<f64>>("median_prompt_tokens")?
+        .flatten();
+    // compare reads only the completion tokens' median from the metrics.
+    let metrics = completion_metrics(fields.optional("median_completion_tokens")?);
+    // Measured by the run, not derived: taken as given, carried through.
+    let server_timings = fields.optional("server_timings")?;
+    let server_metrics = fields.optional("server_metrics")?.unwrap_or_default();
+    // Measured by the run (per turn or length): taken as given.
+    let slices = fields.optional("slices")?.unwrap_or_default();
+    let sessions = fields.optional("sessions")?;
+    let slo = suite_slo(&fields, &request_rows)?;
     Ok(CellResult {
         name: name.to_string(),
-        shape: CellShape {
-            prompt_tokens: 0,
-            // Only the output-length check reads it (prompt sizes are not re-judged).
-            tolerance_percent: cell
-                .get("output_tolerance_percent")
-                .and_then(Value::as_f64)
-                .unwrap_or(f64::INFINITY),
-            max_tokens: 0,
-            concurrency: 0,
-            requests: 0,
-            warmup: 0,
-            cache: String::new(),
-            arrival: String::new(),
-            temperature: 0.0,
-            seed: None,
-            workload: None,
-        },
+        shape: side_shape(cell),
         requests,
         succeeded: requests.saturating_sub(failed),
         failed,
         failures_by_class: BTreeMap::new(),
         performance_eligible: eligible,
         ineligible_reasons: reasons,
-        median_prompt_tokens: match get("median_prompt_tokens") {
-            Some(v) => parse(Some(v), &at(&format!("{side}_median_prompt_tokens")))?,
-            None => None,
-        },
-        // compare reads only the completion tokens' median from the metrics.
-        metrics: match get("median_completion_tokens") {
-            Some(v) => {
-                let p50: f64 = parse(Some(v), &at(&format!("{side}_median_completion_tokens")))?;
-                let s = crate::stats::Summary {
-                    n: 1,
-                    p50,
-                    p90: p50,
-                    p99: p50,
-                    mean: p50,
-                    min: p50,
-                    max: p50,
-                };
-                BTreeMap::from([(crate::artifact::metric::COMPLETION_TOKENS.to_string(), s)])
-            }
-            None => BTreeMap::new(),
-        },
+        median_prompt_tokens,
+        metrics,
         samples,
         tokens_estimated: false,
         sample_clusters,
@@ -325,33 +287,117 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         prompt_cache: None,
         output_length: None,
         warnings: Vec::new(),
-        // Measured by the run, not derived: taken as given, carried through.
-        server_timings: match get("server_timings") {
-            Some(v) => Some(parse(Some(v), &at(&format!("{side}_server_timings")))?),
-            None => None,
-        },
-        server_metrics: match get("server_metrics") {
-            Some(v) => parse(Some(v), &at(&format!("{side}_server_metrics")))?,
-            None => Vec::new(),
-        },
-        // Measured by the run (per turn or length): taken as given.
-        slices: match get("slices") {
-            Some(v) => parse(Some(v), &at(&format!("{side}_slices")))?,
-            None => Vec::new(),
-        },
-        sessions: match get("sessions") {
-            Some(v) => Some(parse(Some(v), &at(&format!("{side}_sessions")))?),
-            None => None,
-        },
-        request_rows: request_rows.clone(),
-        // Suite SLOs travel with the runs; the policy's are in the policy block.
-        slo: match cell.get("slo") {
-            Some(v) if v.get("source").and_then(Value::as_str) == Some("suite") => {
-                let targets: Slo = parse(v.get("targets"), &at("slo.targets"))?;
-                Some(slo::attainment(&targets, &request_rows))
+        server_timings,
+        server_metrics,
+        slices,
+        sessions,
+        request_rows,
+        slo,
+    })
+}
+
+/// One side's fields of a report cell, read back as the run's.
+struct SideFields<'a> {
+    name: &'a str,
+    cell: &'a Value,
+    side: &'a str,
+}
+
+impl SideFields<'_> {
+    /// Where `k` is, for an error.
+    fn at(&self, k: &str) -> String {
+        format!("cells.{}.{k}", self.name)
+    }
+
+    /// The cell's `{side}_{k}`, which it must have.
+    fn required<T: serde::de::DeserializeOwned>(&self, k: &str) -> Result<T, String> {
+        let key = format!("{}_{k}", self.side);
+        parse(self.cell.get(&key), &self.at(&key))
+    }
+
+    /// The cell's `{side}_{k}`, when it has it.
+    fn optional<T: serde::de::DeserializeOwned>(&self, k: &str) -> Result<Option<T>, String> {
+        let key = format!("{}_{k}", self.side);
+        match self.cell.get(&key) {
+            Some(v) => parse(Some(v), &self.at(&key)).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The side's per-request samples and their clusters, by sample name.
+#[allow(clippy::type_complexity)]
+fn side_samples(
+    fields: &SideFields,
+) -> Result<(BTreeMap<String, Vec<f64>>, BTreeMap<String, Vec<u32>>), String> {
+    let side = fields.side;
+    let mut samples = BTreeMap::new();
+    let mut sample_clusters = BTreeMap::new();
+    if let Some(s) = fields.cell.get("samples").and_then(Value::as_object) {
+        for (k, pair) in s {
+            let v: Vec<f64> = parse(pair.get(side), &fields.at(&format!("samples.{k}.{side}")))?;
+            samples.insert(k.clone(), v);
+            if let Some(c) = pair.get(format!("{side}_clusters")) {
+                let c: Vec<u32> =
+                    parse(Some(c), &fields.at(&format!("samples.{k}.{side}_clusters")))?;
+                sample_clusters.insert(k.clone(), c);
             }
-            _ => None,
-        },
+        }
+    }
+    Ok((samples, sample_clusters))
+}
+
+/// The shape as far as compare reads it.
+fn side_shape(cell: &Value) -> CellShape {
+    CellShape {
+        prompt_tokens: 0,
+        // Only the output-length check reads it (prompt sizes are not re-judged).
+        tolerance_percent: cell
+            .get("output_tolerance_percent")
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::INFINITY),
+        max_tokens: 0,
+        concurrency: 0,
+        requests: 0,
+        warmup: 0,
+        cache: String::new(),
+        arrival: String::new(),
+        temperature: 0.0,
+        seed: None,
+        workload: None,
+    }
+}
+
+/// The metrics with only the completion tokens' median, when the report has it.
+fn completion_metrics(median: Option<f64>) -> BTreeMap<String, crate::stats::Summary> {
+    match median {
+        Some(p50) => {
+            let s = crate::stats::Summary {
+                n: 1,
+                p50,
+                p90: p50,
+                p99: p50,
+                mean: p50,
+                min: p50,
+                max: p50,
+            };
+            BTreeMap::from([(crate::artifact::metric::COMPLETION_TOKENS.to_string(), s)])
+        }
+        None => BTreeMap::new(),
+    }
+}
+
+/// Suite SLOs travel with the runs; the policy's are in the policy block.
+fn suite_slo(
+    fields: &SideFields,
+    request_rows: &[RequestRow],
+) -> Result<Option<crate::artifact::SloAttainment>, String> {
+    Ok(match fields.cell.get("slo") {
+        Some(v) if v.get("source").and_then(Value::as_str) == Some("suite") => {
+            let targets: Slo = parse(v.get("targets"), &fields.at("slo.targets"))?;
+            Some(slo::attainment(&targets, request_rows))
+        }
+        _ => None,
     })
 }
 
