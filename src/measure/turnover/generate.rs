@@ -63,6 +63,10 @@ pub enum GeneratedKind {
 /// Stated maxima: a generated item stays a prompt a server can take.
 const MAX_LENGTH: usize = 200;
 const MAX_CONTEXT_WORDS: usize = 100_000;
+/// Filler words a workload's prompts may hold in all (each prompt carries
+/// `shots + 1` contexts): prompts are built before the first request, so
+/// this bounds that memory (about 8 bytes a word).
+pub const MAX_GENERATED_WORDS: usize = 10_000_000;
 const MAX_LIST_WORDS: usize = 200;
 const MAX_DIGITS: u32 = 9;
 
@@ -72,8 +76,9 @@ const COUNTED: [&str; 4] = ["cat", "dog", "sun", "key"];
 const OTHERS: [&str; 6] = ["tree", "road", "cloud", "lamp", "boat", "hill"];
 
 impl GenerateSpec {
-    /// The sizes, within their stated maxima; the field named when not.
-    pub fn validate(&self) -> Result<(), String> {
+    /// The sizes, within their stated maxima, for `requests` prompts of
+    /// `shots + 1` items each; the field named when not.
+    pub fn validate(&self, requests: usize, shots: usize) -> Result<(), String> {
         let given = |name: &str, v: Option<usize>, kinds: GeneratedKind| match v {
             Some(_) if self.kind != kinds => Err(format!(
                 "generate.{name} is read only with kind = \"{}\"",
@@ -99,7 +104,21 @@ impl GenerateSpec {
         within("length", self.length(), 1, MAX_LENGTH)?;
         within("context_words", self.context_words(), 1, MAX_CONTEXT_WORDS)?;
         within("words", self.list_words(), 2, MAX_LIST_WORDS)?;
-        within("digits", self.digits() as usize, 1, MAX_DIGITS as usize)
+        within("digits", self.digits() as usize, 1, MAX_DIGITS as usize)?;
+        if self.kind == GeneratedKind::Needle {
+            let words = self
+                .context_words()
+                .saturating_mul(requests)
+                .saturating_mul(shots + 1);
+            if words > MAX_GENERATED_WORDS {
+                return Err(format!(
+                    "generate.context_words = {} × requests = {requests} × (shots + 1) = {} is {words} filler words, above the maximum of {MAX_GENERATED_WORDS} a workload's prompts may hold",
+                    self.context_words(),
+                    shots + 1
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn length(&self) -> usize {
@@ -312,18 +331,31 @@ mod tests {
         let mut s = spec(GeneratedKind::Copy);
         s.length = Some(0);
         assert_eq!(
-            s.validate().unwrap_err(),
+            s.validate(10, 3).unwrap_err(),
             "generate.length = 0: must be 1..=200"
         );
         s.length = Some(12);
-        assert!(s.validate().is_ok());
+        assert!(s.validate(10, 3).is_ok());
         s.context_words = Some(10);
         assert_eq!(
-            s.validate().unwrap_err(),
+            s.validate(10, 3).unwrap_err(),
             "generate.context_words is read only with kind = \"needle\""
         );
         let mut a = spec(GeneratedKind::Arithmetic);
         a.digits = Some(19);
-        assert!(a.validate().unwrap_err().contains("generate.digits = 19"));
+        assert!(
+            a.validate(10, 3)
+                .unwrap_err()
+                .contains("generate.digits = 19")
+        );
+        // Long contexts: the prompts built before the first request are bounded.
+        let mut n = spec(GeneratedKind::Needle);
+        n.context_words = Some(100_000);
+        assert!(n.validate(25, 3).is_ok());
+        let e = n.validate(26, 3).unwrap_err();
+        assert!(
+            e.contains("10400000 filler words, above the maximum of 10000000"),
+            "{e}"
+        );
     }
 }

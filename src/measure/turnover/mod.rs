@@ -279,7 +279,9 @@ impl TurnoverSpec {
                     "prompt = \"task\" needs tasks = \"<file.jsonl>\" or generate = {{ kind = \"…\" }}"
                 ),
                 (Some(_), Some(_)) => bail!("tasks and generate: give one of them"),
-                (None, Some(g)) => g.validate().map_err(anyhow::Error::msg)?,
+                (None, Some(g)) => g
+                    .validate(self.requests, self.shots())
+                    .map_err(anyhow::Error::msg)?,
                 (Some(_), None) => {}
             }
             if self.repeats != 1 {
