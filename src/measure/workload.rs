@@ -10,43 +10,11 @@ use serde_json::{Value, json};
 
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::tokenizer::TokenizerFile;
-
-/// Word list for filler text: common words, so any tokenizer splits them sanely.
-const WORDS: &[&str] = &[
-    "river", "stone", "light", "garden", "window", "silver", "morning", "orange", "paper",
-    "harbor", "forest", "bridge", "candle", "winter", "summer", "valley", "market", "letter",
-    "planet", "mirror", "thunder", "meadow", "engine", "castle", "island", "pocket", "rabbit",
-    "ladder", "copper", "basket", "feather", "lantern", "compass", "blanket", "cottage", "anchor",
-    "pepper", "marble", "tunnel", "violet", "kettle", "saddle", "glacier", "canyon", "orchard",
-    "pebble", "quartz", "falcon", "walnut", "cabin", "ribbon", "timber", "velvet", "sparrow",
-    "crystal", "harvest", "lemon", "shadow", "signal", "voyage",
-];
+// The filler lives in a leaf module (turnover tasks use it too).
+pub use crate::measure::filler::{WORDS, filler, filler_words, push_filler};
 
 /// Instruction after the filler; asks for a long answer so decode is measured.
 pub const INSTRUCTION: &str = "Continue the list above with more words, one after another.";
-
-/// A deterministic filler of `n` words from `seed`.
-pub fn filler(n: usize, seed: u64) -> String {
-    let mut s = String::with_capacity(n * 8);
-    push_filler(&mut s, n, seed);
-    s
-}
-
-/// [`filler`], appended to `s`.
-pub fn push_filler(s: &mut String, n: usize, seed: u64) {
-    let mut x = seed ^ 0x2545_F491_4F6C_DD1D;
-    for i in 0..n {
-        // xorshift64*: cheap and stable; quality is irrelevant for filler.
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        let w = WORDS[(x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as usize % WORDS.len()];
-        if i > 0 {
-            s.push(' ');
-        }
-        s.push_str(w);
-    }
-}
 
 /// The prefix that makes a request unique (cache-busting) or shared.
 ///
@@ -236,8 +204,13 @@ impl PromptSizer {
             .with_context(|| format!("POST {shown}: response has no usage.prompt_tokens"))
     }
 
+    /// Can raw text be counted (a tokenizer file, or the server's `/tokenize`)?
+    pub fn counts_text(&self) -> bool {
+        self.file.is_some() || self.tokenize
+    }
+
     /// Token count of raw text: the tokenizer file, else `/tokenize`.
-    async fn text_tokens(&self, text: &str) -> Result<u64> {
+    pub async fn text_tokens(&self, text: &str) -> Result<u64> {
         if let Some(f) = &self.file {
             return f.count(text);
         }

@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::tasks::{MatchRule, TaskItem};
-use crate::measure::workload::filler;
+use crate::measure::filler::filler;
 use crate::stats::SplitMix64;
 
 /// What `generate = { … }` asks for.
