@@ -1,6 +1,6 @@
 //! Measuring one runtime, in the order data flows: [`discover`] the target
 //! (model, context window), load a [`tokenizer`], build each cell's
-//! [`workload`], schedule it with [`loadgen`], send it through the
+//! [`workload`] (each request fitted to its target: [`exact`]), schedule it with [`loadgen`], send it through the
 //! [`client`] (streamed [`sse`]), keep every request as a [`record`] in the
 //! [`journal`], and [`aggregate`] the records into a run artifact. Beside
 //! the requests, [`scrape`] reads the server's metrics endpoints and
@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod client;
 pub mod discover;
+pub mod exact;
 pub mod filler;
 pub mod journal;
 pub mod loadgen;

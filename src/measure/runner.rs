@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
 use crate::config::suite::{CellSpec, Suite};
 use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
+use crate::measure::exact;
 use crate::measure::journal::{self, Journal};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeOptions, Scraper};
@@ -190,7 +191,14 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             ended_at: now_rfc3339(),
             journal: Some(journal::digest(&opts.out_dir.join(JOURNAL_FILE))?),
         },
-        method: method_of(opts, &sizer, session.dialect),
+        method: {
+            let mut m = method_of(opts, &sizer, session.dialect);
+            let achieved = exact::achieved(&cells, &all);
+            if !achieved.is_empty() {
+                m.insert("prompt_tokens_achieved".into(), achieved);
+            }
+            m
+        },
         rate_sweeps: crate::slo::rate_sweeps(&results),
         cells: results,
         turnover,
@@ -255,13 +263,18 @@ fn method_of(
 ) -> BTreeMap<String, String> {
     let mut m = method_notes();
     m.insert("output_length".into(), dialect.describe().into());
-    m.insert(
-        "prompt_sizing".into(),
+    let sizing = if sizer.counts_text() {
         format!(
-            "filler bodies counted with {}; chat template overhead and the result checked against usage.prompt_tokens",
+            "filler bodies counted with {m}; then each request of a plain cell fitted to the cell's target (its unique prefix counted with {m}, its body cut or extended by whole filler words and one-token pad words against the probe's usage.prompt_tokens), before any request is sent; prompt_tokens_achieved says what the server counted",
+            m = sizer.method()
+        )
+    } else {
+        format!(
+            "filler bodies calibrated with {}; no tokenizer, so each request's unique prefix is not counted and prompts vary by a few tokens: prompt_tokens_achieved says by how much",
             sizer.method()
-        ),
-    );
+        )
+    };
+    m.insert("prompt_sizing".into(), sizing);
     if matches!(opts.part, RunPart::Block { .. }) {
         m.insert(
             "prompt_sizing_blocks".into(),
@@ -334,10 +347,22 @@ impl Session {
             }
             _ => format!("{} requests", cell.requests),
         };
-        let prompt = match &cell.workload {
-            Some(w) => w.describe(),
-            None => format!(
-                "prompt ≈{} tokens (target {}, by {})",
+        // Each request fitted to the target, before any is sent (no measured time).
+        let indices = (0..todo.len()).map(|k| todo.nth(k));
+        let fitted = exact::fit_requests(sizer, cell, &self.nonce, &sized, range.clone(), indices)
+            .await
+            .with_context(|| format!("sizing each request of cell '{}'", cell.name))?;
+        let prompt = match (&cell.workload, &fitted) {
+            (Some(w), _) => w.describe(),
+            (None, Some((_, fits))) => format!(
+                "prompt {} tokens each ({} requests fitted in {:.2} s by {})",
+                cell.prompt_tokens,
+                fits.len(),
+                fits.took.as_secs_f64(),
+                fits.method
+            ),
+            (None, None) => format!(
+                "prompt ≈{} tokens (target {}, by {}; prefixes not counted)",
                 sized.measured_prompt_tokens, cell.prompt_tokens, sized.method
             ),
         };
@@ -353,15 +378,19 @@ impl Session {
                 Arc::new(source::Source::new(cell, nonce, &sized).with_probe(sized.workload_probe))
             })
         };
-        let body = Arc::new(sized.body.clone());
-        let job = |nonce: String| {
+        let (bodies, fits) = match fitted {
+            Some((b, f)) => (Arc::new(b), Some(Arc::new(f))),
+            None => (Arc::new(exact::Bodies::uniform(cell, &sized)), None),
+        };
+        let job = |nonce: String, fits: Option<Arc<exact::Fits>>| {
             request_job(
                 self.estimator.clone(),
                 self.client.clone(),
                 RequestShape {
                     cell: cell.clone(),
                     model: self.model.clone(),
-                    body: body.clone(),
+                    bodies: bodies.clone(),
+                    fits,
                     template_prompt_tokens: sized.template_prompt_tokens,
                     dialect: self.dialect,
                     source: source_for(&nonce),
@@ -375,7 +404,8 @@ impl Session {
             _ => true,
         };
         if cell.warmup > 0 && warm_up {
-            let warm = job(format!("{}-warm", self.nonce));
+            // Warmup prompts are not measured: the sized body as it is.
+            let warm = job(format!("{}-warm", self.nonce), None);
             loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }
         // The server's window: after the warmup, around the measured requests.
@@ -396,7 +426,7 @@ impl Session {
             None => Vec::new(),
         };
         let pace = pace_of(cell, source_for(&self.nonce).as_deref(), &listed)?;
-        let measured = job(self.nonce.clone());
+        let measured = job(self.nonce.clone(), fits);
         let mut write_err: Option<anyhow::Error> = None;
         let todo = Arc::new(todo);
         let n = todo.len();
@@ -727,7 +757,9 @@ impl Estimator {
 struct RequestShape {
     cell: CellSpec,
     model: String,
-    body: Arc<String>,
+    /// Plain cells: the filler, and each request's cut of it (none: the sized body).
+    bodies: Arc<exact::Bodies>,
+    fits: Option<Arc<exact::Fits>>,
     template_prompt_tokens: Option<u64>,
     dialect: workload::LengthDialect,
     /// Workload cells: what each request sends.
@@ -758,7 +790,8 @@ fn request_job(
             let RequestShape {
                 cell,
                 model,
-                body,
+                bodies,
+                fits,
                 template_prompt_tokens,
                 dialect,
                 source,
@@ -773,6 +806,8 @@ fn request_job(
                 }
                 None => {
                     let pre = workload::prefix(cell.cache, &nonce, &cell.name, index);
+                    let fit = fits.as_ref().and_then(|f| f.get(index));
+                    let body = bodies.body(fit.unwrap_or(bodies.base));
                     let content = workload::user_content(&pre, &body);
                     let req = workload::request_body(&cell, &model, content, dialect);
                     (req, Some(cell.prompt_tokens), template_prompt_tokens, None)

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
 use crate::measure::tokenizer::TokenizerFile;
+// The filler lives in a leaf module (turnover tasks use it too).
+pub use crate::measure::filler::{WORDS, filler, filler_words, push_filler};
 
 /// Instruction after the filler; asks for a long answer so decode is measured.
 pub const INSTRUCTION: &str = "Continue the list above with more words, one after another.";
-
-pub use super::filler::{filler, push_filler};
 
 /// The prefix that makes a request unique (cache-busting) or shared.
 ///
@@ -204,8 +204,13 @@ impl PromptSizer {
             .with_context(|| format!("POST {shown}: response has no usage.prompt_tokens"))
     }
 
+    /// Can raw text be counted (a tokenizer file, or the server's `/tokenize`)?
+    pub fn counts_text(&self) -> bool {
+        self.file.is_some() || self.tokenize
+    }
+
     /// Token count of raw text: the tokenizer file, else `/tokenize`.
-    async fn text_tokens(&self, text: &str) -> Result<u64> {
+    pub async fn text_tokens(&self, text: &str) -> Result<u64> {
         if let Some(f) = &self.file {
             return f.count(text);
         }

@@ -1328,6 +1328,18 @@ fn scrape_options(rt: &crate::config::plan::Runtime) -> ScrapeOptions {
     }
 }
 
+/// `method.prompt_tokens_achieved` over the pooled records.
+fn set_prompt_tokens_achieved(
+    method: &mut BTreeMap<String, String>,
+    cells: &[crate::config::suite::CellSpec],
+    records: &[crate::measure::record::RequestRecord],
+) {
+    let achieved = crate::measure::exact::achieved(cells, records);
+    if !achieved.is_empty() {
+        method.insert("prompt_tokens_achieved".into(), achieved);
+    }
+}
+
 /// One side of an interleaved qualification as one artifact: each cell pooled
 /// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
 /// index, the same numbering on both sides), the turnover from its own run
@@ -1359,6 +1371,8 @@ pub fn merge_interleaved(
         Vec::new()
     };
     let mut method = last.method.clone();
+    // Over every block's requests, not the last block's run.
+    set_prompt_tokens_achieved(&mut method, &suite.cells, &records);
     let windows: Vec<String> = cells
         .iter()
         .zip(&suite.cells)
@@ -1523,6 +1537,7 @@ pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> 
         }
     }
     let mut method = first.method.clone();
+    set_prompt_tokens_achieved(&mut method, &suite.cells, &records);
     method.insert(
         "passes".into(),
         format!("pooled over {} passes of this runtime, each from a fresh start, in alternating order with the other runtime", dirs.len()),
