@@ -15,8 +15,8 @@ use infergate::config::limits::{
     MAX_TURNOVER_REQUESTS, MAX_TURNOVER_WORDS, MAX_WARMUP,
 };
 use infergate::config::suite::Suite;
-use infergate::measure::source::Source;
-use infergate::measure::workload::SizedBody;
+use infergate::measure::exact;
+use infergate::measure::workload::{self, SizedBody};
 
 struct Counting;
 
@@ -110,7 +110,7 @@ fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
     let path = dir.path().join("suite.toml");
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let (mut accepted, mut refused, mut worst) = (0, 0, 0usize);
-    for _ in 0..300 {
+    for _ in 0..80 {
         let text = suite_text(&mut rng);
         std::fs::write(&path, &text).unwrap();
         let base = CURRENT.load(Ordering::Relaxed);
@@ -122,9 +122,15 @@ fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
             };
             accepted += 1;
             for cell in &suite.cells {
-                let source = Source::new(cell, "nonce", &sized(cell.prompt_tokens));
-                let first = source.plan(0);
-                assert!(first.messages.is_array());
+                // What the runner holds for a filler cell: the sized body's
+                // words, the per-request fits (one small entry per planned
+                // request, as `exact::fit_requests` keeps them), request 0.
+                let sized = sized(cell.prompt_tokens);
+                let bodies = exact::Bodies::uniform(cell, &sized);
+                let fits: Vec<exact::Fit> = vec![bodies.base; cell.requests + cell.warmup];
+                let pre = workload::prefix(cell.cache, "nonce", &cell.name, 0);
+                let first = workload::user_content(&pre, &bodies.body(fits[0]));
+                assert!(first.len() >= sized.body.len());
             }
             for spec in &suite.turnover_specs {
                 let plan = spec.plan(0);
@@ -144,5 +150,5 @@ fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
         "{accepted} accepted, {refused} refused; worst {} MiB before the first request",
         worst >> 20
     );
-    assert!(accepted >= 100 && refused >= 10, "{accepted} / {refused}");
+    assert!(accepted >= 25 && refused >= 5, "{accepted} / {refused}");
 }

@@ -22,7 +22,11 @@ pub const MAX_OUTPUT_TOKENS: u64 = 1_000_000;
 /// A cell's `tolerance_percent`.
 pub const MAX_TOLERANCE_PERCENT: f64 = 100.0;
 /// Requests of one turnover workload, per repeat.
-pub const MAX_TURNOVER_REQUESTS: usize = 100_000;
+pub const MAX_TURNOVER_REQUESTS: usize = 10_000;
+/// Words the prompts of one turnover workload may hold in all: its prompts
+/// are built before its first request (a words prompt's examples repeat the
+/// code word `words` times each; a generated needle carries its context).
+pub const MAX_TURNOVER_PROMPT_WORDS: usize = 10_000_000;
 /// Repeats of one turnover workload.
 pub const MAX_TURNOVER_REPEATS: usize = 1_000;
 /// `words` a turnover words prompt asks for.
@@ -68,12 +72,20 @@ pub fn check_turnover(
     repeats: usize,
     concurrency: usize,
     words: usize,
+    prompt_words: Option<usize>,
     max_tokens: Option<u64>,
 ) -> Result<()> {
     at_most("requests", requests, MAX_TURNOVER_REQUESTS)?;
     at_most("repeats", repeats, MAX_TURNOVER_REPEATS)?;
     at_most("concurrency", concurrency, MAX_CONCURRENCY)?;
     at_most("words", words, MAX_TURNOVER_WORDS)?;
+    if let Some(w) = prompt_words {
+        at_most(
+            "words × (shots + 1) × requests, the words its prompts hold,",
+            w,
+            MAX_TURNOVER_PROMPT_WORDS,
+        )?;
+    }
     if let Some(m) = max_tokens {
         at_most("max_tokens", m, MAX_OUTPUT_TOKENS)?;
     }

@@ -64,9 +64,8 @@ pub enum GeneratedKind {
 const MAX_LENGTH: usize = 200;
 const MAX_CONTEXT_WORDS: usize = 100_000;
 /// Filler words a workload's prompts may hold in all (each prompt carries
-/// `shots + 1` contexts): prompts are built before the first request, so
-/// this bounds that memory (about 8 bytes a word).
-pub const MAX_GENERATED_WORDS: usize = 10_000_000;
+/// `shots + 1` contexts): prompts are built before the first request.
+use crate::config::limits::MAX_TURNOVER_PROMPT_WORDS as MAX_GENERATED_WORDS;
 const MAX_LIST_WORDS: usize = 200;
 const MAX_DIGITS: u32 = 9;
 

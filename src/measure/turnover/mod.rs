@@ -236,11 +236,18 @@ impl TurnoverSpec {
         if self.requests == 0 || self.concurrency == 0 || self.repeats == 0 {
             bail!("requests, concurrency and repeats must be > 0");
         }
+        // A words prompt holds `shots + 1` turns of up to `words` code words.
+        let prompt_words = (self.prompt_style() == PromptStyle::Words).then(|| {
+            self.words
+                .saturating_mul(self.shots().saturating_add(1))
+                .saturating_mul(self.requests)
+        });
         crate::config::limits::check_turnover(
             self.requests,
             self.repeats,
             self.concurrency,
             self.words,
+            prompt_words,
             self.max_tokens,
         )?;
         let total = (self.requests as u64).saturating_mul(self.repeats as u64);
