@@ -83,7 +83,7 @@ fn spec_rejects_nonsense_with_its_name() {
     assert!(e.contains("turnover 'x'"), "{e}");
     let e = bad("name = \"x\"\ncontract = \"words\"\nshots = 9\n");
     assert!(e.contains("shots"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 50000\nrepeats = 50\n");
+    let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 10000\nrepeats = 200\n");
     assert!(e.contains("distinct canary markers"), "{e}");
     let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 2000000\n");
     assert!(e.contains("requests = 2000000 is above the maximum"), "{e}");
