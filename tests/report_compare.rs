@@ -1132,10 +1132,9 @@ fn compare_writes_junit_a_parser_reads_and_appends_the_job_summary() {
     );
     let python = String::from_utf8(setup.stdout).unwrap();
     let python = python.lines().last().unwrap().trim();
-    let read = std::process::Command::new(python)
-        .arg("-c")
-        .arg(
-            "import json, sys\n\
+    let got = python_json(
+        python,
+        "import json, sys\n\
              from junitparser import JUnitXml\n\
              xml = JUnitXml.fromfile(sys.argv[1])\n\
              out = []\n\
@@ -1146,16 +1145,8 @@ fn compare_writes_junit_a_parser_reads_and_appends_the_job_summary() {
              \x20       msg = (r[0].message or '') if r else ''\n\
              \x20       out.append([suite.name, case.name, kind, msg])\n\
              print(json.dumps({'tests': xml.tests, 'failures': xml.failures, 'skipped': xml.skipped, 'cases': out}))\n",
-        )
-        .arg(d.join("r.xml"))
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
+        &d.join("r.xml"),
     );
-    let got: Value = serde_json::from_slice(&read.stdout).unwrap();
     let cases: Vec<(String, String, String, String)> =
         serde_json::from_value(got["cases"].clone()).unwrap();
     assert_eq!(cases, want);
@@ -1200,22 +1191,13 @@ fn report_csv_is_read_by_pythons_csv_module() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let read = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import csv, json, sys\n\
+    let got = python_json(
+        "python3",
+        "import csv, json, sys\n\
              rows = {n: list(csv.DictReader(open(sys.argv[1] + '/' + n + '.csv', newline=''))) for n in ('metrics', 'requests')}\n\
              print(json.dumps(rows))\n",
-        )
-        .arg(d.join("tables"))
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
+        &d.join("tables"),
     );
-    let got: Value = serde_json::from_slice(&read.stdout).unwrap();
     let metrics = got["metrics"].as_array().unwrap();
     let mut want_metrics = 0;
     let mut want_requests = 0;
@@ -1247,4 +1229,20 @@ fn report_csv_is_read_by_pythons_csv_module() {
     assert_eq!(failed.len(), 1, "the failed request is a row too");
     assert_eq!(failed[0]["side"], "baseline");
     assert_eq!(failed[0]["ttft_ms"], "");
+}
+
+/// Run `script` with `python` on `arg`; what it printed, as JSON.
+fn python_json(python: &str, script: &str, arg: &Path) -> Value {
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(arg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -120,10 +120,19 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             report::write_report_atomic(r, &rep)?;
         }
     }
-    if let Some(r) = &o.report {
-        let v = report::read_report_value(r)?;
-        super::exports::after_report(&v, a.junit.as_deref(), &[("plan", &a.plan), ("report", r)])?;
-    }
+    // Read once: the exports and the rendering below show the same report.
+    let value = match &o.report {
+        Some(r) => {
+            let v = report::read_report_value(r)?;
+            super::exports::after_report(
+                &v,
+                a.junit.as_deref(),
+                &[("plan", &a.plan), ("report", r)],
+            )?;
+            Some(v)
+        }
+        None => None,
+    };
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {
         println!("  {f}");
@@ -147,10 +156,10 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         }
         // The rendered report comes last: it is what a reader came for.
         if !a.quiet
-            && let Ok(v) = report::read_report_value(r)
+            && let Some(v) = &value
         {
             println!();
-            println!("{}", report::terminal(&v, std::io::stdout().is_terminal()));
+            println!("{}", report::terminal(v, std::io::stdout().is_terminal()));
         }
     }
     // 3: compared, but the evidence could not decide (more requests would).
