@@ -452,8 +452,9 @@ fn check_report_value(value: &Value) {
         assert!(!d.expected.is_empty(), "disagreement without expectation");
         let _ = d.to_string();
     }
-    let _ = report::terminal(value, true);
-    let _ = report::terminal(value, false);
+    for (color, verbose) in [(true, true), (false, false)] {
+        let _ = report::terminal(value, report::TerminalOptions { color, verbose });
+    }
     check_markdown(&report::markdown(value));
     check_html(&report::html(value));
 }

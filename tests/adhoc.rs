@@ -226,7 +226,7 @@ fn slo_in_the_runs_the_report_and_every_renderer(
     let found = report::verify(&value);
     assert!(found.is_empty(), "the report verifies: {found:?}");
     for (name, text) in [
-        ("terminal", report::render::terminal(&value, false)),
+        ("terminal", report::render::terminal(&value, verbose(false))),
         ("markdown", report::render::markdown(&value)),
         ("html", report::render::html(&value)),
     ] {
@@ -239,11 +239,16 @@ fn slo_in_the_runs_the_report_and_every_renderer(
             "{name} shows the attainment"
         );
         assert!(text.contains("req/s"), "{name} shows the goodput");
+        let timings = text
+            .lines()
+            .find(|l| l.contains("server timings, baseline (3 requests): "))
+            .unwrap_or_else(|| panic!("{name} shows the server timings"));
+        // Two slots, at most two in flight: nothing waits for a slot.
         assert!(
-            text.contains(
-                "server timings, baseline (3 requests): client TTFT − server prompt time p50"
-            ),
-            "{name} shows the client-minus-server overhead"
+            timings.contains("client overhead (")
+                && !timings.contains("queueing +")
+                && timings.contains("client TTFT − server prompt time p50"),
+            "{name} shows the client-minus-server overhead: {timings}"
         );
     }
     let html = report::render::html(&value);
@@ -304,4 +309,12 @@ fn an_open_loop_rate_sweep_reports_the_highest_rate_holding_its_slo() {
         stdout.contains("highest rate holding 90% attainment: 1 req/s (with 95% confidence: none)"),
         "{stdout}"
     );
+}
+
+/// The terminal report with every line, server detail included.
+fn verbose(color: bool) -> report::TerminalOptions {
+    report::TerminalOptions {
+        color,
+        verbose: true,
+    }
 }

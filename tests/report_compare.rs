@@ -308,7 +308,7 @@ fn turnover_comparison_shows_the_candidate_beats_the_baseline() {
     clean(&r2);
 
     // The terminal shows the exact test.
-    let t = report::terminal(&r, false);
+    let t = report::terminal(&r, verbose(false));
     assert!(
         t.contains("p worse") && t.contains("11.7%") && t.contains("candidate pooled"),
         "{t}"
@@ -536,7 +536,7 @@ fn full_report_renders_with_plots() {
     }
     // The target URL appears only as escaped text in the provenance table.
     assert!(h.contains("<code>http://127.0.0.1:8080</code>"));
-    let t = report::terminal(&r, false);
+    let t = report::terminal(&r, verbose(false));
     assert!(t.contains("capacity-4k") && t.contains("capacity-120k") && t.contains("95% CI"));
     assert!(
         t.find("capacity-4k") < t.find("capacity-120k"),
@@ -931,7 +931,7 @@ fn per_turn_slices_reach_the_report_and_every_view() {
     let want =
         "turn 2: 4/4 requests, prompt p50 400.0 tokens; TTFT p50 822.0 → 1708.0 ms (+107.8%)";
     for (view, text) in [
-        ("terminal", report::terminal(&r, false)),
+        ("terminal", report::terminal(&r, verbose(false))),
         ("markdown", report::markdown(&r)),
         ("html", report::html(&r)),
     ] {
@@ -956,7 +956,7 @@ fn each_metric_row_shows_one_decision_in_every_view() {
     p.gate.decide = report::GateRule::Evidence;
     let r = compare(&b, &c, &p).unwrap();
     let v = clean(&r);
-    let t = report::terminal(&r, false);
+    let t = report::terminal(&r, verbose(false));
     let m = report::markdown(&r);
     let h = report::html(&r);
     for (name, text) in [("terminal", &t), ("markdown", &m), ("html", &h)] {
@@ -1245,4 +1245,69 @@ fn python_json(python: &str, script: &str, arg: &Path) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The terminal report with every line, server detail included.
+fn verbose(color: bool) -> report::TerminalOptions {
+    report::TerminalOptions {
+        color,
+        verbose: true,
+    }
+}
+
+/// Under the evidence rule a point delta beyond T that the evidence cannot
+/// call is not a failure anywhere a person reads: the gates table shows the
+/// seed's point gate as not deciding, and no view lists its point deltas
+/// as failed checks.
+#[test]
+fn the_seed_point_gate_is_never_a_second_verdict() {
+    let (b, mut c) = seed_like();
+    for cell in &mut c.cells {
+        for s in cell.samples.get_mut(metric::TTFT_MS).into_iter().flatten() {
+            *s *= 1.08;
+        }
+    }
+    let mut p = fast_policy();
+    p.gate.decide = report::GateRule::Evidence;
+    let r = compare(&b, &c, &p).unwrap();
+    let v = clean(&r);
+    let evidence = v["gates"]["performance_evidence"]["outcome"]
+        .as_str()
+        .unwrap();
+    assert!(
+        !r.performance_gate_passed && evidence != "fail",
+        "the case needs a failed point gate the evidence does not fail: {evidence}"
+    );
+    let t = report::terminal(&r, report::TerminalOptions::default());
+    let gates = &t[t.find("\ngates\n").unwrap()..];
+    let gates = &gates[..gates.find("\n\n").unwrap()];
+    let row = |name: &str| {
+        let line = gates
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {gates}"));
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    assert!(
+        row("performance (evidence)").ends_with(&format!("? {evidence}")),
+        "{gates}"
+    );
+    assert!(
+        row("seed point gate").starts_with("seed point gate · fail not deciding"),
+        "{gates}"
+    );
+    assert!(!gates.contains("✗ performance"), "{gates}");
+    let m = report::markdown(&r);
+    assert!(
+        m.contains("| seed point gate | · fail |") && !m.contains("- performance: "),
+        "{m}"
+    );
+    let h = report::html(&r);
+    assert!(
+        h.contains(&format!(
+            "badge {evidence}\">? performance (evidence): {evidence}"
+        )) && !h.contains("badge fail\">✗ performance")
+            && !h.contains("<td>performance</td>"),
+        "{h}"
+    );
 }

@@ -98,6 +98,9 @@ pub struct CompareArgs {
     /// Also write JUnit XML here (the qualification and each deciding gate part a test case).
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// Every server timing and metrics line in the rendered report.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -128,6 +131,10 @@ pub struct ReportArgs {
     /// Colour: auto (on a tty, when writing to standard output), always, never.
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
+    /// Terminal format: every server timing and metrics line (by default one
+    /// line per cell unless a check fails).
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Instead of rendering: write DIR/metrics.csv (one row per cell metric,
     /// both sides, the deciding bounds) and DIR/requests.csv (one row per
     /// recorded request, failures included).

@@ -60,10 +60,11 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             inputs.extend(read.iter().copied());
             inputs.push(("report", a.out.as_path()));
             exports::after_report(&report.to_value(), a.junit.as_deref(), &inputs)?;
-            print!(
-                "{}",
-                report::terminal(&report, std::io::stdout().is_terminal())
-            );
+            let opts = report::TerminalOptions {
+                color: std::io::stdout().is_terminal(),
+                verbose: a.verbose,
+            };
+            print!("{}", report::terminal(&report, opts));
             Ok(ExitCode::from(report::exit_code(&report)))
         }
         Cmd::Calibrate(a) => calibrate(a),
@@ -112,7 +113,13 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                 ColorChoice::Auto => a.out.is_none() && std::io::stdout().is_terminal(),
             };
             let text = match a.format {
-                Format::Terminal => report::terminal(&value, color),
+                Format::Terminal => report::terminal(
+                    &value,
+                    report::TerminalOptions {
+                        color,
+                        verbose: a.verbose,
+                    },
+                ),
                 Format::Markdown => report::markdown(&value),
                 Format::Html => report::html(&value),
                 Format::Junit => report::junit(&value),

@@ -46,6 +46,9 @@ pub struct QualifyArgs {
     /// No progress output and no rendered report.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Every server timing and metrics line in the rendered report.
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Also write the report as JUnit XML here (each deciding gate part a test case).
     #[arg(long)]
     pub junit: Option<PathBuf>,
@@ -159,7 +162,11 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             && let Some(v) = &value
         {
             println!();
-            println!("{}", report::terminal(v, std::io::stdout().is_terminal()));
+            let opts = report::TerminalOptions {
+                color: std::io::stdout().is_terminal(),
+                verbose: a.verbose,
+            };
+            println!("{}", report::terminal(v, opts));
         }
     }
     // 3: compared, but the evidence could not decide (more requests would).

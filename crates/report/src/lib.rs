@@ -45,7 +45,7 @@ pub use io::{
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};
-pub use render::{ReportSource, csv, html, junit, markdown, terminal};
+pub use render::{ReportSource, TerminalOptions, csv, html, junit, markdown, terminal};
 pub use turnover::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
 pub use verify::{Disagreement, Verification, verify, verify_report};
 

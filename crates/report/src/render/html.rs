@@ -22,7 +22,7 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;word-break:break-all}
 .pass{color:#1a7f37;font-weight:600}.fail{color:#cf222e;font-weight:600}.unknown{color:#6e7781}
 .v-improved,.v-equivalent{color:#1a7f37}.v-regressed{color:#cf222e}.v-inconclusive{color:#9a6700}
 .badge{display:inline-block;padding:.15rem .6rem;border-radius:1rem;font-weight:600;margin-right:.4rem}
-.badge.pass{background:#dafbe1}.badge.fail{background:#ffebe9}.badge.unknown{background:#eaeef2}
+.badge.pass{background:#dafbe1}.badge.fail{background:#ffebe9}.badge.unknown{background:#eaeef2}.badge.inconclusive{background:#fff8c5}
 .notice{background:#fff8c5;border:1px solid #d4a72c;padding:.5rem .8rem;border-radius:.3rem}
 .plots{display:flex;flex-wrap:wrap;gap:.5rem}svg{background:#fbfcfd;border:1px solid #eaeef2}
 .legend span{display:inline-block;width:.8rem;height:.8rem;border-radius:50%;margin:0 .3rem 0 .8rem;vertical-align:middle}
@@ -94,13 +94,18 @@ fn mark(p: Option<bool>) -> &'static str {
     }
 }
 
-fn badge(label: &str, p: Option<bool>) -> String {
+/// A gate's badge: "pass", "fail", "inconclusive" or "unknown".
+fn outcome_badge(label: &str, outcome: &str) -> String {
+    let (class, mark) = match outcome {
+        "pass" => ("pass", "✓"),
+        "fail" => ("fail", "✗"),
+        "inconclusive" => ("inconclusive", "?"),
+        _ => ("unknown", "?"),
+    };
     format!(
-        "<span class=\"badge {}\">{} {}: {}</span>",
-        class_of(p),
-        mark(p),
+        "<span class=\"badge {class}\">{mark} {}: {}</span>",
         escape(label),
-        pass_word(p)
+        escape(outcome)
     )
 }
 
@@ -486,13 +491,21 @@ fn turnover_plot(rows: &[TurnoverRow]) -> String {
 fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
     cell_header(out, c);
     metric_table(out, c, ci_head);
-    for line in c
-        .slo_lines()
-        .into_iter()
-        .chain(c.slice_lines())
-        .chain(c.server_lines())
-    {
+    for line in c.slo_lines().into_iter().chain(c.slice_lines()) {
         let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
+    }
+    // Server detail folded; what fails a check is in the summary line.
+    let server = c.server_lines();
+    if !server.is_empty() {
+        let _ = writeln!(
+            out,
+            "<details class=\"small\"><summary>{}</summary>",
+            escape(&c.server_summary_lines("inside").join("; "))
+        );
+        for line in server {
+            let _ = writeln!(out, "<p class=\"small slo\">{}</p>", escape(&line));
+        }
+        out.push_str("</details>\n");
     }
     time_series(out, c);
     gauges(out, c);
@@ -647,33 +660,27 @@ fn page_head(out: &mut String, v: &View) {
     );
 }
 
-/// A badge per gate, the policy's turnover mode marked.
+/// A badge per deciding gate; the gates beside the verdict in a muted line.
 fn gates(out: &mut String, v: &View) {
     let _ = writeln!(out, "<h2>Gates</h2>\n<p>");
-    let ni = v.non_inferior_gate();
-    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
-    out.push_str(&badge("performance", v.performance_gate_passed));
-    out.push_str(&badge(
-        if mode == Some("strict") {
-            "strict turnover (policy)"
-        } else {
-            "strict turnover"
-        },
-        v.strict_turnover_gate_passed,
-    ));
-    out.push_str(&badge(
-        if mode == Some("non_inferior") {
-            "non-inferior turnover (policy)"
-        } else {
-            "non-inferior turnover"
-        },
-        Some(ni.passed),
-    ));
+    let rows = v.gate_rows();
+    for g in rows.iter().filter(|g| g.deciding) {
+        out.push_str(&outcome_badge(g.name, &g.outcome));
+    }
     out.push_str("</p>\n");
+    for g in rows.iter().filter(|g| !g.deciding) {
+        let _ = writeln!(
+            out,
+            "<p class=\"small\">{}: {} ({})</p>",
+            escape(g.name),
+            escape(&g.outcome),
+            escape(&g.note)
+        );
+    }
 }
 
 fn failed_checks(out: &mut String, v: &View) {
-    let failed = v.failed_parts();
+    let failed = v.deciding_failed_parts();
     if failed.is_empty() {
         return;
     }

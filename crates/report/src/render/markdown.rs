@@ -48,6 +48,16 @@ fn mark(p: Option<bool>) -> &'static str {
     }
 }
 
+/// A gate's mark as the rest of the Markdown marks: emoji where it decides.
+fn gate_mark(g: &view::GateRow) -> &'static str {
+    match (g.deciding, g.outcome.as_str()) {
+        (false, _) => "·",
+        (true, "pass") => mark(Some(true)),
+        (true, "fail") => mark(Some(false)),
+        _ => mark(None),
+    }
+}
+
 fn row(out: &mut String, cells: &[String]) {
     let _ = writeln!(out, "| {} |", cells.join(" | "));
 }
@@ -104,60 +114,24 @@ fn header(out: &mut String, v: &View) {
     let _ = writeln!(out, "```\n");
 }
 
-/// The gate table: performance, strict and non-inferior turnover (the
-/// policy's turnover mode marked).
+/// The gate table: every gate, those that decide nothing marked so.
 fn gates(out: &mut String, v: &View) {
-    let _ = writeln!(out, "| gate | result |\n| --- | --- |");
-    let ni = v.non_inferior_gate();
-    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
-    row(
-        out,
-        &[
-            "performance".into(),
-            format!(
-                "{} {}",
-                mark(v.performance_gate_passed),
-                pass_word(v.performance_gate_passed)
-            ),
-        ],
-    );
-    row(
-        out,
-        &[
-            format!(
-                "strict turnover{}",
-                if mode == Some("strict") {
-                    " (policy)"
-                } else {
-                    ""
-                }
-            ),
-            format!(
-                "{} {}",
-                mark(v.strict_turnover_gate_passed),
-                pass_word(v.strict_turnover_gate_passed)
-            ),
-        ],
-    );
-    row(
-        out,
-        &[
-            format!(
-                "non-inferior turnover{}",
-                if mode == Some("non_inferior") {
-                    " (policy)"
-                } else {
-                    ""
-                }
-            ),
-            format!("{} {}", mark(Some(ni.passed)), pass_word(Some(ni.passed))),
-        ],
-    );
+    let _ = writeln!(out, "| gate | result | |\n| --- | --- | --- |");
+    for g in v.gate_rows() {
+        row(
+            out,
+            &[
+                g.name.to_string(),
+                format!("{} {}", gate_mark(&g), g.outcome),
+                md(&g.note),
+            ],
+        );
+    }
     let _ = writeln!(out);
 }
 
 fn failed_checks(out: &mut String, v: &View) {
-    let failed = v.failed_parts();
+    let failed = v.deciding_failed_parts();
     if !failed.is_empty() {
         let _ = writeln!(out, "Failed checks:\n");
         for (gate, subject, reason) in failed {
@@ -182,17 +156,22 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         mark(c.candidate_eligible),
     );
     metric_table(out, c, ci_head);
-    let slo: Vec<String> = c
-        .slo_lines()
-        .into_iter()
-        .chain(c.slice_lines())
-        .chain(c.server_lines())
-        .collect();
+    let slo: Vec<String> = c.slo_lines().into_iter().chain(c.slice_lines()).collect();
     if !slo.is_empty() {
         out.push('\n');
         for line in slo {
             let _ = writeln!(out, "- {}", md(&line));
         }
+    }
+    // Server detail folded: a job summary is read for its verdict.
+    let server = c.server_lines();
+    if !server.is_empty() {
+        let summary = c.server_summary_lines("inside").join("; ");
+        let _ = writeln!(out, "\n<details><summary>{}</summary>\n", md(&summary));
+        for line in server {
+            let _ = writeln!(out, "- {}", md(&line));
+        }
+        let _ = writeln!(out, "\n</details>");
     }
     for (side, reasons) in [
         ("baseline", &c.baseline_reasons),

@@ -36,12 +36,21 @@ impl ReportSource for Report {
     }
 }
 
-/// Aligned tables per cell, the turnover table and the gate summary; ANSI
-/// colour only when `color`.
-pub fn terminal<R: ReportSource + ?Sized>(report: &R, color: bool) -> String {
+/// How the terminal report is drawn.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TerminalOptions {
+    /// ANSI colour.
+    pub color: bool,
+    /// Every server timing and metrics line; by default one line per cell
+    /// unless a check fails (then that check in full).
+    pub verbose: bool,
+}
+
+/// Aligned tables per cell, the turnover table and the gate summary.
+pub fn terminal<R: ReportSource + ?Sized>(report: &R, opts: TerminalOptions) -> String {
     // A report is untrusted text: its strings must not drive the terminal.
     let shown = printable(&report.report_json());
-    terminal::render(&view::View::from_value(&shown), color)
+    terminal::render(&view::View::from_value(&shown), opts)
 }
 
 /// `v` with every string (and key) made safe to print on a terminal: control

@@ -107,7 +107,7 @@ fn table(out: &mut String, indent: &str, head: &[C], rows: &[Vec<C>], color: boo
     }
 }
 
-fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
+fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool, verbose: bool) {
     let _ = writeln!(
         out,
         "{}  requests {} baseline / {} candidate · median prompt {} tokens · eligible: baseline {} candidate {}",
@@ -170,11 +170,16 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
             );
         }
     }
+    let server = if verbose {
+        c.server_lines()
+    } else {
+        c.server_summary_lines("with --verbose")
+    };
     for line in c
         .slo_lines()
         .into_iter()
         .chain(c.slice_lines())
-        .chain(c.server_lines())
+        .chain(server)
     {
         let _ = writeln!(out, "  {line}");
     }
@@ -189,10 +194,11 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool) {
     let _ = writeln!(out);
 }
 
-pub(super) fn render(v: &View, color: bool) -> String {
+pub(super) fn render(v: &View, opts: TerminalOptions) -> String {
+    let (color, verbose) = (opts.color, opts.verbose);
     let mut out = String::new();
     header(&mut out, v, color);
-    cells(&mut out, v, color);
+    cells(&mut out, v, color, verbose);
     turnover(&mut out, v, color);
     references(&mut out, v, color);
     quality(&mut out, v, color);
@@ -234,13 +240,13 @@ fn header(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(out);
 }
 
-fn cells(out: &mut String, v: &View, color: bool) {
+fn cells(out: &mut String, v: &View, color: bool, verbose: bool) {
     let ci_head = ci_heading(v);
     if v.cells.is_empty() {
         let _ = writeln!(out, "no cells\n");
     }
     for c in &v.cells {
-        cell_section(out, c, &ci_head, color);
+        cell_section(out, c, &ci_head, color, verbose);
     }
 }
 
@@ -333,44 +339,28 @@ fn quality(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(out);
 }
 
-/// The gate table (the policy's turnover gate noted) and each failed check.
+/// The gate table (gates that decide nothing marked so) and each failed
+/// part of a deciding gate.
 fn gates(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(out, "{}", paint("gates", Some(BOLD), color));
-    let ni = v.non_inferior_gate();
-    let mode = v.turnover_gate.as_ref().map(|(m, _)| m.as_str());
-    let gate_rows = [
-        ("performance", v.performance_gate_passed, String::new()),
-        (
-            "strict turnover",
-            v.strict_turnover_gate_passed,
-            if mode == Some("strict") {
-                "(policy's turnover gate)".into()
-            } else {
-                String::new()
-            },
-        ),
-        (
-            "non-inferior turnover",
-            Some(ni.passed),
-            if mode == Some("non_inferior") {
-                "(policy's turnover gate)".into()
-            } else {
-                format!("(alpha {})", v.turnover.alpha)
-            },
-        ),
-    ];
-    let grows: Vec<Vec<C>> = gate_rows
+    let grows: Vec<Vec<C>> = v
+        .gate_rows()
         .into_iter()
-        .map(|(name, p, note)| {
+        .map(|g| {
+            let c = if g.deciding {
+                outcome_color(&g.outcome)
+            } else {
+                Some(DIM)
+            };
             vec![
-                l(name),
-                l(format!("{} {}", mark(p), pass_word(p))).color(pass_color(p)),
-                l(note),
+                l(g.name),
+                l(format!("{} {}", g.mark(), g.outcome)).color(c),
+                l(g.note),
             ]
         })
         .collect();
     table(out, "  ", &[l("gate"), l("result"), l("")], &grows, color);
-    for (gate, subject, reason) in v.failed_parts() {
+    for (gate, subject, reason) in v.deciding_failed_parts() {
         let _ = writeln!(
             out,
             "  {} {gate}: {subject}: {reason}",
@@ -380,15 +370,19 @@ fn gates(out: &mut String, v: &View, color: bool) {
     let _ = writeln!(out);
 }
 
+fn outcome_color(outcome: &str) -> Option<&'static str> {
+    match outcome {
+        "pass" => Some(GREEN),
+        "fail" => Some(RED),
+        _ => Some(YELLOW),
+    }
+}
+
 fn evidence(out: &mut String, v: &View, color: bool) {
     let Some(e) = v.evidence() else {
         return;
     };
-    let c = match e.outcome.as_str() {
-        "pass" => Some(GREEN),
-        "fail" => Some(RED),
-        _ => Some(YELLOW),
-    };
+    let c = outcome_color(&e.outcome);
     let _ = writeln!(out, "evidence gate   {}", paint(&e.outcome, c, color));
     for (subject, outcome, reason) in &e.parts {
         let _ = writeln!(out, "  {outcome:<12} {subject}: {reason}");

@@ -44,6 +44,9 @@ pub struct View {
     pub turnover_computed: bool,
     pub gates: Option<Gates>,
     pub statistics: Option<Statistics>,
+    /// `statistics.gate_decides`, read on its own: a report whose
+    /// statistics block does not parse still says which gate decides.
+    pub gate_decides: Option<String>,
     pub decision: Option<Decision>,
     pub provenance: Option<ProvenancePair>,
     pub warnings: Vec<String>,
@@ -174,11 +177,11 @@ impl CellView {
             })
         };
         [
-            ("baseline", &self.baseline_server),
-            ("candidate", &self.candidate_server),
+            ("baseline", &self.baseline_server, &self.baseline_metrics),
+            ("candidate", &self.candidate_server, &self.candidate_metrics),
         ]
         .into_iter()
-        .filter_map(|(side, t)| {
+        .filter_map(|(side, t, metrics)| {
             let t = t.as_ref()?;
             let error = if t.client_below_server > 0 {
                 format!(
@@ -188,8 +191,19 @@ impl CellView {
             } else {
                 String::new()
             };
+            // The server's prompt time starts when a slot takes the request:
+            // with requests waiting for a slot, the rest is mostly queueing.
+            let what = match queued(metrics) {
+                Some((key, most)) if most > 0.0 => format!(
+                    "queueing + client overhead (requests waited for a slot: {key} reached {most}; the server does not time each request's wait, so the two are not split): client TTFT − server prompt time"
+                ),
+                Some((key, _)) => format!(
+                    "client overhead ({key} stayed 0: nothing queued): client TTFT − server prompt time"
+                ),
+                None => "client overhead, or queueing (no queue gauge read to tell): client TTFT − server prompt time".to_string(),
+            };
             Some(format!(
-                "server timings, {side} ({} requests): client TTFT − server prompt time {}; client e2e − server time {}{error}",
+                "server timings, {side} ({} requests): {what} {}; client e2e − server time {}{error}",
                 t.requests,
                 summary(&t.ttft_overhead_ms),
                 summary(&t.e2e_overhead_ms)
@@ -198,6 +212,47 @@ impl CellView {
         .collect()
     }
 
+    /// [`Self::server_lines`] for a reader in a hurry: one line when every
+    /// check holds, and in full whatever does not (a counter that disagrees
+    /// with the journal, a measurement error, an endpoint not read); `where_`
+    /// says where the rest is ("with --verbose", "below").
+    pub fn server_summary_lines(&self, where_: &str) -> Vec<String> {
+        let all = self.server_lines();
+        let alarming = |l: &String| {
+            l.contains("DISAGREE") || l.contains("MEASUREMENT ERROR") || l.contains("not read:")
+        };
+        let mut out: Vec<String> = all.iter().filter(|l| alarming(l)).cloned().collect();
+        let agreeing: Vec<&str> = [
+            ("baseline", &self.baseline_metrics),
+            ("candidate", &self.candidate_metrics),
+        ]
+        .into_iter()
+        .filter(|(_, ms)| {
+            !ms.is_empty()
+                && ms.iter().all(|m| {
+                    m.check
+                        .as_ref()
+                        .is_some_and(|c| c.agrees && !c.lines.is_empty())
+                })
+        })
+        .map(|(side, _)| side)
+        .collect();
+        let hidden = all.len() - out.len();
+        if hidden > 0 {
+            let agree = if agreeing.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "counters agree with the journal ({}); ",
+                    agreeing.join(", ")
+                )
+            };
+            out.push(format!(
+                "server: {agree}{hidden} line(s) of server timings and metrics {where_}"
+            ));
+        }
+        out
+    }
     /// The cell's SLO attainment in words, one line per fact; empty without SLOs.
     pub fn slo_lines(&self) -> Vec<String> {
         let Some(slo) = &self.slo else {
@@ -353,6 +408,46 @@ pub struct EvidenceView {
     pub parts: Vec<(String, String, String)>,
     pub requests_to_resolve: Option<usize>,
     pub design: Option<String>,
+}
+
+/// One row of the gate table.
+pub struct GateRow {
+    pub name: &'static str,
+    /// "pass", "fail", "inconclusive" or "unknown".
+    pub outcome: String,
+    /// False for a gate shown beside the verdict, not deciding it.
+    pub deciding: bool,
+    pub note: String,
+}
+
+impl GateRow {
+    fn deciding(name: &'static str, outcome: String, note: &str) -> GateRow {
+        GateRow {
+            name,
+            outcome,
+            deciding: true,
+            note: note.to_string(),
+        }
+    }
+
+    fn beside(name: &'static str, outcome: String, why: &str) -> GateRow {
+        GateRow {
+            name,
+            outcome,
+            deciding: false,
+            note: format!("not deciding: {why}"),
+        }
+    }
+
+    /// ✓, ✗ or ? for a deciding gate; · for one that decides nothing.
+    pub fn mark(&self) -> &'static str {
+        match (self.deciding, self.outcome.as_str()) {
+            (false, _) => "·",
+            (true, "pass") => "✓",
+            (true, "fail") => "✗",
+            _ => "?",
+        }
+    }
 }
 
 /// Most metrics named one by one in the verdict before the rest is counted.
@@ -517,6 +612,29 @@ fn floats(v: Option<&Value>) -> Option<Vec<f64>> {
 }
 /// One endpoint of one side in words: where and how long it was read, its
 /// counters against the journal, then its known metrics.
+/// Gauges of requests waiting in the server for a slot, by engine.
+const QUEUE_GAUGES: &[&str] = &[
+    "llamacpp:requests_deferred",
+    "vllm:num_requests_waiting",
+    "sglang:num_queue_reqs",
+];
+
+/// A side's queue gauge over the cell with its largest value (the first
+/// above 0, else the first read); `None` when no endpoint has one.
+fn queued(metrics: &[ServerMetrics]) -> Option<(String, f64)> {
+    let gauges: Vec<(String, f64)> = metrics
+        .iter()
+        .flat_map(|m| &m.known)
+        .filter(|k| QUEUE_GAUGES.contains(&k.key.as_str()))
+        .map(|k| (k.key.clone(), k.max.unwrap_or(k.value)))
+        .collect();
+    gauges
+        .iter()
+        .find(|(_, most)| *most > 0.0)
+        .or(gauges.first())
+        .cloned()
+}
+
 fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<String> {
     let head = format!("server metrics, {side} ({}", m.endpoint);
     if let Some(why) = &m.unavailable {
@@ -827,6 +945,7 @@ impl View {
             turnover,
             turnover_computed,
             gates: typed(root.get("gates")),
+            gate_decides: s(root.pointer("/statistics/gate_decides")),
             statistics: typed(root.get("statistics")),
             decision: typed(root.get("decision")),
             provenance: typed(root.get("provenance")),
@@ -1104,6 +1223,88 @@ impl View {
     }
 
     /// The non-inferiority gate: the report's, else computed from the counts.
+    /// Whether the evidence gate decides performance: then the seed's
+    /// point-delta gate is a flag beside it, never a second verdict.
+    pub fn evidence_decides(&self) -> bool {
+        self.gate_decides.as_deref() == Some("evidence") && self.evidence().is_some()
+    }
+
+    /// The policy's turnover gate: "strict" unless the report says otherwise.
+    fn turnover_mode(&self) -> &str {
+        self.turnover_gate
+            .as_ref()
+            .map_or("strict", |(m, _)| m.as_str())
+    }
+
+    /// Every gate the report holds, in one order for all renderers: the
+    /// deciding ones with their outcome, the others marked as not deciding
+    /// (the seed's point gate under evidence, the turnover gate of the other
+    /// mode), so no view shows two verdicts for one thing.
+    pub fn gate_rows(&self) -> Vec<GateRow> {
+        let word = |p: Option<bool>| super::pass_word(p).to_string();
+        let mut rows = Vec::new();
+        match self.evidence().filter(|_| self.evidence_decides()) {
+            Some(e) => {
+                rows.push(GateRow::deciding("performance (evidence)", e.outcome, ""));
+                rows.push(GateRow::beside(
+                    "seed point gate",
+                    word(self.performance_gate_passed),
+                    "the seed's fixed-threshold flag on point deltas; the evidence decides",
+                ));
+            }
+            None => rows.push(GateRow::deciding(
+                "performance",
+                word(self.performance_gate_passed),
+                "",
+            )),
+        }
+        let strict = word(self.strict_turnover_gate_passed);
+        let ni = word(Some(self.non_inferior_gate().passed));
+        let alpha = format!("alpha {}", self.turnover.alpha);
+        if self.turnover_mode() == "non_inferior" {
+            rows.push(GateRow::beside(
+                "strict turnover",
+                strict,
+                "the policy's turnover gate is non-inferior",
+            ));
+            rows.push(GateRow::deciding("non-inferior turnover", ni, &alpha));
+        } else {
+            rows.push(GateRow::deciding("strict turnover", strict, ""));
+            rows.push(GateRow::beside(
+                "non-inferior turnover",
+                ni,
+                &format!("{alpha}; the policy's turnover gate is strict"),
+            ));
+        }
+        if let Some(q) = self.gates.as_ref().and_then(|g| g.quality.as_ref()) {
+            rows.push(GateRow::deciding(
+                "output quality (evidence)",
+                q.outcome.as_str().to_string(),
+                "",
+            ));
+        }
+        rows
+    }
+
+    /// [`Self::failed_parts`] of the gates that decide: what a reader must
+    /// act on. The evidence gate's own parts are listed with the evidence.
+    pub fn deciding_failed_parts(&self) -> Vec<(String, String, String)> {
+        let skip_performance = self.evidence_decides();
+        let policy_turnover = if self.turnover_mode() == "non_inferior" {
+            "non-inferior turnover"
+        } else {
+            "strict turnover"
+        };
+        self.failed_parts()
+            .into_iter()
+            .filter(|(gate, _, _)| match gate.as_str() {
+                "performance" => !skip_performance,
+                "strict turnover" | "non-inferior turnover" => gate == policy_turnover,
+                _ => true,
+            })
+            .collect()
+    }
+
     pub fn non_inferior_gate(&self) -> Gate {
         match &self.gates {
             Some(g) => g.non_inferior_turnover.clone(),
@@ -1141,5 +1342,142 @@ impl View {
             .into_iter()
             .map(|(c, items)| format!("{c} ×{}: {}", items.len(), items.join(", ")))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A side's endpoint: its counters checked against the journal
+    /// (`agrees`), and a queue gauge whose largest value was `queued`.
+    fn endpoint(agrees: bool, queued: f64) -> Value {
+        json!({
+            "endpoint": "target", "url": "http://127.0.0.1:1/metrics", "engine": "llama.cpp",
+            "windows": 1, "scrapes": 4, "window_s": 3.0,
+            "known": [{"key": "llamacpp:requests_deferred", "meaning": "requests deferred",
+                       "kind": "gauge", "value": queued / 2.0, "max": queued}],
+            "check": {"requests": 3, "agrees": agrees, "lines": [{
+                "what": "Σ usage.completion_tokens", "server_metric": "llamacpp:tokens_predicted_total",
+                "server": 12.0, "client": if agrees { 12.0 } else { 11.0 }, "agrees": agrees}]}
+        })
+    }
+
+    fn cell(b: Value, c: Value) -> CellView {
+        let timings = json!({"requests": 3, "client_below_server": 0,
+            "ttft_overhead_ms": {"n": 3, "mean": 20.0, "p50": 20.0, "p90": 30.0, "p99": 30.0, "min": 10.0, "max": 30.0}});
+        let v = json!({"baseline_server_metrics": [b], "candidate_server_metrics": [c],
+                       "baseline_server_timings": timings, "candidate_server_timings": timings});
+        cell_view("c", &v, &[], true)
+    }
+
+    #[test]
+    fn server_detail_folds_to_one_line_unless_a_check_fails() {
+        let quiet = cell(endpoint(true, 0.0), endpoint(true, 0.0));
+        let all = quiet.server_lines();
+        assert!(all.len() >= 4, "{all:?}");
+        assert_eq!(
+            quiet.server_summary_lines("with --verbose"),
+            [format!(
+                "server: counters agree with the journal (baseline, candidate); {} line(s) of server timings and metrics with --verbose",
+                all.len()
+            )]
+        );
+        // A disagreeing counter is shown in full, never folded away.
+        let loud = cell(endpoint(true, 0.0), endpoint(false, 0.0));
+        let short = loud.server_summary_lines("with --verbose");
+        assert!(
+            short[0].starts_with("server counters, candidate: DISAGREE with the journal"),
+            "{short:?}"
+        );
+        assert!(
+            short[1].contains("agree with the journal (baseline)"),
+            "{short:?}"
+        );
+    }
+
+    #[test]
+    fn client_minus_server_time_is_named_queueing_when_requests_waited() {
+        let v = cell(endpoint(true, 2.0), endpoint(true, 0.0));
+        let lines = v.server_lines();
+        assert!(
+            lines[0].contains("baseline")
+                && lines[0].contains("queueing + client overhead")
+                && lines[0].contains("llamacpp:requests_deferred reached 2"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains("candidate")
+                && lines[1].contains("client overhead (llamacpp:requests_deferred stayed 0"),
+            "{}",
+            lines[1]
+        );
+        // No gauge read: neither claim is made.
+        let bare = cell(
+            json!({"endpoint": "target", "url": "u", "windows": 1, "scrapes": 1, "window_s": 1.0}),
+            json!({"endpoint": "target", "url": "u", "windows": 1, "scrapes": 1, "window_s": 1.0}),
+        );
+        assert!(bare.server_lines()[0].contains("no queue gauge read"));
+    }
+
+    /// A report decided by evidence where the seed's point gate failed: the
+    /// gate table shows the evidence outcome as the deciding one, the point
+    /// gate as not deciding, and lists none of its point deltas as failures.
+    fn point_gate_failed_evidence_undecided() -> Value {
+        json!({
+            "performance_gate_passed": false,
+            "strict_turnover_gate_passed": true,
+            "turnover_gate": {"mode": "strict", "passed": true},
+            "statistics": {"gate_decides": "evidence"},
+            "gates": {
+                "qualified": false,
+                "performance": {"passed": false, "rule": "r", "parts": [
+                    {"subject": "cells.c.metrics.ttft_p50_ms", "passed": false, "reason": "+13.61 % > threshold 5 %"}]},
+                "performance_evidence": {"outcome": "inconclusive", "rule": "r", "parts": [
+                    {"subject": "cells.c.metrics.ttft_p50_ms", "outcome": "inconclusive", "reason": "bounds [-26.75%, +31.03%]"}]},
+                "strict_turnover": {"passed": true, "rule": "r", "parts": []},
+                "non_inferior_turnover": {"passed": false, "rule": "r", "parts": [
+                    {"subject": "t", "passed": false, "reason": "upper bound 0.10 >= 0.05"}]}
+            }
+        })
+    }
+
+    #[test]
+    fn only_deciding_gates_carry_a_verdict() {
+        let v = View::from_value(&point_gate_failed_evidence_undecided());
+        assert!(v.evidence_decides());
+        let rows = v.gate_rows();
+        let deciding: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|g| g.deciding)
+            .map(|g| (g.name, g.outcome.as_str()))
+            .collect();
+        assert_eq!(
+            deciding,
+            [
+                ("performance (evidence)", "inconclusive"),
+                ("strict turnover", "pass")
+            ]
+        );
+        let beside: Vec<(&str, &str, &str)> = rows
+            .iter()
+            .filter(|g| !g.deciding)
+            .map(|g| (g.name, g.outcome.as_str(), g.mark()))
+            .collect();
+        assert_eq!(
+            beside,
+            [
+                ("seed point gate", "fail", "·"),
+                ("non-inferior turnover", "fail", "·")
+            ]
+        );
+        assert!(
+            v.deciding_failed_parts().is_empty(),
+            "{:?}",
+            v.deciding_failed_parts()
+        );
+        assert_eq!(v.failed_parts().len(), 2);
     }
 }
