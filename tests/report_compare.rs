@@ -1310,4 +1310,63 @@ fn the_seed_point_gate_is_never_a_second_verdict() {
             && !h.contains("<td>performance</td>"),
         "{h}"
     );
+    // One interval per metric: the plots name the evidence bounds too.
+    assert!(
+        h.contains("per request: baseline vs candidate"),
+        "plots drawn"
+    );
+    assert!(!h.contains("· CI [") && h.contains("· bounds ["), "{h}");
+}
+
+/// A reader gets the verdict, the metrics that decide it (here: still
+/// undecided, with the requests that would decide them) and the cost in
+/// the terminal report's first 15 lines, before any cell table.
+#[test]
+fn the_verdict_and_decisive_metrics_come_first() {
+    let (b, mut c) = seed_like();
+    for cell in &mut c.cells {
+        for s in cell.samples.get_mut(metric::TTFT_MS).into_iter().flatten() {
+            *s *= 1.08;
+        }
+    }
+    let mut p = fast_policy();
+    p.gate.decide = report::GateRule::Evidence;
+    let r = compare(&b, &c, &p).unwrap();
+    let v = clean(&r);
+    let t = report::terminal(&r, report::TerminalOptions::default());
+    let head: Vec<&str> = t.lines().take(15).collect();
+    let head = head.join("\n");
+    let qualification = v["qualification"].as_str().unwrap();
+    assert!(
+        head.contains(&format!("verdict      {qualification}")),
+        "{head}"
+    );
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let undecided: Vec<&str> = parts
+        .iter()
+        .filter(|p| p["outcome"] == "inconclusive")
+        .map(|p| p["subject"].as_str().unwrap())
+        .collect();
+    assert!(!undecided.is_empty(), "the case needs undecided metrics");
+    for subject in undecided.iter().take(3) {
+        let short = subject
+            .strip_prefix("cells.")
+            .unwrap()
+            .replacen(".metrics.", " ", 1);
+        assert!(head.contains(&format!("? {short}: ")), "{short} in\n{head}");
+    }
+    // What would decide them: more requests, or (one run per side, as
+    // here) a design that sees the drift.
+    assert!(
+        (head.contains("requests per side would decide")
+            || head.contains("more requests of this design cannot decide it: interleave"))
+            && head.contains("measured "),
+        "{head}"
+    );
+    assert!(
+        !head.contains("cell capacity"),
+        "the cells come after: {head}"
+    );
 }

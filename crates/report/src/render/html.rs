@@ -140,14 +140,17 @@ fn strip_plot(m: &MetricView, b: &[f64], c: &[f64]) -> String {
         "<svg role=\"img\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\"><title>{} per request: baseline vs candidate</title>",
         escape(&m.name)
     );
+    // The interval the table decides with, and only that one.
+    let d = m.decision_cells();
     let _ = write!(
         s,
-        "<text x=\"8\" y=\"16\" font-size=\"12\" font-weight=\"600\">{}</text><text x=\"{}\" y=\"16\" font-size=\"11\" text-anchor=\"end\" fill=\"#57606a\">{} · Δ {} · CI {}</text>",
+        "<text x=\"8\" y=\"16\" font-size=\"12\" font-weight=\"600\">{}</text><text x=\"{}\" y=\"16\" font-size=\"11\" text-anchor=\"end\" fill=\"#57606a\">{} · Δ {} · {} {}</text>",
         escape(&m.name),
         w - right,
         escape(direction_word(m.direction)),
         escape(&fmt_delta(m.delta_percent)),
-        escape(&fmt_ci(m.ci.as_ref())),
+        if m.evidence.is_some() { "bounds" } else { "CI" },
+        escape(&d.interval),
     );
     for (row, (label, vals, color)) in [
         ("baseline", b, BASELINE_COLOR),
