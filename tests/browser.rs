@@ -119,6 +119,29 @@ async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
         "the page loaded: {dom:.400}"
     );
 
+    // The rendered page in reading order: the verdict, the gates, the
+    // evidence, then the cells; server detail folded (closed) per cell.
+    let at = |what: &str| {
+        dom.find(what)
+            .unwrap_or_else(|| panic!("{what} not on the page: {dom:.400}"))
+    };
+    let verdict = format!(
+        "<h1>Runtime comparison: {}</h1>",
+        rep.qualification.replace('&', "&amp;")
+    );
+    let order = [
+        at(&verdict),
+        at("<h2>Gates</h2>"),
+        at("<h3>Evidence gate: "),
+        at("<h2>Performance cells</h2>"),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert!(
+        dom.contains("<details class=\"small\"><summary>server: ")
+            && !dom.contains("<details class=\"small\" open"),
+        "server detail folded"
+    );
+
     // Nothing on the page asks for the network.
     for attr in [
         "src=\"http",
