@@ -78,110 +78,150 @@ pub const JOURNAL_FILE: &str = "journal.jsonl";
 pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     let started_at = now_rfc3339();
     let (suite, suite_text) = Suite::load(&opts.suite)?;
-    let key = api_key(opts.api_key_env.as_deref())?;
-    // Loaded before anything is sent: a bad file is an input error, found first.
-    let tokenizer = match opts.tokenizer.as_ref().or(suite.tokenizer.as_ref()) {
-        Some(p) => Some(Arc::new(TokenizerFile::load(p)?)),
-        None => None,
-    };
-    let base = opts.target.trim_end_matches('/').to_string();
-    let http = reqwest::Client::builder()
-        .connect_timeout(opts.timeouts.connect)
-        .timeout(Duration::from_secs(600))
-        .build()
-        .context("building HTTP client")?;
-    let info = discover::discover(
-        &http,
-        &base,
-        key.as_deref(),
-        discover::discovery_wait(&opts.timeouts),
-    )
-    .await
-    .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
+    let target = Target::reach(opts, &suite).await?;
     let cells = select_cells(&suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
-    if let Some(ctx) = info.context_window {
+    if let Some(ctx) = target.info.context_window {
         for c in &cells {
             c.check_fits(ctx)?;
         }
     }
     let (mut journal, previous) = open_journal(opts)?;
-    let client = Arc::new(Client::new(ClientConfig {
-        base_url: base.clone(),
-        api_key: key.clone(),
-        timeouts: opts.timeouts.clone(),
-        capture_cap_bytes: 256 * 1024,
-    })?);
-    let mut sizer = PromptSizer::new(
-        http.clone(),
-        &base,
-        key.clone(),
-        &info.model_id,
-        info.has_tokenize,
-    );
-    if let Some(t) = &tokenizer {
-        sizer = sizer.with_file(t.clone());
-    }
-    let t0 = Instant::now();
-    let scraper = Scraper::new(
-        &opts.scrape,
-        &base,
-        key.clone(),
-        &opts.out_dir.join(SCRAPE_LOG_FILE),
-        t0,
-    )?;
-    let session = Session {
-        client: client.clone(),
-        estimator: Estimator {
-            http: http.clone(),
-            base: base.clone(),
-            key: key.clone(),
-            tokenizer: tokenizer.clone(),
-        },
-        model: info.model_id.clone(),
-        nonce: side_nonce(opts)?,
-        t0,
-        scraper,
-        dialect: workload::LengthDialect::of_server(info.llama_cpp),
-    };
+    let (session, sizer) = target.session(opts)?;
     let mut all: Vec<RequestRecord> = previous.clone();
     for cell in &cells {
         session
             .measure_cell(cell, opts, &sizer, &previous, &mut journal, &mut all)
             .await?;
     }
-    let scrapes = scrape::read_log(&opts.out_dir.join(SCRAPE_LOG_FILE))?;
-    let results: Vec<CellResult> = cells
-        .iter()
-        .map(|c| {
-            let mut r = aggregate::cell(c, &all);
-            windows::attach(
-                &mut r,
-                windows::cell_windows(&scrapes, &c.name, &all, usize::MAX),
-            );
-            r
-        })
-        .collect();
-
+    let results = aggregate_cells(opts, &cells, &all)?;
     let turnover = if opts.skip_turnover
         || suite.turnover.is_empty()
         || matches!(opts.part, RunPart::Block { .. })
     {
         Vec::new()
     } else {
-        let model = &info.model_id;
-        run_turnover(&client, &suite, model, &mut journal, &previous, opts.quiet).await?
+        let model = &target.info.model_id;
+        let client = &session.client;
+        run_turnover(client, &suite, model, &mut journal, &previous, opts.quiet).await?
     };
-
+    let mut method = method_of(opts, &sizer, session.dialect);
+    let achieved = exact::achieved(&cells, &all);
+    if !achieved.is_empty() {
+        method.insert("prompt_tokens_achieved".into(), achieved);
+    }
     let artifact = RunArtifact {
         schema: RUN_SCHEMA.to_string(),
-        provenance: Provenance {
-            target: redact_url(&base),
-            model: info.model_id.clone(),
+        provenance: target.provenance(opts, &suite, &suite_text, started_at)?,
+        method,
+        rate_sweeps: crate::slo::rate_sweeps(&results),
+        cells: results,
+        turnover,
+        schedule: None,
+    };
+    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
+    Ok(artifact)
+}
+
+/// The server as discovered, and what every request to it needs.
+struct Target {
+    base: String,
+    key: Option<String>,
+    http: reqwest::Client,
+    info: discover::ServerInfo,
+    tokenizer: Option<Arc<TokenizerFile>>,
+}
+
+impl Target {
+    /// Load the tokenizer file (an input error, found before anything is
+    /// sent), then discover the server.
+    async fn reach(opts: &RunOptions, suite: &Suite) -> Result<Target> {
+        let key = api_key(opts.api_key_env.as_deref())?;
+        let tokenizer = match opts.tokenizer.as_ref().or(suite.tokenizer.as_ref()) {
+            Some(p) => Some(Arc::new(TokenizerFile::load(p)?)),
+            None => None,
+        };
+        let base = opts.target.trim_end_matches('/').to_string();
+        let http = crate::measure::http_client()
+            .connect_timeout(opts.timeouts.connect)
+            .timeout(Duration::from_secs(600))
+            .build()
+            .context("building HTTP client")?;
+        let info = discover::discover(
+            &http,
+            &base,
+            key.as_deref(),
+            discover::discovery_wait(&opts.timeouts),
+        )
+        .await
+        .with_context(|| format!("discovering the server at {}", redact_url(&base)))?;
+        Ok(Target {
+            base,
+            key,
+            http,
+            info,
+            tokenizer,
+        })
+    }
+
+    /// The measuring session (client, estimator, scraper, clock) and the
+    /// prompt sizer, both talking to this target.
+    fn session(&self, opts: &RunOptions) -> Result<(Session, PromptSizer)> {
+        let client = Arc::new(Client::new(ClientConfig {
+            base_url: self.base.clone(),
+            api_key: self.key.clone(),
+            timeouts: opts.timeouts.clone(),
+            capture_cap_bytes: 256 * 1024,
+        })?);
+        let mut sizer = PromptSizer::new(
+            self.http.clone(),
+            &self.base,
+            self.key.clone(),
+            &self.info.model_id,
+            self.info.has_tokenize,
+        );
+        if let Some(t) = &self.tokenizer {
+            sizer = sizer.with_file(t.clone());
+        }
+        let t0 = Instant::now();
+        let scraper = Scraper::new(
+            &opts.scrape,
+            &self.base,
+            self.key.clone(),
+            &opts.out_dir.join(SCRAPE_LOG_FILE),
+            t0,
+        )?;
+        let session = Session {
+            client,
+            estimator: Estimator {
+                http: self.http.clone(),
+                base: self.base.clone(),
+                key: self.key.clone(),
+                tokenizer: self.tokenizer.clone(),
+            },
+            model: self.info.model_id.clone(),
+            nonce: side_nonce(opts)?,
+            t0,
+            scraper,
+            dialect: workload::LengthDialect::of_server(self.info.llama_cpp),
+        };
+        Ok((session, sizer))
+    }
+
+    fn provenance(
+        &self,
+        opts: &RunOptions,
+        suite: &Suite,
+        suite_text: &str,
+        started_at: String,
+    ) -> Result<Provenance> {
+        Ok(Provenance {
+            target: redact_url(&self.base),
+            model: self.info.model_id.clone(),
             runtime: opts.runtime_label.clone(),
             image: opts.image.clone(),
-            server_build: info.build.clone(),
-            context_window: info.context_window,
+            server_build: self.info.build.clone(),
+            context_window: self.info.context_window,
             api_key_env: opts.api_key_env.clone(),
             suite: suite.name.clone(),
             suite_sha256: Some(sha256_hex(suite_text.as_bytes())),
@@ -190,22 +230,29 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
             started_at,
             ended_at: now_rfc3339(),
             journal: Some(journal::digest(&opts.out_dir.join(JOURNAL_FILE))?),
-        },
-        method: {
-            let mut m = method_of(opts, &sizer, session.dialect);
-            let achieved = exact::achieved(&cells, &all);
-            if !achieved.is_empty() {
-                m.insert("prompt_tokens_achieved".into(), achieved);
-            }
-            m
-        },
-        rate_sweeps: crate::slo::rate_sweeps(&results),
-        cells: results,
-        turnover,
-        schedule: None,
-    };
-    atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
-    Ok(artifact)
+        })
+    }
+}
+
+/// Each cell from the journal's records, with the server's metrics over its
+/// windows from the scrape log.
+fn aggregate_cells(
+    opts: &RunOptions,
+    cells: &[CellSpec],
+    all: &[RequestRecord],
+) -> Result<Vec<CellResult>> {
+    let scrapes = scrape::read_log(&opts.out_dir.join(SCRAPE_LOG_FILE))?;
+    Ok(cells
+        .iter()
+        .map(|c| {
+            let mut r = aggregate::cell(c, all);
+            windows::attach(
+                &mut r,
+                windows::cell_windows(&scrapes, &c.name, all, usize::MAX),
+            );
+            r
+        })
+        .collect())
 }
 
 /// The cells this run measures (`--cell`, or none for turnover only); in a
@@ -318,86 +365,30 @@ impl Session {
         journal: &mut Journal,
         all: &mut Vec<RequestRecord>,
     ) -> Result<()> {
-        let done: BTreeSet<usize> = previous
-            .iter()
-            .filter(|r| r.cell == cell.name)
-            .map(|r| r.index)
-            .collect();
-        let range = match opts.part {
-            RunPart::Block { first, count, .. } => first..first + count,
-            _ => 0..cell.requests,
-        };
-        // As ranges: memory follows what is done, never what is planned.
-        let todo = Missing::new(range.clone(), &done);
-        if todo.is_empty() {
-            let n = range.len();
-            say(
-                opts,
-                &format!(
-                    "cell {}: all {n} requests already in the journal",
-                    cell.name
-                ),
-            );
+        let Some((range, todo)) = still_to_do(cell, opts, previous) else {
             return Ok(());
-        }
-        let sized = self.sized(cell, opts, sizer).await?;
-        let what = match opts.part {
-            RunPart::Block { first, count, .. } => {
-                format!("block of {count} requests (#{first}..{})", first + count)
-            }
-            _ => format!("{} requests", cell.requests),
         };
+        let sized = self.sized(cell, opts, sizer).await?;
         // Each request fitted to the target, before any is sent (no measured time).
         let indices = (0..todo.len()).map(|k| todo.nth(k));
-        let fitted = exact::fit_requests(sizer, cell, &self.nonce, &sized, range.clone(), indices)
+        let fitted = exact::fit_requests(sizer, cell, &self.nonce, &sized, range, indices)
             .await
             .with_context(|| format!("sizing each request of cell '{}'", cell.name))?;
-        let prompt = match (&cell.workload, &fitted) {
-            (Some(w), _) => w.describe(),
-            (None, Some((_, fits))) => format!(
-                "prompt {} tokens each ({} requests fitted in {:.2} s by {})",
-                cell.prompt_tokens,
-                fits.len(),
-                fits.took.as_secs_f64(),
-                fits.method
-            ),
-            (None, None) => format!(
-                "prompt ≈{} tokens (target {}, by {}; prefixes not counted)",
-                sized.measured_prompt_tokens, cell.prompt_tokens, sized.method
-            ),
-        };
-        say(
-            opts,
-            &format!(
-                "cell {}: {what}, concurrency {}, {prompt}, max_tokens {}",
-                cell.name, cell.concurrency, cell.max_tokens
-            ),
-        );
-        let source_for = |nonce: &str| {
-            cell.workload.as_ref().map(|_| {
-                Arc::new(source::Source::new(cell, nonce, &sized).with_probe(sized.workload_probe))
-            })
-        };
+        announce(cell, opts, &sized, fitted.as_ref().map(|(_, f)| f));
         let (bodies, fits) = match fitted {
             Some((b, f)) => (Arc::new(b), Some(Arc::new(f))),
             None => (Arc::new(exact::Bodies::uniform(cell, &sized)), None),
         };
-        let job = |nonce: String, fits: Option<Arc<exact::Fits>>| {
-            request_job(
-                self.estimator.clone(),
-                self.client.clone(),
-                RequestShape {
-                    cell: cell.clone(),
-                    model: self.model.clone(),
-                    bodies: bodies.clone(),
-                    fits,
-                    template_prompt_tokens: sized.template_prompt_tokens,
-                    dialect: self.dialect,
-                    source: source_for(&nonce),
-                },
-                nonce,
-                self.t0,
-            )
+        let shape = |nonce: &str, fits: Option<Arc<exact::Fits>>| RequestShape {
+            cell: cell.clone(),
+            model: self.model.clone(),
+            bodies: bodies.clone(),
+            fits,
+            template_prompt_tokens: sized.template_prompt_tokens,
+            dialect: self.dialect,
+            source: cell.workload.as_ref().map(|_| {
+                Arc::new(source::Source::new(cell, nonce, &sized).with_probe(sized.workload_probe))
+            }),
         };
         let warm_up = match opts.part {
             RunPart::Block { warmup, .. } => warmup,
@@ -405,9 +396,31 @@ impl Session {
         };
         if cell.warmup > 0 && warm_up {
             // Warmup prompts are not measured: the sized body as it is.
-            let warm = job(format!("{}-warm", self.nonce), None);
+            let nonce = format!("{}-warm", self.nonce);
+            let warm = request_job(
+                self.estimator.clone(),
+                self.client.clone(),
+                shape(&nonce, None),
+                nonce,
+                self.t0,
+            );
             loadgen_drive(cell, cell.warmup, warm, |_| {}).await?;
         }
+        self.drive_measured(cell, opts, todo, shape(&self.nonce, fits), journal, all)
+            .await
+    }
+
+    /// The cell's measured requests, each appended to the journal as it
+    /// completes, inside the server's metrics window.
+    async fn drive_measured(
+        &self,
+        cell: &CellSpec,
+        opts: &RunOptions,
+        todo: Missing,
+        shape: RequestShape,
+        journal: &mut Journal,
+        all: &mut Vec<RequestRecord>,
+    ) -> Result<()> {
         // The server's window: after the warmup, around the measured requests.
         let window = format!("{}/{}", self.nonce, todo.nth(0));
         if let Some(s) = &self.scraper {
@@ -425,8 +438,14 @@ impl Session {
             Some(_) => (0..todo.len()).map(|k| todo.nth(k)).collect(),
             None => Vec::new(),
         };
-        let pace = pace_of(cell, source_for(&self.nonce).as_deref(), &listed)?;
-        let measured = job(self.nonce.clone(), fits);
+        let pace = pace_of(cell, shape.source.as_deref(), &listed)?;
+        let measured = request_job(
+            self.estimator.clone(),
+            self.client.clone(),
+            shape,
+            self.nonce.clone(),
+            self.t0,
+        );
         let mut write_err: Option<anyhow::Error> = None;
         let todo = Arc::new(todo);
         let n = todo.len();
@@ -453,6 +472,74 @@ impl Session {
         progress.finish();
         write_err.map_or(Ok(()), Err)
     }
+}
+
+/// The requests of `cell` this run (or block) has yet to measure, as
+/// ranges; `None`, said so, when the journal holds them all.
+fn still_to_do(
+    cell: &CellSpec,
+    opts: &RunOptions,
+    previous: &[RequestRecord],
+) -> Option<(std::ops::Range<usize>, Missing)> {
+    let done: BTreeSet<usize> = previous
+        .iter()
+        .filter(|r| r.cell == cell.name)
+        .map(|r| r.index)
+        .collect();
+    let range = match opts.part {
+        RunPart::Block { first, count, .. } => first..first + count,
+        _ => 0..cell.requests,
+    };
+    // As ranges: memory follows what is done, never what is planned.
+    let todo = Missing::new(range.clone(), &done);
+    if todo.is_empty() {
+        let n = range.len();
+        say(
+            opts,
+            &format!(
+                "cell {}: all {n} requests already in the journal",
+                cell.name
+            ),
+        );
+        return None;
+    }
+    Some((range, todo))
+}
+
+/// One line saying what the cell will send.
+fn announce(
+    cell: &CellSpec,
+    opts: &RunOptions,
+    sized: &workload::SizedBody,
+    fits: Option<&exact::Fits>,
+) {
+    let what = match opts.part {
+        RunPart::Block { first, count, .. } => {
+            format!("block of {count} requests (#{first}..{})", first + count)
+        }
+        _ => format!("{} requests", cell.requests),
+    };
+    let prompt = match (&cell.workload, fits) {
+        (Some(w), _) => w.describe(),
+        (None, Some(fits)) => format!(
+            "prompt {} tokens each ({} requests fitted in {:.2} s by {})",
+            cell.prompt_tokens,
+            fits.len(),
+            fits.took.as_secs_f64(),
+            fits.method
+        ),
+        (None, None) => format!(
+            "prompt ≈{} tokens (target {}, by {}; prefixes not counted)",
+            sized.measured_prompt_tokens, cell.prompt_tokens, sized.method
+        ),
+    };
+    say(
+        opts,
+        &format!(
+            "cell {}: {what}, concurrency {}, {prompt}, max_tokens {}",
+            cell.name, cell.concurrency, cell.max_tokens
+        ),
+    );
 }
 
 impl Session {

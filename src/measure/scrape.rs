@@ -305,7 +305,7 @@ impl Scraper {
         if endpoints.is_empty() {
             return Ok(None);
         }
-        let http = reqwest::Client::builder()
+        let http = crate::measure::http_client()
             .timeout(Duration::from_secs(5))
             .build()
             .context("building the metrics HTTP client")?;

@@ -970,68 +970,15 @@ async fn interleaved_body(
         .and_then(|e| e.detail.get("minutes").and_then(|m| m.as_f64()))
         .unwrap_or(0.0);
     let minutes = || earlier_minutes + t0.elapsed().as_secs_f64() / 60.0;
-    let mut rounds = None;
-    let mut stopped = None;
-    if adaptive {
-        let budget = ctx.plan.adaptive;
-        let max_rounds = interleave::max_rounds(cells, budget.max_requests);
-        let mut done = rounds_done(&entries);
-        let mut stop: Option<String> = entries
-            .iter()
-            .rev()
-            .find(|e| e.step == "round" && e.status == Status::Ok)
-            .and_then(|e| e.detail_str("stop").map(str::to_string));
-        if done == 0 {
-            ctx.say(&format!(
-                "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
-                budget.max_requests, budget.max_minutes
-            ));
-        }
-        while stop.is_none() {
-            for b in interleave::round_schedule(cells, done) {
-                run_block(ctx, suite, cells, &b, up).await?;
-            }
-            done += 1;
-            let report = compare_interleaved(ctx, suite, cells, Some(done), false)
-                .map_err(|e| fail("compare", "adaptive round", e))?;
-            let outcome = report.performance_outcome;
-            let why =
-                interleave::stop_after(done, max_rounds, minutes(), budget.max_minutes, outcome);
-            let per_cell: serde_json::Map<String, serde_json::Value> = cells
-                .iter()
-                .map(|c| {
-                    (
-                        c.name.clone(),
-                        json!(interleave::adaptive_requests(c, done)),
-                    )
-                })
-                .collect();
-            logged(
-                "round",
-                Status::Ok,
-                json!({
-                    "round": done,
-                    "looks": max_rounds,
-                    "performance_outcome": outcome.map(|o| o.as_str()),
-                    "requests_per_side": per_cell,
-                    "minutes": minutes(),
-                    "stop": why.map(StopReason::as_str),
-                }),
-            )?;
-            ctx.say(&format!(
-                "adaptive round {done}/{max_rounds}: performance {}; {}",
-                outcome.map_or("not decided by this compare", |o| o.as_str()),
-                why.map_or("another round", StopReason::as_str)
-            ));
-            stop = why.map(|w| w.as_str().to_string());
-        }
-        rounds = Some(done);
-        stopped = stop;
+    let (rounds, stopped) = if adaptive {
+        let (r, s) = adaptive_rounds(ctx, suite, cells, up, &entries, &minutes).await?;
+        (Some(r), s)
     } else {
         for b in interleave::fixed_schedule(cells) {
             run_block(ctx, suite, cells, &b, up).await?;
         }
-    }
+        (None, None)
+    };
     // Correctness, not performance: once per side, after the blocks.
     for label in [BASELINE, CANDIDATE] {
         finish_side(ctx, suite, label, up).await?;
@@ -1069,6 +1016,80 @@ async fn interleaved_body(
     logged("interleaved", Status::Ok, detail)?;
     ctx.say(&format!("interleaved: spent {spent}"));
     Ok(())
+}
+
+/// Rounds of interleaved blocks, a look after each, until the performance
+/// gate resolves or the plan's budget is spent: (rounds done, why it stopped).
+/// A resumed qualification continues from the rounds its ledger records.
+async fn adaptive_rounds(
+    ctx: &Ctx<'_>,
+    suite: &Suite,
+    cells: &[CellLayout],
+    up: &Up,
+    entries: &[Entry],
+    minutes: &dyn Fn() -> f64,
+) -> Result<(usize, Option<String>), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let logged = |step: &str, status, detail| {
+        ctx.log(step, None, status, detail)
+            .map_err(|e| fail("ledger", BASELINE, e))
+    };
+    let budget = ctx.plan.adaptive;
+    let max_rounds = interleave::max_rounds(cells, budget.max_requests);
+    let mut done = rounds_done(entries);
+    let mut stop: Option<String> = entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "round" && e.status == Status::Ok)
+        .and_then(|e| e.detail_str("stop").map(str::to_string));
+    if done == 0 {
+        ctx.say(&format!(
+            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
+            budget.max_requests, budget.max_minutes
+        ));
+    }
+    while stop.is_none() {
+        for b in interleave::round_schedule(cells, done) {
+            run_block(ctx, suite, cells, &b, up).await?;
+        }
+        done += 1;
+        let report = compare_interleaved(ctx, suite, cells, Some(done), false)
+            .map_err(|e| fail("compare", "adaptive round", e))?;
+        let outcome = report.performance_outcome;
+        let why = interleave::stop_after(done, max_rounds, minutes(), budget.max_minutes, outcome);
+        let per_cell: serde_json::Map<String, serde_json::Value> = cells
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    json!(interleave::adaptive_requests(c, done)),
+                )
+            })
+            .collect();
+        logged(
+            "round",
+            Status::Ok,
+            json!({
+                "round": done,
+                "looks": max_rounds,
+                "performance_outcome": outcome.map(|o| o.as_str()),
+                "requests_per_side": per_cell,
+                "minutes": minutes(),
+                "stop": why.map(StopReason::as_str),
+            }),
+        )?;
+        ctx.say(&format!(
+            "adaptive round {done}/{max_rounds}: performance {}; {}",
+            outcome.map_or("not decided by this compare", |o| o.as_str()),
+            why.map_or("another round", StopReason::as_str)
+        ));
+        stop = why.map(|w| w.as_str().to_string());
+    }
+    Ok((done, stop))
 }
 
 /// One block on one runtime, journaled into the side's interleaved journal.
