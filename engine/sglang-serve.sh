@@ -23,6 +23,10 @@
 #   --enable-cache-report   usage.prompt_tokens_details.cached_tokens names the
 #                           prompt tokens served from the prefix (radix) cache
 #   --enable-metrics        Prometheus /metrics (sglang: prefix)
+#   --sleep-on-idle         an idle scheduler waits on its sockets (up to 1 s,
+#                           woken by a request) instead of spinning: without it
+#                           idle SGLang took 65% of a core here, CPU a
+#                           baseline served beside it would lose
 # CUDA graphs are disabled by SGLang itself with torch_native attention.
 # The served model id is SmolLM2-135M-Instruct-Q4_1, as the reference engine's
 # profiles serve it: the same weights, so identity checks compare equal.
@@ -69,5 +73,5 @@ exec "$python" -m sglang.launch_server --model-path "$model" \
     --max-total-tokens "${INFERGATE_SGLANG_KV_TOKENS:-32768}" \
     --attention-backend torch_native --sampling-backend pytorch \
     --disable-overlap-schedule \
-    --enable-metrics --enable-cache-report \
+    --enable-metrics --enable-cache-report --sleep-on-idle \
     "${rest[@]}"
