@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All tests, from a fresh machine: sets up the reference engine and vLLM's
-# CPU build (both cached after the first run), a Docker daemon (for the container-driver test), a
+# CPU build (both cached after the first run), SGLang when
+# INFERGATE_TEST_SGLANG=1 (the third engine family's lane, tests/sglang.rs), a Docker daemon (for the container-driver test), a
 # headless Chromium (for the HTML report in a real browser) and a PostgreSQL
 # server of its own (for the shared ledger), then
 # formatting, lints, and every test against the real engine.
@@ -32,3 +33,12 @@ fi
 cargo fmt --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features
+# SGLang on the CPU, the third engine family (tests/sglang.rs, docs/sglang.md):
+# opt-in, since its install is ~4.5 minutes and 6.9 GB and it decodes slowly.
+# Its tests are #[ignore]d in the command above; here they run with
+# --ignored, and fail (never skip) if SGLang cannot be installed or started.
+if [[ "${INFERGATE_TEST_SGLANG:-0}" == 1 ]]; then
+    scripts/setup-sglang.sh >/dev/null
+    # --all-features: the build the command above made, not another.
+    cargo test --all-features --test sglang -- --ignored
+fi

@@ -1413,24 +1413,36 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_shipped_cross_engine_plan() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/llamacpp-to-vllm.toml");
-        let plan = Plan::load(&path).unwrap();
-        assert!(matches!(
-            plan.baseline.driver,
-            Driver::Process(ProcessDriver::Engine { .. })
-        ));
-        let Driver::Process(ProcessDriver::Command(c)) = &plan.candidate.driver else {
-            panic!("{:?}", plan.candidate.driver)
-        };
-        // The launcher, resolved from the plan's folder, serves the port the
-        // plan reads: the two must name the same one.
-        assert!(c.command.ends_with("engine/vllm-serve.sh"), "{}", c.command);
-        assert!(Path::new(&c.command).is_file(), "{}", c.command);
-        let port = c.args.iter().skip_while(|a| *a != "--port").nth(1).unwrap();
-        assert_eq!(c.base_url, format!("http://127.0.0.1:{port}"));
-        assert!(plan.suite.ends_with("suites/llamacpp-to-vllm.toml"));
-        assert_eq!(plan.schedule, PlanSchedule::Interleaved);
+    fn parses_the_shipped_cross_engine_plans() {
+        for engine in ["vllm", "sglang"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("plans/llamacpp-to-{engine}.toml"));
+            let plan = Plan::load(&path).unwrap();
+            assert!(matches!(
+                plan.baseline.driver,
+                Driver::Process(ProcessDriver::Engine { .. })
+            ));
+            let Driver::Process(ProcessDriver::Command(c)) = &plan.candidate.driver else {
+                panic!("{:?}", plan.candidate.driver)
+            };
+            // The launcher, resolved from the plan's folder, serves the port the
+            // plan reads: the two must name the same one.
+            assert!(
+                c.command.ends_with(&format!("engine/{engine}-serve.sh")),
+                "{}",
+                c.command
+            );
+            assert!(Path::new(&c.command).is_file(), "{}", c.command);
+            let port = c.args.iter().skip_while(|a| *a != "--port").nth(1).unwrap();
+            assert_eq!(c.base_url, format!("http://127.0.0.1:{port}"));
+            assert!(
+                plan.suite
+                    .ends_with(format!("suites/llamacpp-to-{engine}.toml")),
+                "{}",
+                plan.suite.display()
+            );
+            assert_eq!(plan.schedule, PlanSchedule::Interleaved);
+        }
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //!
 //! `/v1/models` is required. llama.cpp adds `meta.n_ctx` (per slot) and
 //! `meta.n_ctx_train` there and has `/props`; vLLM and SGLang put
-//! `max_model_len` in the model entry and have `/version`. Everything beyond
-//! `/v1/models` is optional and its absence is not an error.
+//! `max_model_len` in the model entry. vLLM names its build at `/version`;
+//! SGLang has no `/version` (404) and names it in `/get_server_info`.
+//! Everything beyond `/v1/models` is optional and its absence is not an
+//! error.
 
 use std::time::Duration;
 
@@ -69,16 +71,34 @@ pub async fn discover(
         .flatten();
     let mut info =
         server_info_from(&models, props.as_ref()).with_context(|| format!("GET {shown}"))?;
-    if info.build.is_none()
-        && let Ok(Some(v)) = get_json(http, &format!("{base}/version"), api_key, wait).await
-    {
-        info.build = v.get("version").and_then(Value::as_str).map(str::to_string);
+    // The build: vLLM's `/version`, else SGLang's `/get_server_info` (its
+    // whole configuration, with `version` among it).
+    for path in BUILD_PATHS {
+        if info.build.is_some() {
+            break;
+        }
+        if let Ok(Some(v)) = get_json(http, &format!("{base}{path}"), api_key, wait).await {
+            info.build = build_of(&v);
+        }
     }
     info.has_tokenize = matches!(
         tokio::time::timeout(wait, tokenize_with_key(http, base, api_key, "hello")).await,
         Ok(Ok(Some(_)))
     );
     Ok(info)
+}
+
+/// Where a server without llama.cpp's `/props` names its build, in the
+/// order asked: vLLM's `/version`, SGLang's `/get_server_info` (SGLang
+/// answers 404 to `/version`).
+const BUILD_PATHS: [&str; 2] = ["/version", "/get_server_info"];
+
+/// The `version` string of a `/version` or `/get_server_info` answer.
+fn build_of(v: &Value) -> Option<String> {
+    v.get("version")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
 }
 
 /// Token count of `text` by the server's own tokenizer, without special
@@ -297,6 +317,37 @@ mod tests {
         assert_eq!(info.context_window, Some(131072));
         assert_eq!(info.context_train, None);
         assert_eq!(info.build, None);
+    }
+
+    /// SGLang 0.5.23 on the CPU (engine/sglang-serve.sh): its `/v1/models`
+    /// entry, and an excerpt of its `/get_server_info`. Its `/version` is a
+    /// 404, so the build comes from the second path.
+    #[test]
+    fn sglang_models_and_server_info() {
+        let models = json!({"object": "list", "data": [{
+            "id": "SmolLM2-135M-Instruct-Q4_1", "object": "model", "created": 1796311920,
+            "owned_by": "sglang", "root": "SmolLM2-135M-Instruct-Q4_1", "parent": null,
+            "max_model_len": 4096
+        }]});
+        let info = server_info_from(&models, None).unwrap();
+        assert_eq!(info.model_id, "SmolLM2-135M-Instruct-Q4_1");
+        assert_eq!(info.context_window, Some(4096));
+        assert_eq!(info.build, None);
+        assert!(!info.llama_cpp);
+        let server_info = json!({
+            "model_path": "/root/.cache/infergate/models/SmolLM2-135M-Instruct-hf-b179c952-1d72e9a3",
+            "context_length": 4096, "device": "cpu", "dtype": "float32",
+            "attention_backend": "torch_native", "max_total_tokens": 32768,
+            "served_model_name": "SmolLM2-135M-Instruct-Q4_1", "version": "0.5.23"
+        });
+        assert_eq!(BUILD_PATHS, ["/version", "/get_server_info"]);
+        assert_eq!(build_of(&server_info).as_deref(), Some("0.5.23"));
+        assert_eq!(
+            build_of(&json!({"version": "0.32.0"})).as_deref(),
+            Some("0.32.0")
+        );
+        assert_eq!(build_of(&json!({"version": ""})), None);
+        assert_eq!(build_of(&json!({"detail": "Not Found"})), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! and say to run `scripts/setup-engine.sh`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod sglang;
 pub mod vllm;
 
 use std::collections::BTreeMap;

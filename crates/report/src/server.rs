@@ -356,7 +356,12 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("vllm", "vllm:num_preemptions_total", "preemptions"),
     ("sglang", "sglang:time_to_first_token_seconds", "TTFT (s)"),
     ("sglang", "sglang:inter_token_latency_seconds", "ITL (s)"),
-    ("sglang", "sglang:time_per_output_token_seconds", "TPOT (s)"),
+    (
+        "sglang",
+        "sglang:request_time_per_output_token_seconds",
+        "TPOT per request (s)",
+    ),
+    ("sglang", "sglang:queue_time_seconds", "queue time (s)"),
     (
         "sglang",
         "sglang:e2e_request_latency_seconds",
@@ -421,6 +426,9 @@ const CHECKS: &[(&str, &str, Quantity)] = &[
     ("vllm", "vllm:prompt_tokens_total", Quantity::Prompt),
     ("vllm", "vllm:prompt_tokens_cached_total", Quantity::Cached),
     ("vllm", "vllm:generation_tokens_total", Quantity::Completion),
+    // SGLang counts every prompt token, cached or not, and each request's
+    // tokens when it finishes. Its cached tokens have no per-request
+    // counter (ENGINE_NOTES): not compared.
     ("sglang", "sglang:prompt_tokens_total", Quantity::Prompt),
     (
         "sglang",
@@ -428,6 +436,12 @@ const CHECKS: &[(&str, &str, Quantity)] = &[
         Quantity::Completion,
     ),
 ];
+
+/// Per engine: what its check leaves out, and why (a note on every check).
+const ENGINE_NOTES: &[(&str, &str)] = &[(
+    "sglang",
+    "cached prompt tokens not compared: SGLang has no per-request counter of them (sglang:realtime_tokens_total{mode=\"prefill_cache\"} counts each prefill batch's hits again when a request is retracted, sglang:prefill_effective_tokens_total is updated on each log interval); usage.prompt_tokens_details.cached_tokens names them per request",
+)];
 
 #[derive(Debug, Clone, Copy)]
 enum Quantity {
@@ -767,6 +781,12 @@ pub fn check_counters(
     if lines.is_empty() && notes.is_empty() {
         return None;
     }
+    notes.extend(
+        ENGINE_NOTES
+            .iter()
+            .filter(|(e, _)| *e == engine)
+            .map(|(_, note)| note.to_string()),
+    );
     if client.missing_usage > 0 {
         notes.push(format!(
             "{} requests had no usage: the client's sums lack them",
@@ -983,6 +1003,168 @@ mod tests {
         // Beyond the last finite bound: that bound, as Prometheus does.
         assert_eq!(quantile(&b, 0.99), Some(2.0));
         assert_eq!(quantile(&[[1.0, 0.0]], 0.5), None);
+    }
+
+    /// Two real scrapes of SGLang 0.5.23 (engine/sglang-serve.sh), an
+    /// excerpt: the check's and the known metrics' names are SGLang's own.
+    const SGLANG_BEFORE: &str = r#"# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{engine_type="unified",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.0
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 0.9631990308844252
+sglang:time_to_first_token_seconds_count{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 1.0
+# TYPE sglang:request_time_per_output_token_seconds histogram
+sglang:request_time_per_output_token_seconds_sum{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 0.278823784445454
+sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 1.0
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 6.0
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 8.0
+# TYPE sglang:realtime_tokens_total counter
+sglang:realtime_tokens_total{engine_type="unified",mode="prefill_compute",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 9.0
+sglang:realtime_tokens_total{engine_type="unified",mode="decode",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 7.0
+"#;
+    const SGLANG_AFTER: &str = r#"# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{engine_type="unified",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.0
+# TYPE sglang:time_to_first_token_seconds histogram
+sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 6.058974169027351
+sglang:time_to_first_token_seconds_count{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 7.0
+sglang:time_to_first_token_seconds_sum{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 0.9688945540037821
+sglang:time_to_first_token_seconds_count{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 1.0
+# TYPE sglang:request_time_per_output_token_seconds histogram
+sglang:request_time_per_output_token_seconds_sum{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 3.5383439557261935
+sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 7.0
+sglang:request_time_per_output_token_seconds_sum{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 0.4150152271426383
+sglang:request_time_per_output_token_seconds_count{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 1.0
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 233.0
+sglang:prompt_tokens_total{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 38.0
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{engine_type="unified",is_streaming="false",model_name="SmolLM2-135M-Instruct-Q4_1"} 188.0
+sglang:generation_tokens_total{engine_type="unified",is_streaming="true",model_name="SmolLM2-135M-Instruct-Q4_1"} 8.0
+# TYPE sglang:realtime_tokens_total counter
+sglang:realtime_tokens_total{engine_type="unified",mode="prefill_compute",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 106.0
+sglang:realtime_tokens_total{engine_type="unified",mode="decode",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 188.0
+sglang:realtime_tokens_total{engine_type="unified",mode="prefill_cache",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"} 168.0
+"#;
+
+    /// The exposition's samples, by a line split (this crate has no
+    /// Prometheus parser; the main crate's is tested against real servers).
+    fn exposition(t: f64, text: &str) -> Scrape {
+        let mut kinds = BTreeMap::new();
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                let kind = match kind {
+                    "counter" => Kind::Counter,
+                    "gauge" => Kind::Gauge,
+                    "histogram" => Kind::Histogram,
+                    k => panic!("{k}"),
+                };
+                kinds.insert(name.to_string(), kind);
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let (name, labels) = series.split_once('{').unwrap();
+            let labels = labels
+                .trim_end_matches('}')
+                .split(',')
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    (k.to_string(), v.trim_matches('"').to_string())
+                })
+                .collect();
+            let family = ["_sum", "_count", "_bucket"]
+                .iter()
+                .find_map(|x| name.strip_suffix(x).filter(|b| kinds.contains_key(*b)))
+                .unwrap_or(name);
+            samples.push(MetricSample {
+                name: name.to_string(),
+                labels,
+                kind: kinds[family],
+                value: value.parse().unwrap(),
+            });
+        }
+        scrape(t, samples)
+    }
+
+    #[test]
+    fn sglang_is_checked_and_read_by_its_own_metric_names() {
+        let w = Window {
+            scrapes: vec![
+                exposition(0.0, SGLANG_BEFORE),
+                exposition(1000.0, SGLANG_AFTER),
+            ],
+        };
+        // 233 + 38 − 6 prompt tokens and 188 + 8 − 8 generated in the window;
+        // the client's usage says 9 cached (usage only: not compared).
+        let m = summarize("target", "u", &[(w, totals(8, 265, 9, 188))], 0);
+        assert_eq!(m.engine.as_deref(), Some("sglang"));
+        let check = m.check.expect("an SGLang check");
+        assert!(check.agrees, "{check:?}");
+        let lines: Vec<(&str, f64)> = check
+            .lines
+            .iter()
+            .map(|l| (l.server_metric.as_str(), l.server))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("sglang:prompt_tokens_total", 265.0),
+                ("sglang:generation_tokens_total", 188.0)
+            ]
+        );
+        assert_eq!(check.notes.len(), 1, "{:?}", check.notes);
+        assert!(
+            check.notes[0].starts_with("cached prompt tokens not compared")
+                && check.notes[0].contains("cached_tokens names them per request"),
+            "{:?}",
+            check.notes
+        );
+        // Every known SGLang metric this excerpt serves is found, by family.
+        let mut known: Vec<&str> = m
+            .known
+            .iter()
+            .map(|k| k.key.split('{').next().unwrap())
+            .collect();
+        known.dedup();
+        assert_eq!(
+            known,
+            [
+                "sglang:time_to_first_token_seconds",
+                "sglang:request_time_per_output_token_seconds",
+                "sglang:num_queue_reqs",
+                "sglang:prompt_tokens_total",
+                "sglang:generation_tokens_total",
+            ]
+        );
+        let tpot = m
+            .known
+            .iter()
+            .find(|k| k.key.contains(r#"request_time_per_output_token_seconds{engine_type="unified",is_streaming="false""#))
+            .unwrap();
+        assert_eq!(tpot.count, Some(6.0));
+        // Every KNOWN and CHECKS name of SGLang is a family SGLang 0.5.23
+        // serves (/work/sglang-attempt/metric_types.txt, 81 families).
+        let served = [
+            "sglang:time_to_first_token_seconds",
+            "sglang:inter_token_latency_seconds",
+            "sglang:request_time_per_output_token_seconds",
+            "sglang:e2e_request_latency_seconds",
+            "sglang:queue_time_seconds",
+            "sglang:num_running_reqs",
+            "sglang:num_queue_reqs",
+            "sglang:token_usage",
+            "sglang:cache_hit_rate",
+            "sglang:prompt_tokens_total",
+            "sglang:generation_tokens_total",
+        ];
+        for (_, name, _) in KNOWN.iter().filter(|(e, _, _)| *e == "sglang") {
+            assert!(served.contains(name), "{name} is not an SGLang metric");
+        }
+        for (_, name, _) in CHECKS.iter().filter(|(e, _, _)| *e == "sglang") {
+            assert!(served.contains(name), "{name} is not an SGLang metric");
+        }
     }
 
     #[test]

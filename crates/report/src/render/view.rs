@@ -625,7 +625,8 @@ fn queued(metrics: &[ServerMetrics]) -> Option<(String, f64)> {
     let gauges: Vec<(String, f64)> = metrics
         .iter()
         .flat_map(|m| &m.known)
-        .filter(|k| QUEUE_GAUGES.contains(&k.key.as_str()))
+        // By family: vLLM's and SGLang's series carry labels (model, engine).
+        .filter(|k| QUEUE_GAUGES.contains(&k.key.split('{').next().unwrap_or(&k.key)))
         .map(|k| (k.key.clone(), k.max.unwrap_or(k.value)))
         .collect();
     gauges
@@ -1420,6 +1421,17 @@ mod tests {
             json!({"endpoint": "target", "url": "u", "windows": 1, "scrapes": 1, "window_s": 1.0}),
         );
         assert!(bare.server_lines()[0].contains("no queue gauge read"));
+        // SGLang's (and vLLM's) queue gauge carries labels: found by its family.
+        let key = r#"sglang:num_queue_reqs{engine_type="unified",model_name="SmolLM2-135M-Instruct-Q4_1",moe_ep_rank="0",pp_rank="0",tp_rank="0"}"#;
+        let mut sglang = endpoint(true, 1.0);
+        sglang["engine"] = json!("sglang");
+        sglang["known"][0]["key"] = json!(key);
+        let line = &cell(sglang, endpoint(true, 0.0)).server_lines()[0];
+        assert!(
+            line.contains("queueing + client overhead")
+                && line.contains(&format!("{key} reached 1")),
+            "{line}"
+        );
     }
 
     /// A report decided by evidence where the seed's point gate failed: the
