@@ -226,7 +226,10 @@ fn slo_in_the_runs_the_report_and_every_renderer(
     let found = report::verify(&value);
     assert!(found.is_empty(), "the report verifies: {found:?}");
     for (name, text) in [
-        ("terminal", report::render::terminal(&value, verbose(false))),
+        (
+            "terminal",
+            report::render::terminal(&value, report::TerminalOptions::verbose(false)),
+        ),
         ("markdown", report::render::markdown(&value)),
         ("html", report::render::html(&value)),
     ] {
@@ -309,12 +312,4 @@ fn an_open_loop_rate_sweep_reports_the_highest_rate_holding_its_slo() {
         stdout.contains("highest rate holding 90% attainment: 1 req/s (with 95% confidence: none)"),
         "{stdout}"
     );
-}
-
-/// The terminal report with every line, server detail included.
-fn verbose(color: bool) -> report::TerminalOptions {
-    report::TerminalOptions {
-        color,
-        verbose: true,
-    }
 }

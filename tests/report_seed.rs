@@ -202,7 +202,7 @@ fn hostile_strings_cannot_drive_the_terminal() {
     assert_ne!(hostile, text);
     v = serde_json::from_str(&hostile).unwrap();
     for color in [false, true] {
-        let t = report::terminal(&v, verbose(color));
+        let t = report::terminal(&v, report::TerminalOptions::verbose(color));
         assert!(!t.contains("\x1b[2J") && !t.contains('\r') && !t.contains('\u{202e}'));
         assert!(
             t.contains("cap\\u{001b}[2J\\u{000d}\\u{202e}acity-4k"),
@@ -213,7 +213,7 @@ fn hostile_strings_cannot_drive_the_terminal() {
 
 #[test]
 fn seed_renders_in_the_terminal() {
-    let t = report::terminal(&seed(), verbose(false));
+    let t = report::terminal(&seed(), report::TerminalOptions::verbose(false));
     for needle in [
         "capacity-4k",
         "capacity-120k",
@@ -233,7 +233,7 @@ fn seed_renders_in_the_terminal() {
         assert!(t.contains(needle), "missing {needle:?} in\n{t}");
     }
     assert!(!t.contains('\x1b'), "no ANSI without color");
-    assert!(report::terminal(&seed(), verbose(true)).contains("\x1b[32m"));
+    assert!(report::terminal(&seed(), report::TerminalOptions::verbose(true)).contains("\x1b[32m"));
     // Columns line up: the rows of one cell's table end their delta in the same column.
     let rows: Vec<&str> = t
         .lines()
@@ -276,12 +276,4 @@ fn seed_renders_as_html() {
     }
     assert_eq!(h.matches("<table").count(), h.matches("</table>").count());
     assert_eq!(h.matches("<svg").count(), h.matches("</svg>").count());
-}
-
-/// The terminal report with every line, server detail included.
-fn verbose(color: bool) -> report::TerminalOptions {
-    report::TerminalOptions {
-        color,
-        verbose: true,
-    }
 }

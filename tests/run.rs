@@ -314,22 +314,6 @@ async fn own_engine(metrics: bool) -> infergate::driver::engine::RunningEngine {
         .expect("reference engine")
 }
 
-/// A `llamacpp:` counter as the server prints it, read by this test itself
-/// (a second client and a second parser: a line split, not the crate).
-async fn counter(base: &str, name: &str) -> f64 {
-    let text = support::http()
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
-}
-
 const TWO_CELLS: &str = r#"
 name = "scrape-test"
 [[cell]]
@@ -425,7 +409,7 @@ async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
         .value;
     assert_eq!(
         parsed,
-        counter(&engine.base_url, "llamacpp:tokens_predicted_total").await
+        support::served_total(&engine.base_url, "llamacpp:tokens_predicted_total").await
     );
 
     // An interleaved qualification's later blocks reuse the first block's
@@ -448,9 +432,9 @@ async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
     };
     runner::run(&block(0)).await.expect("first block");
     assert!(blocks.join(runner::SIZING_FILE).is_file());
-    let before = counter(&engine.base_url, "llamacpp:prompt_tokens_total").await;
+    let before = support::served_total(&engine.base_url, "llamacpp:prompt_tokens_total").await;
     runner::run(&block(2)).await.expect("second block");
-    let after = counter(&engine.base_url, "llamacpp:prompt_tokens_total").await;
+    let after = support::served_total(&engine.base_url, "llamacpp:prompt_tokens_total").await;
     let second: u64 = journal::read(&blocks.join(runner::JOURNAL_FILE))
         .unwrap()
         .iter()

@@ -56,33 +56,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// The server's `/metrics` text, read by this test itself: a second client
-/// and a second parser (a line split, not the crate), summed over label sets.
-async fn served_total(base: &str, name: &str) -> f64 {
-    let text = support::http()
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let values: Vec<f64> = text
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect();
-    assert!(!values.is_empty(), "{name} not in /metrics");
-    values.iter().sum()
-}
-
-fn sum_over_labels(m: &std::collections::BTreeMap<String, f64>, name: &str) -> f64 {
-    m.iter()
-        .filter(|(k, _)| k.split('{').next() == Some(name))
-        .map(|(_, v)| v)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "SGLang lane: INFERGATE_TEST_SGLANG=1 scripts/test.sh runs it (install ~4.5 min, 6.9 GB)"]
 async fn cells_on_sglang_are_sized_by_its_tokenizer_and_agree_with_its_counters() {
@@ -153,7 +126,7 @@ async fn cells_on_sglang_are_sized_by_its_tokenizer_and_agree_with_its_counters(
             .iter()
             .map(|r| r.capture.completion_tokens.unwrap())
             .sum();
-        let delta = |name: &str| sum_over_labels(&m.counters, name);
+        let delta = |name: &str| support::sum_over_labels(&m.counters, name);
         assert_eq!(delta("sglang:prompt_tokens_total"), prompt as f64);
         assert_eq!(delta("sglang:generation_tokens_total"), generated as f64);
         let check = m.check.as_ref().expect("a counter check");
@@ -221,7 +194,7 @@ async fn cells_on_sglang_are_sized_by_its_tokenizer_and_agree_with_its_counters(
         .sum();
     assert_eq!(
         parsed,
-        served_total(&server.base_url, "sglang:generation_tokens_total").await
+        support::served_total(&server.base_url, "sglang:generation_tokens_total").await
     );
 
     // A cell beyond SGLang's context length is refused before any request.

@@ -793,14 +793,17 @@ fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
         md.lines().next().unwrap().contains("VERIFICATION FAILED"),
         "{md}"
     );
-    let term = report::terminal(&v, verbose(false));
+    let term = report::terminal(&v, report::TerminalOptions::verbose(false));
     let head: Vec<&str> = term.lines().take(2).collect();
     assert!(head[1].contains("VERIFICATION FAILED"), "{head:?}");
     // The untouched report keeps its qualification as the heading.
     let clean = report();
     let q = clean["qualification"].as_str().unwrap().to_string();
     assert!(report::html(&clean).contains(&format!("<h1>Runtime comparison: {q}</h1>")));
-    assert!(!report::terminal(&clean, verbose(false)).contains("VERIFICATION FAILED"));
+    assert!(
+        !report::terminal(&clean, report::TerminalOptions::verbose(false))
+            .contains("VERIFICATION FAILED")
+    );
 }
 
 // ------------------------------------- cross-runtime reference pairs ----
@@ -899,7 +902,7 @@ fn reference_pairs_are_classified_and_the_policy_decides_which_fail() {
         (&json!(1), &json!(1))
     );
     // One line per divergence in the terminal, with both tokens and the gaps.
-    let t = report::terminal(&v, verbose(false));
+    let t = report::terminal(&v, report::TerminalOptions::verbose(false));
     assert!(
         t.contains("✗ hard ref repeat 0 request 1 at token 1: baseline \" dog\" -0.100 vs candidate \" cat\" -0.200; gaps 3.000 / 1.800 nats"),
         "{t}"
@@ -1035,7 +1038,7 @@ fn the_quality_gate_is_in_the_report_and_recomputed() {
             .unwrap()
             .contains("gating quality part")
     );
-    let text = report::terminal(&v, verbose(false));
+    let text = report::terminal(&v, report::TerminalOptions::verbose(false));
     assert!(text.contains("task tasks: accuracy 60/100"), "{text}");
 }
 
@@ -1069,12 +1072,4 @@ fn a_failed_quality_gate_fails_the_qualification_and_verifies() {
     assert_eq!(v["gates"]["qualified"], json!(false));
     let p = paths(v, |v| v["qualification"] = json!("fail: performance gate"));
     names(&p, "qualification");
-}
-
-/// The terminal report with every line, server detail included.
-fn verbose(color: bool) -> report::TerminalOptions {
-    report::TerminalOptions {
-        color,
-        verbose: true,
-    }
 }

@@ -8,6 +8,7 @@
 //! and say to run `scripts/setup-engine.sh`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod served;
 pub mod sglang;
 pub mod vllm;
 
@@ -241,4 +242,31 @@ pub fn assert_eligible_but_one_read(
         "{:?} is not {expected:?}",
         cell.ineligible_reasons[0]
     );
+}
+
+/// The server's `/metrics` text, read by this test itself: a second client
+/// and a second parser (a line split, not the crate), summed over label sets.
+pub async fn served_total(base: &str, name: &str) -> f64 {
+    let text = http()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let values: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+        .collect();
+    assert!(!values.is_empty(), "{name} not in /metrics");
+    values.iter().sum()
+}
+
+pub fn sum_over_labels(m: &std::collections::BTreeMap<String, f64>, name: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.split('{').next() == Some(name))
+        .map(|(_, v)| v)
+        .sum()
 }

@@ -72,9 +72,8 @@ fn deciding_gates(v: &Value) -> Vec<String> {
     let Some(gates) = v["gates"].as_object() else {
         return Vec::new();
     };
-    let evidence_decides =
-        v["statistics"]["gate_decides"] == "evidence" && gates.contains_key("performance_evidence");
-    let non_inferior = v["turnover_gate"]["mode"] == "non_inferior";
+    let evidence_decides = super::view::evidence_decides(v);
+    let non_inferior = super::view::non_inferior_turnover(v);
     gates
         .iter()
         .filter(|(_, g)| g.is_object())

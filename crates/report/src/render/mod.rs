@@ -46,6 +46,16 @@ pub struct TerminalOptions {
     pub verbose: bool,
 }
 
+impl TerminalOptions {
+    /// Every line, server detail included.
+    pub fn verbose(color: bool) -> TerminalOptions {
+        TerminalOptions {
+            color,
+            verbose: true,
+        }
+    }
+}
+
 /// Aligned tables per cell, the turnover table and the gate summary.
 pub fn terminal<R: ReportSource + ?Sized>(report: &R, opts: TerminalOptions) -> String {
     // A report is untrusted text: its strings must not drive the terminal.

@@ -32,8 +32,6 @@ pub struct View {
     pub cells: Vec<CellView>,
     pub performance_gate_passed: Option<bool>,
     pub strict_turnover_gate_passed: Option<bool>,
-    /// (mode, passed) of the policy's turnover gate, when the report says.
-    pub turnover_gate: Option<(String, bool)>,
     pub qualification: Option<String>,
     pub promotion: Option<String>,
     pub human_decision: Option<String>,
@@ -44,9 +42,10 @@ pub struct View {
     pub turnover_computed: bool,
     pub gates: Option<Gates>,
     pub statistics: Option<Statistics>,
-    /// `statistics.gate_decides`, read on its own: a report whose
-    /// statistics block does not parse still says which gate decides.
-    pub gate_decides: Option<String>,
+    /// [`evidence_decides`] of the report as read.
+    pub decides_by_evidence: bool,
+    /// [`non_inferior_turnover`] of the report as read.
+    pub non_inferior: bool,
     pub decision: Option<Decision>,
     pub provenance: Option<ProvenancePair>,
     pub warnings: Vec<String>,
@@ -158,6 +157,10 @@ impl CellView {
     /// Each side's client-minus-server overhead, then what each metrics
     /// endpoint said, in words; empty when the server said nothing.
     pub fn server_lines(&self) -> Vec<String> {
+        self.server_entries().into_iter().map(|l| l.text).collect()
+    }
+
+    fn server_entries(&self) -> Vec<ServerLine> {
         let mut out = self.timing_lines();
         for (side, all) in [
             ("baseline", &self.baseline_metrics),
@@ -170,7 +173,7 @@ impl CellView {
         out
     }
 
-    fn timing_lines(&self) -> Vec<String> {
+    fn timing_lines(&self) -> Vec<ServerLine> {
         let summary = |s: &Option<crate::stats::Summary>| {
             s.as_ref().map_or("—".to_string(), |s| {
                 format!("p50 {:.1} ms [{:.1}, {:.1}]", s.p50, s.min, s.max)
@@ -202,12 +205,15 @@ impl CellView {
                 ),
                 None => "client overhead, or queueing (no queue gauge read to tell): client TTFT − server prompt time".to_string(),
             };
-            Some(format!(
-                "server timings, {side} ({} requests): {what} {}; client e2e − server time {}{error}",
-                t.requests,
-                summary(&t.ttft_overhead_ms),
-                summary(&t.e2e_overhead_ms)
-            ))
+            Some(ServerLine {
+                text: format!(
+                    "server timings, {side} ({} requests): {what} {}; client e2e − server time {}{error}",
+                    t.requests,
+                    summary(&t.ttft_overhead_ms),
+                    summary(&t.e2e_overhead_ms)
+                ),
+                alarm: t.client_below_server > 0,
+            })
         })
         .collect()
     }
@@ -217,11 +223,12 @@ impl CellView {
     /// with the journal, a measurement error, an endpoint not read); `where_`
     /// says where the rest is ("with --verbose", "below").
     pub fn server_summary_lines(&self, where_: &str) -> Vec<String> {
-        let all = self.server_lines();
-        let alarming = |l: &String| {
-            l.contains("DISAGREE") || l.contains("MEASUREMENT ERROR") || l.contains("not read:")
-        };
-        let mut out: Vec<String> = all.iter().filter(|l| alarming(l)).cloned().collect();
+        let all = self.server_entries();
+        let mut out: Vec<String> = all
+            .iter()
+            .filter(|l| l.alarm)
+            .map(|l| l.text.clone())
+            .collect();
         let agreeing: Vec<&str> = [
             ("baseline", &self.baseline_metrics),
             ("candidate", &self.candidate_metrics),
@@ -253,6 +260,7 @@ impl CellView {
         }
         out
     }
+
     /// The cell's SLO attainment in words, one line per fact; empty without SLOs.
     pub fn slo_lines(&self) -> Vec<String> {
         let Some(slo) = &self.slo else {
@@ -410,6 +418,23 @@ pub struct EvidenceView {
     pub design: Option<String>,
 }
 
+/// Whether a report's performance gate is decided by evidence (its
+/// `statistics.gate_decides` says so and it has the evidence gate), read
+/// from the JSON as is: the renderers and the JUnit export share this rule.
+pub(super) fn evidence_decides(root: &Value) -> bool {
+    root.pointer("/statistics/gate_decides")
+        .and_then(Value::as_str)
+        == Some("evidence")
+        && root
+            .pointer("/gates/performance_evidence")
+            .is_some_and(Value::is_object)
+}
+
+/// Whether the policy's turnover gate is the non-inferior one (else strict).
+pub(super) fn non_inferior_turnover(root: &Value) -> bool {
+    root.pointer("/turnover_gate/mode").and_then(Value::as_str) == Some("non_inferior")
+}
+
 /// One row of the gate table.
 pub struct GateRow {
     pub name: &'static str,
@@ -498,10 +523,7 @@ impl View {
             }
         }
         // The policy's turnover gate, as `failed_parts` names it.
-        let policy_gate = match self.turnover_gate.as_ref().map(|(m, _)| m.as_str()) {
-            Some("non_inferior") => "non-inferior turnover",
-            _ => "strict turnover",
-        };
+        let policy_gate = self.policy_turnover_gate();
         let turnover: Vec<(String, String, String)> = self
             .failed_parts()
             .into_iter()
@@ -636,12 +658,28 @@ fn queued(metrics: &[ServerMetrics]) -> Option<(String, f64)> {
         .cloned()
 }
 
-fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<String> {
+/// One line of a cell's server detail; `alarm` when it reports a check
+/// that failed (never folded away).
+struct ServerLine {
+    text: String,
+    alarm: bool,
+}
+
+impl ServerLine {
+    fn fact(text: String) -> ServerLine {
+        ServerLine { text, alarm: false }
+    }
+}
+
+fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<ServerLine> {
     let head = format!("server metrics, {side} ({}", m.endpoint);
     if let Some(why) = &m.unavailable {
-        return vec![format!("{head}): not read: {why}")];
+        return vec![ServerLine {
+            text: format!("{head}): not read: {why}"),
+            alarm: true,
+        }];
     }
-    let mut out = vec![format!(
+    let mut out = vec![ServerLine::fact(format!(
         "{head}, {}): {} window(s), {} scrapes over {:.1} s{}",
         m.engine.as_deref().unwrap_or("engine not recognized"),
         m.windows,
@@ -655,7 +693,7 @@ fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<String> {
         } else {
             String::new()
         }
-    )];
+    ))];
     if let Some(c) = &m.check {
         let lines: Vec<String> = c
             .lines
@@ -686,11 +724,17 @@ fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<String> {
         if !c.notes.is_empty() {
             s.push_str(&format!(" ({})", c.notes.join("; ")));
         }
-        out.push(s);
+        out.push(ServerLine {
+            text: s,
+            alarm: !c.lines.is_empty() && !c.agrees,
+        });
     }
     if !m.known.is_empty() {
         let known: Vec<String> = m.known.iter().map(|k| k.text()).collect();
-        out.push(format!("server, {side}: {}", known.join("; ")));
+        out.push(ServerLine::fact(format!(
+            "server, {side}: {}",
+            known.join("; ")
+        )));
     }
     out
 }
@@ -936,9 +980,6 @@ impl View {
             cells,
             performance_gate_passed: b(root.get("performance_gate_passed")),
             strict_turnover_gate_passed: b(root.get("strict_turnover_gate_passed")),
-            turnover_gate: root
-                .get("turnover_gate")
-                .and_then(|g| Some((s(g.get("mode"))?, b(g.get("passed"))?))),
             qualification: s(root.get("qualification")),
             promotion: s(root.get("promotion")),
             human_decision: s(root.get("human_decision")),
@@ -946,7 +987,8 @@ impl View {
             turnover,
             turnover_computed,
             gates: typed(root.get("gates")),
-            gate_decides: s(root.pointer("/statistics/gate_decides")),
+            decides_by_evidence: evidence_decides(root),
+            non_inferior: non_inferior_turnover(root),
             statistics: typed(root.get("statistics")),
             decision: typed(root.get("decision")),
             provenance: typed(root.get("provenance")),
@@ -1227,14 +1269,7 @@ impl View {
     /// Whether the evidence gate decides performance: then the seed's
     /// point-delta gate is a flag beside it, never a second verdict.
     pub fn evidence_decides(&self) -> bool {
-        self.gate_decides.as_deref() == Some("evidence") && self.evidence().is_some()
-    }
-
-    /// The policy's turnover gate: "strict" unless the report says otherwise.
-    fn turnover_mode(&self) -> &str {
-        self.turnover_gate
-            .as_ref()
-            .map_or("strict", |(m, _)| m.as_str())
+        self.decides_by_evidence && self.evidence().is_some()
     }
 
     /// Every gate the report holds, in one order for all renderers: the
@@ -1262,7 +1297,7 @@ impl View {
         let strict = word(self.strict_turnover_gate_passed);
         let ni = word(Some(self.non_inferior_gate().passed));
         let alpha = format!("alpha {}", self.turnover.alpha);
-        if self.turnover_mode() == "non_inferior" {
+        if self.non_inferior {
             rows.push(GateRow::beside(
                 "strict turnover",
                 strict,
@@ -1287,15 +1322,20 @@ impl View {
         rows
     }
 
+    /// The policy's turnover gate, as [`Self::failed_parts`] names it.
+    fn policy_turnover_gate(&self) -> &'static str {
+        if self.non_inferior {
+            "non-inferior turnover"
+        } else {
+            "strict turnover"
+        }
+    }
+
     /// [`Self::failed_parts`] of the gates that decide: what a reader must
     /// act on. The evidence gate's own parts are listed with the evidence.
     pub fn deciding_failed_parts(&self) -> Vec<(String, String, String)> {
         let skip_performance = self.evidence_decides();
-        let policy_turnover = if self.turnover_mode() == "non_inferior" {
-            "non-inferior turnover"
-        } else {
-            "strict turnover"
-        };
+        let policy_turnover = self.policy_turnover_gate();
         self.failed_parts()
             .into_iter()
             .filter(|(gate, _, _)| match gate.as_str() {
