@@ -129,9 +129,12 @@ r = json.load(open(sys.argv[1]))
 cells = r["cells"]
 ttft = cells.get("c1-256", {}).get("metrics", {}).get("ttft_p50_ms", {})
 req = max(c.get("candidate_requests", 0) for c in cells.values())
+# What the verdict cost against the known-variance oracle on the trial's own data.
+g = (r.get("gates") or {}).get("performance_evidence") or {}
 print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], r.get("performance_outcome", "?"),
                  str(ttft.get("baseline", "")), str(ttft.get("delta_percent", "")),
-                 str(req), sys.argv[5]]))
+                 str(req), sys.argv[5], str(g.get("requests_per_side", "")),
+                 str(g.get("oracle_requests_per_side", ""))]))
 PY
     say "trial $id: $(tail -1 "$results" | cut -f4) (ttft delta $(tail -1 "$results" | cut -f6)%)"
     [[ -n "${RESULTS_TSV:-}" ]] && tail -1 "$results" >>"$RESULTS_TSV"
@@ -177,12 +180,26 @@ lines = [
     "`suites/gate-calibration.toml` (one c=1 cell, 16 requests = 4 blocks of 4),",
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
     f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
-    "round of one A B B A pair of blocks (alpha spent by O'Brien-Fleming over the looks;",
+    "round of one A B B A pair of blocks (alpha spent by O'Brien-Fleming at each look's share of the budget;",
     "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
+    "The last column is each decided trial's cost from its report",
+    "(`gates.performance_evidence.requests_per_side` against",
+    "`oracle_requests_per_side`: the fixed-n z test that knows the spread, on",
+    "the trial's own per-request data, at 80 % power).",
     "",
-    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) | used / oracle, decided trials (median ratio) |",
+    "|---|---|---|---|---|---|---|---|---|---|",
 ]
+def cost(rs):
+    # Decided trials: the deciding pairs' requests per side against what the
+    # known-variance oracle needs on the same data (the report's figures).
+    pairs = [(int(r[8]), int(r[9])) for r in rs
+             if len(r) > 9 and r[3] in ("pass", "fail") and r[8] and r[9]]
+    if not pairs:
+        return "—"
+    ratios = sorted(u / o for u, o in pairs)
+    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
+    return ", ".join(f"{u}/{o}" for u, o in pairs) + f" ({mid:.1f}×)"
 for (scen, mode), rs in groups.items():
     c = collections.Counter(r[3] for r in rs)
     deltas = [float(r[5]) for r in rs if r[5]]
@@ -190,7 +207,7 @@ for (scen, mode), rs in groups.items():
     mins = [int(r[7]) / 60 for r in rs]
     lines.append(
         f"| {scen} | {mode} | {len(rs)} | {c['pass']} | {c['fail']} | {c['inconclusive']} | "
-        f"{sum(deltas)/max(len(deltas),1):+.1f}% | {sum(reqs)/len(reqs):.0f} | {sum(mins)/len(mins):.1f} |"
+        f"{sum(deltas)/max(len(deltas),1):+.1f}% | {sum(reqs)/len(reqs):.0f} | {sum(mins)/len(mins):.1f} | {cost(rs)} |"
     )
 lines += [
     "",

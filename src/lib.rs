@@ -10,22 +10,24 @@
 //!    a run artifact; turnover (churn and canary checks) is measured here too.
 //! 4. [`report`] (the `infergate-report` crate): artifacts in; compare, gate,
 //!    verify and render the `runtime-profile-comparison/v1` report.
-//! 5. [`qualify`]: the whole qualification as named steps over the above,
-//!    then the decision ledger, restore and readmission.
-//! 6. [`audit`]: `verify --runs`, a report made again from the journals and
-//!    run artifacts it came from.
+//! 5. [`qualify`]: the whole qualification as named steps over the above.
+//! 6. [`decision`]: the stages after the report: the human's decision, the
+//!    ledger every step is recorded in, restore and readmission, status.
+//! 7. [`verify_runs`]: `verify --runs`, a report made again from the
+//!    journals and run artifacts it came from.
 //!
 //! [`util`] holds the few helpers every stage shares; [`stats`] and
 //! [`artifact`] are re-exported from the report crate, where they live.
 
-pub mod audit;
 pub mod config;
+pub mod decision;
 pub mod driver;
 pub mod measure;
 pub mod qualify;
 pub mod util;
+pub mod verify_runs;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use infergate_report::{self as report, artifact, atomic, server, slo, stats};
+pub use infergate_report::{self as report, artifact, atomic, server_metrics, slo, stats};

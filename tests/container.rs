@@ -12,11 +12,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use infergate::config::plan::ContainerDriver;
+use infergate::decision::decide;
+use infergate::decision::lifecycle::{self, Handle};
+use infergate::decision::status;
 use infergate::driver::container::{self, Docker};
 use infergate::driver::engine::{self, EngineInstall};
-use infergate::qualify::decide;
-use infergate::qualify::lifecycle::{self, Handle};
-use infergate::qualify::status;
 use infergate::qualify::{self, Verdict};
 use infergate::report::DecisionAction;
 use qualify_support::*;

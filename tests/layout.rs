@@ -500,6 +500,40 @@ fn stats_is_a_leaf_and_util_imports_nothing() {
     );
 }
 
+/// The stages after the report (`decision/`: decide, ledger, restore,
+/// readmit, status) sit below the pipeline that runs them: `qualify`
+/// imports them, they never import `qualify`, so the folder tree shows the
+/// flow (report → decision → restore/readmit).
+#[test]
+fn the_stages_after_the_report_do_not_import_the_pipeline() {
+    let main = main_crate();
+    let g = main.graph();
+    let decision: Vec<_> = g
+        .iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("decision"))
+        .collect();
+    assert!(decision.len() >= 6, "{} decision files", decision.len());
+    for (m, deps) in decision {
+        for d in deps {
+            assert_ne!(
+                d.first().map(String::as_str),
+                Some("qualify"),
+                "{} imports {}",
+                name(m),
+                name(d)
+            );
+        }
+    }
+    // And qualify does use them (the rule is not vacuous).
+    assert!(
+        g.iter()
+            .filter(|(m, _)| m.first().map(String::as_str) == Some("qualify"))
+            .any(|(_, deps)| deps
+                .iter()
+                .any(|d| d.first().map(String::as_str) == Some("decision")))
+    );
+}
+
 #[test]
 fn the_report_crate_knows_nothing_of_the_main_crate() {
     let manifest = std::fs::read_to_string(root().join("crates/report/Cargo.toml")).unwrap();

@@ -8,10 +8,10 @@ mod support;
 use std::time::Duration;
 
 use infergate::artifact::Schedule;
-use infergate::qualify::decide;
-use infergate::qualify::ledger::Ledger;
-use infergate::qualify::lifecycle::{self, Handle};
-use infergate::qualify::status;
+use infergate::decision::decide;
+use infergate::decision::ledger::Ledger;
+use infergate::decision::lifecycle::{self, Handle};
+use infergate::decision::status;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
 use qualify_support::*;
@@ -117,15 +117,15 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
             .map(|n| qualify::pass_dir(&o.out_dir, label, n))
             .collect()
     };
-    let dirs = infergate::audit::RunDirs {
+    let dirs = infergate::verify_runs::RunDirs {
         baseline: pass("baseline"),
         candidate: pass("candidate"),
         suite: Some(env.dir.path().join("suite.toml")),
     };
-    let checked = infergate::audit::verify_runs(&v, &dirs);
+    let checked = infergate::verify_runs::verify_runs(&v, &dirs);
     assert!(checked.is_clean(), "{:#?}", checked.disagreements);
     // The directory alone names the same runs (`infergate verify DIR`).
-    let (report_file, found) = infergate::audit::qualification_dirs(&o.out_dir).unwrap();
+    let (report_file, found) = infergate::verify_runs::qualification_dirs(&o.out_dir).unwrap();
     assert_eq!(report_file, report_path);
     assert_eq!(
         (&found.baseline, &found.candidate),
@@ -133,7 +133,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     );
     let journal = dirs.baseline[1].join(infergate::measure::runner::JOURNAL_FILE);
     let (original, at) = edit_first_ok_record(&journal, "e2e_ms", 2.0);
-    let edited = infergate::audit::verify_runs(&v, &dirs);
+    let edited = infergate::verify_runs::verify_runs(&v, &dirs);
     assert!(
         edited.disagreements.iter().any(|d| d.path == at),
         "{at} not named: {:#?}",
@@ -434,12 +434,12 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
     // verify --runs pools the blocks again from their journal (issue #26):
     // clean as made, and an edited journal line is named by file and line.
     let side = |label: &str| vec![o.out_dir.join(format!("{label}.json"))];
-    let dirs = infergate::audit::RunDirs {
+    let dirs = infergate::verify_runs::RunDirs {
         baseline: side("baseline"),
         candidate: side("candidate"),
         suite: None,
     };
-    let checked = infergate::audit::verify_runs(&v, &dirs);
+    let checked = infergate::verify_runs::verify_runs(&v, &dirs);
     assert!(checked.is_clean(), "{:#?}", checked.disagreements);
     assert!(
         !checked
@@ -451,7 +451,7 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
     );
     let journal = o.out_dir.join("candidate-interleaved/journal.jsonl");
     let (original, at) = edit_first_ok_record(&journal, "ttft_ms", 3.0);
-    let edited = infergate::audit::verify_runs(&v, &dirs);
+    let edited = infergate::verify_runs::verify_runs(&v, &dirs);
     assert!(
         edited.disagreements.iter().any(|d| d.path == at),
         "{at} not named: {:#?}",
@@ -622,6 +622,25 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         (Some(2), Some(2))
     );
     assert_eq!(fw["spending"], "o_brien_fleming");
+    // Each look spends by the share of the rounds the run will have (#31):
+    // the request budget allows 2 (the clock far more), so the first look is
+    // at 1/2, and the last, which the budget ends, at 1 after it, across the
+    // interruption.
+    assert_eq!(
+        (
+            rounds[0]["previous_information_fraction"].as_f64(),
+            rounds[0]["information_fraction"].as_f64()
+        ),
+        (Some(0.0), Some(0.5))
+    );
+    assert_eq!(
+        (
+            fw["previous_information_fraction"].as_f64(),
+            fw["information_fraction"].as_f64()
+        ),
+        (Some(0.5), Some(1.0))
+    );
+    assert_eq!(rounds[1]["information_fraction"].as_f64(), Some(1.0));
     // A cell warms up on each runtime once per process lifetime (two here:
     // before and after the interruption), not before every block; each
     // block says how many warmup requests it ran.

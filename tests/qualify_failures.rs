@@ -7,9 +7,9 @@ mod qualify_support;
 
 use std::time::Duration;
 
-use infergate::qualify::decide;
-use infergate::qualify::ledger::Ledger;
-use infergate::qualify::lifecycle::Handle;
+use infergate::decision::decide;
+use infergate::decision::ledger::Ledger;
+use infergate::decision::lifecycle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
 use qualify_support::*;

@@ -468,12 +468,12 @@ async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
             .agrees
     );
     let value = serde_json::to_value(&report).unwrap();
-    let dirs = infergate::audit::RunDirs {
+    let dirs = infergate::verify_runs::RunDirs {
         baseline: vec![out.clone()],
         candidate: vec![out.clone()],
         suite: None,
     };
-    let v = infergate::audit::verify_runs(&value, &dirs);
+    let v = infergate::verify_runs::verify_runs(&value, &dirs);
     assert!(v.is_clean(), "{:#?}", v.disagreements);
     let log_file = out.join("server-metrics.jsonl");
     let edited: String = std::fs::read_to_string(&log_file)
@@ -492,7 +492,7 @@ async fn the_servers_counters_over_each_cell_equal_the_journals_sums() {
         })
         .collect();
     std::fs::write(&log_file, edited).unwrap();
-    let v = infergate::audit::verify_runs(&value, &dirs);
+    let v = infergate::verify_runs::verify_runs(&value, &dirs);
     assert!(
         v.disagreements.iter().any(|d| d
             .path

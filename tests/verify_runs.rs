@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use infergate::audit::{RunDirs, verify_runs};
 use infergate::measure::client::Timeouts;
 use infergate::measure::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
 use infergate::report::{self, Verification};
+use infergate::verify_runs::{RunDirs, verify_runs};
 use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
 use serde_json::Value;
 

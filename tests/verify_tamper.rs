@@ -769,6 +769,57 @@ fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
     names(&at_the_last, "statistics.family_wise.closing");
 }
 
+/// A look at measured information fractions (issue #31: the share of the
+/// budget the run will really have) spends `α(t) − α(t_prev)`; verify
+/// recomputes those levels from the recorded fractions, and names a
+/// fraction that was edited or is impossible.
+#[test]
+fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() {
+    let (b, c) = runs();
+    let p = Policy {
+        sequential_looks: 50,
+        sequential_look: Some(3),
+        sequential_fractions: Some((2.0 / 14.0, 3.0 / 14.0)),
+        ..policy()
+    };
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+    let fw = &v["statistics"]["family_wise"];
+    assert_eq!(fw["information_fraction"].as_f64(), Some(3.0 / 14.0));
+    assert_eq!(
+        fw["previous_information_fraction"].as_f64(),
+        Some(2.0 / 14.0)
+    );
+    let spending = stats::evidence::Spending::OBrienFleming;
+    let m = fw["gating_pairs"].as_u64().unwrap() as usize;
+    let (pass, fail) =
+        stats::evidence::alpha_levels_between(0.05, m, 2.0 / 14.0, 3.0 / 14.0, spending);
+    assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
+    assert_eq!(fw["alpha_fail"].as_f64(), Some(fail));
+    // The same look by look / looks (3 of 50) spends far less: the point of the fractions.
+    let (by_count, _) = stats::evidence::alpha_levels_at(0.05, 3, 3, 50, spending);
+    assert!(pass > 100.0 * by_count, "{pass} vs {by_count}");
+
+    let edited = paths(v.clone(), |v| {
+        v["statistics"]["family_wise"]["information_fraction"] = json!(0.5);
+    });
+    names(&edited, "statistics.family_wise.alpha_pass");
+    let backwards = paths(v.clone(), |v| {
+        v["statistics"]["family_wise"]["previous_information_fraction"] = json!(0.9);
+    });
+    names(&backwards, "statistics.family_wise.information_fraction");
+    let half = paths(v, |v| {
+        v["statistics"]["family_wise"]
+            .as_object_mut()
+            .unwrap()
+            .remove("previous_information_fraction");
+    });
+    names(
+        &half,
+        "statistics.family_wise.previous_information_fraction",
+    );
+}
+
 #[test]
 fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
     let mut v = report();

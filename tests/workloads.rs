@@ -8,9 +8,9 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use infergate::artifact::metric;
-use infergate::audit::{RunDirs, verify_runs};
 use infergate::measure::runner::{self, ARTIFACT_FILE};
 use infergate::report::{self, Policy};
+use infergate::verify_runs::{RunDirs, verify_runs};
 
 /// The shipped samples, by absolute path (the suite is written elsewhere).
 fn sample(name: &str) -> String {

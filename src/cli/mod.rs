@@ -77,9 +77,9 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                         file.display()
                     );
                 }
-                let (path, dirs) = infergate::audit::qualification_dirs(&file)?;
+                let (path, dirs) = infergate::verify_runs::qualification_dirs(&file)?;
                 let value = report::read_report_value(&path)?;
-                let v = infergate::audit::verify_runs(&value, &dirs);
+                let v = infergate::verify_runs::verify_runs(&value, &dirs);
                 print!("{}", verify_text(&path.display().to_string(), &v));
                 return Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }));
             }
@@ -87,9 +87,9 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             let v = match runs.as_slice() {
                 [b, c] => {
                     let dirs = |s: &str| s.split(',').map(PathBuf::from).collect();
-                    infergate::audit::verify_runs(
+                    infergate::verify_runs::verify_runs(
                         &value,
-                        &infergate::audit::RunDirs {
+                        &infergate::verify_runs::RunDirs {
                             baseline: dirs(b),
                             candidate: dirs(c),
                             suite,

@@ -11,8 +11,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use infergate::qualify::ledger::{self, LEDGER_ENV, Ledger, Location};
-use infergate::qualify::{self, Verdict, decide, status};
+use infergate::decision::ledger::{self, LEDGER_ENV, Ledger, Location};
+use infergate::decision::{decide, status};
+use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
 
 #[derive(Args, Debug, Clone)]

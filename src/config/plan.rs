@@ -84,7 +84,7 @@ pub struct Plan {
     pub timeouts: crate::measure::client::Timeouts,
     /// The ledger the plan's qualifications are recorded in (a team's
     /// `postgres://…`); `--ledger` and `$INFERGATE_LEDGER` come first.
-    pub ledger: Option<crate::qualify::ledger::Location>,
+    pub ledger: Option<crate::decision::ledger::Location>,
 }
 
 /// The plan's `schedule`: how the two runtimes share the machine.
@@ -555,11 +555,11 @@ impl Plan {
         let ledger = match &raw.ledger {
             None => None,
             Some(l) => Some(
-                match crate::qualify::ledger::Location::parse(l.get_ref())
+                match crate::decision::ledger::Location::parse(l.get_ref())
                     .map_err(|e| err(Some(l.span()), "ledger", format!("{e:#}")))?
                 {
-                    crate::qualify::ledger::Location::Sqlite(p) => {
-                        crate::qualify::ledger::Location::Sqlite(resolve(&p.to_string_lossy()))
+                    crate::decision::ledger::Location::Sqlite(p) => {
+                        crate::decision::ledger::Location::Sqlite(resolve(&p.to_string_lossy()))
                     }
                     shared => shared,
                 },
@@ -642,7 +642,7 @@ fn raw_plan(text: &str, file: &str) -> Result<RawPlan, ConfigError> {
             line: inner.span().map(|s| line_of(text, s.start)),
             column: None,
             field: (path != ".").then_some(path),
-            message: crate::report::config::toml_error_message(text, &inner),
+            message: crate::report::config_error::toml_error_message(text, &inner),
         }
     })
 }

@@ -2,7 +2,7 @@
 //! target's `/metrics`, extra ones the user names) just before the cell's
 //! measured requests, at a fixed interval during them, and just after;
 //! append every scrape to `server-metrics.jsonl` as it is taken. The window
-//! math is `infergate_report::server`; this file only fetches and parses.
+//! math is `infergate_report::server_metrics`; this file only fetches and parses.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::server::{Kind, MetricSample, Scrape};
+use crate::server_metrics::{Kind, MetricSample, Scrape};
 
 pub const SCRAPE_LOG_FILE: &str = "server-metrics.jsonl";
 /// The target's own endpoint, by name.

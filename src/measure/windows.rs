@@ -1,14 +1,14 @@
 //! A cell's server metrics from its scrape log and its journal: the scrapes
 //! grouped into windows (before → during → after one run or block of the
 //! cell), each with the client's totals over the requests sent in it, then
-//! summarized by `infergate_report::server`. Pure.
+//! summarized by `infergate_report::server_metrics`. Pure.
 
 use std::collections::BTreeMap;
 
 use crate::artifact::CellResult;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::scrape::{Phase, ScrapeEntry};
-use crate::server::{self, ClientTotals, ServerMetrics, Window};
+use crate::server_metrics::{self, ClientTotals, ServerMetrics, Window};
 
 /// One endpoint's windows of one cell.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +81,7 @@ pub fn server_metrics(windows: BTreeMap<String, EndpointWindows>) -> Vec<ServerM
         .into_iter()
         .map(|(name, w)| match (&w.first_error, w.windows.is_empty()) {
             (Some(why), true) => ServerMetrics::unavailable(&name, &w.url, why),
-            _ => server::summarize(&name, &w.url, &w.windows, w.incomplete),
+            _ => server_metrics::summarize(&name, &w.url, &w.windows, w.incomplete),
         })
         .collect()
 }
@@ -174,7 +174,7 @@ fn client_totals(records: &[RequestRecord], cell: &str, ranges: &[[usize; 2]]) -
 mod tests {
     use super::*;
     use crate::measure::record::{ServerTimings, StreamCapture};
-    use crate::server::{Kind, MetricSample};
+    use crate::server_metrics::{Kind, MetricSample};
 
     fn rec(index: usize, prompt: u64, cache: u64, completion: u64) -> RequestRecord {
         RequestRecord {

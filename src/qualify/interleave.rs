@@ -167,6 +167,37 @@ pub fn stop_after(
     }
 }
 
+/// The information fraction of the look after round `done`: the share of
+/// the rounds this run will really have, re-planned at every look (issue
+/// #31). When the budget ends the run at this look (the same rule as
+/// [`stop_after`]'s), 1: it spends what is left. Otherwise the rounds left
+/// are the fewer of what the request budget allows and what the clock
+/// allows at the measured minutes per round (`round_minutes`; the round
+/// that crosses the clock still runs), so a run the clock will end early
+/// spends its error over the looks it will get, not over a request budget
+/// it never reaches. Never below `before` (the previous look's), and below
+/// 1 while another round will run. It depends on the clock and the budget,
+/// not on the observed difference, which keeps the spending valid.
+pub fn information_fraction(
+    done: usize,
+    max_rounds: usize,
+    minutes: f64,
+    max_minutes: f64,
+    round_minutes: Option<f64>,
+    before: f64,
+) -> f64 {
+    if done >= max_rounds || minutes >= max_minutes {
+        return 1.0;
+    }
+    let by_clock = round_minutes
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map_or(usize::MAX, |r| {
+            done.saturating_add(((max_minutes - minutes) / r).ceil().min(1e9) as usize)
+        });
+    let rounds = max_rounds.min(by_clock).max(done + 1);
+    (done as f64 / rounds as f64).max(before)
+}
+
 /// The block (cluster id) of request `index` of a cell cut in blocks of `window`.
 pub fn block_of(index: usize, window: usize) -> u32 {
     (index / window.max(1)) as u32
@@ -193,6 +224,26 @@ pub fn pool_cell(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn information_fraction_is_the_share_of_the_rounds_the_run_will_have() {
+        use super::information_fraction as f;
+        // No clock measured yet: the request budget's rounds.
+        assert_eq!(f(1, 50, 0.5, 6.0, None, 0.0), 1.0 / 50.0);
+        // 0.4 min per round, 5.6 min left: 14 more rounds → 15 in all,
+        // fewer than the 50 the request budget allows.
+        let t = f(1, 50, 0.4, 6.0, Some(0.4), 0.0);
+        assert!((t - 1.0 / 15.0).abs() < 1e-12, "{t}");
+        // The request budget binds first.
+        assert_eq!(f(2, 4, 0.8, 60.0, Some(0.4), 0.0), 0.5);
+        // The budget ends the run at this look: all that is left.
+        assert_eq!(f(4, 4, 1.6, 60.0, Some(0.4), 0.5), 1.0);
+        assert_eq!(f(3, 50, 6.1, 6.0, Some(2.0), 0.1), 1.0);
+        // Below 1 while another round will run, even if the clock is nearly spent.
+        assert!(f(3, 50, 5.99, 6.0, Some(2.0), 0.1) < 1.0);
+        // Rounds got faster (more looks ahead): never below the previous look.
+        assert_eq!(f(2, 50, 0.8, 6.0, Some(0.1), 0.3), 0.3);
+    }
+
     use super::*;
     use crate::artifact::metric;
     use crate::measure::record::{Outcome, StreamCapture};

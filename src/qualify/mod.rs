@@ -49,13 +49,9 @@ use ledger::{Entry, Ledger, Location, Status};
 use lifecycle::Started;
 use lifecycle::{Ctx, Handle};
 
-pub mod decide;
+use crate::decision::{decide, ledger, lifecycle, state};
+
 pub mod interleave;
-pub mod ledger;
-pub mod lifecycle;
-pub mod readmit;
-pub mod state;
-pub mod status;
 
 pub use state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, REPORT_FILE,
@@ -1041,11 +1037,18 @@ async fn adaptive_rounds(
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
     let mut done = rounds_done(entries);
-    let mut stop: Option<String> = entries
+    let last_round = entries
         .iter()
         .rev()
-        .find(|e| e.step == "round" && e.status == Status::Ok)
-        .and_then(|e| e.detail_str("stop").map(str::to_string));
+        .find(|e| e.step == "round" && e.status == Status::Ok);
+    let mut stop: Option<String> =
+        last_round.and_then(|e| e.detail_str("stop").map(str::to_string));
+    // A ledger from before fractions were recorded spent by look / looks.
+    let mut before = last_round.map_or(0.0, |e| {
+        fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
+    });
+    // Round time is measured in this invocation (a resume brings up its runtimes again).
+    let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
         ctx.say(&format!(
             "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
@@ -1057,10 +1060,28 @@ async fn adaptive_rounds(
             run_block(ctx, suite, cells, &b, up).await?;
         }
         done += 1;
-        let report = compare_interleaved(ctx, suite, cells, Some(done), false)
+        // One reading of the clock for the fraction and the stop, so they agree.
+        let now_minutes = minutes();
+        let round_minutes = (done > start_rounds)
+            .then(|| (now_minutes - start_minutes) / (done - start_rounds) as f64);
+        let fraction = interleave::information_fraction(
+            done,
+            max_rounds,
+            now_minutes,
+            budget.max_minutes,
+            round_minutes,
+            before,
+        );
+        let look = Look {
+            round: done,
+            fractions: Some((before, fraction)),
+            closing: false,
+        };
+        let report = compare_interleaved(ctx, suite, cells, Some(look))
             .map_err(|e| fail("compare", "adaptive round", e))?;
         let outcome = report.performance_outcome;
-        let why = interleave::stop_after(done, max_rounds, minutes(), budget.max_minutes, outcome);
+        let why =
+            interleave::stop_after(done, max_rounds, now_minutes, budget.max_minutes, outcome);
         let per_cell: serde_json::Map<String, serde_json::Value> = cells
             .iter()
             .map(|c| {
@@ -1076,6 +1097,8 @@ async fn adaptive_rounds(
             json!({
                 "round": done,
                 "looks": max_rounds,
+                "information_fraction": fraction,
+                "previous_information_fraction": before,
                 "performance_outcome": outcome.map(|o| o.as_str()),
                 "requests_per_side": per_cell,
                 "minutes": minutes(),
@@ -1083,11 +1106,12 @@ async fn adaptive_rounds(
             }),
         )?;
         ctx.say(&format!(
-            "adaptive round {done}/{max_rounds}: performance {}; {}",
+            "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}): performance {}; {}",
             outcome.map_or("not decided by this compare", |o| o.as_str()),
             why.map_or("another round", StopReason::as_str)
         ));
         stop = why.map(|w| w.as_str().to_string());
+        before = fraction;
     }
     Ok((done, stop))
 }
@@ -1296,24 +1320,42 @@ async fn finish_side(
     )
 }
 
+/// Which look of an adaptive run a comparison is: the look after round
+/// `round`, at the information fractions the run measured (ledgers from
+/// before #31 have none), and whether it closes the run early.
+#[derive(Debug, Clone, Copy)]
+struct Look {
+    round: usize,
+    fractions: Option<(f64, f64)>,
+    closing: bool,
+}
+
+/// A round entry's information fraction, when it recorded one.
+fn fraction_of(e: &Entry) -> Option<f64> {
+    e.detail
+        .get("information_fraction")
+        .and_then(|f| f.as_f64())
+}
+
 /// Merge each side's blocks (requests `0 .. totals` of every cell) and compare,
-/// telling the comparison how many looks an adaptive budget allows, and
-/// whether this look closes the run early (`closing`).
+/// telling the comparison which look of the adaptive plan it is (`None`: a
+/// fixed-size run).
 fn compare_interleaved(
     ctx: &Ctx<'_>,
     suite: &Suite,
     cells: &[CellLayout],
-    rounds: Option<usize>,
-    closing: bool,
+    look: Option<Look>,
 ) -> Result<Report> {
     let mut policy = ctx.plan.policy.load(&ctx.plan.path)?;
-    policy.sequential_looks = match rounds {
+    policy.sequential_looks = match look {
         Some(_) => interleave::max_rounds(cells, ctx.plan.adaptive.max_requests),
         None => 1,
     };
     // Every adaptive round is a look; this comparison is the look after round `rounds`.
+    let rounds = look.map(|l| l.round);
     policy.sequential_look = rounds;
-    policy.sequential_closing = closing;
+    policy.sequential_closing = look.is_some_and(|l| l.closing);
+    policy.sequential_fractions = look.and_then(|l| l.fractions);
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let side = |label: &str| -> Result<PathBuf> {
@@ -1463,17 +1505,25 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
         let (suite, _) = Suite::load(&ctx.plan.suite)?;
         let cells = interleave::layout(&suite.cells, ctx.plan.window);
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
-        let rounds = adaptive.then(|| rounds_done(&entries));
-        // Stopped by the clock before the last planned look: the last look
-        // spends the error the earlier ones left (unspent, it is just lost).
-        let closing = adaptive
-            && entries
-                .iter()
-                .rev()
-                .find(|e| e.step == "round" && e.status == Status::Ok)
-                .and_then(|e| e.detail_str("stop"))
-                == Some(StopReason::MaxMinutes.as_str());
-        return compare_interleaved(ctx, &suite, &cells, rounds, closing);
+        let last_round = entries
+            .iter()
+            .rev()
+            .find(|e| e.step == "round" && e.status == Status::Ok);
+        // The last look again, at the fractions its round recorded; a ledger
+        // from before them: stopped by the clock before the last planned
+        // look, it spends the error the earlier ones left.
+        let look = adaptive.then(|| Look {
+            round: rounds_done(&entries),
+            fractions: last_round.and_then(|e| {
+                Some((
+                    e.detail.get("previous_information_fraction")?.as_f64()?,
+                    fraction_of(e)?,
+                ))
+            }),
+            closing: last_round.and_then(|e| e.detail_str("stop"))
+                == Some(StopReason::MaxMinutes.as_str()),
+        });
+        return compare_interleaved(ctx, &suite, &cells, look);
     }
     let policy = ctx.plan.policy.load(&ctx.plan.path)?;
     if ctx.plan.repeats == 1 {

@@ -237,7 +237,7 @@ pub struct CellResult {
     /// What each metrics endpoint (the target's `/metrics`, extras) said over
     /// the cell's measured requests, with its counters checked against them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub server_metrics: Vec<crate::server::ServerMetrics>,
+    pub server_metrics: Vec<crate::server_metrics::ServerMetrics>,
     /// The cell's requests by conversation turn, or by prompt length when
     /// lengths vary (workloads only); each slice's medians beside its n.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -41,7 +41,7 @@ use super::model::{
 use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
 use super::quality;
 use super::reference::{self, ReferenceComparison};
-use super::turnover::{self, RunCounts};
+use super::turnover_rates::{self, RunCounts};
 
 pub const ATTAINMENT_RULE: &str = "a request meets a cell's SLOs when it succeeded and every target holds (TTFT and e2e from the scheduled send, TPOT as measured; one output token has no TPOT); attainment = met / recorded requests, failures included, with a 95% Wilson interval per side; the gate reads the drop (baseline - candidate, percentage points) with Newcombe's hybrid score interval at the evidence levels: fail if its lower bound > margin_points, pass if its upper bound <= margin_points, else inconclusive; each cell with SLOs from the policy is one gating pair of the family (SLOs from the suite are reported with the same bounds, gating: false); requests are taken as independent";
 
@@ -284,6 +284,8 @@ struct DesignChoice {
     /// Levels of the pass and fail bounds.
     pub alpha_pass: f64,
     pub alpha_fail: f64,
+    /// The one-look levels (pass, fail) the fixed-n oracle is held to.
+    pub oracle_levels: (f64, f64),
     pub drift: DriftFloor,
 }
 
@@ -510,6 +512,8 @@ fn evidence_part(
         outcome,
         reason,
         requests_to_resolve: None,
+        requests_per_side: None,
+        oracle_requests_per_side: None,
     };
     if !eligible {
         return ineligible_part(subject, bc, cc);
@@ -541,8 +545,36 @@ fn evidence_part(
     };
     EvidencePart {
         requests_to_resolve: e.requests_to_resolve,
+        requests_per_side: None,
+        oracle_requests_per_side: None,
         ..part(e.outcome, format!("{bounds}{more}"))
     }
+}
+
+/// What a known-variance oracle needs on this pair's data to decide what
+/// its evidence shows, at the fixed-size run's level for the side its
+/// point lies on.
+fn oracle_of(
+    e: &stats::Evidence,
+    spec: &MetricSpec,
+    b: (&[f64], Option<&[u32]>),
+    c: (&[f64], Option<&[u32]>),
+    design: &DesignChoice,
+) -> Option<usize> {
+    let (pass, fail) = design.oracle_levels;
+    ev::oracle_requests(
+        clustered(b.0, b.1),
+        clustered(c.0, c.1),
+        e.resampling == Resampling::PairedRequests,
+        spec.direction,
+        e.margin_percent,
+        e.worse_change_percent,
+        if e.worse_change_percent > e.margin_percent {
+            fail
+        } else {
+            pass
+        },
+    )
 }
 
 /// An ineligible cell's part: inconclusive, or a fail when candidate
@@ -567,6 +599,8 @@ fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidenceP
         outcome,
         reason,
         requests_to_resolve: None,
+        requests_per_side: None,
+        oracle_requests_per_side: None,
     }
 }
 
@@ -629,6 +663,8 @@ fn compare_slo(
             outcome: GateOutcome::Inconclusive,
             reason: "a side has no request rows (a run from before they were kept)".into(),
             requests_to_resolve: None,
+            requests_per_side: None,
+            oracle_requests_per_side: None,
         },
         Some(e) => {
             let more = e
@@ -648,6 +684,8 @@ fn compare_slo(
                     e.upper_bound_points,
                 ),
                 requests_to_resolve: e.requests_to_resolve,
+                requests_per_side: None,
+                oracle_requests_per_side: None,
             }
         }
     };
@@ -894,6 +932,8 @@ fn cell_metrics(
                 outcome: GateOutcome::Inconclusive,
                 reason: reason.clone(),
                 requests_to_resolve: None,
+                requests_per_side: None,
+                oracle_requests_per_side: None,
             });
             acc.perf_parts.push(GatePart {
                 subject,
@@ -915,6 +955,8 @@ fn cell_metrics(
                         outcome: GateOutcome::Inconclusive,
                         reason: part.reason.clone(),
                         requests_to_resolve: None,
+                        requests_per_side: None,
+                        oracle_requests_per_side: None,
                     });
                     acc.perf_parts.push(part);
                     continue;
@@ -923,6 +965,10 @@ fn cell_metrics(
         let mut ep = evidence_part(&subject, &m, eligible, bc, cc, design.alpha_pass);
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
+        }
+        if let (true, Some(e)) = (eligible, &m.evidence) {
+            ep.requests_per_side = Some(b.len().min(c.len()));
+            ep.oracle_requests_per_side = oracle_of(e, spec, (b, bcl), (c, ccl), design);
         }
         acc.evidence_parts.push(ep);
         metrics.push((spec.name.clone(), m));
@@ -1062,6 +1108,9 @@ struct Family {
     looks: usize,
     look: usize,
     closing: bool,
+    /// (previous look, this look) information fractions, when the run
+    /// measured them; else `look / looks`.
+    fractions: Option<(f64, f64)>,
     spending: ev::Spending,
 }
 
@@ -1083,6 +1132,7 @@ impl Family {
             look,
             // A look before the last that closes the run spends what is left.
             closing: policy.sequential_closing && look < looks,
+            fractions: policy.sequential_fractions,
             spending: policy.gate.spending,
         }
     }
@@ -1095,19 +1145,31 @@ fn design_choice(
     family: &Family,
     policy: &Policy,
 ) -> DesignChoice {
-    let levels = if family.closing {
-        ev::alpha_levels_closing
-    } else {
-        ev::alpha_levels_at
+    let (alpha_pass, alpha_fail) = match family.fractions {
+        Some((before, now)) => ev::alpha_levels_between(
+            policy.gate.alpha,
+            family.gating_pairs,
+            before,
+            now,
+            family.spending,
+        ),
+        None => {
+            let levels = if family.closing {
+                ev::alpha_levels_closing
+            } else {
+                ev::alpha_levels_at
+            };
+            levels(
+                policy.gate.alpha,
+                family.gating_pairs,
+                family.look,
+                family.looks,
+                family.spending,
+            )
+        }
     };
-    let (alpha_pass, alpha_fail) = levels(
-        policy.gate.alpha,
-        family.gating_pairs,
-        family.look,
-        family.looks,
-        family.spending,
-    );
     DesignChoice {
+        oracle_levels: ev::alpha_levels(policy.gate.alpha, family.gating_pairs, 1),
         schedule,
         resampling,
         alpha_pass,
@@ -1163,6 +1225,8 @@ fn compare_cells(
             outcome: GateOutcome::Inconclusive,
             reason: "no cells: nothing was measured".into(),
             requests_to_resolve: None,
+            requests_per_side: None,
+            oracle_requests_per_side: None,
         });
     }
     Ok(ComparedCells {
@@ -1193,7 +1257,7 @@ impl<'a> TurnoverGates<'a> {
         let c_runs = ordered_turnover(candidate);
         let b_counts = run_counts(Side::Baseline, &b_runs);
         let c_counts = run_counts(Side::Candidate, &c_runs);
-        let comparison = turnover::compare_turnover(
+        let comparison = turnover_rates::compare_turnover(
             &b_counts,
             &c_counts,
             policy.turnover.alpha,
@@ -1399,9 +1463,15 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
                 ev::Spending::Bonferroni => "alpha / looks each",
                 ev::Spending::OBrienFleming =>
                     "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
+                ev::Spending::Pocock =>
+                    "Lan-DeMets Pocock type, alpha(t) = alpha ln(1 + (e - 1) t), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
             }
         ) + if family.quality_pairs > 0 {
             "; each gating quality part (gates.quality) is one more pair"
+        } else {
+            ""
+        } + if family.fractions.is_some() {
+            "; t is the information fraction the run measured (the share of its request or time budget it will really have, re-planned from its round time), recorded as information_fraction and previous_information_fraction; a look at t = 1 spends all that is left"
         } else {
             ""
         } + if family.closing {
@@ -1414,6 +1484,8 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
         looks: family.looks,
         look: Some(family.look),
         closing: family.closing.then_some(true),
+        information_fraction: family.fractions.map(|f| f.1),
+        previous_information_fraction: family.fractions.map(|f| f.0),
         spending: Some(spending),
         // Absent means percent (reports made before the log scale).
         bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)

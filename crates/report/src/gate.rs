@@ -10,7 +10,7 @@ use crate::stats::evidence as ev;
 
 use super::model::{EvidenceGate, EvidencePart, Gate, GatePart, Report, TurnoverComparison};
 use super::policy::TurnoverGateMode;
-use super::turnover::{MAX_EXACT_REQUESTS, RunCounts};
+use super::turnover_rates::{MAX_EXACT_REQUESTS, RunCounts};
 
 pub const QUAL_PASS: &str = "pass";
 /// The seed's wording: performance passed, strict turnover failed.
@@ -134,12 +134,38 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
         })
         .flatten()
         .filter(|&n| n > 0);
+    let (requests_per_side, oracle_requests_per_side) = cost(outcome, &parts);
     EvidenceGate {
         outcome,
         rule: rule.to_string(),
         parts,
         requests_to_resolve,
+        requests_per_side,
+        oracle_requests_per_side,
     }
+}
+
+/// What the gate's verdict cost, and what a known-variance oracle needs on
+/// the same data for it: the pairs that decide it (a pass: all, each must
+/// pass; a fail: the failing ones, the cheapest decides; undecided: the
+/// undecided ones, the dearest). Either is None when a deciding pair lacks it.
+fn cost(outcome: GateOutcome, parts: &[EvidencePart]) -> (Option<usize>, Option<usize>) {
+    let deciding: Vec<&EvidencePart> = parts
+        .iter()
+        .filter(|p| outcome == GateOutcome::Pass || p.outcome == outcome)
+        .collect();
+    if deciding.is_empty() {
+        return (None, None);
+    }
+    let used = deciding
+        .iter()
+        .try_fold(0usize, |most, p| Some(most.max(p.requests_per_side?)));
+    let mut needs = deciding.iter().map(|p| p.oracle_requests_per_side);
+    let oracle = match outcome {
+        GateOutcome::Fail => needs.flatten().min(),
+        _ => needs.try_fold(0usize, |most, n| Some(most.max(n?))),
+    };
+    (used, oracle)
 }
 
 pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";
@@ -344,7 +370,7 @@ mod tests {
 #[cfg(test)]
 mod turnover_gate_tests {
     use super::*;
-    use crate::turnover::compare_turnover;
+    use crate::turnover_rates::compare_turnover;
 
     /// The case: baseline 0/60, candidate 4/60 passed the old rule
     /// (Fisher p 0.059 ≥ 0.05: absence of evidence). With a 5-point margin the

@@ -11,7 +11,7 @@ use crate::artifact::RunArtifact;
 use crate::atomic::AtomicWriteError;
 
 use super::compare::CompareError;
-use super::config::ConfigError;
+use super::config_error::ConfigError;
 use super::model::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, InputDigest, Report, Side};
 use super::policy::Policy;
 

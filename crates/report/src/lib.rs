@@ -16,7 +16,7 @@ pub mod artifact;
 pub mod atomic;
 pub mod calibrate;
 mod compare;
-pub mod config;
+pub mod config_error;
 pub mod digest;
 pub mod gate;
 mod io;
@@ -25,14 +25,14 @@ pub mod policy;
 pub mod quality;
 pub mod reference;
 pub mod render;
-pub mod server;
+pub mod server_metrics;
 pub mod slo;
 pub mod stats;
-mod turnover;
+mod turnover_rates;
 pub mod verify;
 
 pub use compare::{CompareError, compare};
-pub use config::ConfigError;
+pub use config_error::ConfigError;
 pub use gate::{
     EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE,
     QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE, QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET,
@@ -46,7 +46,7 @@ pub use io::{
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};
 pub use render::{ReportSource, TerminalOptions, csv, html, junit, markdown, terminal};
-pub use turnover::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
+pub use turnover_rates::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
 pub use verify::{Disagreement, Verification, verify, verify_report};
 
 /// Read and parse a report file.

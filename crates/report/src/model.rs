@@ -204,9 +204,9 @@ pub struct CellComparison {
     /// Each side's server metrics over the cell (known metrics, gauges over
     /// time, the counter check; the raw series stay in the runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub baseline_server_metrics: Vec<crate::server::ServerMetrics>,
+    pub baseline_server_metrics: Vec<crate::server_metrics::ServerMetrics>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidate_server_metrics: Vec<crate::server::ServerMetrics>,
+    pub candidate_server_metrics: Vec<crate::server_metrics::ServerMetrics>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -651,6 +651,13 @@ pub struct FamilyWise {
     /// spent what the earlier looks left; absent: it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closing: Option<bool>,
+    /// The information fraction this look was made at, and the previous
+    /// look's (0 for the first): the share of the budget the run measured
+    /// it will have. Absent: `look / looks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub information_fraction: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_information_fraction: Option<f64>,
     /// How alpha is shared between looks; absent in older reports (Bonferroni).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::stats::evidence::Spending>,
@@ -731,6 +738,13 @@ pub struct EvidencePart {
     /// requests can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_to_resolve: Option<usize>,
+    /// Requests per side the pair's evidence rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_side: Option<usize>,
+    /// What a known-variance oracle needs on the same data to decide what
+    /// the pair shows (`stats::evidence::oracle_requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_requests_per_side: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -742,6 +756,15 @@ pub struct EvidenceGate {
     /// undecided pair needs (None when some pair cannot be decided by more requests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_to_resolve: Option<usize>,
+    /// What the verdict cost: the most requests per side any deciding pair
+    /// used, and what the oracle needs on the same data for the same
+    /// verdict (a pass: the most any pair needs, all must pass; a fail: the
+    /// fewest a failing pair needs; undecided: the most an undecided pair
+    /// needs). Absent where a pair has no such number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_side: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_requests_per_side: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -37,7 +37,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::config::{ConfigError, line_col};
+use crate::config_error::{ConfigError, line_col};
 
 use crate::artifact::Slo;
 use crate::stats::evidence::{BoundScale, Spending};
@@ -205,6 +205,10 @@ pub struct Policy {
     /// This look closes the run before its planned last (the time budget
     /// ran out): it spends the error the earlier looks left.
     pub sequential_closing: bool,
+    /// Information fractions of this look and the one before it (0 for the
+    /// first): the share of the budget the run will really have, re-planned
+    /// as it learns its round time. None: `look / looks`.
+    pub sequential_fractions: Option<(f64, f64)>,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -230,6 +234,7 @@ impl Default for Policy {
             sequential_looks: 1,
             sequential_look: None,
             sequential_closing: false,
+            sequential_fractions: None,
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
@@ -480,6 +485,7 @@ impl RawPolicy {
             sequential_looks: 1,
             sequential_look: None,
             sequential_closing: false,
+            sequential_fractions: None,
             gate,
             slo,
             quality,
@@ -1002,6 +1008,8 @@ mod tests {
         assert_eq!(Policy::default().gate.spending, Spending::OBrienFleming);
         let p = Policy::from_toml_str("[gate]\nspending = \"bonferroni\"\n", "p.toml").unwrap();
         assert_eq!(p.gate.spending, Spending::Bonferroni);
+        let p = Policy::from_toml_str("[gate]\nspending = \"pocock\"\n", "p.toml").unwrap();
+        assert_eq!(p.gate.spending, Spending::Pocock);
     }
 
     #[test]
@@ -1037,7 +1045,7 @@ mod tests {
                 2,
                 "metric[0].sample",
             ),
-            ("[gate]\nspending = \"pocock\"\n", 2, "gate.spending"),
+            ("[gate]\nspending = \"haybittle\"\n", 2, "gate.spending"),
         ];
         for (text, line, field) in cases {
             let e = Policy::from_toml_str(text, "pol.toml").expect_err(text);

@@ -109,6 +109,8 @@ pub fn judge(
             outcome: h.outcome,
             reason: h.reason(),
             requests_to_resolve: h.pairs_to_resolve.map(|n| n as usize),
+            requests_per_side: None,
+            oracle_requests_per_side: None,
         });
     }
     for t in &tasks {
@@ -117,6 +119,8 @@ pub fn judge(
             outcome: t.outcome,
             reason: t.reason(),
             requests_to_resolve: t.items_to_resolve.map(|n| n as usize),
+            requests_per_side: None,
+            oracle_requests_per_side: None,
         });
     }
     let gate = (!parts.is_empty()).then(|| crate::gate::gate_of_parts(QUALITY_RULE, parts));

@@ -383,7 +383,7 @@ fn gauge_plot(label: &str, sides: (&[[f64; 2]], &[[f64; 2]])) -> Option<String> 
 /// The server's gauges (requests processing, queued, KV usage) over the
 /// cell's windows, both sides on one plot per gauge.
 fn gauges(out: &mut String, c: &CellView) {
-    let series = |all: &[crate::server::ServerMetrics]| {
+    let series = |all: &[crate::server_metrics::ServerMetrics]| {
         all.iter()
             .flat_map(|m| {
                 m.series

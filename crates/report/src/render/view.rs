@@ -16,13 +16,13 @@ use super::super::model::{
 use super::super::policy::{
     DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_TURNOVER_CONFIDENCE, infer_direction, split_quantile,
 };
-use super::super::turnover::{RunCounts, compare_turnover};
+use super::super::turnover_rates::{RunCounts, compare_turnover};
 use super::super::verify::{Disagreement, verify};
 use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::quality::QualityComparison;
 use crate::reference::ReferenceComparison;
-use crate::server::ServerMetrics;
+use crate::server_metrics::ServerMetrics;
 use crate::stats;
 
 pub struct View {
@@ -416,6 +416,27 @@ pub struct EvidenceView {
     pub parts: Vec<(String, String, String)>,
     pub requests_to_resolve: Option<usize>,
     pub design: Option<String>,
+    /// What the verdict cost against the known-variance oracle, in words.
+    pub cost: Option<String>,
+}
+
+/// The gate's cost line: the requests per side its deciding pairs used
+/// against what a known-variance oracle needs on the same data.
+fn cost_line(g: &crate::model::EvidenceGate) -> Option<String> {
+    let used = g.requests_per_side?;
+    let what = match g.outcome {
+        crate::stats::GateOutcome::Inconclusive => "so far",
+        _ => "decided it",
+    };
+    Some(match g.oracle_requests_per_side {
+        Some(o) => format!(
+            "cost: {used} requests per side {what}; a known-variance oracle on the same data needs {o} ({:.1}× the oracle)",
+            used as f64 / o as f64
+        ),
+        None => format!(
+            "cost: {used} requests per side {what}; no oracle figure (a point on its margin, or no spread)"
+        ),
+    })
 }
 
 /// Whether a report's performance gate is decided by evidence (its
@@ -521,6 +542,9 @@ impl View {
                     "  about {n} requests per side would decide every undecided metric"
                 ));
             }
+            if let Some(c) = &e.cost {
+                out.push(format!("  {c}"));
+            }
         }
         // The policy's turnover gate, as `failed_parts` names it.
         let policy_gate = self.policy_turnover_gate();
@@ -579,8 +603,18 @@ impl View {
                 d.schedule,
                 d.resampling_method,
                 fw.map_or(String::new(), |f| format!(
-                    "alpha {} over {} gating pair(s) and {} look(s): pass bound at {:.4}, fail bound at {:.4}",
-                    f.alpha, f.gating_pairs, f.looks, f.alpha_pass, f.alpha_fail
+                    "alpha {} over {} gating pair(s) and {} look(s){}: pass bound at {:.4}, fail bound at {:.4}",
+                    f.alpha,
+                    f.gating_pairs,
+                    f.looks,
+                    match (f.previous_information_fraction, f.information_fraction) {
+                        (Some(b), Some(t)) => format!(
+                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2})"
+                        ),
+                        _ => String::new(),
+                    },
+                    f.alpha_pass,
+                    f.alpha_fail
                 ))
             ))
         });
@@ -599,6 +633,7 @@ impl View {
                 .collect(),
             requests_to_resolve: g.requests_to_resolve,
             design,
+            cost: cost_line(g),
         })
     }
 }

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::GateOutcome;
+use super::delta::GateOutcome;
 use super::evidence::{newcombe_difference, wilson};
 use super::special::normal_quantile;
 

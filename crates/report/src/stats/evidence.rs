@@ -402,6 +402,9 @@ pub enum Spending {
     /// `α(tₖ) − α(tₖ₋₁)`. Little early, most at the last look, where a
     /// budget-limited run usually decides.
     OBrienFleming,
+    /// Lan–DeMets Pocock-type spending, `α(t) = α·ln(1 + (e − 1)·t)`: more
+    /// early than O'Brien–Fleming, less at the end.
+    Pocock,
 }
 
 impl Spending {
@@ -409,6 +412,7 @@ impl Spending {
         match self {
             Spending::Bonferroni => "bonferroni",
             Spending::OBrienFleming => "o_brien_fleming",
+            Spending::Pocock => "pocock",
         }
     }
 
@@ -422,6 +426,7 @@ impl Spending {
                 let z = normal_quantile(1.0 - alpha / 2.0);
                 (2.0 * (1.0 - normal_cdf(z / t.sqrt()))).min(alpha)
             }
+            Spending::Pocock => (alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln()).min(alpha),
         }
     }
 }
@@ -474,10 +479,42 @@ fn look_levels(
     } else {
         spending.spent(alpha, look as f64 / looks as f64)
     };
-    let share = until - spending.spent(alpha, (look - 1) as f64 / looks as f64);
+    share_levels(
+        until - spending.spent(alpha, (look - 1) as f64 / looks as f64),
+        m,
+    )
+}
+
+/// A look's pass and fail levels from its share of alpha.
+fn share_levels(share: f64, m: usize) -> (f64, f64) {
     // Never zero: a look with no error to spend would be a bound at ±inf.
     let share = share.max(f64::MIN_POSITIVE);
     (share, share / m.max(1) as f64)
+}
+
+/// [`alpha_levels`] for a look at information fraction `now` whose
+/// previous look was at `before` (0 for the first): this look spends
+/// `α(now) − α(before)`, and a look at `now = 1` spends all that is left.
+/// The fractions are the share of the budget the run will really have
+/// (re-planned as it learns its round time), so a run the clock ends early
+/// spends its error over the looks it gets, not over a request budget it
+/// never reaches. As long as the fractions do not depend on the observed
+/// difference, the shares telescope to at most `alpha`, and the union bound
+/// holds as in [`alpha_levels_at`].
+pub fn alpha_levels_between(
+    alpha: f64,
+    m: usize,
+    before: f64,
+    now: f64,
+    spending: Spending,
+) -> (f64, f64) {
+    let before = before.clamp(0.0, 1.0);
+    let until = if now >= 1.0 {
+        alpha
+    } else {
+        spending.spent(alpha, now.max(before))
+    };
+    share_levels(until - spending.spent(alpha, before), m)
 }
 
 /// The scale the bounds of a ratio are built on.
@@ -690,6 +727,56 @@ fn resolve(
         Some((n.ceil() as usize).max(n_now.ceil() as usize + 1)),
         None,
     )
+}
+
+/// The known-variance oracle on a pair's own data (issue #31): the fewest
+/// requests per side a one-look z test would need to decide what this pair
+/// shows, if it knew the spread. The spread is the robust SD (1.4826 ×
+/// MAD) of the per-request log metric: of each request pair's log ratio
+/// when requests are paired (`paired`: request k of block b on both sides),
+/// else of each side, added. A median costs π/2 over a mean. The effect is
+/// the distance, in log, from the observed worse change `worse_percent` to
+/// the margin, at one-sided level `alpha` (the fixed-size run's: pass or
+/// fail, the side the point lies on) and power [`POWER`]. It ignores
+/// autocorrelation and learns nothing from the data, so no sequential rule
+/// can reach it; a run's requests over it say what the evidence cost.
+/// `None` when the point sits on the margin or there is no spread to read.
+pub fn oracle_requests(
+    baseline: Clustered,
+    candidate: Clustered,
+    paired: bool,
+    direction: Direction,
+    margin_percent: f64,
+    worse_percent: f64,
+    alpha: f64,
+) -> Option<usize> {
+    let robust_sd = |v: &[f64]| -> Option<f64> {
+        let m = super::median(v)?;
+        let dev: Vec<f64> = v.iter().map(|x| (x - m).abs()).collect();
+        Some(1.4826 * super::median(&dev)?)
+    };
+    let logs =
+        |v: &[f64]| -> Option<Vec<f64>> { v.iter().map(|x| (*x > 0.0).then(|| x.ln())).collect() };
+    let var = if paired {
+        let (bg, cg) = paired_groups(baseline, candidate)?;
+        let mut d = Vec::new();
+        for ((_, b), (_, c)) in bg.iter().zip(&cg) {
+            if b.len() != c.len() {
+                return None;
+            }
+            for (x, y) in b.iter().zip(c) {
+                d.push(log_ratio(*x, *y)?);
+            }
+        }
+        robust_sd(&d)?.powi(2)
+    } else {
+        robust_sd(&logs(baseline.values)?)?.powi(2) + robust_sd(&logs(candidate.values)?)?.powi(2)
+    };
+    let delta =
+        (worse_log(direction, worse_percent)? - worse_log(direction, margin_percent)?).abs();
+    let z = normal_quantile(1.0 - alpha) + normal_quantile(POWER);
+    let n = std::f64::consts::FRAC_PI_2 * var * z * z / (delta * delta);
+    (n.is_finite() && var > 0.0 && n <= MAX_REQUESTS_TO_RESOLVE).then(|| (n.ceil() as usize).max(1))
 }
 
 /// Requests per side at which a true worse change of `shift_percent` fails

@@ -14,7 +14,7 @@
 
 pub mod attainment;
 mod bootstrap;
-mod compare;
+mod delta;
 pub mod evidence;
 mod exact;
 pub mod paired;
@@ -28,7 +28,7 @@ pub use bootstrap::{
     BootstrapConfig, DEFAULT_BOOTSTRAP_SEED, SplitMix64, Xoshiro256, bootstrap_delta_ci,
     median_delta_percent, requests_to_resolve,
 };
-pub use compare::{
+pub use delta::{
     Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
 };
 pub use evidence::{

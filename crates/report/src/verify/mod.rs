@@ -151,7 +151,7 @@ fn limits(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
 use params::Params;
 
 /// The policy a report declares, rebuilt from its `policy` and `statistics`
-/// blocks (for making the report again from its runs: `infergate::audit`).
+/// blocks (for making the report again from its runs: `infergate::verify_runs`).
 pub fn policy_of(root: &Map<String, Value>) -> Result<crate::Policy, String> {
     let params = params::check(&mut Checker::default(), root);
     params::policy_from_report(root, &params)

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
-    BoundScale, DriftFloor, Spending, alpha_levels_at, alpha_levels_closing,
+    BoundScale, DriftFloor, Spending, alpha_levels_at, alpha_levels_between, alpha_levels_closing,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
@@ -398,6 +398,8 @@ struct Look {
     looks: u64,
     spending: Spending,
     closing: bool,
+    /// (previous, this) information fractions, when the run recorded them.
+    fractions: Option<(f64, f64)>,
 }
 
 /// The report's look, spending and closing; None (and a disagreement) when
@@ -423,7 +425,7 @@ fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
                 ck.push(
                     fw_key("spending"),
                     v.to_string(),
-                    "bonferroni or o_brien_fleming",
+                    "bonferroni, o_brien_fleming or pocock",
                 );
                 return None;
             }
@@ -443,12 +445,41 @@ fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
             return None;
         }
     };
+    let fractions = fractions_of(ck, fw)?;
     Some(Look {
         look,
         looks: l,
         spending,
         closing,
+        fractions,
     })
+}
+
+/// The recorded information fractions: both or neither, with
+/// 0 ≤ previous ≤ this ≤ 1 and this > 0 (a look whose fraction did not
+/// grow spends nothing). `None` (and a disagreement) when they cannot be.
+fn fractions_of(ck: &mut Checker, fw: &Value) -> Option<Option<(f64, f64)>> {
+    let (now_key, before_key) = ("information_fraction", "previous_information_fraction");
+    match (fw.get(before_key), fw.get(now_key)) {
+        (None, None) => Some(None),
+        (before, now) => {
+            let before = ck.num(&fw_key(before_key), before);
+            let now = ck.num(&fw_key(now_key), now);
+            let (Some(b), Some(n)) = (before, now) else {
+                return None;
+            };
+            if (0.0..1.0).contains(&b) && b <= n && n > 0.0 && n <= 1.0 {
+                Some(Some((b, n)))
+            } else {
+                ck.push(
+                    fw_key(now_key),
+                    format!("{n} after {b}"),
+                    "0 ≤ previous_information_fraction ≤ information_fraction ≤ 1, information_fraction > 0",
+                );
+                None
+            }
+        }
+    }
 }
 
 /// `alpha_pass` and `alpha_fail` are this look's levels of `alpha` over `m` pairs.
@@ -458,13 +489,13 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
         looks: l,
         spending,
         closing,
+        fractions,
     } = look;
-    let levels = if closing {
-        alpha_levels_closing
-    } else {
-        alpha_levels_at
+    let (ap, af) = match fractions {
+        Some((before, now)) => alpha_levels_between(a, m as usize, before, now, spending),
+        None if closing => alpha_levels_closing(a, m as usize, look as usize, l as usize, spending),
+        None => alpha_levels_at(a, m as usize, look as usize, l as usize, spending),
     };
-    let (ap, af) = levels(a, m as usize, look as usize, l as usize, spending);
     for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
         if let Some(found) = ck.num(&fw_key(key), fw.get(key))
             && found != expected
@@ -474,7 +505,11 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
                 found.to_string(),
                 format!(
                     "{expected}, from alpha {a}, {m} pairs, look {look} of {l}{}, {} spending",
-                    if closing { " (closing)" } else { "" },
+                    match fractions {
+                        Some((b, n)) => format!(" at information fraction {n} after {b}"),
+                        None if closing => " (closing)".to_string(),
+                        None => String::new(),
+                    },
                     spending.as_str()
                 ),
             );
@@ -675,6 +710,10 @@ pub(super) fn policy_from_report(
         sequential_looks: fw.get("looks").and_then(Value::as_u64).ok_or("no looks")? as usize,
         sequential_look: fw.get("look").and_then(Value::as_u64).map(|k| k as usize),
         sequential_closing: fw.get("closing") == Some(&Value::Bool(true)),
+        sequential_fractions: fw
+            .get("previous_information_fraction")
+            .and_then(Value::as_f64)
+            .zip(fw.get("information_fraction").and_then(Value::as_f64)),
         gate: GatePolicy {
             decide,
             alpha: num(fw.get("alpha"), "statistics.family_wise.alpha")?,

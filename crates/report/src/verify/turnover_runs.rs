@@ -11,7 +11,7 @@ use crate::artifact::Outcome;
 
 use super::super::model::{Gate, Side, parse_turnover_key, turnover_key};
 use super::super::policy::{DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE, TurnoverGateMode};
-use super::super::turnover::{self, RunCounts};
+use super::super::turnover_rates::{self, RunCounts};
 use super::checker::{Checker, join};
 use super::params::Params;
 
@@ -81,7 +81,7 @@ pub(super) fn check_turnover(
         .and_then(|s| s.get("turnover_margin"))
         .or(tc.and_then(|t| t.get("margin")))
         .and_then(Value::as_f64);
-    let cmp = turnover::compare_turnover(b, c, alpha, confidence, margin);
+    let cmp = turnover_rates::compare_turnover(b, c, alpha, confidence, margin);
     if tc.is_some() {
         match serde_json::to_value(&cmp) {
             Ok(expected) => ck.expect_value("turnover_comparison", tc, &expected),

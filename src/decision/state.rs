@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::plan::Plan;
-use crate::qualify::ledger::{Entry, Status};
+use crate::decision::ledger::{Entry, Status};
 use crate::report::DecisionAction;
 
 /// Written beside the report: how `decide` finds the qualification.
@@ -32,7 +32,7 @@ pub struct QualificationFile {
     pub plan_dir: PathBuf,
     pub plan_sha256: String,
     /// The ledger it is recorded in (a file path, or a URL without a password).
-    pub ledger: crate::qualify::ledger::Location,
+    pub ledger: crate::decision::ledger::Location,
 }
 
 impl QualificationFile {

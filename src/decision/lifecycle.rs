@@ -12,13 +12,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::plan::{Driver, Plan, ProcessDriver, Runtime};
+use crate::decision::ledger::{Entry, Ledger, Status};
+use crate::decision::readmit;
 use crate::driver::container::{self, Docker};
 use crate::driver::detached::{DetachedProcess, ProcessIdentity};
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
 use crate::driver::process::ProcessSpec;
-use crate::qualify::ledger::{Entry, Ledger, Status};
-use crate::qualify::readmit;
 
 /// What the ledger records about a started runtime: enough for a later
 /// invocation to check it or stop it.

@@ -15,10 +15,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::config::plan::{BASELINE, CANDIDATE};
+use crate::decision::ledger::{Ledger, Status};
+use crate::decision::lifecycle::{self, Ctx, Handle};
+use crate::decision::state::QualificationFile;
 use crate::driver::container::Docker;
-use crate::qualify::ledger::{Ledger, Status};
-use crate::qualify::lifecycle::{self, Ctx, Handle};
-use crate::qualify::state::QualificationFile;
 use crate::report::{self, Decision, DecisionAction, Report};
 
 #[derive(Debug, Clone)]
@@ -30,7 +30,7 @@ pub struct Options {
     /// Default: $USER.
     pub who: Option<String>,
     /// Default: the ledger the qualification was recorded in.
-    pub ledger: Option<crate::qualify::ledger::Location>,
+    pub ledger: Option<crate::decision::ledger::Location>,
     pub quiet: bool,
 }
 
@@ -66,7 +66,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         format!(
             "{} was not written by `infergate qualify` (no {} beside it)",
             opts.report.display(),
-            crate::qualify::state::QUALIFICATION_FILE
+            crate::decision::state::QUALIFICATION_FILE
         )
     })?;
     let plan = qf.load_plan(&out_dir)?;
