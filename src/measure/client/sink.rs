@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::measure::record::{Failure, Outcome, ServerTimings, StreamCapture};
 use crate::measure::sse::{Event, SseError};
 
-use super::chunk::{Chunk, Str};
+use super::chunk::{Chunk, Str, Timings, Usage};
 use super::config::{Endpoint, SNIPPET_BYTES};
 use super::{fastjson, logprobs};
 
@@ -58,29 +58,15 @@ impl<'c> Sink<'c> {
         }
     }
 
+    /// One SSE event into the capture, in named steps: its payload, the
+    /// `[DONE]` end, the chunk, an in-band error, then what the chunk carries.
     pub(super) fn on_event(&mut self, ev: Result<Event<'_>, SseError>, at_ms: f64) {
         if self.state != State::Streaming {
             return;
         }
-        let ev = match ev {
-            Ok(ev) => ev,
-            Err(e) => return self.fail(Outcome::StreamValidationFailed, e.to_string()),
+        let Some(data) = self.payload(ev) else {
+            return;
         };
-        match ev.event {
-            "" | "message" => {}
-            "error" => {
-                return self.fail(
-                    Outcome::StreamValidationFailed,
-                    format!(
-                        "error event in stream: {}",
-                        bounded_bytes(ev.data, SNIPPET_BYTES)
-                    ),
-                );
-            }
-            // Other named events (e.g. `ping`) are not part of the OpenAI protocol: ignore them.
-            _ => return,
-        }
-        let data = ev.data;
         if data.trim_ascii() == b"[DONE]" {
             self.cap.saw_done = true;
             self.cap.e2e_ms = Some(at_ms);
@@ -90,39 +76,105 @@ impl<'c> Sink<'c> {
         if data.trim_ascii().is_empty() {
             return;
         }
-        // The fast path reads the usual chunk; anything unusual goes to serde_json, as before.
+        let Some(mut chunk) = self.parse_chunk(data) else {
+            return;
+        };
+        if self.failed_in_band(&chunk) {
+            return;
+        }
+        self.note_identity(&mut chunk);
+        if self.take_choices(&chunk, at_ms) {
+            self.cap.chunk_ms.push(at_ms);
+            self.cap.truncated = self.content_full || self.reasoning_full;
+        }
+        self.take_usage(chunk.usage.take());
+        self.take_timings(chunk.timings.take());
+    }
+
+    /// A data event's payload. An `error` event or a broken stream fails the
+    /// request; other named events (e.g. `ping`) are not part of the OpenAI
+    /// protocol and are ignored.
+    #[inline]
+    fn payload<'e>(&mut self, ev: Result<Event<'e>, SseError>) -> Option<&'e [u8]> {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => {
+                self.fail(Outcome::StreamValidationFailed, e.to_string());
+                return None;
+            }
+        };
+        match ev.event {
+            "" | "message" => Some(ev.data),
+            "error" => {
+                self.fail(
+                    Outcome::StreamValidationFailed,
+                    format!(
+                        "error event in stream: {}",
+                        bounded_bytes(ev.data, SNIPPET_BYTES)
+                    ),
+                );
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// The fast path reads the usual chunk; anything unusual goes to
+    /// serde_json, as before; a chunk neither reads fails the request.
+    #[inline]
+    fn parse_chunk<'d>(&mut self, data: &'d [u8]) -> Option<Chunk<'d>> {
         let mut chunk = Chunk::default();
-        if !fastjson::parse_into(data, &mut chunk) {
-            chunk = match serde_json::from_slice(data) {
-                Ok(c) => c,
-                Err(e) => {
-                    return self.fail(
-                        Outcome::StreamValidationFailed,
-                        format!(
-                            "malformed chunk ({e}): {}",
-                            bounded_bytes(data, SNIPPET_BYTES)
-                        ),
-                    );
-                }
-            };
+        if fastjson::parse_into(data, &mut chunk) {
+            return Some(chunk);
         }
-        if let Some(err) = chunk.error.filter(|e| !e.is_null()) {
-            let msg = err
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| err.to_string());
-            return self.fail(
-                Outcome::StreamValidationFailed,
-                format!("error object in stream: {}", bounded(&msg, SNIPPET_BYTES)),
-            );
+        match serde_json::from_slice(data) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.fail(
+                    Outcome::StreamValidationFailed,
+                    format!(
+                        "malformed chunk ({e}): {}",
+                        bounded_bytes(data, SNIPPET_BYTES)
+                    ),
+                );
+                None
+            }
         }
+    }
+
+    /// An error object inside a chunk fails the request.
+    #[inline]
+    fn failed_in_band(&mut self, chunk: &Chunk<'_>) -> bool {
+        let Some(err) = chunk.error.as_ref().filter(|e| !e.is_null()) else {
+            return false;
+        };
+        let msg = err
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| err.to_string());
+        self.fail(
+            Outcome::StreamValidationFailed,
+            format!("error object in stream: {}", bounded(&msg, SNIPPET_BYTES)),
+        );
+        true
+    }
+
+    /// The model and fingerprint, from the first chunk that names them.
+    #[inline]
+    fn note_identity(&mut self, chunk: &mut Chunk<'_>) {
         if self.cap.model.is_none() {
-            self.cap.model = chunk.model.map(|m| m.0.into_owned());
+            self.cap.model = chunk.model.take().map(|m| m.0.into_owned());
         }
         if self.cap.system_fingerprint.is_none() {
-            self.cap.system_fingerprint = chunk.system_fingerprint.map(|m| m.0.into_owned());
+            self.cap.system_fingerprint = chunk.system_fingerprint.take().map(|m| m.0.into_owned());
         }
+    }
+
+    /// Each choice's text, reasoning, tokens and finish reason; whether any
+    /// of them bore output (a timed chunk).
+    #[inline]
+    fn take_choices(&mut self, chunk: &Chunk<'_>, at_ms: f64) -> bool {
         let mut bearing = false;
         for c in chunk.choices.iter() {
             let (content, reasoning) = match self.endpoint {
@@ -173,34 +225,42 @@ impl<'c> Sink<'c> {
                 self.cap.finish_reasons.push(fr.0.as_ref().to_owned());
             }
         }
-        if bearing {
-            self.cap.chunk_ms.push(at_ms);
-            self.cap.truncated = self.content_full || self.reasoning_full;
+        bearing
+    }
+
+    /// Some servers repeat usage in every chunk; the last one wins.
+    #[inline]
+    fn take_usage(&mut self, usage: Option<Usage>) {
+        let Some(u) = usage else {
+            return;
+        };
+        if u.prompt_tokens.is_some() {
+            self.cap.prompt_tokens = u.prompt_tokens;
         }
-        // Some servers repeat usage in every chunk; the last one wins.
-        if let Some(u) = chunk.usage {
-            if u.prompt_tokens.is_some() {
-                self.cap.prompt_tokens = u.prompt_tokens;
-            }
-            if u.completion_tokens.is_some() {
-                self.cap.completion_tokens = u.completion_tokens;
-            }
-            if let Some(n) = u.prompt_tokens_details.and_then(|d| d.cached_tokens) {
-                self.cap.cached_prompt_tokens = Some(n);
-            }
+        if u.completion_tokens.is_some() {
+            self.cap.completion_tokens = u.completion_tokens;
         }
-        if let Some(t) = chunk.timings {
-            let t = ServerTimings {
-                cache_n: t.cache_n,
-                prompt_n: t.prompt_n,
-                prompt_ms: t.prompt_ms,
-                predicted_n: t.predicted_n,
-                predicted_ms: t.predicted_ms,
-            };
-            // usage's count, when the server sent one, is the portable field.
-            self.cap.cached_prompt_tokens = self.cap.cached_prompt_tokens.or(t.cache_n);
-            self.cap.server_timings = Some(t);
+        if let Some(n) = u.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+            self.cap.cached_prompt_tokens = Some(n);
         }
+    }
+
+    /// llama.cpp's per-request timings (the final chunk).
+    #[inline]
+    fn take_timings(&mut self, timings: Option<Timings>) {
+        let Some(t) = timings else {
+            return;
+        };
+        let t = ServerTimings {
+            cache_n: t.cache_n,
+            prompt_n: t.prompt_n,
+            prompt_ms: t.prompt_ms,
+            predicted_n: t.predicted_n,
+            predicted_ms: t.predicted_ms,
+        };
+        // usage's count, when the server sent one, is the portable field.
+        self.cap.cached_prompt_tokens = self.cap.cached_prompt_tokens.or(t.cache_n);
+        self.cap.server_timings = Some(t);
     }
 
     /// After `[DONE]`: a stream that never said why it finished is not valid.
