@@ -848,6 +848,14 @@ fn block_finished(entries: &[Entry], b: &Block) -> bool {
     })
 }
 
+/// The last adaptive round the ledger records as looked at.
+fn last_round(entries: &[Entry]) -> Option<&Entry> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "round" && e.status == Status::Ok)
+}
+
 /// Adaptive rounds finished (looked at), per the ledger.
 fn rounds_done(entries: &[Entry]) -> usize {
     entries
@@ -959,10 +967,7 @@ async fn interleaved_body(
     };
     // Minutes spent by earlier invocations of this qualification (as their
     // last round recorded them) plus this one's.
-    let earlier_minutes = entries
-        .iter()
-        .rev()
-        .find(|e| e.step == "round" && e.status == Status::Ok)
+    let earlier_minutes = last_round(&entries)
         .and_then(|e| e.detail.get("minutes").and_then(|m| m.as_f64()))
         .unwrap_or(0.0);
     let minutes = || earlier_minutes + t0.elapsed().as_secs_f64() / 60.0;
@@ -1037,14 +1042,10 @@ async fn adaptive_rounds(
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
     let mut done = rounds_done(entries);
-    let last_round = entries
-        .iter()
-        .rev()
-        .find(|e| e.step == "round" && e.status == Status::Ok);
-    let mut stop: Option<String> =
-        last_round.and_then(|e| e.detail_str("stop").map(str::to_string));
+    let last = last_round(entries);
+    let mut stop: Option<String> = last.and_then(|e| e.detail_str("stop").map(str::to_string));
     // A ledger from before fractions were recorded spent by look / looks.
-    let mut before = last_round.map_or(0.0, |e| {
+    let mut before = last.map_or(0.0, |e| {
         fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
     });
     // Round time is measured in this invocation (a resume brings up its runtimes again).
@@ -1505,22 +1506,19 @@ fn compare(ctx: &Ctx<'_>, adaptive: bool) -> Result<Report> {
         let (suite, _) = Suite::load(&ctx.plan.suite)?;
         let cells = interleave::layout(&suite.cells, ctx.plan.window);
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
-        let last_round = entries
-            .iter()
-            .rev()
-            .find(|e| e.step == "round" && e.status == Status::Ok);
+        let last = last_round(&entries);
         // The last look again, at the fractions its round recorded; a ledger
         // from before them: stopped by the clock before the last planned
         // look, it spends the error the earlier ones left.
         let look = adaptive.then(|| Look {
             round: rounds_done(&entries),
-            fractions: last_round.and_then(|e| {
+            fractions: last.and_then(|e| {
                 Some((
                     e.detail.get("previous_information_fraction")?.as_f64()?,
                     fraction_of(e)?,
                 ))
             }),
-            closing: last_round.and_then(|e| e.detail_str("stop"))
+            closing: last.and_then(|e| e.detail_str("stop"))
                 == Some(StopReason::MaxMinutes.as_str()),
         });
         return compare_interleaved(ctx, &suite, &cells, look);

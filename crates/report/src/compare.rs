@@ -507,14 +507,7 @@ fn evidence_part(
     cc: &CellResult,
     alpha_pass: f64,
 ) -> EvidencePart {
-    let part = |outcome, reason| EvidencePart {
-        subject: subject.to_string(),
-        outcome,
-        reason,
-        requests_to_resolve: None,
-        requests_per_side: None,
-        oracle_requests_per_side: None,
-    };
+    let part = |outcome, reason| EvidencePart::new(subject, outcome, reason);
     if !eligible {
         return ineligible_part(subject, bc, cc);
     }
@@ -545,8 +538,6 @@ fn evidence_part(
     };
     EvidencePart {
         requests_to_resolve: e.requests_to_resolve,
-        requests_per_side: None,
-        oracle_requests_per_side: None,
         ..part(e.outcome, format!("{bounds}{more}"))
     }
 }
@@ -594,14 +585,7 @@ fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidenceP
             "the cell is not performance-eligible on both sides".to_string(),
         )
     };
-    EvidencePart {
-        subject: subject.to_string(),
-        outcome,
-        reason,
-        requests_to_resolve: None,
-        requests_per_side: None,
-        oracle_requests_per_side: None,
-    }
+    EvidencePart::new(subject.to_string(), outcome, reason)
 }
 
 /// A cell's SLOs: the policy's for it, which gate, else the suite's (both
@@ -658,34 +642,31 @@ fn compare_slo(
     );
     let part = match &evidence {
         _ if !eligible => ineligible_part(&subject, bc, cc),
-        None => EvidencePart {
+        None => EvidencePart::new(
             subject,
-            outcome: GateOutcome::Inconclusive,
-            reason: "a side has no request rows (a run from before they were kept)".into(),
-            requests_to_resolve: None,
-            requests_per_side: None,
-            oracle_requests_per_side: None,
-        },
+            GateOutcome::Inconclusive,
+            "a side has no request rows (a run from before they were kept)",
+        ),
         Some(e) => {
             let more = e
                 .requests_to_resolve
                 .map(|n| format!("; about {n} requests per side would decide it"))
                 .unwrap_or_default();
             EvidencePart {
-                subject,
-                outcome: e.outcome,
-                reason: format!(
-                    "SLO attainment ({}) {:.1}% -> {:.1}%, drop {:+.2} points, bounds [{:+.2}, {:+.2}] (fail if lower > {margin}, pass if upper <= {margin}){more}",
-                    targets.describe(),
-                    b.attainment * 100.0,
-                    c.attainment * 100.0,
-                    e.drop_points,
-                    e.lower_bound_points,
-                    e.upper_bound_points,
-                ),
                 requests_to_resolve: e.requests_to_resolve,
-                requests_per_side: None,
-                oracle_requests_per_side: None,
+                ..EvidencePart::new(
+                    subject,
+                    e.outcome,
+                    format!(
+                        "SLO attainment ({}) {:.1}% -> {:.1}%, drop {:+.2} points, bounds [{:+.2}, {:+.2}] (fail if lower > {margin}, pass if upper <= {margin}){more}",
+                        targets.describe(),
+                        b.attainment * 100.0,
+                        c.attainment * 100.0,
+                        e.drop_points,
+                        e.lower_bound_points,
+                        e.upper_bound_points,
+                    ),
+                )
             }
         }
     };
@@ -927,14 +908,11 @@ fn cell_metrics(
                 spec.sample,
                 missing.join(" and ")
             );
-            acc.evidence_parts.push(EvidencePart {
-                subject: subject.clone(),
-                outcome: GateOutcome::Inconclusive,
-                reason: reason.clone(),
-                requests_to_resolve: None,
-                requests_per_side: None,
-                oracle_requests_per_side: None,
-            });
+            acc.evidence_parts.push(EvidencePart::new(
+                subject.clone(),
+                GateOutcome::Inconclusive,
+                reason.clone(),
+            ));
             acc.perf_parts.push(GatePart {
                 subject,
                 passed: false,
@@ -950,14 +928,11 @@ fn cell_metrics(
             match compare_metric(spec, name, b, c, (bcl, ccl), design, policy, every_request) {
                 Ok(x) => x,
                 Err(part) => {
-                    acc.evidence_parts.push(EvidencePart {
-                        subject: part.subject.clone(),
-                        outcome: GateOutcome::Inconclusive,
-                        reason: part.reason.clone(),
-                        requests_to_resolve: None,
-                        requests_per_side: None,
-                        oracle_requests_per_side: None,
-                    });
+                    acc.evidence_parts.push(EvidencePart::new(
+                        part.subject.clone(),
+                        GateOutcome::Inconclusive,
+                        part.reason.clone(),
+                    ));
                     acc.perf_parts.push(part);
                     continue;
                 }
@@ -1220,14 +1195,11 @@ fn compare_cells(
     }
     let performance = Gate::new(PERFORMANCE_RULE, perf_parts);
     if cells.is_empty() {
-        evidence_parts.push(EvidencePart {
-            subject: "cells".into(),
-            outcome: GateOutcome::Inconclusive,
-            reason: "no cells: nothing was measured".into(),
-            requests_to_resolve: None,
-            requests_per_side: None,
-            oracle_requests_per_side: None,
-        });
+        evidence_parts.push(EvidencePart::new(
+            "cells",
+            GateOutcome::Inconclusive,
+            "no cells: nothing was measured",
+        ));
     }
     Ok(ComparedCells {
         cells,

@@ -747,6 +747,25 @@ pub struct EvidencePart {
     pub oracle_requests_per_side: Option<usize>,
 }
 
+impl EvidencePart {
+    /// A part with no request figures (undecided by more requests, or not a
+    /// performance pair); set the ones that apply with struct update syntax.
+    pub fn new(
+        subject: impl Into<String>,
+        outcome: GateOutcome,
+        reason: impl Into<String>,
+    ) -> Self {
+        EvidencePart {
+            subject: subject.into(),
+            outcome,
+            reason: reason.into(),
+            requests_to_resolve: None,
+            requests_per_side: None,
+            oracle_requests_per_side: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvidenceGate {
     pub outcome: GateOutcome,

@@ -105,22 +105,14 @@ pub fn judge(
     let mut parts: Vec<EvidencePart> = Vec::new();
     if let Some(h) = hard.as_ref().filter(|h| h.gating) {
         parts.push(EvidencePart {
-            subject: "quality: hard divergences".into(),
-            outcome: h.outcome,
-            reason: h.reason(),
             requests_to_resolve: h.pairs_to_resolve.map(|n| n as usize),
-            requests_per_side: None,
-            oracle_requests_per_side: None,
+            ..EvidencePart::new("quality: hard divergences", h.outcome, h.reason())
         });
     }
     for t in &tasks {
         parts.push(EvidencePart {
-            subject: format!("quality: task {}", t.name),
-            outcome: t.outcome,
-            reason: t.reason(),
             requests_to_resolve: t.items_to_resolve.map(|n| n as usize),
-            requests_per_side: None,
-            oracle_requests_per_side: None,
+            ..EvidencePart::new(format!("quality: task {}", t.name), t.outcome, t.reason())
         });
     }
     let gate = (!parts.is_empty()).then(|| crate::gate::gate_of_parts(QUALITY_RULE, parts));

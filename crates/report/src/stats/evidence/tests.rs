@@ -1139,6 +1139,47 @@ fn known_variance_oracle(sim: Sim, shift: f64, margin: f64, alpha: f64, power: f
     var * z * z / (delta * delta)
 }
 
+/// One simulated case: its name, the three cells' shifts, the outcome it
+/// should reach (0 pass, 1 fail), and the known-variance oracle for it.
+type OracleCase = (&'static str, [f64; 3], usize, f64);
+
+/// A/A pass and +10 % fail with their oracles at the fixed-size levels:
+/// a pass needs all three cells (per-cell power 0.8^(1/3)), a fail the one.
+fn oracle_cases(sim: Sim, alpha: f64, m: usize) -> [OracleCase; 2] {
+    [
+        (
+            "A/A pass",
+            [0.0; 3],
+            0,
+            known_variance_oracle(sim, 0.0, 5.0, alpha, 0.8f64.powf(1.0 / 3.0)),
+        ),
+        (
+            "+10% fail",
+            [10.0, 0.0, 0.0],
+            1,
+            known_variance_oracle(sim, 10.0, 5.0, alpha / m as f64, 0.8),
+        ),
+    ]
+}
+
+/// Look k of a run the budget ends after `clock` rounds, at fraction k / clock.
+fn by_fraction(
+    alpha: f64,
+    m: usize,
+    clock: usize,
+    spending: Spending,
+) -> impl Fn(usize) -> (f64, f64) {
+    move |k| {
+        alpha_levels_between(
+            alpha,
+            m,
+            (k - 1) as f64 / clock as f64,
+            k as f64 / clock as f64,
+            spending,
+        )
+    }
+}
+
 /// Issue #31: what an adaptive verdict costs against the fixed-n oracle,
 /// before and after the look schedule follows the budget the run really
 /// has. The issue's trials: the clock allows 14 rounds (112 requests per
@@ -1160,21 +1201,7 @@ fn adaptive_looks_by_the_budget_the_run_has() {
     };
     let (alpha, m) = (0.05, 3);
     let obf = Spending::OBrienFleming;
-    // Pass needs all three cells (per-cell power 0.8^(1/3)); fail needs the one.
-    let cases = [
-        (
-            "A/A pass",
-            [0.0; 3],
-            0usize,
-            known_variance_oracle(sim, 0.0, 5.0, alpha, 0.8f64.powf(1.0 / 3.0)),
-        ),
-        (
-            "+10% fail",
-            [10.0, 0.0, 0.0],
-            1,
-            known_variance_oracle(sim, 10.0, 5.0, alpha / m as f64, 0.8),
-        ),
-    ];
+    let cases = oracle_cases(sim, alpha, m);
     let mut table = vec![format!(
         "{trials} trials; 3 cells, requests paired in blocks of 4, CV 6 %, AR(1) 0.5, drift 6 % per block; 8 requests per round; the request budget plans 50 looks\n\
          clock | plan                                  | case      | [pass, fail, inconcl.] | ASN/side/cell | known-variance oracle | ratio"
@@ -1188,17 +1215,7 @@ fn adaptive_looks_by_the_budget_the_run_has() {
                 alpha_levels_at(alpha, m, k, 50, obf)
             }
         };
-        let by_fraction = move |spending: Spending| {
-            move |k: usize| {
-                alpha_levels_between(
-                    alpha,
-                    m,
-                    (k - 1) as f64 / clock as f64,
-                    k as f64 / clock as f64,
-                    spending,
-                )
-            }
-        };
+        let by_fraction = |spending| by_fraction(alpha, m, clock, spending);
         let (after_obf, after_pocock) = (by_fraction(obf), by_fraction(Spending::Pocock));
         let plans: [(&str, Levels); 3] = [
             ("before: OBF over 50, the clock closes", &before),
@@ -1356,35 +1373,12 @@ fn a_generous_budget_favours_earlier_spending() {
         ..INTERLEAVED
     };
     let (alpha, m, clock) = (0.05, 3, 15usize);
-    let by_fraction = move |spending: Spending| {
-        move |k: usize| {
-            alpha_levels_between(
-                alpha,
-                m,
-                (k - 1) as f64 / clock as f64,
-                k as f64 / clock as f64,
-                spending,
-            )
-        }
-    };
+    let by_fraction = |spending| by_fraction(alpha, m, clock, spending);
     let (obf, pocock) = (
         by_fraction(Spending::OBrienFleming),
         by_fraction(Spending::Pocock),
     );
-    let cases = [
-        (
-            "A/A pass",
-            [0.0; 3],
-            0usize,
-            known_variance_oracle(sim, 0.0, 5.0, alpha, 0.8f64.powf(1.0 / 3.0)),
-        ),
-        (
-            "+10% fail",
-            [10.0, 0.0, 0.0],
-            1,
-            known_variance_oracle(sim, 10.0, 5.0, alpha / m as f64, 0.8),
-        ),
-    ];
+    let cases = oracle_cases(sim, alpha, m);
     let mut asn = Vec::new();
     for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
         for (j, (plan, levels)) in [("OBF", &obf as Levels), ("Pocock", &pocock)]
