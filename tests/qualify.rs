@@ -493,11 +493,17 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
 async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     let _serial = serial().await;
     let env = Env::new();
-    env.suite(4, 8);
+    let suite = env.suite(4, 8);
+    // The shipped default policy, from a file of this test's own, so the
+    // reads of it can be counted.
+    let policy = env.write(
+        "policy.toml",
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/default.toml")),
+    );
     // Blocks of 2; 8 requests per side per cell allow 2 rounds (A B B A each).
     let plan = env.plan(
         "engine_profile = \"candidate\"",
-        "window = 2\n[adaptive]\nmax_requests = 8\nmax_minutes = 30",
+        "window = 2\npolicy = \"policy.toml\"\n[adaptive]\nmax_requests = 8\nmax_minutes = 30",
     );
     // Adaptive by the flag (as `--adaptive`); interrupted inside round 2.
     let ledger = Ledger::open(&env.ledger).unwrap();
@@ -522,6 +528,15 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         interrupted.is_none(),
         "finished before it could be interrupted"
     );
+    // One reading of the suite and of the policy for the whole invocation:
+    // not one per block, look or comparison (#25).
+    let reads = || {
+        (
+            infergate::util::input_reads(&suite),
+            infergate::util::input_reads(&policy),
+        )
+    };
+    assert_eq!(reads(), (1, 1), "reads of the suite and the policy");
     let before = env.entries("q-adaptive");
     assert_eq!(
         lifecycle::leftovers(&before).len(),
@@ -534,6 +549,8 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     let o = qualify::run(&plan, &env.opts("q-adaptive"))
         .await
         .expect("resume");
+    // The resumed invocation read each once more, through its two looks.
+    assert_eq!(reads(), (2, 2), "reads of the suite and the policy");
     let entries = env.entries("q-adaptive");
     let s = steps(&entries);
     assert!(

@@ -63,7 +63,11 @@ pub struct Plan {
     /// The plan's text, kept so the qualification directory holds exactly what ran.
     pub text: String,
     pub suite: PathBuf,
+    /// Where the gate policy came from.
     pub policy: PolicySource,
+    /// The gate policy, read and checked once when the plan loads; every
+    /// comparison of the qualification uses this value.
+    pub gate_policy: Policy,
     /// Passes per runtime, in alternating order (A B B A …); 1 when interleaved.
     pub repeats: usize,
     /// How the two runtimes' requests are placed in time.
@@ -149,7 +153,12 @@ impl PolicySource {
     pub fn load(&self, plan_path: &Path) -> anyhow::Result<Policy> {
         Ok(match self {
             PolicySource::Defaults => Policy::default(),
-            PolicySource::File(p) => Policy::from_file(p)?,
+            PolicySource::File(p) => {
+                let text = crate::util::read_input(p).map_err(|e| {
+                    ConfigError::file(p.display().to_string(), format!("cannot read: {e}"))
+                })?;
+                Policy::from_toml_str(&text, &p.display().to_string())?
+            }
             PolicySource::Inline(text) => {
                 Policy::from_toml_str(text, &format!("{} [policy]", plan_path.display()))?
             }
@@ -536,7 +545,7 @@ impl Plan {
         };
         let policy = policy_source(raw.policy, &resolve, &err, key_line(text, "policy"))?;
         // Catch policy mistakes now, not after an hour of measuring.
-        policy
+        let gate_policy = policy
             .load(path)
             .map_err(|e| err(None, "policy", format!("{e:#}")))?;
         let repeats_given = raw.repeats.as_ref().map(|r| r.span());
@@ -577,6 +586,7 @@ impl Plan {
             text: text.to_string(),
             suite: resolve(raw.suite.get_ref()),
             policy,
+            gate_policy,
             repeats,
             schedule,
             window,

@@ -295,8 +295,10 @@ impl Suite {
         Ok(suite)
     }
 
+    /// Read and check the suite at `path`, with the datasets and task files
+    /// it names: (the suite, the file's text).
     pub fn load(path: &Path) -> Result<(Suite, String)> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::util::read_input(path)
             .with_context(|| format!("reading suite {}", path.display()))?;
         let origin = path.display().to_string();
         let mut suite = Suite::parse(&text, &origin)?;
@@ -316,6 +318,22 @@ impl Suite {
                 .with_context(|| format!("{origin}: line {line}: [[turnover]] '{}'", t.name))?;
         }
         Ok((suite, text))
+    }
+}
+
+/// A suite file as read once: the typed suite and the text it came from
+/// (its sha256 goes into each run's provenance). A qualification reads it at
+/// preflight and hands it to every step.
+#[derive(Debug, Clone)]
+pub struct LoadedSuite {
+    pub suite: Suite,
+    pub text: String,
+}
+
+impl LoadedSuite {
+    pub fn read(path: &Path) -> Result<LoadedSuite> {
+        let (suite, text) = Suite::load(path)?;
+        Ok(LoadedSuite { suite, text })
     }
 }
 

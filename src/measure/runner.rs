@@ -75,11 +75,18 @@ pub enum RunPart {
 pub const ARTIFACT_FILE: &str = "run.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 
+/// Read `opts.suite` and measure it.
 pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
-    let started_at = now_rfc3339();
     let (suite, suite_text) = Suite::load(&opts.suite)?;
-    let target = Target::reach(opts, &suite).await?;
-    let cells = select_cells(&suite, opts)?;
+    run_suite(opts, &suite, &suite_text).await
+}
+
+/// Measure `suite`, already read from `opts.suite` (its text is recorded in
+/// the provenance): a qualification reads its suite once for every block.
+pub async fn run_suite(opts: &RunOptions, suite: &Suite, suite_text: &str) -> Result<RunArtifact> {
+    let started_at = now_rfc3339();
+    let target = Target::reach(opts, suite).await?;
+    let cells = select_cells(suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = target.info.context_window {
         for c in &cells {
@@ -103,7 +110,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     } else {
         let model = &target.info.model_id;
         let client = &session.client;
-        run_turnover(client, &suite, model, &mut journal, &previous, opts.quiet).await?
+        run_turnover(client, suite, model, &mut journal, &previous, opts.quiet).await?
     };
     let mut method = method_of(opts, &sizer, session.dialect);
     let achieved = exact::achieved(&cells, &all);
@@ -112,7 +119,7 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
     }
     let artifact = RunArtifact {
         schema: RUN_SCHEMA.to_string(),
-        provenance: target.provenance(opts, &suite, &suite_text, started_at)?,
+        provenance: target.provenance(opts, suite, suite_text, started_at)?,
         method,
         rate_sweeps: crate::slo::rate_sweeps(&results),
         cells: results,

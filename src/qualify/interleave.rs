@@ -114,6 +114,17 @@ pub fn adaptive_requests(cell: &CellLayout, rounds: usize) -> usize {
     rounds * 2 * cell.window
 }
 
+/// Requests per side of each cell: the suite's, or what `rounds` adaptive rounds hold.
+pub fn totals(cells: &[CellLayout], rounds: Option<usize>) -> Vec<usize> {
+    cells
+        .iter()
+        .map(|c| match rounds {
+            Some(r) => adaptive_requests(c, r),
+            None => c.requests,
+        })
+        .collect()
+}
+
 /// The most rounds `max_requests` (per side per cell) allows: no cell goes
 /// over it; at least one round. Every round is a look at the data, so this
 /// is also the number of looks the sequential error control must allow for.

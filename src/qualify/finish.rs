@@ -1,0 +1,187 @@
+//! The end of a qualification: the plan's decision policy applied (or the
+//! decision left pending and the baseline put back), a rollback when a step
+//! failed, and the `done` entry.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::outcome::{Outcome, Verdict};
+use super::progress::spent_in;
+use crate::config::plan::{After, BASELINE, OnOutcome};
+use crate::decision::decide;
+use crate::decision::ledger::{Entry, Location, Status};
+use crate::decision::lifecycle::{self, Ctx};
+use crate::decision::state::decision_in;
+use crate::report::{self, DecisionAction, Report};
+
+/// Apply the plan's decision policy for this outcome, or leave the decision
+/// pending and put the baseline back (or nothing, with `after = "stop"`).
+pub(super) async fn decide_or_restore(
+    ctx: &Ctx<'_>,
+    plan_path: &Path,
+    ledger_path: &Location,
+    mut report: Report,
+    report_path: PathBuf,
+) -> Result<Outcome> {
+    let plan = ctx.plan;
+    let qualified = report::gate::qualified(&report);
+    let verdict = if qualified {
+        Verdict::Qualified
+    } else {
+        Verdict::NotQualified
+    };
+    let policy = if qualified {
+        plan.decision.on_pass
+    } else {
+        plan.decision.on_fail
+    };
+    let action = match policy {
+        OnOutcome::Pending => None,
+        OnOutcome::Promote => Some(DecisionAction::Promote),
+        OnOutcome::RetainBaseline => Some(DecisionAction::RetainBaseline),
+    };
+    if let Some(action) = action {
+        let who = format!("plan policy ({})", plan_path.display());
+        let note = format!(
+            "decision.{} = {}",
+            if qualified { "on_pass" } else { "on_fail" },
+            action.as_str()
+        );
+        let applied = decide::decide_and_apply(ctx, &report_path, action, &who, &note).await?;
+        let failure = (!applied.carried_out).then(|| applied.promotion.clone());
+        return finish(ctx, ledger_path, verdict, Some(report_path), failure, false).await;
+    }
+    let promotion = match plan.after {
+        After::RestoreBaseline => {
+            match lifecycle::restore(ctx, BASELINE, "qualification finished; decision pending")
+                .await
+            {
+                Ok(h) => format!(
+                    "pending; baseline restored and readmitted ({})",
+                    h.describe()
+                ),
+                Err(e) => format!("pending; baseline restore FAILED: {e:#}"),
+            }
+        }
+        After::Stop => "pending; nothing left running (after = \"stop\")".to_string(),
+    };
+    report.set_promotion(promotion);
+    report::write_report_atomic(&report_path, &report)?;
+    finish(ctx, ledger_path, verdict, Some(report_path), None, false).await
+}
+
+/// Record the end of the qualification; with `restore`, first put the
+/// baseline back in service (rollback).
+pub(super) async fn finish(
+    ctx: &Ctx<'_>,
+    ledger_path: &Location,
+    verdict: Verdict,
+    report: Option<PathBuf>,
+    failure: Option<String>,
+    restore: bool,
+) -> Result<Outcome> {
+    let mut failure = failure;
+    if let Some(f) = &failure {
+        ctx.say(&format!("qualification {}: {f}", ctx.qualification));
+    }
+    if restore && ctx.plan.after == After::RestoreBaseline {
+        ctx.log(
+            "rollback",
+            None,
+            Status::Started,
+            json!({"reason": failure}),
+        )?;
+        // A baseline already serving (an interrupted run that got that far) stays.
+        let current = lifecycle::serving(&ctx.ledger.entries(ctx.qualification)?);
+        let already = match &current {
+            Some((label, h)) if label == BASELINE => h.down(&ctx.docker).await.is_none(),
+            _ => false,
+        };
+        if let (true, Some((_, h))) = (already, &current) {
+            ctx.log(
+                "rollback",
+                None,
+                Status::Ok,
+                json!({"serving": h.to_value(), "note": "baseline was already serving"}),
+            )?;
+        } else {
+            match lifecycle::restore(ctx, BASELINE, "rollback").await {
+                Ok(h) => ctx.log(
+                    "rollback",
+                    None,
+                    Status::Ok,
+                    json!({"serving": h.to_value()}),
+                )?,
+                Err(e) => {
+                    ctx.log(
+                        "rollback",
+                        None,
+                        Status::Failed,
+                        json!({"error": format!("{e:#}")}),
+                    )?;
+                    let f = failure.get_or_insert_with(String::new);
+                    f.push_str(&format!(
+                        "; rollback FAILED, the baseline is NOT serving: {e:#}"
+                    ));
+                }
+            }
+        }
+    }
+    let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();
+    let entries = ctx.ledger.entries(ctx.qualification)?;
+    let serving = lifecycle::serving(&entries);
+    let decision = decision_in(&entries);
+    ctx.log(
+        "done",
+        None,
+        if matches!(verdict, Verdict::Failed | Verdict::Refused) {
+            Status::Failed
+        } else {
+            Status::Ok
+        },
+        json!({
+            "verdict": verdict_text,
+            "report": report,
+            "failure": failure,
+            "serving": serving.as_ref().map(|(l, h)| json!({"runtime": l, "handle": h.to_value()})),
+        }),
+    )?;
+    Ok(Outcome {
+        id: ctx.qualification.to_string(),
+        out_dir: ctx.out_dir.to_path_buf(),
+        ledger: ledger_path.clone(),
+        verdict,
+        report,
+        failure,
+        decision,
+        serving,
+        spent: spent_in(&entries),
+    })
+}
+
+pub(super) fn finished_outcome(
+    ctx: &Ctx<'_>,
+    ledger_path: &Location,
+    entries: &[Entry],
+    done: &Entry,
+) -> Result<Outcome> {
+    let verdict: Verdict = done
+        .detail
+        .get("verdict")
+        .cloned()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or(Verdict::Failed);
+    Ok(Outcome {
+        id: ctx.qualification.to_string(),
+        out_dir: ctx.out_dir.to_path_buf(),
+        ledger: ledger_path.clone(),
+        verdict,
+        report: done.detail_str("report").map(PathBuf::from),
+        failure: done.detail_str("failure").map(str::to_string),
+        decision: decision_in(entries),
+        serving: lifecycle::serving(entries),
+        spent: spent_in(entries),
+    })
+}

@@ -1,0 +1,114 @@
+//! Adaptive rounds: a round of blocks, then a look (a comparison at the
+//! information fraction reached), until the performance gate resolves or
+//! the budget is spent.
+
+use serde_json::json;
+
+use super::compare::{Look, compare_interleaved};
+use super::interleave::{self, CellLayout, StopReason};
+use super::measure_block::run_block;
+use super::outcome::PassFailure;
+use super::progress::{fraction_of, last_round, rounds_done};
+use super::up::Up;
+use crate::config::plan::BASELINE;
+use crate::config::suite::LoadedSuite;
+use crate::decision::ledger::{Entry, Status};
+use crate::decision::lifecycle::Ctx;
+
+/// Rounds of interleaved blocks, a look after each, until the performance
+/// gate resolves or the plan's budget is spent: (rounds done, why it stopped).
+/// A resumed qualification continues from the rounds its ledger records.
+pub(super) async fn adaptive_rounds(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    cells: &[CellLayout],
+    up: &Up,
+    entries: &[Entry],
+    minutes: &dyn Fn() -> f64,
+) -> Result<(usize, Option<String>), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let logged = |step: &str, status, detail| {
+        ctx.log(step, None, status, detail)
+            .map_err(|e| fail("ledger", BASELINE, e))
+    };
+    let budget = ctx.plan.adaptive;
+    let max_rounds = interleave::max_rounds(cells, budget.max_requests);
+    let mut done = rounds_done(entries);
+    let last = last_round(entries);
+    let mut stop: Option<String> = last.and_then(|e| e.detail_str("stop").map(str::to_string));
+    // A ledger from before fractions were recorded spent by look / looks.
+    let mut before = last.map_or(0.0, |e| {
+        fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
+    });
+    // Round time is measured in this invocation (a resume brings up its runtimes again).
+    let (start_rounds, start_minutes) = (done, minutes());
+    if done == 0 {
+        ctx.say(&format!(
+            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
+            budget.max_requests, budget.max_minutes
+        ));
+    }
+    while stop.is_none() {
+        for b in interleave::round_schedule(cells, done) {
+            run_block(ctx, suite, cells, &b, up).await?;
+        }
+        done += 1;
+        // One reading of the clock for the fraction and the stop, so they agree.
+        let now_minutes = minutes();
+        let round_minutes = (done > start_rounds)
+            .then(|| (now_minutes - start_minutes) / (done - start_rounds) as f64);
+        let fraction = interleave::information_fraction(
+            done,
+            max_rounds,
+            now_minutes,
+            budget.max_minutes,
+            round_minutes,
+            before,
+        );
+        let look = Look {
+            round: done,
+            fractions: Some((before, fraction)),
+            closing: false,
+        };
+        let report = compare_interleaved(ctx, &suite.suite, cells, Some(look))
+            .map_err(|e| fail("compare", "adaptive round", e))?;
+        let outcome = report.performance_outcome;
+        let why =
+            interleave::stop_after(done, max_rounds, now_minutes, budget.max_minutes, outcome);
+        let per_cell: serde_json::Map<String, serde_json::Value> = cells
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    json!(interleave::adaptive_requests(c, done)),
+                )
+            })
+            .collect();
+        logged(
+            "round",
+            Status::Ok,
+            json!({
+                "round": done,
+                "looks": max_rounds,
+                "information_fraction": fraction,
+                "previous_information_fraction": before,
+                "performance_outcome": outcome.map(|o| o.as_str()),
+                "requests_per_side": per_cell,
+                "minutes": minutes(),
+                "stop": why.map(StopReason::as_str),
+            }),
+        )?;
+        ctx.say(&format!(
+            "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}): performance {}; {}",
+            outcome.map_or("not decided by this compare", |o| o.as_str()),
+            why.map_or("another round", StopReason::as_str)
+        ));
+        stop = why.map(|w| w.as_str().to_string());
+        before = fraction;
+    }
+    Ok((done, stop))
+}

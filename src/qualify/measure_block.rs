@@ -1,0 +1,224 @@
+//! One block of the interleaved schedule on one runtime, and a side's end
+//! (its turnover, then its `run` entry).
+
+use anyhow::anyhow;
+use serde_json::json;
+
+use super::interleave::{Block, CellLayout};
+use super::outcome::PassFailure;
+use super::progress::{block_finished, ok_entry, side_finished};
+use super::targets::{image_label, scrape_options};
+use super::up::Up;
+use super::workdir::{interleaved_dir, turnover_dir};
+use crate::config::suite::LoadedSuite;
+use crate::decision::ledger::Status;
+use crate::decision::lifecycle::Ctx;
+use crate::measure::journal;
+use crate::measure::runner::{ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
+use crate::measure::scrape::ScrapeOptions;
+use crate::report;
+
+/// One block on one runtime, journaled into the side's interleaved journal.
+pub(super) async fn run_block(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    cells: &[CellLayout],
+    b: &Block,
+    up: &Up,
+) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", b.side, e))?;
+    if block_finished(&entries, b) {
+        return Ok(());
+    }
+    let rt = ctx
+        .plan
+        .runtime(b.side)
+        .ok_or_else(|| fail("run", b.side, anyhow!("no runtime {}", b.side)))?;
+    let warm_first = up
+        .warmed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert((b.side.to_string(), b.cell.clone()));
+    let warmup = suite
+        .suite
+        .cells
+        .iter()
+        .find(|c| c.name == b.cell)
+        .map_or(0, |c| if warm_first { c.warmup } else { 0 });
+    let window = cells
+        .iter()
+        .find(|c| c.name == b.cell)
+        .map_or(1, |c| c.window);
+    let dir = interleaved_dir(ctx.out_dir, b.side);
+    let resume = dir.join(JOURNAL_FILE).exists();
+    let detail = json!({
+        "cell": b.cell,
+        "block": b.k,
+        "first": b.first,
+        "count": b.count,
+        "window": window,
+        "warmup": warmup,
+        "dir": dir,
+    });
+    ctx.log("block", Some(b.side), Status::Started, detail.clone())
+        .map_err(|e| fail("ledger", b.side, e))?;
+    let opts = RunOptions {
+        target: up.get(b.side).handle.base_url().to_string(),
+        api_key_env: rt.api_key_env.clone(),
+        suite: ctx.plan.suite.clone(),
+        out_dir: dir,
+        runtime_label: Some(b.side.to_string()),
+        image: image_label(rt),
+        only_cells: vec![b.cell.clone()],
+        resume,
+        timeouts: ctx.plan.timeouts.clone(),
+        skip_turnover: true,
+        // One line per block here instead of the runner's per-cell lines.
+        quiet: true,
+        tokenizer: None,
+        part: RunPart::Block {
+            first: b.first,
+            count: b.count,
+            warmup: warmup > 0,
+        },
+        scrape: scrape_options(rt),
+    };
+    match up.run(ctx, b.side, &opts, suite).await {
+        Ok(_) => {
+            let records: Vec<_> = journal::read(&opts.out_dir.join(JOURNAL_FILE))
+                .map_err(|e| fail("run", b.side, e))?
+                .into_iter()
+                .filter(|r| r.cell == b.cell && (b.first..b.first + b.count).contains(&r.index))
+                .collect();
+            let failed = records
+                .iter()
+                .filter(|r| r.outcome != crate::measure::record::Outcome::Ok)
+                .count();
+            let mut detail = detail;
+            detail["recorded"] = json!(records.len());
+            detail["failed"] = json!(failed);
+            ctx.log("block", Some(b.side), Status::Ok, detail)
+                .map_err(|e| fail("ledger", b.side, e))?;
+            ctx.say(&format!(
+                "{} block {} {:<9} {} requests (#{}..{}, after {warmup} warmup), {failed} failed",
+                b.cell,
+                b.k,
+                b.side,
+                records.len(),
+                b.first,
+                b.first + b.count
+            ));
+            Ok(())
+        }
+        Err((label, e)) => {
+            let mut detail = detail;
+            detail["error"] = json!(format!("{e:#}"));
+            detail["log"] = json!(up.get(label).handle.log());
+            let _ = ctx.log("block", Some(b.side), Status::Failed, detail);
+            Err(fail("run", label, e))
+        }
+    }
+}
+
+/// A side after its blocks: its turnover (once), then its `run` entry (the
+/// model it served, for readmission).
+pub(super) async fn finish_side(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    label: &'static str,
+    up: &Up,
+) -> Result<(), PassFailure> {
+    let fail = |step, runtime, error| PassFailure {
+        step,
+        runtime,
+        error,
+    };
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", label, e))?;
+    if side_finished(&entries, label) {
+        return Ok(());
+    }
+    let rt = ctx
+        .plan
+        .runtime(label)
+        .ok_or_else(|| fail("run", label, anyhow!("no runtime {label}")))?;
+    let log = |status, detail| {
+        ctx.log("run", Some(label), status, detail)
+            .map_err(|e| fail("ledger", label, e))
+    };
+    let dir = interleaved_dir(ctx.out_dir, label);
+    let tdir = turnover_dir(ctx.out_dir, label);
+    let turnover = !ctx.plan.skip_turnover && !suite.suite.turnover.is_empty();
+    log(
+        Status::Started,
+        json!({"schedule": "interleaved", "dir": dir, "turnover_dir": turnover.then_some(&tdir)}),
+    )?;
+    let mut turnover_runs = 0;
+    if turnover {
+        ctx.say(&format!("{label}: turnover runs"));
+        let opts = RunOptions {
+            target: up.get(label).handle.base_url().to_string(),
+            api_key_env: rt.api_key_env.clone(),
+            suite: ctx.plan.suite.clone(),
+            out_dir: tdir.clone(),
+            runtime_label: Some(label.to_string()),
+            image: image_label(rt),
+            only_cells: Vec::new(),
+            resume: tdir.join(JOURNAL_FILE).exists(),
+            timeouts: ctx.plan.timeouts.clone(),
+            skip_turnover: false,
+            quiet: ctx.quiet,
+            tokenizer: None,
+            part: RunPart::TurnoverOnly,
+            scrape: ScrapeOptions::none(),
+        };
+        match up.run(ctx, label, &opts, suite).await {
+            Ok(art) => turnover_runs = art.turnover.len(),
+            Err((who, e)) => {
+                log(
+                    Status::Failed,
+                    json!({"schedule": "interleaved", "dir": tdir, "error": format!("{e:#}"), "log": up.get(who).handle.log()}),
+                )?;
+                return Err(fail("run", who, e));
+            }
+        }
+    }
+    let art = report::read_artifact(&dir.join(ARTIFACT_FILE))
+        .map_err(|e| fail("run", label, e.into()))?;
+    if let Some(exp) = ctx
+        .plan
+        .expected_model(label)
+        .filter(|e| *e != art.provenance.model)
+    {
+        log(
+            Status::Info,
+            json!({"schedule": "interleaved", "warning": format!("served model {:?}, but readmission expects {exp:?}", art.provenance.model)}),
+        )?;
+    }
+    let blocks = ok_entry(
+        &ctx.ledger.entries(ctx.qualification).unwrap_or_default(),
+        "block",
+        label,
+    )
+    .count();
+    log(
+        Status::Ok,
+        json!({
+            "schedule": "interleaved",
+            "dir": dir,
+            "model": art.provenance.model,
+            "blocks": blocks,
+            "turnover_runs": turnover_runs,
+        }),
+    )
+}

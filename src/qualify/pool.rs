@@ -1,0 +1,188 @@
+//! One artifact per side from its passes or blocks: each cell re-aggregated
+//! over every request it measured, with the server windows and turnover.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::interleave::{self, CellLayout};
+use crate::artifact::{RunArtifact, Schedule};
+use crate::config::suite::Suite;
+use crate::measure::runner::{ARTIFACT_FILE, JOURNAL_FILE};
+use crate::measure::scrape::{self, SCRAPE_LOG_FILE};
+use crate::measure::{aggregate, journal, windows};
+use crate::report;
+
+/// `method.prompt_tokens_achieved` over the pooled records.
+fn set_prompt_tokens_achieved(
+    method: &mut BTreeMap<String, String>,
+    cells: &[crate::config::suite::CellSpec],
+    records: &[crate::measure::record::RequestRecord],
+) {
+    let achieved = crate::measure::exact::achieved(cells, records);
+    if !achieved.is_empty() {
+        method.insert("prompt_tokens_achieved".into(), achieved);
+    }
+}
+
+/// One side of an interleaved qualification as one artifact: each cell pooled
+/// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
+/// index, the same numbering on both sides), the turnover from its own run
+/// when there was one, provenance from the last block.
+pub fn merge_interleaved(
+    suite: &Suite,
+    cells: &[CellLayout],
+    totals: &[usize],
+    dir: &Path,
+    turnover_dir: &Path,
+    started_at: Option<String>,
+) -> Result<RunArtifact> {
+    let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
+    let records = journal::read(&dir.join(JOURNAL_FILE))?;
+    let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
+    let pooled = pool_interleaved_cells(suite, cells, totals, &records, &scrapes);
+    let mut provenance = last.provenance.clone();
+    // Pooled from blocks: no one journal state describes the merged artifact.
+    provenance.journal = None;
+    if let Some(at) = started_at {
+        provenance.started_at = at;
+    }
+    let tfile = turnover_dir.join(ARTIFACT_FILE);
+    let turnover = if tfile.exists() {
+        let t = report::read_artifact(&tfile)?;
+        provenance.ended_at = t.provenance.ended_at.clone();
+        t.turnover
+    } else {
+        Vec::new()
+    };
+    let mut method = last.method.clone();
+    // Over every block's requests, not the last block's run.
+    set_prompt_tokens_achieved(&mut method, &suite.cells, &records);
+    let windows: Vec<String> = cells
+        .iter()
+        .zip(&suite.cells)
+        .map(|(c, s)| format!("{} {} (+{} warmup)", c.name, c.window, s.warmup))
+        .collect();
+    method.insert(
+        "schedule".into(),
+        format!(
+            "interleaved: both runtimes up at once; each cell's requests in blocks alternating between them in one timeline (block k: baseline then candidate for even k, candidate then baseline for odd k), never both loaded at once; each block after the cell's warmup requests (not recorded); requests per block: {}; sample_clusters is the block index, shared by the two sides",
+            windows.join(", ")
+        ),
+    );
+    Ok(RunArtifact {
+        schema: last.schema.clone(),
+        provenance,
+        method,
+        rate_sweeps: crate::slo::rate_sweeps(&pooled),
+        cells: pooled,
+        turnover,
+        schedule: Some(Schedule::Interleaved),
+    })
+}
+
+/// Each cell of `suite` pooled over its blocks (requests `0 .. totals[i]`)
+/// from the blocks' records, with its server windows from the scrape log.
+pub fn pool_interleaved_cells(
+    suite: &Suite,
+    cells: &[CellLayout],
+    totals: &[usize],
+    records: &[crate::measure::record::RequestRecord],
+    scrapes: &[scrape::ScrapeEntry],
+) -> Vec<crate::artifact::CellResult> {
+    suite
+        .cells
+        .iter()
+        .zip(cells)
+        .zip(totals)
+        .map(|((spec, c), &n)| {
+            let mut cell = interleave::pool_cell(spec, c.window, n, records);
+            let w = windows::cell_windows(scrapes, &spec.name, records, n);
+            windows::attach(&mut cell, w);
+            cell
+        })
+        .collect()
+}
+
+/// Pool the passes of one runtime into one artifact: each cell re-aggregated
+/// over every pass's requests (same shape, `requests` × passes), turnover runs
+/// listed in pass order.
+pub fn merge_passes(suite_path: &Path, dirs: &[PathBuf]) -> Result<RunArtifact> {
+    let (suite, _) = Suite::load(suite_path)?;
+    merge_passes_of(&suite, dirs)
+}
+
+/// [`merge_passes`] with the suite already read.
+pub fn merge_passes_of(suite: &Suite, dirs: &[PathBuf]) -> Result<RunArtifact> {
+    let arts: Vec<RunArtifact> = dirs
+        .iter()
+        .map(|d| report::read_artifact(&d.join(ARTIFACT_FILE)))
+        .collect::<Result<_, _>>()?;
+    let first = arts.first().context("no passes to merge")?;
+    let mut records = Vec::new();
+    // Per cell, every pass's server windows (each pass its own log and indices).
+    let mut server: BTreeMap<String, BTreeMap<String, windows::EndpointWindows>> = BTreeMap::new();
+    for (k, dir) in dirs.iter().enumerate() {
+        let pass = journal::read(&dir.join(JOURNAL_FILE))?;
+        let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
+        for spec in &suite.cells {
+            let w = windows::cell_windows(&scrapes, &spec.name, &pass, spec.requests);
+            windows::merge(server.entry(spec.name.clone()).or_default(), w);
+        }
+        for mut r in pass {
+            if let Some(spec) = suite.cells.iter().find(|c| c.name == r.cell) {
+                // Distinct indices per pass, so pooled requests never collide.
+                r.index += k * spec.requests;
+                records.push(r);
+            }
+        }
+    }
+    let cells: Vec<crate::artifact::CellResult> = first
+        .cells
+        .iter()
+        .filter_map(|c| suite.cells.iter().find(|s| s.name == c.name))
+        .map(|spec| {
+            let mut pooled = spec.clone();
+            pooled.requests = spec.requests * dirs.len();
+            // Each pass is a fresh start of the runtime: a cluster of its own.
+            let per_pass = spec.requests;
+            let mut cell =
+                aggregate::cell_clustered(&pooled, &records, |r| (r.index / per_pass) as u32);
+            windows::attach(&mut cell, server.remove(&spec.name).unwrap_or_default());
+            cell
+        })
+        .collect();
+    let mut turnover = Vec::new();
+    for a in &arts {
+        for t in &a.turnover {
+            let mut t = t.clone();
+            t.repeat = turnover
+                .iter()
+                .filter(|x: &&crate::artifact::TurnoverRun| x.name == t.name)
+                .count();
+            turnover.push(t);
+        }
+    }
+    let mut method = first.method.clone();
+    set_prompt_tokens_achieved(&mut method, &suite.cells, &records);
+    method.insert(
+        "passes".into(),
+        format!("pooled over {} passes of this runtime, each from a fresh start, in alternating order with the other runtime", dirs.len()),
+    );
+    let mut provenance = first.provenance.clone();
+    // Pooled from several passes' journals: none of them alone describes it.
+    provenance.journal = None;
+    if let Some(last) = arts.last() {
+        provenance.ended_at = last.provenance.ended_at.clone();
+    }
+    Ok(RunArtifact {
+        schema: first.schema.clone(),
+        provenance,
+        method,
+        rate_sweeps: crate::slo::rate_sweeps(&cells),
+        cells,
+        turnover,
+        schedule: Some(Schedule::AlternatingPasses),
+    })
+}

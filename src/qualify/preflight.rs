@@ -1,0 +1,49 @@
+//! Preflight: the suite reads and both runtimes are present. It changes
+//! nothing (except a pull by digest).
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use crate::config::plan::BASELINE;
+use crate::config::suite::LoadedSuite;
+use crate::decision::ledger::Status;
+use crate::decision::lifecycle::{self, Ctx};
+
+/// Both runtimes present, and the suite as read (the one reading of it
+/// every later step uses).
+pub(super) async fn preflight(ctx: &Ctx<'_>) -> Result<LoadedSuite> {
+    let plan = ctx.plan;
+    // The suite must load, or nothing can be measured.
+    let suite = LoadedSuite::read(&plan.suite)
+        .with_context(|| format!("suite {}", plan.suite.display()))?;
+    let mut details = serde_json::Map::new();
+    for rt in [&plan.baseline, &plan.candidate] {
+        match lifecycle::presence(ctx, rt).await {
+            Ok(v) => {
+                details.insert(rt.label.clone(), v);
+            }
+            Err(e) => {
+                let why = if rt.label == BASELINE {
+                    "the baseline could not be restored, so nothing was changed"
+                } else {
+                    "the candidate cannot be started; nothing was changed"
+                };
+                ctx.log(
+                    "preflight",
+                    Some(&rt.label),
+                    Status::Failed,
+                    json!({"error": format!("{e:#}"), "why": why}),
+                )?;
+                return Err(e.context(format!("preflight: {} runtime: {why}", rt.label)));
+            }
+        }
+    }
+    ctx.log(
+        "preflight",
+        None,
+        Status::Ok,
+        serde_json::Value::Object(details),
+    )?;
+    ctx.say("preflight: both runtimes present");
+    Ok(suite)
+}

@@ -1,0 +1,60 @@
+//! What the ledger says is already done: finished blocks and sides, the
+//! adaptive rounds looked at, the measuring's cost. Resuming reads these.
+
+use super::interleave::Block;
+use crate::decision::ledger::{Entry, Status};
+
+pub(super) fn ok_entry<'a>(
+    entries: &'a [Entry],
+    step: &str,
+    label: &str,
+) -> impl Iterator<Item = &'a Entry> {
+    entries.iter().filter(move |e| {
+        e.step == step && e.status == Status::Ok && e.runtime.as_deref() == Some(label)
+    })
+}
+
+pub(super) fn side_finished(entries: &[Entry], label: &str) -> bool {
+    ok_entry(entries, "run", label).any(|e| e.detail_str("schedule") == Some("interleaved"))
+}
+
+pub(super) fn block_finished(entries: &[Entry], b: &Block) -> bool {
+    ok_entry(entries, "block", b.side).any(|e| {
+        e.detail_str("cell") == Some(b.cell.as_str())
+            && e.detail.get("block").and_then(|k| k.as_u64()) == Some(b.k as u64)
+    })
+}
+
+/// The last adaptive round the ledger records as looked at.
+pub(super) fn last_round(entries: &[Entry]) -> Option<&Entry> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "round" && e.status == Status::Ok)
+}
+
+/// Adaptive rounds finished (looked at), per the ledger.
+pub(super) fn rounds_done(entries: &[Entry]) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.step == "round" && e.status == Status::Ok)
+        .filter_map(|e| e.detail.get("round").and_then(|r| r.as_u64()))
+        .max()
+        .unwrap_or(0) as usize
+}
+
+/// A round entry's information fraction, when it recorded one.
+pub(super) fn fraction_of(e: &Entry) -> Option<f64> {
+    e.detail
+        .get("information_fraction")
+        .and_then(|f| f.as_f64())
+}
+
+/// The cost of the measuring, as the last `interleaved` entry records it.
+pub fn spent_in(entries: &[Entry]) -> Option<String> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.step == "interleaved" && e.status == Status::Ok)
+        .and_then(|e| e.detail_str("spent").map(str::to_string))
+}
