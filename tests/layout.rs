@@ -535,6 +535,46 @@ fn the_stages_after_the_report_do_not_import_the_pipeline() {
 }
 
 #[test]
+fn config_is_the_lowest_layer() {
+    // Configuration is read before anything runs, so it builds on nothing
+    // of the pipeline: only itself, `util` and the report crate's re-exports.
+    // One edge is left, named here so it can only go: the suite hands its
+    // `[[turnover]]` tables to `measure::turnover` to parse (#25).
+    const BELOW: &[&str] = &[
+        "config",
+        "util",
+        "report",
+        "artifact",
+        "atomic",
+        "stats",
+        "slo",
+        "server_metrics",
+    ];
+    let main = main_crate();
+    let g = main.graph();
+    let config: Vec<_> = g
+        .iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("config"))
+        .collect();
+    assert!(config.len() >= 9, "{} config files", config.len());
+    let mut left = Vec::new();
+    for (m, deps) in config {
+        for d in deps {
+            let top = d.first().map(String::as_str).unwrap_or_default();
+            if BELOW.contains(&top) {
+                continue;
+            }
+            left.push(format!("{} imports {}", name(m), name(d)));
+        }
+    }
+    assert_eq!(
+        left,
+        ["config::suite imports measure::turnover"],
+        "config imports the pipeline"
+    );
+}
+
+#[test]
 fn the_report_crate_knows_nothing_of_the_main_crate() {
     let manifest = std::fs::read_to_string(root().join("crates/report/Cargo.toml")).unwrap();
     let deps = manifest.split("[dependencies]").nth(1).unwrap();

@@ -498,7 +498,10 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     // reads of it can be counted.
     let policy = env.write(
         "policy.toml",
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/policies/default.toml")),
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/policies/default.toml"
+        )),
     );
     // Blocks of 2; 8 requests per side per cell allow 2 rounds (A B B A each).
     let plan = env.plan(

@@ -6,10 +6,12 @@
 
 pub mod adhoc;
 pub mod dataset;
+pub mod ledger_location;
 pub mod limits;
 pub mod plan;
 pub mod suite;
 pub mod tasks;
+pub mod timeouts;
 pub mod workload;
 
 pub use crate::report::ConfigError;

@@ -47,6 +47,8 @@ use toml::Spanned;
 
 use crate::report::{ConfigError, Policy};
 
+/// The name of a runtime's own `/metrics` endpoint among those scraped.
+pub const TARGET_ENDPOINT: &str = "target";
 /// Labels of the two sides, as used in ledgers, directories and reports.
 pub const BASELINE: &str = "baseline";
 pub const CANDIDATE: &str = "candidate";
@@ -85,10 +87,10 @@ pub struct Plan {
     pub after: After,
     pub docker: DockerSettings,
     /// Client limits for every request of both runtimes' passes (`[timeouts]`).
-    pub timeouts: crate::measure::client::Timeouts,
+    pub timeouts: crate::config::timeouts::Timeouts,
     /// The ledger the plan's qualifications are recorded in (a team's
     /// `postgres://…`); `--ledger` and `$INFERGATE_LEDGER` come first.
-    pub ledger: Option<crate::decision::ledger::Location>,
+    pub ledger: Option<crate::config::ledger_location::Location>,
 }
 
 /// The plan's `schedule`: how the two runtimes share the machine.
@@ -564,11 +566,13 @@ impl Plan {
         let ledger = match &raw.ledger {
             None => None,
             Some(l) => Some(
-                match crate::decision::ledger::Location::parse(l.get_ref())
+                match crate::config::ledger_location::Location::parse(l.get_ref())
                     .map_err(|e| err(Some(l.span()), "ledger", format!("{e:#}")))?
                 {
-                    crate::decision::ledger::Location::Sqlite(p) => {
-                        crate::decision::ledger::Location::Sqlite(resolve(&p.to_string_lossy()))
+                    crate::config::ledger_location::Location::Sqlite(p) => {
+                        crate::config::ledger_location::Location::Sqlite(resolve(
+                            &p.to_string_lossy(),
+                        ))
                     }
                     shared => shared,
                 },
@@ -790,8 +794,8 @@ fn docker(v: Option<RawDocker>) -> DockerSettings {
 fn timeouts(
     v: Option<RawTimeouts>,
     err: &ErrFn,
-) -> Result<crate::measure::client::Timeouts, ConfigError> {
-    let d = crate::measure::client::Timeouts::default();
+) -> Result<crate::config::timeouts::Timeouts, ConfigError> {
+    let d = crate::config::timeouts::Timeouts::default();
     let t = v.unwrap_or(RawTimeouts {
         connect_s: None,
         first_byte_s: None,
@@ -799,7 +803,7 @@ fn timeouts(
         total_s: None,
     });
     let secs = |v, default: Duration, field| seconds(v, default.as_secs_f64(), field, err);
-    Ok(crate::measure::client::Timeouts {
+    Ok(crate::config::timeouts::Timeouts {
         connect: secs(t.connect_s, d.connect, "timeouts.connect_s")?,
         first_byte: secs(t.first_byte_s, d.first_byte, "timeouts.first_byte_s")?,
         idle: secs(t.idle_s, d.idle, "timeouts.idle_s")?,
@@ -1310,7 +1314,7 @@ fn metrics_endpoints(
 ) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out = Vec::new();
     for (name, url) in raw.unwrap_or_default() {
-        if name == crate::measure::scrape::TARGET_ENDPOINT {
+        if name == TARGET_ENDPOINT {
             return Err(err(
                 span,
                 at,
@@ -1512,7 +1516,7 @@ mod tests {
     #[test]
     fn client_timeouts_come_from_the_plan_and_bad_ones_name_their_line() {
         let plan = parse(&minimal("[timeouts]\nidle_s = 5\ntotal_s = 120.5\n")).unwrap();
-        let d = crate::measure::client::Timeouts::default();
+        let d = crate::config::timeouts::Timeouts::default();
         assert_eq!(plan.timeouts.idle, Duration::from_secs(5));
         assert_eq!(plan.timeouts.total, Duration::from_secs_f64(120.5));
         assert_eq!(

@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use crate::server_metrics::{Kind, MetricSample, Scrape};
 
 pub const SCRAPE_LOG_FILE: &str = "server-metrics.jsonl";
-/// The target's own endpoint, by name.
-pub const TARGET_ENDPOINT: &str = "target";
+/// The target's own endpoint, by name (a plan may not give an extra one that name).
+pub use crate::config::plan::TARGET_ENDPOINT;
 
 /// What to scrape, and how often during a cell.
 #[derive(Debug, Clone)]

@@ -257,29 +257,10 @@ fn migrate(c: &mut postgres::Client, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// The settings a `postgres://` URL or libpq `key=value` string names,
-/// refused when it holds a password:
-/// the URL is printed and recorded. Errors show it with credentials removed.
-pub fn parse_url(url: &str) -> Result<postgres::Config> {
-    let shown = crate::util::redact_url(url);
-    let config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
-        anyhow!(
-            "ledger URL {shown}: {}",
-            crate::util::redact(&e.to_string())
-        )
-    })?;
-    if config.get_password().is_some() {
-        bail!(
-            "ledger URL {shown}: holds a password, which would be printed and recorded; put it in PGPASSWORD or a pgpass file instead"
-        );
-    }
-    Ok(config)
-}
-
 /// The connection settings of `url`, with the password from PGPASSWORD or
 /// a pgpass file.
 fn config(url: &str) -> Result<postgres::Config> {
-    let mut config = parse_url(url)?;
+    let mut config = crate::config::ledger_location::parse_postgres_url(url)?;
     if let Some(p) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
         config.password(p.as_encoded_bytes());
     } else if let Some(p) = pgpass_password(&config)? {

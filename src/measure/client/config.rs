@@ -31,30 +31,8 @@ impl Endpoint {
     }
 }
 
-/// Limits on one request; all measured on the monotonic clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timeouts {
-    /// TCP connect (reqwest's connect timeout).
-    pub connect: Duration,
-    /// From `t_send` to the first byte of the response body (covers queueing and
-    /// prefill, which may be long for big prompts).
-    pub first_byte: Duration,
-    /// Longest gap between two reads after the first body byte.
-    pub idle: Duration,
-    /// From `t_send` to the end of the stream.
-    pub total: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            connect: Duration::from_secs(10),
-            first_byte: Duration::from_secs(600),
-            idle: Duration::from_secs(60),
-            total: Duration::from_secs(3600),
-        }
-    }
-}
+/// Set by the plan (`[timeouts]`), defaulted here.
+pub use crate::config::timeouts::Timeouts;
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientConfig {
