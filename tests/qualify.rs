@@ -674,6 +674,22 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         "{warmed} blocks warmed up:\n{}",
         s.join("\n")
     );
+    // The cost line counts the warmups as sent (per side, the larger),
+    // not one per block.
+    let sent = |side: &str| -> u64 {
+        entries
+            .iter()
+            .filter(|e| e.step == "block" && e.status.as_str() == "started")
+            .filter(|e| e.runtime.as_deref() == Some(side))
+            .filter_map(|e| e.detail["warmup"].as_u64())
+            .sum()
+    };
+    assert_eq!(
+        spent[0]["warmup_requests_per_side"].as_u64(),
+        Some(sent("baseline").max(sent("candidate"))),
+        "{}",
+        s.join("\n")
+    );
     assert!(has(&entries, "report - ok"), "{}", s.join("\n"));
     assert_baseline_serving(&entries).await;
     assert!(lifecycle::leftovers(&entries).is_empty());

@@ -253,6 +253,30 @@ fn verify_text(name: &str, v: &report::Verification) -> String {
     out
 }
 
+/// Before a run: what a request-paired interleaved qualification of this
+/// suite costs at the policy's margins, per cell and in all.
+fn print_cost(c: &report::calibrate::Calibration) {
+    for cell in &c.cells {
+        let Some(n) = cell.requests_per_side else {
+            continue;
+        };
+        println!(
+            "  {}: a paired interleaved qualification needs about {n} requests per side{}",
+            cell.cell,
+            match (cell.seconds_per_request, cell.minutes) {
+                (Some(s), Some(m)) =>
+                    format!(", {m:.1} min of requests ({s:.2} s each, both runtimes)"),
+                _ => String::new(),
+            }
+        );
+    }
+    if let Some(m) = c.minutes {
+        println!(
+            "suite: about {m:.1} min of requests to decide at the policy's margins (the known-variance need; docs/gate-calibration.md says how far real runs stray from it)"
+        );
+    }
+}
+
 fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     use anyhow::Context;
     let files: Vec<PathBuf> = a
@@ -301,7 +325,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     for cell in &c.cells {
         for m in &cell.metrics {
             println!(
-                "  {}/{}: per-request CV {:.1}%, within-run s.e. {:.2}%, between runs {:.2}%, drift {:.2}%, interleaved needs {} req/side",
+                "  {}/{}: per-request CV {:.1}%, within-run s.e. {:.2}%, between runs {:.2}%, drift {:.2}%, interleaved needs {} req/side ({} paired)",
                 cell.cell,
                 m.metric,
                 m.per_request_cv_percent,
@@ -309,10 +333,13 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 m.between_runs_sd_percent,
                 m.drift_sd_percent,
                 m.requests_per_side_interleaved
+                    .map_or_else(|| "?".to_string(), |n| n.to_string()),
+                m.oracle_requests_per_side_paired
                     .map_or_else(|| "?".to_string(), |n| n.to_string())
             );
         }
     }
+    print_cost(&c);
     println!("drift floor: {}% per run", c.drift_sd_percent);
     if let Some(path) = &a.write_policy {
         let base = match &a.policy {

@@ -8,7 +8,7 @@ use super::interleave::{self, CellLayout, totals};
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
-use super::progress::{last_round, side_finished};
+use super::progress::{last_round, side_finished, warmups_sent};
 use super::up::Up;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
@@ -126,14 +126,12 @@ async fn interleaved_body(
         finish_side(ctx, suite, label, up).await?;
     }
     let per_side: usize = totals(cells, rounds).iter().sum();
-    let warmups: usize = suite
-        .suite
-        .cells
-        .iter()
-        .zip(cells)
-        .zip(totals(cells, rounds))
-        .map(|((s, c), n)| s.warmup * n.div_ceil(c.window))
-        .sum();
+    // As sent: a cell warms up once per runtime lifetime, not per block.
+    let entries = ctx
+        .ledger
+        .entries(ctx.qualification)
+        .map_err(|e| fail("ledger", BASELINE, e))?;
+    let warmups = warmups_sent(&entries, BASELINE).max(warmups_sent(&entries, CANDIDATE));
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let spent = format!(
         "{per_side} requests per side (+{warmups} warmup) in {}, {:.1} min{}",

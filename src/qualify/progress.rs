@@ -58,3 +58,15 @@ pub fn spent_in(entries: &[Entry]) -> Option<String> {
         .find(|e| e.step == "interleaved" && e.status == Status::Ok)
         .and_then(|e| e.detail_str("spent").map(str::to_string))
 }
+
+/// Warmup requests `label` was sent, per its started blocks (each records
+/// the warmup it ran first): a cell's warmup runs once per runtime lifetime,
+/// so a resumed run that started the runtimes again warmed up again.
+pub(super) fn warmups_sent(entries: &[Entry], label: &str) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.step == "block" && e.status == Status::Started)
+        .filter(|e| e.runtime.as_deref() == Some(label))
+        .filter_map(|e| e.detail.get("warmup").and_then(|w| w.as_u64()))
+        .sum::<u64>() as usize
+}

@@ -31,6 +31,11 @@ pub struct Calibration {
     pub cells: Vec<CellNoise>,
     /// Every pair of runs compared as baseline vs candidate (i < j).
     pub aa_pairs: AaPairs,
+    /// The minutes of requests a request-paired interleaved qualification
+    /// of the whole suite needs at the policy's margins (every cell's
+    /// [`CellNoise::minutes`], summed); `None` when a cell's could not be predicted.
+    #[serde(default)]
+    pub minutes: Option<f64>,
     /// The largest between-run drift (s.d., percent) over gating metrics:
     /// the value for a policy's `[gate] drift_sd_percent`.
     pub drift_sd_percent: f64,
@@ -43,6 +48,21 @@ pub struct Calibration {
 pub struct CellNoise {
     pub cell: String,
     pub metrics: Vec<MetricNoise>,
+    /// Seconds one request of this cell holds the runtime: the mean
+    /// end-to-end latency of its successful requests over the runs, over its
+    /// concurrency (closed loop). Warmups and the gaps between blocks are not
+    /// in it (`docs/gate-calibration.md` measures them).
+    #[serde(default)]
+    pub seconds_per_request: Option<f64>,
+    /// What a request-paired interleaved qualification (the default) of
+    /// this cell needs to decide at the policy's margins: the dearest
+    /// metric's [`MetricNoise::oracle_requests_per_side_paired`].
+    #[serde(default)]
+    pub requests_per_side: Option<usize>,
+    /// The minutes those requests take, both runtimes in one timeline:
+    /// 2 × requests per side × seconds per request.
+    #[serde(default)]
+    pub minutes: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +87,17 @@ pub struct MetricNoise {
     /// pass an unchanged runtime with 80 % and fail a 2×margin regression
     /// with 95 %, at the policy's alpha over this suite's gating pairs.
     pub requests_per_side_interleaved: Option<usize>,
+    /// Requests per side a paired comparison needs if it knew the spread:
+    /// the known-variance oracle ([`ev::oracle_requests`], request k of one
+    /// run against request k of another, the same prompt) for passing an
+    /// unchanged runtime and for failing a 2×margin regression, the larger,
+    /// at 80 % power; the median over every pair of runs. What a request-
+    /// paired interleaved run (the default) starts from: drift between the
+    /// runs and what the prompts vary by cancel in the pairs; the within-block
+    /// correlation and the looks of an adaptive run come on top
+    /// (`docs/gate-calibration.md` measures how much).
+    #[serde(default)]
+    pub oracle_requests_per_side_paired: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,15 +151,16 @@ pub fn calibrate(
     let cells: Vec<CellNoise> = first
         .cells
         .iter()
-        .map(|cell| CellNoise {
-            cell: cell.name.clone(),
-            metrics: policy
+        .map(|cell| {
+            let metrics: Vec<MetricNoise> = policy
                 .metrics
                 .iter()
                 .filter_map(|spec| metric_noise(runs, &cell.name, spec, policy, levels))
-                .collect(),
+                .collect();
+            cell_cost(&cell.name, metrics, seconds_per_request(runs, &cell.name))
         })
         .collect();
+    let minutes = cells.iter().map(|c| c.minutes).sum::<Option<f64>>();
     let drift_max = cells
         .iter()
         .flat_map(|c| &c.metrics)
@@ -144,6 +176,7 @@ pub fn calibrate(
         suite_sha256: p.suite_sha256.clone(),
         runs: runs.iter().map(|(n, _)| n.clone()).collect(),
         cells,
+        minutes,
         aa_pairs: aa,
         drift_sd_percent,
         policy_snippet: format!(
@@ -152,8 +185,53 @@ pub fn calibrate(
             p.runtime.as_deref().unwrap_or(&p.target),
             p.suite
         ),
-        method: "per metric: the policy's quantile in each run; within-run s.e. by bootstrap of each run's requests; between-run s.d. of the runs' values; drift = sqrt(max(0, between^2 - within^2)); A/A pairs compared with the policy as given; requests per side for an interleaved comparison: max(n passing an unchanged runtime with 80%, n failing a 2x margin regression with 95%) at alpha over the suite's gating pairs".into(),
+        method: "per metric: the policy's quantile in each run; within-run s.e. by bootstrap of each run's requests; between-run s.d. of the runs' values; drift = sqrt(max(0, between^2 - within^2)); A/A pairs compared with the policy as given; requests per side for an interleaved comparison: max(n passing an unchanged runtime with 80%, n failing a 2x margin regression with 95%) at alpha over the suite's gating pairs; the paired known-variance oracle per metric: request k of one run against request k of another, robust SD of the log ratios, pi/2 for a median, the larger of passing an unchanged runtime and failing a 2x margin regression at 80% power, the median over pairs of runs; a cell's requests per side are its dearest metric's paired oracle, its minutes 2 x those x the seconds per request (mean e2e of its successful requests over its concurrency), the suite's minutes every cell's summed".into(),
     })
+}
+
+/// What a request-paired interleaved qualification of `cell` costs: its
+/// dearest metric's paired oracle (unknown if any metric's is), and the
+/// minutes both runtimes spend on those requests.
+fn cell_cost(cell: &str, metrics: Vec<MetricNoise>, seconds: Option<f64>) -> CellNoise {
+    let requests = metrics
+        .iter()
+        .map(|m| m.oracle_requests_per_side_paired)
+        .collect::<Option<Vec<usize>>>()
+        .and_then(|n| n.into_iter().max());
+    let minutes = requests
+        .zip(seconds)
+        .map(|(n, s)| 2.0 * n as f64 * s / 60.0);
+    CellNoise {
+        cell: cell.to_string(),
+        metrics,
+        seconds_per_request: seconds,
+        requests_per_side: requests,
+        minutes,
+    }
+}
+
+/// Seconds one request of `cell` holds the runtime: the mean end-to-end
+/// latency of its successful requests over every run, over its concurrency.
+/// From the latencies, not the runs' clocks: an interleaved run's request
+/// offsets restart with every block.
+fn seconds_per_request(runs: &[(String, RunArtifact)], cell: &str) -> Option<f64> {
+    let (mut total_ms, mut n, mut concurrency) = (0.0, 0usize, 1usize);
+    for c in runs
+        .iter()
+        .filter_map(|(_, a)| a.cells.iter().find(|c| c.name == cell))
+    {
+        concurrency = c.shape.concurrency.max(1);
+        for e in c
+            .request_rows
+            .iter()
+            .filter(|r| r.ok)
+            .filter_map(|r| r.e2e_ms)
+        {
+            total_ms += e;
+            n += 1;
+        }
+    }
+    (n > 0).then(|| total_ms / n as f64 / concurrency as f64 / 1000.0)
 }
 
 /// The first run, when there are at least two and no run is given twice.
@@ -262,7 +340,47 @@ fn metric_noise(
             (Some(a), Some(b)) => Some(a.max(b).max(2)),
             (a, b) => a.or(b),
         },
+        oracle_requests_per_side_paired: paired_oracle(runs, cell, spec, (alpha_pass, alpha_fail)),
     })
+}
+
+/// [`MetricNoise::oracle_requests_per_side_paired`]: the median over every
+/// pair of runs of the known-variance oracle for the larger of passing an
+/// unchanged runtime and failing a 2×margin regression; requests paired by
+/// their index over the runs' common length.
+fn paired_oracle<'r>(
+    runs: &'r [(String, RunArtifact)],
+    cell: &str,
+    spec: &MetricSpec,
+    (alpha_pass, alpha_fail): (f64, f64),
+) -> Option<usize> {
+    let sides: Vec<(&[f64], Option<&[u32]>)> = runs
+        .iter()
+        .filter_map(|(_, a)| a.cells.iter().find(|c| c.name == cell))
+        .filter_map(|c| {
+            let v = c.samples.get(&spec.sample)?;
+            let k = c.sample_clusters.get(&spec.sample).map(Vec::as_slice);
+            Some((v.as_slice(), k.filter(|k| k.len() == v.len())))
+        })
+        .collect();
+    let n = sides.iter().map(|(v, _)| v.len()).min()?;
+    let prefix = |(v, k): (&'r [f64], Option<&'r [u32]>)| Clustered {
+        values: &v[..n],
+        clusters: k.map(|k| &k[..n]),
+    };
+    let t = spec.threshold_percent;
+    let mut needs = Vec::new();
+    for i in 0..sides.len() {
+        for j in i + 1..sides.len() {
+            let (b, c) = (prefix(sides[i]), prefix(sides[j]));
+            let need =
+                |worse, alpha| ev::oracle_requests(b, c, true, spec.direction, t, worse, alpha);
+            if let (Some(pass), Some(fail)) = (need(0.0, alpha_pass), need(2.0 * t, alpha_fail)) {
+                needs.push(pass.max(fail) as f64);
+            }
+        }
+    }
+    stats::median(&needs).map(|m| m.ceil() as usize)
 }
 
 /// `base` with the calibration's `[gate]` lines: appended as a table, or
@@ -387,6 +505,115 @@ mod tests {
             c.cells[0]
         );
         assert!(calibrate(&same[..1], &p, "t").is_err());
+    }
+
+    #[test]
+    fn a_cell_costs_its_dearest_metric_at_the_pace_its_requests_ran() {
+        let mut p = Policy::default();
+        p.bootstrap.iterations = 300;
+        // 3 s per request, two in flight: 1.5 s of the runtime each.
+        let with_rows = |shift, seed| {
+            let mut a = run(shift, seed);
+            let c = &mut a.cells[0];
+            c.shape.concurrency = 2;
+            c.request_rows = (0..40)
+                .map(|i| crate::artifact::RequestRow {
+                    ok: i != 0,
+                    send_offset_ms: 0.0,
+                    queue_ms: 0.0,
+                    ttft_ms: None,
+                    tpot_ms: None,
+                    // A failed request's latency is not the pace.
+                    e2e_ms: Some(if i == 0 { 60_000.0 } else { 3000.0 }),
+                    completion_tokens: None,
+                    cluster: 0,
+                })
+                .collect();
+            a
+        };
+        let runs: Vec<(String, RunArtifact)> = (0..4)
+            .map(|i| (format!("r{i}"), with_rows(0.0, 20 + i)))
+            .collect();
+        let c = calibrate(&runs, &p, "t").unwrap();
+        let cell = &c.cells[0];
+        assert!(
+            (cell.seconds_per_request.unwrap() - 1.5).abs() < 1e-9,
+            "{cell:?}"
+        );
+        let dearest = cell
+            .metrics
+            .iter()
+            .filter_map(|m| m.oracle_requests_per_side_paired)
+            .max()
+            .unwrap();
+        assert_eq!(cell.requests_per_side, Some(dearest));
+        let minutes = 2.0 * dearest as f64 * 1.5 / 60.0;
+        assert!((cell.minutes.unwrap() - minutes).abs() < 1e-9);
+        assert_eq!(c.minutes, cell.minutes);
+        // Without request rows there is no pace, so no minutes.
+        let bare: Vec<(String, RunArtifact)> = (0..3)
+            .map(|i| (format!("b{i}"), run(0.0, 40 + i)))
+            .collect();
+        let c = calibrate(&bare, &p, "t").unwrap();
+        assert_eq!(c.cells[0].seconds_per_request, None);
+        assert_eq!(c.minutes, None);
+        assert!(c.cells[0].requests_per_side.is_some());
+    }
+
+    #[test]
+    fn the_paired_need_cancels_what_the_prompts_vary_by() {
+        let mut p = Policy::default();
+        p.bootstrap.iterations = 200;
+        // Request k costs f_k (lognormal, σ 0.5: prompts differ a lot) in
+        // every run, times its own noise (lognormal, σ 0.05) and the run's
+        // drift. Paired by k, only the noise is left: √2 × 0.05 per ratio.
+        let n = 400;
+        let mut r = Xoshiro256::new(7);
+        let mut normal = move || {
+            // Box-Muller.
+            let (u, v) = (r.next_f64().max(1e-12), r.next_f64());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        };
+        let prompt: Vec<f64> = (0..n).map(|_| (0.5 * normal()).exp()).collect();
+        let runs: Vec<(String, RunArtifact)> = (0..4)
+            .map(|i| {
+                let mut a = run(0.0, 60 + i);
+                let cell = &mut a.cells[0];
+                (cell.requests, cell.succeeded, cell.shape.requests) = (n, n, n);
+                let drift = 1.0 + 0.03 * i as f64;
+                for (key, base) in [
+                    ("ttft_ms", 1000.0),
+                    ("e2e_ms", 3000.0),
+                    ("decode_tok_s", 200.0),
+                ] {
+                    let v: Vec<f64> = prompt
+                        .iter()
+                        .map(|f| base * drift * f * (0.05 * normal()).exp())
+                        .collect();
+                    a.cells[0].samples.insert(key.into(), v);
+                }
+                (format!("r{i}"), a)
+            })
+            .collect();
+        let c = calibrate(&runs, &p, "t").unwrap();
+        let m = &c.cells[0].metrics[0];
+        // The closed form at the levels calibrate uses (3 pairs, one look).
+        let (ap, af) = alpha_levels(p.gate.alpha, 3, 1);
+        let sd = std::f64::consts::SQRT_2 * 0.05;
+        let need = |alpha: f64, delta: f64| {
+            let z = normal_quantile(1.0 - alpha) + normal_quantile(0.8);
+            std::f64::consts::FRAC_PI_2 * (sd * z / delta).powi(2)
+        };
+        let t = m.margin_percent / 100.0;
+        let want = need(ap, (1.0 + t).ln()).max(need(af, ((1.0 + 2.0 * t) / (1.0 + t)).ln()));
+        let got = m.oracle_requests_per_side_paired.unwrap() as f64;
+        assert!(
+            (got / want - 1.0).abs() < 0.25,
+            "paired {got}, closed form {want:.1}"
+        );
+        // Unpaired, the prompts' spread stays in: ten times the requests and more.
+        let unpaired = m.requests_per_side_interleaved.unwrap() as f64;
+        assert!(unpaired > 10.0 * got, "unpaired {unpaired}, paired {got}");
     }
 
     #[test]
