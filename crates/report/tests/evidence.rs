@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use infergate::artifact::{
+use infergate_report::artifact::{
     CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, Schedule, metric,
 };
-use infergate::report::{self, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, Policy, compare, verify};
-use infergate::stats::{GateOutcome, Resampling, Xoshiro256};
+use infergate_report::stats::{GateOutcome, Resampling, Xoshiro256};
+use infergate_report::{
+    self as report, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, Policy, compare, verify,
+};
 
 fn shape(requests: usize) -> CellShape {
     CellShape {
@@ -68,7 +70,7 @@ fn artifact(
     }
     let metrics = samples
         .iter()
-        .filter_map(|(k, v)| infergate::stats::summarize(v).map(|s| (k.clone(), s)))
+        .filter_map(|(k, v)| infergate_report::stats::summarize(v).map(|s| (k.clone(), s)))
         .collect();
     let cell = CellResult {
         request_rows: Vec::new(),

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use infergate::artifact::{
+use infergate_report::artifact::{
     CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
     metric,
 };
-use infergate::report::{self, Policy, compare, verify, verify_report};
-use infergate::stats;
+use infergate_report::stats;
+use infergate_report::{self as report, Policy, compare, verify, verify_report};
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------ inputs ----
@@ -188,7 +188,7 @@ fn report() -> Value {
 fn interleaved_report() -> Value {
     let (mut b, mut c) = runs();
     for a in [&mut b, &mut c] {
-        a.schedule = Some(infergate::artifact::Schedule::Interleaved);
+        a.schedule = Some(infergate_report::artifact::Schedule::Interleaved);
         for cell in &mut a.cells {
             let blocks: Vec<u32> = (0..12).map(|i| i / 3).collect();
             cell.sample_clusters = cell
@@ -211,7 +211,7 @@ fn interleaved_report() -> Value {
 
 fn seed() -> Value {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/runtime-profile-comparison.example.json");
+        .join("../../tests/data/runtime-profile-comparison.example.json");
     let v = report::read_report_value(&p).expect("seed");
     assert!(verify(&v).is_empty());
     v
@@ -697,7 +697,7 @@ fn dropped_repeat_in_the_seed_is_a_stated_limit() {
 #[test]
 fn an_older_interleaved_report_verifies_and_an_edited_interval_is_named() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/interleaved-report-before-spending.json");
+        .join("../../tests/data/interleaved-report-before-spending.json");
     let mut v = report::read_report_value(&path).expect("fixture");
     let r = verify_report(&v);
     assert!(r.is_clean(), "{:#?}", r.disagreements);

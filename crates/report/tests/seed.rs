@@ -4,12 +4,12 @@
 
 use std::path::PathBuf;
 
-use infergate::report::{self, Report, verify};
+use infergate_report::{self as report, Report, verify};
 use serde_json::{Value, json};
 
 fn data_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/runtime-profile-comparison.example.json")
+        .join("../../tests/data/runtime-profile-comparison.example.json")
 }
 
 fn seed() -> Value {
@@ -20,7 +20,7 @@ fn seed() -> Value {
 fn copy_matches_the_shared_seed_when_present() {
     // CI lays shared/ beside the checkout; the copy keeps tests independent of it.
     let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/seeds/runtime-profile-comparison.example.json");
+        .join("../../../shared/seeds/runtime-profile-comparison.example.json");
     if shared.exists() {
         let original = report::read_report_value(&shared).expect("shared seed parses");
         assert_eq!(
