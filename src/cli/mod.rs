@@ -16,7 +16,7 @@ use infergate::measure::runner::{self, RunOptions, RunPart};
 use infergate::report;
 
 pub use args::Cli;
-use args::{CalibrateArgs, Cmd, ColorChoice, Format};
+use args::{CalibrateArgs, Cmd, ColorChoice, CompareArgs, Format, ReportArgs};
 
 pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
     match cmd {
@@ -26,114 +26,123 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Status(a) => qualify::main_status(a).await,
         Cmd::Stop(a) => qualify::main_stop(a).await,
         Cmd::Ledger(c) => qualify::main_ledger(c),
-        Cmd::Compare(a) => {
-            let mut inputs = vec![
-                ("baseline run artifact", a.baseline.as_path()),
-                ("candidate run artifact", a.candidate.as_path()),
-            ];
-            if let Some(p) = &a.policy {
-                inputs.push(("policy", p.as_path()));
-            }
-            infergate::atomic::refuse_overwriting_inputs(&a.out, &inputs)?;
-            if infergate::atomic::same_file(&a.baseline, &a.candidate) {
-                anyhow::bail!(
-                    "compare: baseline {} and candidate {} are the same file: a run compared with itself shows no difference by construction",
-                    a.baseline.display(),
-                    a.candidate.display()
-                );
-            }
-            let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
-            // The journals the run artifacts name are inputs too.
-            let read: Vec<(String, PathBuf)> = report
-                .provenance
-                .iter()
-                .flat_map(|p| &p.inputs)
-                .map(|i| (format!("{} {}", i.side, i.role), PathBuf::from(&i.path)))
-                .collect();
-            let read: Vec<(&str, &std::path::Path)> = read
-                .iter()
-                .map(|(w, p)| (w.as_str(), p.as_path()))
-                .collect();
-            infergate::atomic::refuse_overwriting_inputs(&a.out, &read)?;
-            report::write_report_atomic(&a.out, &report)?;
-            println!("wrote {}", a.out.display());
-            inputs.extend(read.iter().copied());
-            inputs.push(("report", a.out.as_path()));
-            exports::after_report(&report.to_value(), a.junit.as_deref(), &inputs)?;
-            let opts = report::TerminalOptions {
-                color: std::io::stdout().is_terminal(),
-                verbose: a.verbose,
-            };
-            print!("{}", report::terminal(&report, opts));
-            Ok(ExitCode::from(report::exit_code(&report)))
-        }
+        Cmd::Compare(a) => compare(a),
         Cmd::Calibrate(a) => calibrate(a),
-        Cmd::Verify { file, runs, suite } => {
-            // A qualification directory: its report, made again from its runs.
-            if file.is_dir() {
-                if !runs.is_empty() {
-                    anyhow::bail!(
-                        "{}: a qualification directory names its own runs; give its report.json to choose them with --runs",
-                        file.display()
-                    );
-                }
-                let (path, dirs) = infergate::verify_runs::qualification_dirs(&file)?;
-                let value = report::read_report_value(&path)?;
-                let v = infergate::verify_runs::verify_runs(&value, &dirs);
-                print!("{}", verify_text(&path.display().to_string(), &v));
-                return Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }));
-            }
-            let value = report::read_report_value(&file)?;
-            let v = match runs.as_slice() {
-                [b, c] => {
-                    let dirs = |s: &str| s.split(',').map(PathBuf::from).collect();
-                    infergate::verify_runs::verify_runs(
-                        &value,
-                        &infergate::verify_runs::RunDirs {
-                            baseline: dirs(b),
-                            candidate: dirs(c),
-                            suite,
-                        },
-                    )
-                }
-                _ => report::verify_report(&value),
-            };
-            print!("{}", verify_text(&file.display().to_string(), &v));
-            Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }))
-        }
-        Cmd::Report(a) => {
-            let value = report::read_report_value(&a.file)?;
-            if let Some(dir) = &a.csv {
-                exports::write_csv(&value, dir, &a.file)?;
-                return Ok(ExitCode::SUCCESS);
-            }
-            let color = match a.color {
-                ColorChoice::Always => true,
-                ColorChoice::Never => false,
-                ColorChoice::Auto => a.out.is_none() && std::io::stdout().is_terminal(),
-            };
-            let text = match a.format {
-                Format::Terminal => report::terminal(
-                    &value,
-                    report::TerminalOptions {
-                        color,
-                        verbose: a.verbose,
-                    },
-                ),
-                Format::Markdown => report::markdown(&value),
-                Format::Html => report::html(&value),
-                Format::Junit => report::junit(&value),
-            };
-            match a.out {
-                Some(path) => {
-                    infergate::atomic::refuse_overwriting_inputs(&path, &[("report", &a.file)])?;
-                    infergate::atomic::write_atomic(&path, text.as_bytes())?
-                }
-                None => print!("{text}"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Verify { file, runs, suite } => verify(file, runs, suite),
+        Cmd::Report(a) => render(a),
     }
+}
+
+/// `infergate compare`: two run artifacts → the report, never over an input.
+fn compare(a: CompareArgs) -> Result<ExitCode> {
+    let mut inputs = vec![
+        ("baseline run artifact", a.baseline.as_path()),
+        ("candidate run artifact", a.candidate.as_path()),
+    ];
+    if let Some(p) = &a.policy {
+        inputs.push(("policy", p.as_path()));
+    }
+    infergate::atomic::refuse_overwriting_inputs(&a.out, &inputs)?;
+    if infergate::atomic::same_file(&a.baseline, &a.candidate) {
+        anyhow::bail!(
+            "compare: baseline {} and candidate {} are the same file: a run compared with itself shows no difference by construction",
+            a.baseline.display(),
+            a.candidate.display()
+        );
+    }
+    let report = report::compare_files(&a.baseline, &a.candidate, a.policy.as_deref())?;
+    // The journals the run artifacts name are inputs too.
+    let read: Vec<(String, PathBuf)> = report
+        .provenance
+        .iter()
+        .flat_map(|p| &p.inputs)
+        .map(|i| (format!("{} {}", i.side, i.role), PathBuf::from(&i.path)))
+        .collect();
+    let read: Vec<(&str, &std::path::Path)> = read
+        .iter()
+        .map(|(w, p)| (w.as_str(), p.as_path()))
+        .collect();
+    infergate::atomic::refuse_overwriting_inputs(&a.out, &read)?;
+    report::write_report_atomic(&a.out, &report)?;
+    println!("wrote {}", a.out.display());
+    inputs.extend(read.iter().copied());
+    inputs.push(("report", a.out.as_path()));
+    exports::after_report(&report.to_value(), a.junit.as_deref(), &inputs)?;
+    let opts = report::TerminalOptions {
+        color: std::io::stdout().is_terminal(),
+        verbose: a.verbose,
+    };
+    print!("{}", report::terminal(&report, opts));
+    Ok(ExitCode::from(report::exit_code(&report)))
+}
+
+/// `infergate verify`: a report (or a qualification directory) recomputed.
+fn verify(file: PathBuf, runs: Vec<String>, suite: Option<PathBuf>) -> Result<ExitCode> {
+    // A qualification directory: its report, made again from its runs.
+    if file.is_dir() {
+        if !runs.is_empty() {
+            anyhow::bail!(
+                "{}: a qualification directory names its own runs; give its report.json to choose them with --runs",
+                file.display()
+            );
+        }
+        let (path, dirs) = infergate::verify_runs::qualification_dirs(&file)?;
+        let value = report::read_report_value(&path)?;
+        let v = infergate::verify_runs::verify_runs(&value, &dirs);
+        print!("{}", verify_text(&path.display().to_string(), &v));
+        return Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }));
+    }
+    let value = report::read_report_value(&file)?;
+    let v = match runs.as_slice() {
+        [b, c] => {
+            let dirs = |s: &str| s.split(',').map(PathBuf::from).collect();
+            infergate::verify_runs::verify_runs(
+                &value,
+                &infergate::verify_runs::RunDirs {
+                    baseline: dirs(b),
+                    candidate: dirs(c),
+                    suite,
+                },
+            )
+        }
+        _ => report::verify_report(&value),
+    };
+    print!("{}", verify_text(&file.display().to_string(), &v));
+    Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }))
+}
+
+/// `infergate report`: a report rendered as text, Markdown, HTML, JUnit or CSV.
+fn render(a: ReportArgs) -> Result<ExitCode> {
+    let value = report::read_report_value(&a.file)?;
+    if let Some(dir) = &a.csv {
+        exports::write_csv(&value, dir, &a.file)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let color = match a.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => a.out.is_none() && std::io::stdout().is_terminal(),
+    };
+    let text = match a.format {
+        Format::Terminal => report::terminal(
+            &value,
+            report::TerminalOptions {
+                color,
+                verbose: a.verbose,
+            },
+        ),
+        Format::Markdown => report::markdown(&value),
+        Format::Html => report::html(&value),
+        Format::Junit => report::junit(&value),
+    };
+    match a.out {
+        Some(path) => {
+            infergate::atomic::refuse_overwriting_inputs(&path, &[("report", &a.file)])?;
+            infergate::atomic::write_atomic(&path, text.as_bytes())?
+        }
+        None => print!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `infergate run`: with `--suite`, or with the suite the cell flags make.
