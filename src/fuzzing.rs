@@ -146,15 +146,8 @@ fn chunks(data: &[u8], seed: u64) -> Vec<&[u8]> {
     out
 }
 
-/// Reference model: the whole input at once, line by line, straight from the
-/// spec, with the parser's documented size rule: a line that would bring its
-/// event past `max` bytes (field lines counted without terminators; the line
-/// itself counted as received, comments and a first-line BOM included) drops
-/// the event, is reported once, and everything up to the next blank line is
-/// skipped. An unterminated last line is processed, and `finish` returns an
-/// event that has data but no closing blank line.
-fn sse_model(input: &[u8], max: usize) -> SseOutcome {
-    // Split on CRLF, CR or LF; `tail` is an unterminated last line.
+/// The input's lines, split on CRLF, CR or LF, and its unterminated last line.
+fn split_lines(input: &[u8]) -> (Vec<&[u8]>, &[u8]) {
     let mut lines = Vec::new();
     let (mut i, mut start) = (0, 0);
     while i < input.len() {
@@ -176,99 +169,110 @@ fn sse_model(input: &[u8], max: usize) -> SseOutcome {
             _ => i += 1,
         }
     }
-    let tail = &input[start..];
+    (lines, &input[start..])
+}
 
-    struct St {
-        items: Vec<Item>,
-        at_start: bool,
-        discarding: bool,
-        event_bytes: usize,
-        event: String,
-        data: Option<Vec<u8>>,
-        event_retry: Option<u64>,
-        last_id: Option<String>,
-        retry: Option<u64>,
+/// The model's state between lines.
+struct SseModelState {
+    items: Vec<Item>,
+    at_start: bool,
+    discarding: bool,
+    event_bytes: usize,
+    event: String,
+    data: Option<Vec<u8>>,
+    event_retry: Option<u64>,
+    last_id: Option<String>,
+    retry: Option<u64>,
+}
+impl SseModelState {
+    fn clear(&mut self) {
+        self.event.clear();
+        self.data = None;
+        self.event_retry = None;
+        self.event_bytes = 0;
     }
-    impl St {
-        fn clear(&mut self) {
-            self.event.clear();
-            self.data = None;
-            self.event_retry = None;
-            self.event_bytes = 0;
+    fn current(&self) -> Option<Ev> {
+        self.data.as_ref().map(|d| Ev {
+            event: self.event.clone(),
+            data: d.clone(),
+            id: self.last_id.clone(),
+            retry: self.event_retry,
+        })
+    }
+    /// One complete line that passed the size check.
+    fn line(&mut self, raw: &[u8]) {
+        let mut line = raw;
+        if self.at_start {
+            self.at_start = false;
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         }
-        fn current(&self) -> Option<Ev> {
-            self.data.as_ref().map(|d| Ev {
-                event: self.event.clone(),
-                data: d.clone(),
-                id: self.last_id.clone(),
-                retry: self.event_retry,
-            })
+        if line.is_empty() {
+            if let Some(ev) = self.current() {
+                self.items.push(Item::Event(ev));
+            }
+            self.clear();
+            return;
         }
-        /// One complete line that passed the size check.
-        fn line(&mut self, raw: &[u8]) {
-            let mut line = raw;
-            if self.at_start {
-                self.at_start = false;
-                line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-            }
-            if line.is_empty() {
-                if let Some(ev) = self.current() {
-                    self.items.push(Item::Event(ev));
-                }
-                self.clear();
-                return;
-            }
-            if line[0] == b':' {
-                return;
-            }
-            self.event_bytes += line.len();
-            let (name, value) = match line.iter().position(|&b| b == b':') {
-                Some(c) => {
-                    let v = &line[c + 1..];
-                    (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
-                }
-                None => (line, &b""[..]),
-            };
-            match name {
-                b"data" => match &mut self.data {
-                    Some(d) => {
-                        d.push(b'\n');
-                        d.extend_from_slice(value);
-                    }
-                    None => self.data = Some(value.to_vec()),
-                },
-                b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
-                b"id" if !value.contains(&0) => {
-                    self.last_id = Some(String::from_utf8_lossy(value).into_owned());
-                }
-                b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                    if let Ok(ms) = std::str::from_utf8(value).unwrap_or("x").parse::<u64>() {
-                        self.retry = Some(ms);
-                        self.event_retry = Some(ms);
-                    }
-                }
-                _ => {}
-            }
+        if line[0] == b':' {
+            return;
         }
-        /// The size rule; true when the line may be processed.
-        fn admit(&mut self, raw: &[u8], max: usize) -> bool {
-            if self.discarding {
-                if raw.is_empty() {
-                    self.discarding = false;
+        self.event_bytes += line.len();
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(c) => {
+                let v = &line[c + 1..];
+                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => match &mut self.data {
+                Some(d) => {
+                    d.push(b'\n');
+                    d.extend_from_slice(value);
                 }
-                return false;
+                None => self.data = Some(value.to_vec()),
+            },
+            b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+            b"id" if !value.contains(&0) => {
+                self.last_id = Some(String::from_utf8_lossy(value).into_owned());
             }
-            if self.event_bytes + raw.len() > max {
-                self.items.push(Item::TooLarge);
-                self.clear();
-                self.discarding = true;
-                return false;
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                if let Ok(ms) = std::str::from_utf8(value).unwrap_or("x").parse::<u64>() {
+                    self.retry = Some(ms);
+                    self.event_retry = Some(ms);
+                }
             }
-            true
+            _ => {}
         }
     }
+    /// The size rule; true when the line may be processed.
+    fn admit(&mut self, raw: &[u8], max: usize) -> bool {
+        if self.discarding {
+            if raw.is_empty() {
+                self.discarding = false;
+            }
+            return false;
+        }
+        if self.event_bytes + raw.len() > max {
+            self.items.push(Item::TooLarge);
+            self.clear();
+            self.discarding = true;
+            return false;
+        }
+        true
+    }
+}
 
-    let mut st = St {
+/// Reference model: the whole input at once, line by line, straight from the
+/// spec, with the parser's documented size rule: a line that would bring its
+/// event past `max` bytes (field lines counted without terminators; the line
+/// itself counted as received, comments and a first-line BOM included) drops
+/// the event, is reported once, and everything up to the next blank line is
+/// skipped. An unterminated last line is processed, and `finish` returns an
+/// event that has data but no closing blank line.
+fn sse_model(input: &[u8], max: usize) -> SseOutcome {
+    let (lines, tail) = split_lines(input);
+    let mut st = SseModelState {
         items: Vec::new(),
         at_start: true,
         discarding: false,
