@@ -1,0 +1,152 @@
+//! Qualification plans (TOML): the baseline and candidate runtime profiles and
+//! how to start each, the suite, the gate policy, readmission checks, the
+//! decision policy and repeats.
+//!
+//! ```toml
+//! name = "reference-engine"
+//! suite = "../suites/reference-engine.toml"   # relative to this file
+//! schedule = "interleaved"   # both up at once, short alternating blocks (default
+//!                            # when both can serve at once); or "alternating" passes
+//! window = 4             # interleaved: requests per block (default max(4, 2 × concurrency))
+//! # repeats = 2          # alternating only: 1: A B; 2: A B B A; 3: A B B A A B
+//! policy = "../policies/default.toml"         # or an inline [policy] table
+//!
+//! [adaptive]             # interleaved only: add rounds until the gate resolves
+//! enabled = true         # or `infergate qualify --adaptive` (default false)
+//! max_requests = 200     # per side per cell (default 200)
+//! max_minutes = 30       # wall clock, checked after each round (default 30)
+//! # A round is one A B B A pair of blocks (2 × window requests per side) for
+//! # every cell, then a look at the gate; the suite's `requests` is not used.
+//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
+//!
+//! [baseline]
+//! driver = "process"                 # external | process | container
+//! engine_profile = "baseline"        # the reference engine (engine/profiles.toml)
+//!
+//! [candidate]
+//! driver = "container"
+//! image = "ghcr.io/org/engine@sha256:…"    # pinned by digest (or a local image ID "sha256:…")
+//! args = ["--port", "8080"]
+//! port = 8080
+//!
+//! [readmission]
+//! expected_model = "SmolLM2-135M-Instruct-Q4_1"
+//! hook = { command = ["scripts/router-admit.sh"] }   # or { url = "http://127.0.0.1:9000/admit" }
+//! ```
+//!
+//! Errors name the file, the line and the field.
+
+mod model;
+mod raw;
+mod runtime;
+mod sections;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::report::ConfigError;
+pub use model::*;
+use runtime::*;
+use sections::*;
+
+impl Plan {
+    /// Read and check a plan file.
+    pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.display().to_string(),
+            line: None,
+            column: None,
+            field: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let base_dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Plan::parse(&text, path, &base_dir)
+    }
+
+    /// Parse plan text; `path` names it in errors, `base_dir` anchors relative paths.
+    pub fn parse(text: &str, path: &Path, base_dir: &Path) -> Result<Plan, ConfigError> {
+        let file = path.display().to_string();
+        let err = |span: Option<Range<usize>>, field: &str, message: String| ConfigError {
+            file: file.clone(),
+            line: span.map(|s| line_of(text, s.start)),
+            column: None,
+            field: Some(field.to_string()),
+            message,
+        };
+        let raw = raw_plan(text, &file)?;
+        let resolve = |p: &str| -> PathBuf {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base_dir.join(p)
+            }
+        };
+        let policy = policy_source(raw.policy, &resolve, &err, key_line(text, "policy"))?;
+        // Catch policy mistakes now, not after an hour of measuring.
+        let gate_policy = policy
+            .load(path)
+            .map_err(|e| err(None, "policy", format!("{e:#}")))?;
+        let repeats_given = raw.repeats.as_ref().map(|r| r.span());
+        let repeats = repeats(raw.repeats, &err)?;
+        let readmission = readmission(raw.readmission, &resolve, &err)?;
+        let decision = decision(raw.decision, &err)?;
+        let after = after(raw.after, &err)?;
+        let docker = docker(raw.docker);
+        let timeouts = timeouts(raw.timeouts, &err)?;
+        let baseline = runtime(text, BASELINE, raw.baseline, &resolve, &err)?;
+        let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
+        let clash = same_fixed_address(&baseline, &candidate);
+        let schedule = schedule(raw.schedule, repeats_given, clash, &err)?;
+        let window = window(raw.window, schedule, &err)?;
+        let adaptive = adaptive(text, raw.adaptive, schedule, &err)?;
+        let ledger = match &raw.ledger {
+            None => None,
+            Some(l) => Some(
+                match crate::config::ledger_location::Location::parse(l.get_ref())
+                    .map_err(|e| err(Some(l.span()), "ledger", format!("{e:#}")))?
+                {
+                    crate::config::ledger_location::Location::Sqlite(p) => {
+                        crate::config::ledger_location::Location::Sqlite(resolve(
+                            &p.to_string_lossy(),
+                        ))
+                    }
+                    shared => shared,
+                },
+            ),
+        };
+        Ok(Plan {
+            name: raw.name.unwrap_or_else(|| {
+                path.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "plan".into())
+            }),
+            path: path.to_path_buf(),
+            base_dir: base_dir.to_path_buf(),
+            sha256: crate::util::sha256_hex(text.as_bytes()),
+            text: text.to_string(),
+            suite: resolve(raw.suite.get_ref()),
+            policy,
+            gate_policy,
+            repeats,
+            schedule,
+            window,
+            adaptive,
+            skip_turnover: raw.skip_turnover,
+            baseline,
+            candidate,
+            readmission,
+            decision,
+            after,
+            docker,
+            timeouts,
+            ledger,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,378 @@
+//! The plan as the qualification uses it: the two runtimes and how each is
+//! started, the schedule, the budgets, readmission and the decision policy.
+//! Typed values only; reading and checking a plan file is `Plan::load`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::report::{ConfigError, Policy};
+
+/// The name of a runtime's own `/metrics` endpoint among those scraped.
+pub const TARGET_ENDPOINT: &str = "target";
+/// Labels of the two sides, as used in ledgers, directories and reports.
+pub const BASELINE: &str = "baseline";
+pub const CANDIDATE: &str = "candidate";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    /// The file read, as given.
+    pub path: PathBuf,
+    /// Relative paths in the plan are taken from here.
+    pub base_dir: PathBuf,
+    /// sha256 of the plan file's bytes: a resumed qualification must run the same plan.
+    pub sha256: String,
+    /// The plan's text, kept so the qualification directory holds exactly what ran.
+    pub text: String,
+    pub suite: PathBuf,
+    /// Where the gate policy came from.
+    pub policy: PolicySource,
+    /// The gate policy, read and checked once when the plan loads; every
+    /// comparison of the qualification uses this value.
+    pub gate_policy: Policy,
+    /// Passes per runtime, in alternating order (A B B A …); 1 when interleaved.
+    pub repeats: usize,
+    /// How the two runtimes' requests are placed in time.
+    pub schedule: PlanSchedule,
+    /// Interleaved: requests per block, for every cell; `None`: [`default_window`].
+    pub window: Option<usize>,
+    /// Interleaved: keep adding rounds of blocks until the gate resolves.
+    pub adaptive: Adaptive,
+    pub skip_turnover: bool,
+    pub baseline: Runtime,
+    pub candidate: Runtime,
+    pub readmission: Readmission,
+    pub decision: DecisionPolicy,
+    /// What serves once a qualification completes without a decision to act on.
+    pub after: After,
+    pub docker: DockerSettings,
+    /// Client limits for every request of both runtimes' passes (`[timeouts]`).
+    pub timeouts: crate::config::timeouts::Timeouts,
+    /// The ledger the plan's qualifications are recorded in (a team's
+    /// `postgres://…`); `--ledger` and `$INFERGATE_LEDGER` come first.
+    pub ledger: Option<crate::config::ledger_location::Location>,
+}
+
+/// The plan's `schedule`: how the two runtimes share the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanSchedule {
+    /// Both runtimes up at once; each cell's requests in blocks of `window`
+    /// alternating between them (A B B A …) in one timeline, never both loaded at once.
+    Interleaved,
+    /// One runtime up at a time, whole passes in A B B A order (`repeats`).
+    Alternating,
+}
+
+impl PlanSchedule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanSchedule::Interleaved => "interleaved",
+            PlanSchedule::Alternating => "alternating",
+        }
+    }
+}
+
+/// Requests per interleaved block when the plan gives no `window`: at least
+/// 4, and twice the cell's concurrency so a block is more than one batch
+/// (every in-flight slot filled, then drained) of the runtime.
+pub fn default_window(concurrency: usize) -> usize {
+    (2 * concurrency).max(4)
+}
+
+/// `[adaptive]`: budgets of an adaptive interleaved qualification.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adaptive {
+    /// On for every run of this plan (else only with `qualify --adaptive`).
+    pub enabled: bool,
+    /// Most requests per side per cell (blocks of warmups not counted).
+    pub max_requests: usize,
+    /// Most wall-clock time for the measuring, checked after every round.
+    pub max_minutes: f64,
+}
+
+pub const DEFAULT_ADAPTIVE_MAX_REQUESTS: usize = 200;
+pub const DEFAULT_ADAPTIVE_MAX_MINUTES: f64 = 30.0;
+
+impl Default for Adaptive {
+    fn default() -> Self {
+        Adaptive {
+            enabled: false,
+            max_requests: DEFAULT_ADAPTIVE_MAX_REQUESTS,
+            max_minutes: DEFAULT_ADAPTIVE_MAX_MINUTES,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PolicySource {
+    Defaults,
+    File(PathBuf),
+    /// An inline `[policy]` table, re-serialized for `Policy::from_toml_str`.
+    Inline(String),
+}
+
+impl PolicySource {
+    pub fn load(&self, plan_path: &Path) -> anyhow::Result<Policy> {
+        Ok(match self {
+            PolicySource::Defaults => Policy::default(),
+            PolicySource::File(p) => {
+                let text = crate::util::read_input(p).map_err(|e| {
+                    ConfigError::file(p.display().to_string(), format!("cannot read: {e}"))
+                })?;
+                Policy::from_toml_str(&text, &p.display().to_string())?
+            }
+            PolicySource::Inline(text) => {
+                Policy::from_toml_str(text, &format!("{} [policy]", plan_path.display()))?
+            }
+        })
+    }
+}
+
+/// One side of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Runtime {
+    /// "baseline" or "candidate".
+    pub label: String,
+    pub driver: Driver,
+    /// Overrides `readmission.expected_model` for this runtime.
+    pub expected_model: Option<String>,
+    /// Name of the environment variable holding the API key (never the key).
+    pub api_key_env: Option<String>,
+    /// Longest wait for the runtime to become healthy after start.
+    pub ready_timeout: Duration,
+    /// Grace between SIGTERM (or docker stop) and SIGKILL.
+    pub stop_grace: Duration,
+    /// Read the runtime's own `/metrics` around each cell (default true).
+    pub scrape_metrics: bool,
+    /// Extra metrics endpoints read beside it: (name, URL), e.g. a DCGM exporter.
+    pub metrics_endpoints: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Driver {
+    /// A URL infergate does not control: never started, stopped or restarted.
+    External {
+        url: String,
+        health_path: String,
+    },
+    Process(ProcessDriver),
+    Container(ContainerDriver),
+}
+
+impl Driver {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Driver::External { .. } => "external",
+            Driver::Process(_) => "process",
+            Driver::Container(_) => "container",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProcessDriver {
+    /// The reference engine (xllamacpp) serving a profile of `engine/profiles.toml`
+    /// or of another profiles file; it announces its own port.
+    Engine {
+        profile: String,
+        profiles_file: Option<PathBuf>,
+    },
+    Command(CommandSpec),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandSpec {
+    /// A path (relative to the plan) or a name looked up on PATH.
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    pub base_url: String,
+    pub health_url: String,
+    /// sha256 of the executable: the runtime is "present by digest".
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerDriver {
+    pub image: ImageRef,
+    /// The container's command (Docker `Cmd`), after the image's entrypoint.
+    pub args: Vec<String>,
+    pub entrypoint: Option<Vec<String>>,
+    pub env: BTreeMap<String, String>,
+    /// Host environment variables passed through by name (secrets: never written anywhere).
+    pub env_from_host: Vec<String>,
+    /// Bind mounts, Docker syntax `host:container[:ro]`.
+    pub binds: Vec<String>,
+    /// The server's port on 127.0.0.1 (host networking).
+    pub port: u16,
+    pub health_path: String,
+}
+
+/// An image pinned by digest: `name@sha256:<64 hex>`, or a local image ID `sha256:<64 hex>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRef {
+    /// Repository without tag, when given (`ghcr.io/org/engine`).
+    pub repository: Option<String>,
+    /// `sha256:<64 hex>`.
+    pub digest: String,
+}
+
+impl ImageRef {
+    pub fn parse(s: &str) -> Result<ImageRef, String> {
+        let (repository, digest) = match s.rsplit_once('@') {
+            Some((repo, d)) => (Some(repo), d),
+            None => (None, s),
+        };
+        let hex = digest
+            .strip_prefix("sha256:")
+            .ok_or_else(|| format!("image {s:?} is not pinned by digest: use name@sha256:<64 hex digits> or a local image ID sha256:<64 hex digits>"))?;
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(format!(
+                "image {s:?}: the digest must be sha256: followed by 64 lowercase hex digits"
+            ));
+        }
+        let repository = match repository {
+            None => None,
+            Some(r) => {
+                // A tag beside a digest is ignored by Docker and misleads a reader.
+                let last = r.rsplit('/').next().unwrap_or(r);
+                if r.is_empty() || last.contains(':') {
+                    return Err(format!(
+                        "image {s:?}: give the repository without a tag before @sha256:"
+                    ));
+                }
+                Some(r.to_string())
+            }
+        };
+        Ok(ImageRef {
+            repository,
+            digest: digest.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repository {
+            Some(r) => write!(f, "{r}@{}", self.digest),
+            None => f.write_str(&self.digest),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readmission {
+    /// The model id `/v1/models` must serve; when unset, the one the runtime
+    /// served when it was measured in this qualification.
+    pub expected_model: Option<String>,
+    /// Send a canary smoke request whose answer must begin with its marker.
+    pub canary: bool,
+    /// Longest wait for the health endpoint.
+    pub timeout: Duration,
+    pub hook: Option<Hook>,
+}
+
+/// Tells the router about a readmitted runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Hook {
+    /// Run with INFERGATE_* variables in the environment; exit 0 admits.
+    Command {
+        argv: Vec<String>,
+        timeout: Duration,
+    },
+    /// POST a JSON description; a 2xx answer admits.
+    Http {
+        url: String,
+        timeout: Duration,
+        bearer_env: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOutcome {
+    /// Leave the decision to a human (`infergate decide`).
+    Pending,
+    Promote,
+    RetainBaseline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionPolicy {
+    /// When every gate passes.
+    pub on_pass: OnOutcome,
+    /// When a gate fails.
+    pub on_fail: OnOutcome,
+}
+
+impl DecisionPolicy {
+    pub fn is_pending(&self) -> bool {
+        self.on_pass == OnOutcome::Pending && self.on_fail == OnOutcome::Pending
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum After {
+    /// Restore and readmit the baseline while the decision is pending.
+    RestoreBaseline,
+    /// Leave nothing running (labs, demos on a laptop).
+    Stop,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DockerSettings {
+    pub socket: PathBuf,
+    /// Pulls (by digest only) are allowed from this registry; none configured means never pull.
+    pub registry: Option<String>,
+    /// Environment variable holding the base64 X-Registry-Auth value.
+    pub auth_env: Option<String>,
+}
+
+impl Default for DockerSettings {
+    fn default() -> Self {
+        DockerSettings {
+            socket: PathBuf::from("/var/run/docker.sock"),
+            registry: None,
+            auth_env: None,
+        }
+    }
+}
+
+impl Plan {
+    pub fn runtime(&self, label: &str) -> Option<&Runtime> {
+        match label {
+            BASELINE => Some(&self.baseline),
+            CANDIDATE => Some(&self.candidate),
+            _ => None,
+        }
+    }
+
+    /// The pass order: `repeats` passes per runtime, alternating A B B A ….
+    pub fn pass_order(&self) -> Vec<(&'static str, usize)> {
+        let mut order = Vec::with_capacity(self.repeats * 2);
+        for i in 0..self.repeats {
+            let pair = if i % 2 == 0 {
+                [BASELINE, CANDIDATE]
+            } else {
+                [CANDIDATE, BASELINE]
+            };
+            for label in pair {
+                order.push((label, i + 1));
+            }
+        }
+        order
+    }
+
+    /// The model `label` must serve to be readmitted, when the plan says.
+    pub fn expected_model(&self, label: &str) -> Option<&str> {
+        self.runtime(label)
+            .and_then(|r| r.expected_model.as_deref())
+            .or(self.readmission.expected_model.as_deref())
+    }
+}

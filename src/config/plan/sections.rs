@@ -1,0 +1,415 @@
+//! One checker per section of a plan (everything but the runtimes): each
+//! takes its raw TOML shape and returns the typed value, or an error naming
+//! the file, the line and the field.
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::model::*;
+use super::raw::*;
+use crate::report::ConfigError;
+
+pub(super) type ErrFn<'a> = dyn Fn(Option<Range<usize>>, &str, String) -> ConfigError + 'a;
+
+/// The plan's TOML shape; errors name the field by its path.
+pub(super) fn raw_plan(text: &str, file: &str) -> Result<RawPlan, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        // Spanned wrappers add a private segment to the path; readers want the field.
+        let path = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
+        let inner = e.into_inner();
+        ConfigError {
+            file: file.to_string(),
+            line: inner.span().map(|s| line_of(text, s.start)),
+            column: None,
+            field: (path != ".").then_some(path),
+            message: crate::report::config_error::toml_error_message(text, &inner),
+        }
+    })
+}
+
+/// `policy = "file.toml"` or an inline `[policy]` table; absent: the defaults.
+pub(super) fn policy_source(
+    v: Option<toml::Value>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+    span: Option<Range<usize>>,
+) -> Result<PolicySource, ConfigError> {
+    let Some(v) = v else {
+        return Ok(PolicySource::Defaults);
+    };
+    match v {
+        toml::Value::String(s) => Ok(PolicySource::File(resolve(&s))),
+        toml::Value::Table(t) => Ok(PolicySource::Inline(
+            toml::to_string(&t).map_err(|e| err(span.clone(), "policy", e.to_string()))?,
+        )),
+        other => Err(err(
+            span,
+            "policy",
+            format!("expected a path or a table, found a {}", other.type_str()),
+        )),
+    }
+}
+
+/// Where top-level `key` is set (`key = …`, `[key]` or `[key.…]`), for
+/// errors about a value read without its span.
+pub(super) fn key_line(text: &str, key: &str) -> Option<Range<usize>> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let header = t
+            .strip_prefix('[')
+            .map(|h| h.trim_start_matches('[').trim_start());
+        let named = |rest: &str| {
+            rest.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(['=', ']', '.']))
+        };
+        if header.map_or(named(t), named) {
+            return Some(at..at + line.trim_end().len());
+        }
+        at += line.len();
+    }
+    None
+}
+
+pub(super) fn repeats(v: Option<Spanned<i64>>, err: &ErrFn) -> Result<usize, ConfigError> {
+    match v {
+        None => Ok(1),
+        Some(r) if *r.get_ref() >= 1 && *r.get_ref() <= 100 => Ok(*r.get_ref() as usize),
+        Some(r) => Err(err(
+            Some(r.span()),
+            "repeats",
+            format!("must be 1..=100, got {}", r.get_ref()),
+        )),
+    }
+}
+
+pub(super) fn readmission(
+    v: Option<RawReadmission>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<Readmission, ConfigError> {
+    let Some(r) = v else {
+        return Ok(Readmission {
+            expected_model: None,
+            canary: true,
+            timeout: Duration::from_secs(60),
+            hook: None,
+        });
+    };
+    Ok(Readmission {
+        expected_model: r.expected_model,
+        canary: r.canary,
+        timeout: seconds(r.timeout_s, 60.0, "readmission.timeout_s", err)?,
+        hook: match r.hook {
+            None => None,
+            Some(h) => Some(hook(h, resolve, err)?),
+        },
+    })
+}
+
+pub(super) fn decision(v: Option<RawDecision>, err: &ErrFn) -> Result<DecisionPolicy, ConfigError> {
+    let decision = match v {
+        None => DecisionPolicy {
+            on_pass: OnOutcome::Pending,
+            on_fail: OnOutcome::Pending,
+        },
+        Some(d) => DecisionPolicy {
+            on_pass: on_outcome(d.on_pass, "decision.on_pass", err)?,
+            on_fail: on_outcome(d.on_fail, "decision.on_fail", err)?,
+        },
+    };
+    if decision.on_fail == OnOutcome::Promote {
+        return Err(err(
+            None,
+            "decision.on_fail",
+            "a failed qualification is never promoted automatically".into(),
+        ));
+    }
+    Ok(decision)
+}
+
+pub(super) fn after(v: Option<Spanned<String>>, err: &ErrFn) -> Result<After, ConfigError> {
+    let Some(a) = v else {
+        return Ok(After::RestoreBaseline);
+    };
+    match a.get_ref().as_str() {
+        "restore-baseline" => Ok(After::RestoreBaseline),
+        "stop" => Ok(After::Stop),
+        other => Err(err(
+            Some(a.span()),
+            "after",
+            format!("{other:?}: expected \"restore-baseline\" or \"stop\""),
+        )),
+    }
+}
+
+pub(super) fn docker(v: Option<RawDocker>) -> DockerSettings {
+    match v {
+        None => DockerSettings::default(),
+        Some(d) => DockerSettings {
+            socket: d
+                .socket
+                .map(PathBuf::from)
+                .unwrap_or_else(|| DockerSettings::default().socket),
+            registry: d.registry.filter(|r| !r.is_empty()),
+            auth_env: d.auth_env,
+        },
+    }
+}
+
+pub(super) fn timeouts(
+    v: Option<RawTimeouts>,
+    err: &ErrFn,
+) -> Result<crate::config::timeouts::Timeouts, ConfigError> {
+    let d = crate::config::timeouts::Timeouts::default();
+    let t = v.unwrap_or(RawTimeouts {
+        connect_s: None,
+        first_byte_s: None,
+        idle_s: None,
+        total_s: None,
+    });
+    let secs = |v, default: Duration, field| seconds(v, default.as_secs_f64(), field, err);
+    Ok(crate::config::timeouts::Timeouts {
+        connect: secs(t.connect_s, d.connect, "timeouts.connect_s")?,
+        first_byte: secs(t.first_byte_s, d.first_byte, "timeouts.first_byte_s")?,
+        idle: secs(t.idle_s, d.idle, "timeouts.idle_s")?,
+        total: secs(t.total_s, d.total, "timeouts.total_s")?,
+    })
+}
+
+/// Interleaved unless the plan says otherwise, sets `repeats` (the
+/// alternating schedule's knob keeps meaning what it meant), or both
+/// runtimes need the same fixed address.
+pub(super) fn schedule(
+    v: Option<Spanned<String>>,
+    repeats_given: Option<Range<usize>>,
+    clash: Option<String>,
+    err: &ErrFn,
+) -> Result<PlanSchedule, ConfigError> {
+    let schedule = match &v {
+        None if repeats_given.is_some() || clash.is_some() => PlanSchedule::Alternating,
+        None => PlanSchedule::Interleaved,
+        Some(s) => match s.get_ref().as_str() {
+            "interleaved" => PlanSchedule::Interleaved,
+            "alternating" => PlanSchedule::Alternating,
+            other => {
+                return Err(err(
+                    Some(s.span()),
+                    "schedule",
+                    format!("{other:?}: expected \"interleaved\" or \"alternating\""),
+                ));
+            }
+        },
+    };
+    if schedule == PlanSchedule::Interleaved {
+        if let Some(span) = repeats_given {
+            return Err(err(
+                Some(span),
+                "repeats",
+                "applies only to schedule = \"alternating\" (interleaved blocks replace passes; size them with `window`)".into(),
+            ));
+        }
+        if let (Some(why), Some(s)) = (&clash, &v) {
+            return Err(err(
+                Some(s.span()),
+                "schedule",
+                format!(
+                    "\"interleaved\" needs both runtimes up at once, but {why}: use schedule = \"alternating\""
+                ),
+            ));
+        }
+    }
+    Ok(schedule)
+}
+
+pub(super) fn window(
+    v: Option<Spanned<i64>>,
+    schedule: PlanSchedule,
+    err: &ErrFn,
+) -> Result<Option<usize>, ConfigError> {
+    match v {
+        None => Ok(None),
+        Some(w) if schedule == PlanSchedule::Alternating => Err(err(
+            Some(w.span()),
+            "window",
+            "applies only to schedule = \"interleaved\"".into(),
+        )),
+        Some(w) if (1..=100_000).contains(w.get_ref()) => Ok(Some(*w.get_ref() as usize)),
+        Some(w) => Err(err(
+            Some(w.span()),
+            "window",
+            format!("must be 1..=100000 requests per block, got {}", w.get_ref()),
+        )),
+    }
+}
+
+pub(super) fn adaptive(
+    text: &str,
+    v: Option<Spanned<RawAdaptive>>,
+    schedule: PlanSchedule,
+    err: &ErrFn,
+) -> Result<Adaptive, ConfigError> {
+    let Some(a) = v else {
+        return Ok(Adaptive::default());
+    };
+    let span = a.span();
+    let a = a.into_inner();
+    let max_requests = match a.max_requests {
+        None => DEFAULT_ADAPTIVE_MAX_REQUESTS,
+        Some(m) if (1..=10_000_000).contains(m.get_ref()) => *m.get_ref() as usize,
+        Some(m) => {
+            return Err(err(
+                Some(m.span()),
+                "adaptive.max_requests",
+                format!("must be 1..=10000000 requests, got {}", m.get_ref()),
+            ));
+        }
+    };
+    let max_minutes = match a.max_minutes {
+        None => DEFAULT_ADAPTIVE_MAX_MINUTES,
+        Some(m) if m.get_ref().is_finite() && *m.get_ref() > 0.0 && *m.get_ref() <= 1e6 => {
+            *m.get_ref()
+        }
+        Some(m) => {
+            return Err(err(
+                Some(m.span()),
+                "adaptive.max_minutes",
+                format!("must be a positive number of minutes, got {}", m.get_ref()),
+            ));
+        }
+    };
+    if a.enabled && schedule == PlanSchedule::Alternating {
+        return Err(err(
+            Some(key_span(text, span, "enabled")),
+            "adaptive.enabled",
+            "adaptive mode adds interleaved blocks: it needs schedule = \"interleaved\"".into(),
+        ));
+    }
+    Ok(Adaptive {
+        enabled: a.enabled,
+        max_requests,
+        max_minutes,
+    })
+}
+
+pub(super) fn seconds(
+    v: Option<Spanned<f64>>,
+    default: f64,
+    field: &str,
+    err: &ErrFn,
+) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(Duration::from_secs_f64(default)),
+        Some(s) if s.get_ref().is_finite() && *s.get_ref() > 0.0 && *s.get_ref() < 1e7 => {
+            Ok(Duration::from_secs_f64(*s.get_ref()))
+        }
+        Some(s) => Err(err(
+            Some(s.span()),
+            field,
+            format!("must be a positive number of seconds, got {}", s.get_ref()),
+        )),
+    }
+}
+
+pub(super) fn on_outcome(
+    v: Option<Spanned<String>>,
+    field: &str,
+    err: &ErrFn,
+) -> Result<OnOutcome, ConfigError> {
+    let Some(v) = v else {
+        return Ok(OnOutcome::Pending);
+    };
+    match v.get_ref().as_str() {
+        "pending" => Ok(OnOutcome::Pending),
+        "promote" => Ok(OnOutcome::Promote),
+        "retain-baseline" => Ok(OnOutcome::RetainBaseline),
+        other => Err(err(
+            Some(v.span()),
+            field,
+            format!("{other:?}: expected \"pending\", \"promote\" or \"retain-baseline\""),
+        )),
+    }
+}
+
+pub(super) fn hook(
+    h: Spanned<RawHook>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<Hook, ConfigError> {
+    let span = h.span();
+    let h = h.into_inner();
+    // Bounded like every other duration here: `Duration::from_secs_f64` panics
+    // on 1e300 (found by review, replayed through `fuzzing::plan`).
+    let timeout = seconds(h.timeout_s, 30.0, "readmission.hook.timeout_s", err)?;
+    match (h.command, h.url) {
+        (Some(argv), None) => {
+            let Some(first) = argv.first() else {
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.command",
+                    "is empty".into(),
+                ));
+            };
+            if h.bearer_env.is_some() {
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.bearer_env",
+                    "applies only to a url hook".into(),
+                ));
+            }
+            let mut argv = argv.clone();
+            if first.contains('/') {
+                argv[0] = resolve(first).display().to_string();
+            }
+            Ok(Hook::Command { argv, timeout })
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(err(
+                    Some(span),
+                    "readmission.hook.url",
+                    format!("{url:?} is not an http(s) URL"),
+                ));
+            }
+            Ok(Hook::Http {
+                url,
+                timeout,
+                bearer_env: h.bearer_env,
+            })
+        }
+        _ => Err(err(
+            Some(span),
+            "readmission.hook",
+            "give exactly one of `command` or `url`".into(),
+        )),
+    }
+}
+
+/// The span of `key = …` inside `table` (a `[table]` span), else `table`.
+pub(super) fn key_span(text: &str, table: Range<usize>, key: &str) -> Range<usize> {
+    let body = text.get(table.clone()).unwrap_or("");
+    let mut offset = table.start;
+    for line in body.split_inclusive('\n') {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix(key)
+            && rest.trim_start().starts_with('=')
+        {
+            let start = offset + (line.len() - t.len());
+            return start..start + key.len();
+        }
+        offset += line.len();
+    }
+    table
+}
+
+/// 1-based line of byte offset `at`.
+pub(super) fn line_of(text: &str, at: usize) -> usize {
+    text.get(..at).unwrap_or(text).matches('\n').count() + 1
+}
