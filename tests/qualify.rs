@@ -399,6 +399,12 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
 
     // One merged artifact per side: every block pooled, clusters = blocks,
     // the same ids on both sides; every block's requests in the journal.
+    // The blocks were pooled in memory: no block, merge or comparison read
+    // a journal back (#25).
+    for label in ["baseline", "candidate"] {
+        let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
+        assert_eq!(infergate::util::input_reads(&journal), 0, "{label}");
+    }
     let mut clusters = Vec::new();
     for label in ["baseline", "candidate"] {
         let art = report::read_artifact(&o.out_dir.join(format!("{label}.json"))).unwrap();
@@ -592,6 +598,13 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         "{:?}",
         o.spent
     );
+    // The blocks were pooled in memory: the resumed invocation read each
+    // side's journal once, to recover what the interrupted one measured;
+    // no block, look or merge read it again (#25).
+    for label in ["baseline", "candidate"] {
+        let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
+        assert_eq!(infergate::util::input_reads(&journal), 1, "{label}");
+    }
     // Blocks finished before the interruption were kept, none ran twice.
     let mut done: Vec<String> = entries
         .iter()

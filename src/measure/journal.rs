@@ -69,6 +69,7 @@ pub fn digest(path: &Path) -> Result<crate::artifact::JournalDigest> {
 /// Read every record. A line that does not parse is an error naming the file and
 /// line; a torn last line (no newline, as left by a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
+    crate::util::count_read(path);
     let f = File::open(path).with_context(|| format!("opening journal {}", path.display()))?;
     let mut reader = BufReader::new(f);
     let mut out = Vec::new();

@@ -16,7 +16,7 @@ use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::measure::exact;
 use crate::measure::journal::{self, Journal};
 use crate::measure::record::{Outcome, RequestRecord};
-use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeOptions, Scraper};
+use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeEntry, ScrapeOptions, Scraper};
 use crate::measure::tokenizer::TokenizerFile;
 use crate::measure::workload::{self, PromptSizer};
 use crate::measure::{aggregate, discover, source, windows};
@@ -59,8 +59,8 @@ pub enum RunPart {
     /// Requests `first .. first + count` of each selected cell (indices, so
     /// prompts and journal entries stay unique across blocks), after the
     /// cell's warmup requests (never recorded) when `warmup`; no turnover.
-    /// The journal is shared by the blocks (`resume`), and the artifact
-    /// describes requests `0 .. first + count` of the selected cells.
+    /// The journal is shared by the blocks (`resume`); the artifact records
+    /// provenance and method, no cells: the caller pools the blocks.
     Block {
         first: usize,
         count: usize,
@@ -84,6 +84,29 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
 /// Measure `suite`, already read from `opts.suite` (its text is recorded in
 /// the provenance): a qualification reads its suite once for every block.
 pub async fn run_suite(opts: &RunOptions, suite: &Suite, suite_text: &str) -> Result<RunArtifact> {
+    Ok(measure_suite(opts, suite, suite_text, None).await?.artifact)
+}
+
+/// What one run measured, in memory: its artifact, and the records and
+/// server scrapes it took (not those an earlier run journaled).
+pub struct Measured {
+    pub artifact: RunArtifact,
+    pub records: Vec<RequestRecord>,
+    pub scrapes: Vec<ScrapeEntry>,
+}
+
+/// Measure `suite` and hand back what was measured. `earlier` is what the
+/// journal in `opts.out_dir` already holds, when the caller keeps it in
+/// memory (a qualification's blocks); `None` reads it (`opts.resume`).
+/// A block ([`RunPart::Block`]) is not aggregated: its caller pools every
+/// block's records, so its artifact carries provenance (the journal's
+/// digest) and method, and no cells.
+pub async fn measure_suite(
+    opts: &RunOptions,
+    suite: &Suite,
+    suite_text: &str,
+    earlier: Option<&[RequestRecord]>,
+) -> Result<Measured> {
     let started_at = now_rfc3339();
     let target = Target::reach(opts, suite).await?;
     let cells = select_cells(suite, opts)?;
@@ -93,30 +116,34 @@ pub async fn run_suite(opts: &RunOptions, suite: &Suite, suite_text: &str) -> Re
             c.check_fits(ctx)?;
         }
     }
-    let (mut journal, previous) = open_journal(opts)?;
+    let (mut journal, read) = open_journal(opts, earlier.is_none())?;
+    let previous = earlier.unwrap_or(&read);
     let (session, sizer) = target.session(opts)?;
-    let mut all: Vec<RequestRecord> = previous.clone();
+    let mut records: Vec<RequestRecord> = Vec::new();
     for cell in &cells {
         session
-            .measure_cell(cell, opts, &sizer, &previous, &mut journal, &mut all)
+            .measure_cell(cell, opts, &sizer, previous, &mut journal, &mut records)
             .await?;
     }
-    let results = aggregate_cells(opts, &cells, &all)?;
-    let turnover = if opts.skip_turnover
-        || suite.turnover.is_empty()
-        || matches!(opts.part, RunPart::Block { .. })
-    {
+    let block = matches!(opts.part, RunPart::Block { .. });
+    let turnover = if opts.skip_turnover || suite.turnover.is_empty() || block {
         Vec::new()
     } else {
         let model = &target.info.model_id;
         let client = &session.client;
-        run_turnover(client, suite, model, &mut journal, &previous, opts.quiet).await?
+        run_turnover(client, suite, model, &mut journal, previous, opts.quiet).await?
     };
     let mut method = method_of(opts, &sizer, session.dialect);
-    let achieved = exact::achieved(&cells, &all);
-    if !achieved.is_empty() {
-        method.insert("prompt_tokens_achieved".into(), achieved);
-    }
+    let results = if block {
+        Vec::new()
+    } else {
+        let all: Vec<RequestRecord> = previous.iter().chain(&records).cloned().collect();
+        let achieved = exact::achieved(&cells, &all);
+        if !achieved.is_empty() {
+            method.insert("prompt_tokens_achieved".into(), achieved);
+        }
+        aggregate_cells(opts, &cells, &all)?
+    };
     let artifact = RunArtifact {
         schema: RUN_SCHEMA.to_string(),
         provenance: target.provenance(opts, suite, suite_text, started_at)?,
@@ -127,7 +154,15 @@ pub async fn run_suite(opts: &RunOptions, suite: &Suite, suite_text: &str) -> Re
         schedule: None,
     };
     atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
-    Ok(artifact)
+    let scrapes = session
+        .scraper
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.taken());
+    Ok(Measured {
+        artifact,
+        records,
+        scrapes,
+    })
 }
 
 /// The server as discovered, and what every request to it needs.
@@ -290,15 +325,18 @@ fn select_cells(suite: &Suite, opts: &RunOptions) -> Result<Vec<CellSpec>> {
         .collect())
 }
 
-/// The journal to append to, and the records it already holds (`--resume`);
+/// The journal to append to, and the records it already holds (`--resume`,
+/// read when `read`: not when the caller holds them);
 /// an existing journal without `--resume` is refused, never overwritten.
-fn open_journal(opts: &RunOptions) -> Result<(Journal, Vec<RequestRecord>)> {
+fn open_journal(opts: &RunOptions, read: bool) -> Result<(Journal, Vec<RequestRecord>)> {
     std::fs::create_dir_all(&opts.out_dir)
         .with_context(|| format!("creating {}", opts.out_dir.display()))?;
     let journal_path = opts.out_dir.join(JOURNAL_FILE);
     let mut previous = Vec::new();
     if opts.resume && journal_path.exists() {
-        previous = journal::read(&journal_path)?;
+        if read {
+            previous = journal::read(&journal_path)?;
+        }
     } else if journal_path.exists() {
         bail!(
             "{} already exists; pass --resume to continue that run, or choose another --out",

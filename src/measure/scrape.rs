@@ -273,7 +273,9 @@ pub struct Scraper {
     key: Option<String>,
     endpoints: Vec<Endpoint>,
     interval: Option<Duration>,
-    log: Mutex<ScrapeLog>,
+    /// The log, and every entry written to it by this scraper, so a caller
+    /// pools them without reading the log back.
+    log: Mutex<(ScrapeLog, Vec<ScrapeEntry>)>,
     t0: Instant,
 }
 
@@ -314,7 +316,7 @@ impl Scraper {
             key,
             endpoints,
             interval: opts.interval,
-            log: Mutex::new(ScrapeLog::open(log)?),
+            log: Mutex::new((ScrapeLog::open(log)?, Vec::new())),
             t0,
         })))
     }
@@ -345,12 +347,23 @@ impl Scraper {
                 samples,
                 error,
             };
-            self.log
+            let mut log = self
+                .log
                 .lock()
-                .map_err(|_| anyhow::anyhow!("scrape log lock poisoned"))?
-                .append(&entry)?;
+                .map_err(|_| anyhow::anyhow!("scrape log lock poisoned"))?;
+            log.0.append(&entry)?;
+            log.1.push(entry);
         }
         Ok(())
+    }
+
+    /// Every entry this scraper wrote, in the log's order.
+    pub fn taken(&self) -> Vec<ScrapeEntry> {
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .1
+            .clone()
     }
 
     async fn fetch(&self, url: &str) -> Result<Vec<MetricSample>, String> {

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::interleave::{self, CellLayout, StopReason, totals};
 use super::outcome::StepEnd;
-use super::pool::{merge_interleaved, merge_passes_of};
+use super::pool::{Blocks, merge_interleaved, merge_passes_of};
 use super::progress::{fraction_of, last_round, rounds_done};
-use super::workdir::{interleaved_dir, turnover_dir};
+use super::workdir::turnover_dir;
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
 use crate::decision::ledger::Status;
@@ -26,8 +26,9 @@ pub(super) fn compare_and_write(
     suite: &LoadedSuite,
     report_path: &Path,
     adaptive: bool,
+    blocks: Option<Blocks>,
 ) -> Result<Report, StepEnd> {
-    let report = match compare(ctx, suite, adaptive) {
+    let report = match compare(ctx, suite, adaptive, blocks) {
         Ok(r) => r,
         Err(e) => {
             let error = json!({"error": format!("{e:#}")});
@@ -73,6 +74,7 @@ pub(super) fn compare_interleaved(
     ctx: &Ctx<'_>,
     suite: &Suite,
     cells: &[CellLayout],
+    blocks: &Blocks,
     look: Option<Look>,
 ) -> Result<Report> {
     let mut policy = ctx.plan.gate_policy.clone();
@@ -96,7 +98,7 @@ pub(super) fn compare_interleaved(
             suite,
             cells,
             &totals,
-            &interleaved_dir(ctx.out_dir, label),
+            blocks.side(label),
             &turnover_dir(ctx.out_dir, label),
             started_at,
         )?;
@@ -110,8 +112,14 @@ pub(super) fn compare_interleaved(
     report::compare_paths(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
 }
 
-/// Compare the pooled passes (or blocks) of each side.
-fn compare(ctx: &Ctx<'_>, suite: &LoadedSuite, adaptive: bool) -> Result<Report> {
+/// Compare the pooled passes (or blocks) of each side; the blocks as measured
+/// in this invocation, else as their journals hold them.
+fn compare(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    adaptive: bool,
+    blocks: Option<Blocks>,
+) -> Result<Report> {
     if ctx.plan.schedule == PlanSchedule::Interleaved {
         let cells = interleave::layout(&suite.suite.cells, ctx.plan.window);
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
@@ -130,7 +138,11 @@ fn compare(ctx: &Ctx<'_>, suite: &LoadedSuite, adaptive: bool) -> Result<Report>
             closing: last.and_then(|e| e.detail_str("stop"))
                 == Some(StopReason::MaxMinutes.as_str()),
         });
-        return compare_interleaved(ctx, &suite.suite, &cells, look);
+        let blocks = match blocks {
+            Some(b) => b,
+            None => Blocks::recover(ctx.out_dir)?,
+        };
+        return compare_interleaved(ctx, &suite.suite, &cells, &blocks, look);
     }
     let policy = &ctx.plan.gate_policy;
     if ctx.plan.repeats == 1 {

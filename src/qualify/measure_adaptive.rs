@@ -8,6 +8,7 @@ use super::compare::{Look, compare_interleaved};
 use super::interleave::{self, CellLayout, StopReason};
 use super::measure_block::run_block;
 use super::outcome::PassFailure;
+use super::pool::Blocks;
 use super::progress::{fraction_of, last_round, rounds_done};
 use super::up::Up;
 use crate::config::plan::BASELINE;
@@ -23,6 +24,7 @@ pub(super) async fn adaptive_rounds(
     suite: &LoadedSuite,
     cells: &[CellLayout],
     up: &Up,
+    blocks: &mut Blocks,
     entries: &[Entry],
     minutes: &dyn Fn() -> f64,
 ) -> Result<(usize, Option<String>), PassFailure> {
@@ -54,7 +56,7 @@ pub(super) async fn adaptive_rounds(
     }
     while stop.is_none() {
         for b in interleave::round_schedule(cells, done) {
-            run_block(ctx, suite, cells, &b, up).await?;
+            run_block(ctx, suite, cells, &b, up, blocks).await?;
         }
         done += 1;
         // One reading of the clock for the fraction and the stop, so they agree.
@@ -74,7 +76,7 @@ pub(super) async fn adaptive_rounds(
             fractions: Some((before, fraction)),
             closing: false,
         };
-        let report = compare_interleaved(ctx, &suite.suite, cells, Some(look))
+        let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(look))
             .map_err(|e| fail("compare", "adaptive round", e))?;
         let outcome = report.performance_outcome;
         let why =

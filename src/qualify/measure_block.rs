@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::interleave::{Block, CellLayout};
 use super::outcome::PassFailure;
+use super::pool::Blocks;
 use super::progress::{block_finished, ok_entry, side_finished};
 use super::targets::{image_label, scrape_options};
 use super::up::Up;
@@ -13,18 +14,18 @@ use super::workdir::{interleaved_dir, turnover_dir};
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::Status;
 use crate::decision::lifecycle::Ctx;
-use crate::measure::journal;
-use crate::measure::runner::{ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
+use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
-use crate::report;
 
-/// One block on one runtime, journaled into the side's interleaved journal.
+/// One block on one runtime, journaled into the side's interleaved journal
+/// as its requests complete and handed to the side's blocks in memory.
 pub(super) async fn run_block(
     ctx: &Ctx<'_>,
     suite: &LoadedSuite,
     cells: &[CellLayout],
     b: &Block,
     up: &Up,
+    blocks: &mut Blocks,
 ) -> Result<(), PassFailure> {
     let fail = |step, runtime, error| PassFailure {
         step,
@@ -91,11 +92,14 @@ pub(super) async fn run_block(
         },
         scrape: scrape_options(rt),
     };
-    match up.run(ctx, b.side, &opts, suite).await {
-        Ok(_) => {
-            let records: Vec<_> = journal::read(&opts.out_dir.join(JOURNAL_FILE))
-                .map_err(|e| fail("run", b.side, e))?
-                .into_iter()
+    let side = blocks.side_mut(b.side);
+    match up.run(ctx, b.side, &opts, suite, Some(&side.records)).await {
+        Ok(measured) => {
+            side.add(measured);
+            // With those an interrupted invocation measured of this block.
+            let records: Vec<_> = side
+                .records
+                .iter()
                 .filter(|r| r.cell == b.cell && (b.first..b.first + b.count).contains(&r.index))
                 .collect();
             let failed = records
@@ -135,6 +139,7 @@ pub(super) async fn finish_side(
     suite: &LoadedSuite,
     label: &'static str,
     up: &Up,
+    blocks: &Blocks,
 ) -> Result<(), PassFailure> {
     let fail = |step, runtime, error| PassFailure {
         step,
@@ -182,8 +187,8 @@ pub(super) async fn finish_side(
             part: RunPart::TurnoverOnly,
             scrape: ScrapeOptions::none(),
         };
-        match up.run(ctx, label, &opts, suite).await {
-            Ok(art) => turnover_runs = art.turnover.len(),
+        match up.run(ctx, label, &opts, suite, None).await {
+            Ok(m) => turnover_runs = m.artifact.turnover.len(),
             Err((who, e)) => {
                 log(
                     Status::Failed,
@@ -193,8 +198,11 @@ pub(super) async fn finish_side(
             }
         }
     }
-    let art = report::read_artifact(&dir.join(ARTIFACT_FILE))
-        .map_err(|e| fail("run", label, e.into()))?;
+    let art = blocks
+        .side(label)
+        .last
+        .as_ref()
+        .ok_or_else(|| fail("run", label, anyhow!("no block measured")))?;
     if let Some(exp) = ctx
         .plan
         .expected_model(label)

@@ -8,6 +8,7 @@ use super::interleave::{self, CellLayout, totals};
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
+use super::pool::Blocks;
 use super::progress::{last_round, side_finished, warmups_sent};
 use super::up::Up;
 use crate::config::plan::{BASELINE, CANDIDATE};
@@ -16,13 +17,15 @@ use crate::decision::ledger::Status;
 use crate::decision::lifecycle::{self, Ctx};
 
 /// The interleaved schedule: both runtimes up, every block in order, then
-/// each runtime's turnover, then both stopped. Finished blocks (ledger
-/// `block` ok) are kept on resume; an interrupted one continues from its journal.
+/// each runtime's turnover, then both stopped; the blocks measured, in
+/// memory (`None`: an earlier invocation measured them all). Finished blocks
+/// (ledger `block` ok) are kept on resume; an interrupted one continues from
+/// its journal.
 pub(super) async fn run_interleaved(
     ctx: &Ctx<'_>,
     suite: &LoadedSuite,
     adaptive: bool,
-) -> Result<(), PassFailure> {
+) -> Result<Option<Blocks>, PassFailure> {
     let t0 = std::time::Instant::now();
     let fail = |step, runtime, error| PassFailure {
         step,
@@ -36,8 +39,10 @@ pub(super) async fn run_interleaved(
         .map_err(|e| fail("ledger", BASELINE, e))?;
     if side_finished(&entries, BASELINE) && side_finished(&entries, CANDIDATE) {
         ctx.say("interleaved blocks: already measured");
-        return Ok(());
+        return Ok(None);
     }
+    // What earlier invocations measured, read back once (nothing on a first run).
+    let mut blocks = Blocks::recover(ctx.out_dir).map_err(|e| fail("recover", BASELINE, e))?;
     // Each start of the pair is a process lifetime of its own (logs, container names).
     let life = 1 + entries
         .iter()
@@ -71,7 +76,7 @@ pub(super) async fn run_interleaved(
         candidate,
         warmed: Default::default(),
     };
-    let result = interleaved_body(ctx, suite, &cells, adaptive, &up, t0).await;
+    let result = interleaved_body(ctx, suite, &cells, adaptive, &up, &mut blocks, t0).await;
     let reason = if result.is_ok() {
         "interleaved blocks finished"
     } else {
@@ -82,7 +87,7 @@ pub(super) async fn run_interleaved(
     result?;
     stopped_b.map_err(|e| fail("stop", BASELINE, e))?;
     stopped_c.map_err(|e| fail("stop", CANDIDATE, e))?;
-    Ok(())
+    Ok(Some(blocks))
 }
 
 async fn interleaved_body(
@@ -91,6 +96,7 @@ async fn interleaved_body(
     cells: &[CellLayout],
     adaptive: bool,
     up: &Up,
+    blocks: &mut Blocks,
     t0: std::time::Instant,
 ) -> Result<(), PassFailure> {
     let fail = |step, runtime, error| PassFailure {
@@ -113,17 +119,17 @@ async fn interleaved_body(
         .unwrap_or(0.0);
     let minutes = || earlier_minutes + t0.elapsed().as_secs_f64() / 60.0;
     let (rounds, stopped) = if adaptive {
-        let (r, s) = adaptive_rounds(ctx, suite, cells, up, &entries, &minutes).await?;
+        let (r, s) = adaptive_rounds(ctx, suite, cells, up, blocks, &entries, &minutes).await?;
         (Some(r), s)
     } else {
         for b in interleave::fixed_schedule(cells) {
-            run_block(ctx, suite, cells, &b, up).await?;
+            run_block(ctx, suite, cells, &b, up, blocks).await?;
         }
         (None, None)
     };
     // Correctness, not performance: once per side, after the blocks.
     for label in [BASELINE, CANDIDATE] {
-        finish_side(ctx, suite, label, up).await?;
+        finish_side(ctx, suite, label, up, blocks).await?;
     }
     let per_side: usize = totals(cells, rounds).iter().sum();
     // As sent: a cell warms up once per runtime lifetime, not per block.

@@ -63,7 +63,9 @@ pub use crate::decision::state::{
     decision_in, pass_dir,
 };
 pub use outcome::{Options, Outcome, Verdict};
-pub use pool::{merge_interleaved, merge_passes, merge_passes_of, pool_interleaved_cells};
+pub use pool::{
+    Blocks, SideBlocks, merge_interleaved, merge_passes, merge_passes_of, pool_interleaved_cells,
+};
 pub use progress::spent_in;
 pub use workdir::{absolute, interleaved_dir, new_id, turnover_dir};
 
@@ -127,7 +129,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
 
     let report_path = out_dir.join(REPORT_FILE);
     let measured = match measure(&ctx, &suite, plan_path, adaptive).await {
-        Ok(()) => compare_and_write(&ctx, &suite, &report_path, adaptive),
+        Ok(blocks) => compare_and_write(&ctx, &suite, &report_path, adaptive, blocks),
         Err(end) => Err(end),
     };
     match measured {
@@ -160,15 +162,16 @@ fn qualification_id(plan: &Plan, opts: &Options) -> Result<String> {
 
 /// Measure both runtimes as the plan's schedule says; Ctrl-C interrupts.
 /// A failed pass is recorded (and what it left running stopped first).
+/// The interleaved schedule hands back its blocks, in memory.
 async fn measure(
     ctx: &Ctx<'_>,
     suite: &LoadedSuite,
     plan_path: &Path,
     adaptive: bool,
-) -> Result<(), StepEnd> {
+) -> Result<Option<Blocks>, StepEnd> {
     let measure = async {
         match ctx.plan.schedule {
-            PlanSchedule::Alternating => measure_passes::run_passes(ctx, suite).await,
+            PlanSchedule::Alternating => measure_passes::run_passes(ctx, suite).await.map(|_| None),
             PlanSchedule::Interleaved => {
                 measure_interleaved::run_interleaved(ctx, suite, adaptive).await
             }
@@ -178,8 +181,9 @@ async fn measure(
         r = measure => r,
         _ = tokio::signal::ctrl_c() => Err(PassFailure { step: "interrupted", runtime: BASELINE, error: anyhow!("interrupted (Ctrl-C)") }),
     };
-    let Err(f) = passes else {
-        return Ok(());
+    let f = match passes {
+        Ok(blocks) => return Ok(blocks),
+        Err(f) => f,
     };
     lifecycle::stop_leftovers(ctx).await?;
     if f.step == "interrupted" {

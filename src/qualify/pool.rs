@@ -7,8 +7,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::interleave::{self, CellLayout};
+use super::workdir::interleaved_dir;
 use crate::artifact::{RunArtifact, Schedule};
+use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::Suite;
+use crate::measure::record::RequestRecord;
+use crate::measure::runner::Measured;
 use crate::measure::runner::{ARTIFACT_FILE, JOURNAL_FILE};
 use crate::measure::scrape::{self, SCRAPE_LOG_FILE};
 use crate::measure::{aggregate, journal, windows};
@@ -26,6 +30,77 @@ fn set_prompt_tokens_achieved(
     }
 }
 
+/// One side's interleaved blocks, held in memory as they are measured:
+/// every record and scrape in the order its journal and scrape log have
+/// them, and the last block's artifact (provenance, method). Those files are
+/// the durability contract; they are read back only to recover a
+/// qualification that a new invocation resumes.
+#[derive(Debug, Default)]
+pub struct SideBlocks {
+    pub records: Vec<RequestRecord>,
+    pub scrapes: Vec<scrape::ScrapeEntry>,
+    pub last: Option<RunArtifact>,
+}
+
+impl SideBlocks {
+    /// What the side's directory holds (nothing, before its first block).
+    pub fn recover(dir: &Path) -> Result<SideBlocks> {
+        let journal_file = dir.join(JOURNAL_FILE);
+        if !journal_file.exists() {
+            return Ok(SideBlocks::default());
+        }
+        let last_file = dir.join(ARTIFACT_FILE);
+        Ok(SideBlocks {
+            records: journal::read(&journal_file)?,
+            scrapes: scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?,
+            last: match last_file.exists() {
+                true => Some(report::read_artifact(&last_file)?),
+                false => None,
+            },
+        })
+    }
+
+    /// A block's measurements, after those before it.
+    pub fn add(&mut self, block: Measured) {
+        self.records.extend(block.records);
+        self.scrapes.extend(block.scrapes);
+        self.last = Some(block.artifact);
+    }
+}
+
+/// Both sides' blocks.
+#[derive(Debug, Default)]
+pub struct Blocks {
+    pub baseline: SideBlocks,
+    pub candidate: SideBlocks,
+}
+
+impl Blocks {
+    /// Both sides as their directories under `out_dir` hold them.
+    pub fn recover(out_dir: &Path) -> Result<Blocks> {
+        Ok(Blocks {
+            baseline: SideBlocks::recover(&interleaved_dir(out_dir, BASELINE))?,
+            candidate: SideBlocks::recover(&interleaved_dir(out_dir, CANDIDATE))?,
+        })
+    }
+
+    pub fn side(&self, label: &str) -> &SideBlocks {
+        if label == BASELINE {
+            &self.baseline
+        } else {
+            &self.candidate
+        }
+    }
+
+    pub fn side_mut(&mut self, label: &str) -> &mut SideBlocks {
+        if label == BASELINE {
+            &mut self.baseline
+        } else {
+            &mut self.candidate
+        }
+    }
+}
+
 /// One side of an interleaved qualification as one artifact: each cell pooled
 /// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
 /// index, the same numbering on both sides), the turnover from its own run
@@ -34,14 +109,13 @@ pub fn merge_interleaved(
     suite: &Suite,
     cells: &[CellLayout],
     totals: &[usize],
-    dir: &Path,
+    blocks: &SideBlocks,
     turnover_dir: &Path,
     started_at: Option<String>,
 ) -> Result<RunArtifact> {
-    let last = report::read_artifact(&dir.join(ARTIFACT_FILE))?;
-    let records = journal::read(&dir.join(JOURNAL_FILE))?;
-    let scrapes = scrape::read_log(&dir.join(SCRAPE_LOG_FILE))?;
-    let pooled = pool_interleaved_cells(suite, cells, totals, &records, &scrapes);
+    let last = blocks.last.as_ref().context("no block measured")?;
+    let records = &blocks.records;
+    let pooled = pool_interleaved_cells(suite, cells, totals, records, &blocks.scrapes);
     let mut provenance = last.provenance.clone();
     // Pooled from blocks: no one journal state describes the merged artifact.
     provenance.journal = None;
@@ -58,7 +132,7 @@ pub fn merge_interleaved(
     };
     let mut method = last.method.clone();
     // Over every block's requests, not the last block's run.
-    set_prompt_tokens_achieved(&mut method, &suite.cells, &records);
+    set_prompt_tokens_achieved(&mut method, &suite.cells, records);
     let windows: Vec<String> = cells
         .iter()
         .zip(&suite.cells)

@@ -4,11 +4,11 @@
 use anyhow::anyhow;
 
 use super::outcome::RuntimeStopped;
-use crate::artifact::RunArtifact;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
 use crate::decision::lifecycle::{self, Ctx, Started};
-use crate::measure::runner::{self, RunOptions};
+use crate::measure::record::RequestRecord;
+use crate::measure::runner::{self, Measured, RunOptions};
 
 /// Both runtimes, up for the interleaved schedule.
 pub(super) struct Up {
@@ -39,17 +39,19 @@ impl Up {
         None
     }
 
-    /// Run `opts` against `label`, ended at once if either runtime stops.
+    /// Run `opts` against `label`, ended at once if either runtime stops;
+    /// `earlier`: what its journal already holds, kept in memory.
     pub(super) async fn run(
         &self,
         ctx: &Ctx<'_>,
         label: &'static str,
         opts: &RunOptions,
         suite: &LoadedSuite,
-    ) -> Result<RunArtifact, (&'static str, anyhow::Error)> {
+        earlier: Option<&[RequestRecord]>,
+    ) -> Result<Measured, (&'static str, anyhow::Error)> {
         let stopped = |l: &str, why: String| anyhow::Error::from(RuntimeStopped::new(l, why));
         let result = tokio::select! {
-            r = runner::run_suite(opts, &suite.suite, &suite.text) => r.map_err(|e| (label, e)),
+            r = runner::measure_suite(opts, &suite.suite, &suite.text, earlier) => r.map_err(|e| (label, e)),
             why = lifecycle::watch(&self.baseline, &ctx.docker) => Err((BASELINE, stopped(BASELINE, why))),
             why = lifecycle::watch(&self.candidate, &ctx.docker) => Err((CANDIDATE, stopped(CANDIDATE, why))),
         };
