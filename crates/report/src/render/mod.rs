@@ -10,6 +10,7 @@ use crate::stats::{Direction, Interval};
 
 use super::model::Report;
 
+mod checks;
 mod csv;
 mod html;
 mod junit;
@@ -60,7 +61,13 @@ impl TerminalOptions {
 pub fn terminal<R: ReportSource + ?Sized>(report: &R, opts: TerminalOptions) -> String {
     // A report is untrusted text: its strings must not drive the terminal.
     let shown = printable(&report.report_json());
-    terminal::render(&view::View::from_value(&shown), opts)
+    terminal::render(&view_of(&shown), opts)
+}
+
+/// What the renderers display: the report as read, with what is computed
+/// from it ([`checks::Checks`]) done here, before any of them runs.
+fn view_of(root: &Value) -> view::View {
+    view::View::from_value(root, view::Checks::of(root))
 }
 
 /// `v` with every string (and key) made safe to print on a terminal: control
@@ -94,7 +101,7 @@ fn printable(v: &Value) -> Value {
 
 /// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
 pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
-    markdown::render(&view::View::from_value(&report.report_json()))
+    markdown::render(&view_of(&report.report_json()))
 }
 
 /// JUnit XML: the qualification and each part of each deciding gate a test case.
@@ -109,7 +116,7 @@ pub fn csv<R: ReportSource + ?Sized>(report: &R) -> (String, String) {
 
 /// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.
 pub fn html<R: ReportSource + ?Sized>(report: &R) -> String {
-    html::render(&view::View::from_value(&report.report_json()))
+    html::render(&view_of(&report.report_json()))
 }
 
 const DASH: &str = "—";

@@ -13,17 +13,23 @@ use super::super::model::{
     Decision, FailureRate, Gate, Gates, ProvenancePair, RowsPair, Side, SloComparison, Statistics,
     TurnoverComparison, parse_regression_flag, parse_turnover_key,
 };
-use super::super::policy::{
-    DEFAULT_ALPHA, DEFAULT_METRICS, DEFAULT_TURNOVER_CONFIDENCE, infer_direction, split_quantile,
-};
-use super::super::turnover_rates::{RunCounts, compare_turnover};
-use super::super::verify::{Disagreement, verify};
+use super::super::policy::{DEFAULT_METRICS, infer_direction, split_quantile};
+use super::super::verify::Disagreement;
 use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::quality::QualityComparison;
 use crate::reference::ReferenceComparison;
 use crate::server_metrics::ServerMetrics;
 use crate::stats;
+
+/// Computed from a report for its view (`checks.rs`), before it is built.
+pub struct Checks {
+    pub disagreements: Vec<Disagreement>,
+    pub turnover: TurnoverComparison,
+    /// True when the report had no `turnover_comparison` and one was
+    /// computed from the runs' counts.
+    pub turnover_computed: bool,
+}
 
 pub struct View {
     pub schema: Option<String>,
@@ -638,13 +644,13 @@ impl View {
     }
 }
 
-fn s(v: Option<&Value>) -> Option<String> {
+pub(super) fn s(v: Option<&Value>) -> Option<String> {
     v.and_then(Value::as_str).map(String::from)
 }
 fn f(v: Option<&Value>) -> Option<f64> {
     v.and_then(Value::as_f64).filter(|x| x.is_finite())
 }
-fn u(v: Option<&Value>) -> Option<u64> {
+pub(super) fn u(v: Option<&Value>) -> Option<u64> {
     v.and_then(Value::as_u64)
 }
 fn b(v: Option<&Value>) -> Option<bool> {
@@ -774,7 +780,7 @@ fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<ServerLine> {
     out
 }
 
-fn typed<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<T> {
+pub(super) fn typed<T: serde::de::DeserializeOwned>(v: Option<&Value>) -> Option<T> {
     v.and_then(|v| serde_json::from_value(v.clone()).ok())
 }
 
@@ -928,7 +934,7 @@ fn cell_view(name: &str, c: &Value, policy_order: &[String], by_evidence: bool) 
 
 /// The report's turnover run keys (`baseline_turnover_run_1`, ...) in side
 /// and index order.
-fn turnover_entries(root: &Value) -> Vec<TurnoverEntry<'_>> {
+pub(super) fn turnover_entries(root: &Value) -> Vec<TurnoverEntry<'_>> {
     let mut keyed: Vec<TurnoverEntry<'_>> = root
         .as_object()
         .map(|o| {
@@ -968,46 +974,19 @@ fn run_view(((side, _), key, r): &TurnoverEntry<'_>) -> RunView {
     }
 }
 
-/// The report's turnover comparison; computed from the runs at the default
-/// levels (and said to be) when a report has none.
-fn turnover_comparison(root: &Value, keyed: &[TurnoverEntry<'_>]) -> (TurnoverComparison, bool) {
-    if let Some(t) = typed(root.get("turnover_comparison")) {
-        return (t, false);
-    }
-    let counts = |side: Side| -> Vec<RunCounts> {
-        keyed
-            .iter()
-            .filter(|((sd, _), _, _)| *sd == side)
-            .filter_map(|(_, key, r)| {
-                Some(RunCounts {
-                    key: key.to_string(),
-                    name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
-                    requests: u(r.get("requests"))?,
-                    failed: u(r.get("failed"))?,
-                    contaminated: u(r.get("contaminated")),
-                })
-            })
-            .collect()
-    };
-    let cmp = compare_turnover(
-        &counts(Side::Baseline),
-        &counts(Side::Candidate),
-        DEFAULT_ALPHA,
-        DEFAULT_TURNOVER_CONFIDENCE,
-        None,
-    );
-    (cmp, true)
-}
-
 /// A report's turnover runs: (side, index) from the key, the key, the run.
-type TurnoverEntry<'a> = ((Side, usize), &'a str, &'a Value);
+pub(super) type TurnoverEntry<'a> = ((Side, usize), &'a str, &'a Value);
 
 impl View {
-    pub fn from_value(root: &Value) -> View {
+    /// The report's fields as read, and what the caller computed from them.
+    pub fn from_value(root: &Value, checks: Checks) -> View {
         let cells = cell_views(root);
-        let keyed = turnover_entries(root);
-        let runs = keyed.iter().map(run_view).collect();
-        let (turnover, turnover_computed) = turnover_comparison(root, &keyed);
+        let runs = turnover_entries(root).iter().map(run_view).collect();
+        let Checks {
+            disagreements,
+            turnover,
+            turnover_computed,
+        } = checks;
         View {
             schema: s(root.get("schema")),
             baseline_image: s(root.get("baseline_image")),
@@ -1028,7 +1007,7 @@ impl View {
             decision: typed(root.get("decision")),
             provenance: typed(root.get("provenance")),
             warnings: strings(root.get("warnings")),
-            disagreements: verify(root),
+            disagreements,
             references: typed(root.get("reference_comparison")),
             quality: typed(root.get("quality")),
         }
@@ -1533,7 +1512,7 @@ mod tests {
 
     #[test]
     fn only_deciding_gates_carry_a_verdict() {
-        let v = View::from_value(&point_gate_failed_evidence_undecided());
+        let v = super::super::view_of(&point_gate_failed_evidence_undecided());
         assert!(v.evidence_decides());
         let rows = v.gate_rows();
         let deciding: Vec<(&str, &str)> = rows

@@ -1,0 +1,54 @@
+//! What a renderer shows beside the report's own fields, computed before
+//! the view is built: `verify`'s disagreements, and the turnover comparison
+//! from the runs' counts when a report carries none. The renderers only
+//! display.
+
+use serde_json::Value;
+
+use super::super::model::{Side, TurnoverComparison};
+use super::super::policy::{DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE};
+use super::super::turnover_rates::{RunCounts, compare_turnover};
+use super::super::verify::verify;
+use super::view::{Checks, TurnoverEntry, s, turnover_entries, typed, u};
+
+impl Checks {
+    pub fn of(root: &Value) -> Checks {
+        let (turnover, turnover_computed) = turnover_comparison(root, &turnover_entries(root));
+        Checks {
+            disagreements: verify(root),
+            turnover,
+            turnover_computed,
+        }
+    }
+}
+
+/// The report's turnover comparison; computed from the runs at the default
+/// levels (and said to be) when a report has none.
+fn turnover_comparison(root: &Value, keyed: &[TurnoverEntry<'_>]) -> (TurnoverComparison, bool) {
+    if let Some(t) = typed(root.get("turnover_comparison")) {
+        return (t, false);
+    }
+    let counts = |side: Side| -> Vec<RunCounts> {
+        keyed
+            .iter()
+            .filter(|((sd, _), _, _)| *sd == side)
+            .filter_map(|(_, key, r)| {
+                Some(RunCounts {
+                    key: key.to_string(),
+                    name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
+                    requests: u(r.get("requests"))?,
+                    failed: u(r.get("failed"))?,
+                    contaminated: u(r.get("contaminated")),
+                })
+            })
+            .collect()
+    };
+    let cmp = compare_turnover(
+        &counts(Side::Baseline),
+        &counts(Side::Candidate),
+        DEFAULT_ALPHA,
+        DEFAULT_TURNOVER_CONFIDENCE,
+        None,
+    );
+    (cmp, true)
+}
