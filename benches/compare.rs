@@ -15,11 +15,12 @@
 
 use std::time::{Duration, Instant};
 
-use infergate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
+use infergate::artifact::{CellResult, RunArtifact};
 use infergate::config::suite::{CachePolicy, CellSpec};
 use infergate::measure::aggregate;
 use infergate::measure::record::{Outcome, RequestRecord, StreamCapture};
 use infergate::report::{self, Policy};
+use infergate_report::fixtures;
 
 mod common;
 
@@ -99,22 +100,8 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
 }
 
 fn artifact(label: &str, cells: Vec<CellResult>) -> RunArtifact {
-    RunArtifact {
-        rate_sweeps: Vec::new(),
-        schema: RUN_SCHEMA.into(),
-        provenance: Provenance {
-            target: "http://127.0.0.1:1".into(),
-            model: "m".into(),
-            runtime: Some(label.into()),
-            suite: "bench".into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-            ..Default::default()
-        },
-        method: Default::default(),
-        cells,
-        turnover: Vec::new(),
-        schedule: None,
-    }
+    let provenance = fixtures::bare_provenance(label, "bench", env!("CARGO_PKG_VERSION"));
+    fixtures::artifact(provenance, cells, Vec::new())
 }
 
 fn secs(d: Duration) -> String {

@@ -1,57 +1,19 @@
 //! `compare` on synthetic run artifacts: reports verify clean, gates follow
 //! the policy, mismatched runs are refused with the difference named.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use infergate::artifact::{
-    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
-    metric,
-};
+use infergate::artifact::{CellResult, CellShape, RunArtifact, TurnoverRun, metric};
 use infergate::report::{
     self, CompareError, Decision, DecisionAction, Policy, QUAL_FAIL_PERFORMANCE, QUAL_NOT_BLANKET,
     QUAL_PASS, QUAL_PASS_NON_INFERIOR, Report, TurnoverGateMode, compare, verify,
 };
 use infergate::stats;
+use infergate_report::fixtures;
 use serde_json::Value;
 
-fn provenance(label: &str, digest: &str) -> Provenance {
-    Provenance {
-        target: "http://127.0.0.1:8080".into(),
-        model: "smollm2-135m-instruct".into(),
-        runtime: Some(label.into()),
-        image: Some(format!("registry.example/llama-server@sha256:{digest}")),
-        suite: "smoke".into(),
-        suite_sha256: Some("ab12".into()),
-        tool_version: "0.1.0".into(),
-        host: "ci".into(),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        ended_at: "2025-01-01T00:10:00Z".into(),
-        ..Default::default()
-    }
-}
-
 fn shape(prompt_tokens: u64, requests: usize) -> CellShape {
-    CellShape {
-        prompt_tokens,
-        tolerance_percent: 5.0,
-        max_tokens: 64,
-        concurrency: 2,
-        requests,
-        warmup: 1,
-        cache: "unique".into(),
-        arrival: "closed".into(),
-        temperature: 0.0,
-        seed: Some(1),
-        workload: None,
-    }
-}
-
-/// Deterministic spread around `center`: ±4%.
-fn spread(center: f64, n: usize, phase: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| center * (1.0 + 0.04 * (((i * 7 + phase) % 11) as f64 / 5.0 - 1.0)))
-        .collect()
+    fixtures::shape(prompt_tokens, 2, requests)
 }
 
 fn cell(
@@ -63,74 +25,11 @@ fn cell(
     decode: f64,
     phase: usize,
 ) -> CellResult {
-    let mut samples = BTreeMap::new();
-    samples.insert(metric::TTFT_MS.to_string(), spread(ttft, n, phase));
-    samples.insert(metric::E2E_MS.to_string(), spread(e2e, n, phase + 3));
-    samples.insert(
-        metric::DECODE_TOK_S.to_string(),
-        spread(decode, n, phase + 5),
-    );
-    let metrics = samples
-        .iter()
-        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
-        .collect();
-    CellResult {
-        request_rows: Vec::new(),
-        server_timings: None,
-        server_metrics: Vec::new(),
-        slices: Vec::new(),
-        sessions: None,
-        slo: None,
-        name: name.into(),
-        shape: shape(prompt, n),
-        requests: n,
-        succeeded: n,
-        failed: 0,
-        failures_by_class: BTreeMap::new(),
-        performance_eligible: true,
-        ineligible_reasons: vec![],
-        median_prompt_tokens: Some(prompt as f64 - 3.0),
-        metrics,
-        samples,
-        tokens_estimated: false,
-        sample_clusters: BTreeMap::new(),
-        prompt_cache: None,
-        output_length: None,
-        warnings: vec![],
-    }
+    let samples = fixtures::spread_samples(n, (ttft, e2e, decode), phase);
+    fixtures::cell(name, shape(prompt, n), samples, Some(prompt as f64 - 3.0))
 }
 
-fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
-    TurnoverRun {
-        name: "turnover".into(),
-        repeat,
-        contract: "words".into(),
-        concurrency: 8,
-        requests,
-        exact_output_passed: requests - failed,
-        failed,
-        responses_received: requests,
-        performance_eligible: false,
-        contaminated: 0,
-        failures: (0..failed)
-            .map(|i| TurnoverFailure {
-                request_index: i * 5,
-                failure_class: "controlled_output_failed".into(),
-                words: 33,
-                finish_reasons: vec!["stop".into()],
-                canary_passed: true,
-                foreign_markers: vec![],
-                error: None,
-                output: None,
-                divergence: None,
-            })
-            .collect(),
-        references: vec![],
-        reference_tokens: vec![],
-        task_answers: String::new(),
-        task_set_sha256: None,
-    }
-}
+use fixtures::turnover;
 
 fn artifact(
     label: &str,
@@ -138,15 +37,7 @@ fn artifact(
     cells: Vec<CellResult>,
     turnover: Vec<TurnoverRun>,
 ) -> RunArtifact {
-    RunArtifact {
-        rate_sweeps: Vec::new(),
-        schema: RUN_SCHEMA.into(),
-        provenance: provenance(label, digest),
-        method: BTreeMap::new(),
-        cells,
-        turnover,
-        schedule: None,
-    }
+    fixtures::artifact(fixtures::provenance(label, digest), cells, turnover)
 }
 
 /// The seed's situation: candidate a little faster, baseline 7/60 turnover

@@ -404,7 +404,8 @@ pub fn policy_with_drift(base: &str, snippet: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::artifact::{CellResult, CellShape, Provenance, RUN_SCHEMA};
+    use crate::artifact::{CellShape, Provenance};
+    use crate::fixtures;
     use crate::stats::Xoshiro256;
     use std::collections::BTreeMap;
 
@@ -421,54 +422,19 @@ mod tests {
                 .collect();
             samples.insert(k.to_string(), v);
         }
-        RunArtifact {
-            rate_sweeps: Vec::new(),
-            schema: RUN_SCHEMA.into(),
-            provenance: Provenance {
-                model: "m".into(),
-                suite: "s".into(),
-                ..Default::default()
-            },
-            method: BTreeMap::new(),
-            cells: vec![CellResult {
-                request_rows: Vec::new(),
-                server_timings: None,
-                server_metrics: Vec::new(),
-                slices: Vec::new(),
-                sessions: None,
-                slo: None,
-                name: "c".into(),
-                shape: CellShape {
-                    prompt_tokens: 100,
-                    tolerance_percent: 5.0,
-                    max_tokens: 8,
-                    concurrency: 1,
-                    requests: 40,
-                    warmup: 0,
-                    cache: "unique".into(),
-                    arrival: "closed".into(),
-                    temperature: 0.0,
-                    seed: None,
-                    workload: None,
-                },
-                requests: 40,
-                succeeded: 40,
-                failed: 0,
-                failures_by_class: BTreeMap::new(),
-                performance_eligible: true,
-                ineligible_reasons: vec![],
-                median_prompt_tokens: Some(100.0),
-                metrics: BTreeMap::new(),
-                samples,
-                tokens_estimated: false,
-                sample_clusters: BTreeMap::new(),
-                prompt_cache: None,
-                output_length: None,
-                warnings: vec![],
-            }],
-            turnover: vec![],
-            schedule: None,
-        }
+        let shape = CellShape {
+            max_tokens: 8,
+            warmup: 0,
+            seed: None,
+            ..fixtures::shape(100, 1, 40)
+        };
+        let provenance = Provenance {
+            model: "m".into(),
+            suite: "s".into(),
+            ..Default::default()
+        };
+        let cell = fixtures::cell("c", shape, samples, Some(100.0));
+        fixtures::artifact(provenance, vec![cell], vec![])
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub mod calibrate;
 mod compare;
 pub mod config_error;
 pub mod digest;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod gate;
 mod io;
 mod model;

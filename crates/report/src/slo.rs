@@ -247,41 +247,16 @@ mod tests {
             (a.met, a.of, a.attainment) = (met, 100, met as f64 / 100.0);
             let (lo, hi) = attainment_interval(met as u64, 100, 0.95);
             a.interval = [lo, hi];
+            let shape = crate::artifact::CellShape {
+                max_tokens: 32,
+                warmup: 0,
+                arrival: format!("poisson:{rate}"),
+                seed: None,
+                ..crate::fixtures::shape(256, 64, 100)
+            };
             CellResult {
-                name: name.into(),
-                shape: crate::artifact::CellShape {
-                    prompt_tokens: 256,
-                    tolerance_percent: 5.0,
-                    max_tokens: 32,
-                    concurrency: 64,
-                    requests: 100,
-                    warmup: 0,
-                    cache: "unique".into(),
-                    arrival: format!("poisson:{rate}"),
-                    temperature: 0.0,
-                    seed: None,
-                    workload: None,
-                },
-                requests: 100,
-                succeeded: 100,
-                failed: 0,
-                failures_by_class: BTreeMap::new(),
-                performance_eligible: true,
-                ineligible_reasons: vec![],
-                median_prompt_tokens: None,
-                metrics: BTreeMap::new(),
-                samples: BTreeMap::new(),
-                tokens_estimated: false,
-                sample_clusters: BTreeMap::new(),
-                prompt_cache: None,
-                output_length: None,
-                warnings: vec![],
-                request_rows: vec![],
-                server_timings: None,
-                server_metrics: Vec::new(),
-                slices: Vec::new(),
-                sessions: None,
                 slo: Some(a),
+                ..crate::fixtures::cell(name, shape, BTreeMap::new(), None)
             }
         };
         let cells = vec![

@@ -4,29 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use infergate_report::artifact::{
-    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, Schedule, metric,
-};
+use infergate_report::artifact::{RunArtifact, Schedule, metric};
+use infergate_report::fixtures;
 use infergate_report::stats::{GateOutcome, Resampling, Xoshiro256};
 use infergate_report::{
     self as report, EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, Policy, compare, verify,
 };
-
-fn shape(requests: usize) -> CellShape {
-    CellShape {
-        prompt_tokens: 1000,
-        tolerance_percent: 5.0,
-        max_tokens: 64,
-        concurrency: 1,
-        requests,
-        warmup: 1,
-        cache: "unique".into(),
-        arrival: "closed".into(),
-        temperature: 0.0,
-        seed: Some(1),
-        workload: None,
-    }
-}
 
 /// Latencies ×(1 + shift%) with ±8 % noise, in `blocks` blocks that share a
 /// drift `drift[k]` (the same on both sides: interleaved).
@@ -68,53 +51,14 @@ fn artifact(
         );
         clusters.insert(k.to_string(), c);
     }
-    let metrics = samples
-        .iter()
-        .filter_map(|(k, v)| infergate_report::stats::summarize(v).map(|s| (k.clone(), s)))
-        .collect();
-    let cell = CellResult {
-        request_rows: Vec::new(),
-        server_timings: None,
-        server_metrics: Vec::new(),
-        slices: Vec::new(),
-        sessions: None,
-        slo: None,
-        name: "c1".into(),
-        shape: shape(n),
-        requests: n,
-        succeeded: n,
-        failed: 0,
-        failures_by_class: BTreeMap::new(),
-        performance_eligible: true,
-        ineligible_reasons: vec![],
-        median_prompt_tokens: Some(1000.0),
-        metrics,
-        samples,
-        tokens_estimated: false,
-        sample_clusters: if blocks > 1 {
-            clusters
-        } else {
-            BTreeMap::new()
-        },
-        prompt_cache: None,
-        output_length: None,
-        warnings: vec![],
-    };
+    let mut cell = fixtures::cell("c1", fixtures::shape(1000, 1, n), samples, Some(1000.0));
+    if blocks > 1 {
+        cell.sample_clusters = clusters;
+    }
+    let provenance = fixtures::bare_provenance(label, "s", "0");
     RunArtifact {
-        rate_sweeps: Vec::new(),
-        schema: RUN_SCHEMA.into(),
-        provenance: Provenance {
-            target: "http://127.0.0.1:1".into(),
-            model: "m".into(),
-            runtime: Some(label.into()),
-            suite: "s".into(),
-            tool_version: "0".into(),
-            ..Default::default()
-        },
-        method: BTreeMap::new(),
-        cells: vec![cell],
-        turnover: vec![],
         schedule,
+        ..fixtures::artifact(provenance, vec![cell], vec![])
     }
 }
 

@@ -3,135 +3,24 @@
 //! requires `verify` to reject it naming the field. The untouched reports
 //! verify clean, so every case here is one that could fail.
 
-use std::collections::BTreeMap;
-
-use infergate_report::artifact::{
-    CellResult, CellShape, Provenance, RUN_SCHEMA, RunArtifact, TurnoverFailure, TurnoverRun,
-    metric,
-};
-use infergate_report::stats;
+use infergate_report::artifact::{CellResult, RunArtifact, TurnoverRun};
 use infergate_report::{self as report, Policy, compare, verify, verify_report};
+use infergate_report::{fixtures, stats};
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------ inputs ----
 
-fn provenance(label: &str, digest: &str) -> Provenance {
-    Provenance {
-        target: "http://127.0.0.1:8080".into(),
-        model: "smollm2-135m-instruct".into(),
-        runtime: Some(label.into()),
-        image: Some(format!("registry.example/llama-server@sha256:{digest}")),
-        suite: "smoke".into(),
-        suite_sha256: Some("ab12".into()),
-        tool_version: "0.1.0".into(),
-        host: "ci".into(),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        ended_at: "2025-01-01T00:10:00Z".into(),
-        ..Default::default()
-    }
-}
-
-/// Deterministic spread around `center`: ±4%.
-fn spread(center: f64, n: usize, phase: usize) -> Vec<f64> {
-    (0..n)
-        .map(|i| center * (1.0 + 0.04 * (((i * 7 + phase) % 11) as f64 / 5.0 - 1.0)))
-        .collect()
-}
-
-fn cell(name: &str, n: usize, (ttft, e2e, decode): (f64, f64, f64), phase: usize) -> CellResult {
-    let mut samples = BTreeMap::new();
-    samples.insert(metric::TTFT_MS.to_string(), spread(ttft, n, phase));
-    samples.insert(metric::E2E_MS.to_string(), spread(e2e, n, phase + 3));
-    samples.insert(
-        metric::DECODE_TOK_S.to_string(),
-        spread(decode, n, phase + 5),
-    );
-    let metrics = samples
-        .iter()
-        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
-        .collect();
-    CellResult {
-        request_rows: Vec::new(),
-        server_timings: None,
-        server_metrics: Vec::new(),
-        slices: Vec::new(),
-        sessions: None,
-        slo: None,
-        name: name.into(),
-        shape: CellShape {
-            prompt_tokens: 3000,
-            tolerance_percent: 5.0,
-            max_tokens: 64,
-            concurrency: 2,
-            requests: n,
-            warmup: 1,
-            cache: "unique".into(),
-            arrival: "closed".into(),
-            temperature: 0.0,
-            seed: Some(1),
-            workload: None,
-        },
-        requests: n,
-        succeeded: n,
-        failed: 0,
-        failures_by_class: BTreeMap::new(),
-        performance_eligible: true,
-        ineligible_reasons: vec![],
-        median_prompt_tokens: Some(2997.0),
-        metrics,
-        samples,
-        tokens_estimated: false,
-        sample_clusters: BTreeMap::new(),
-        prompt_cache: None,
-        output_length: None,
-        warnings: vec![],
-    }
-}
-
-fn failure(index: usize) -> TurnoverFailure {
-    TurnoverFailure {
-        request_index: index,
-        failure_class: "controlled_output_failed".into(),
-        words: 33,
-        finish_reasons: vec!["stop".into()],
-        canary_passed: true,
-        foreign_markers: vec![],
-        error: None,
-        output: None,
-        divergence: None,
-    }
+fn cell(name: &str, n: usize, centres: (f64, f64, f64), phase: usize) -> CellResult {
+    let samples = fixtures::spread_samples(n, centres, phase);
+    fixtures::cell(name, fixtures::shape(3000, 2, n), samples, Some(2997.0))
 }
 
 fn turnover(repeat: usize, failed: usize) -> TurnoverRun {
-    TurnoverRun {
-        references: vec![],
-        reference_tokens: vec![],
-        task_answers: String::new(),
-        task_set_sha256: None,
-        name: "turnover".into(),
-        repeat,
-        contract: "words".into(),
-        concurrency: 8,
-        requests: 60,
-        exact_output_passed: 60 - failed,
-        failed,
-        responses_received: 60,
-        performance_eligible: false,
-        contaminated: 0,
-        failures: (0..failed).map(|i| failure(i * 5)).collect(),
-    }
+    fixtures::turnover(repeat, 60, failed)
 }
 
 fn artifact(label: &str, cells: Vec<CellResult>, turnover: Vec<TurnoverRun>) -> RunArtifact {
-    RunArtifact {
-        rate_sweeps: Vec::new(),
-        schema: RUN_SCHEMA.into(),
-        provenance: provenance(label, label),
-        method: BTreeMap::new(),
-        cells,
-        turnover,
-        schedule: None,
-    }
+    fixtures::artifact(fixtures::provenance(label, label), cells, turnover)
 }
 
 /// Two cells: `fast` where the candidate is a little faster, `slow` where
