@@ -6,14 +6,16 @@ use serde_json::json;
 
 use super::interleave::{Block, CellLayout};
 use super::outcome::PassFailure;
-use super::pool::Blocks;
+use super::pool::{Blocks, SideBlocks};
 use super::progress::{block_finished, ok_entry, side_finished};
 use super::targets::{image_label, scrape_options};
 use super::up::Up;
 use super::workdir::{interleaved_dir, turnover_dir};
+use crate::config::plan::Runtime;
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::Status;
 use crate::decision::lifecycle::Ctx;
+use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
 
@@ -43,23 +45,12 @@ pub(super) async fn run_block(
         .plan
         .runtime(b.side)
         .ok_or_else(|| fail("run", b.side, anyhow!("no runtime {}", b.side)))?;
-    let warm_first = up
-        .warmed
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert((b.side.to_string(), b.cell.clone()));
-    let warmup = suite
-        .suite
-        .cells
-        .iter()
-        .find(|c| c.name == b.cell)
-        .map_or(0, |c| if warm_first { c.warmup } else { 0 });
+    let warmup = warmup_before(suite, b, up);
     let window = cells
         .iter()
         .find(|c| c.name == b.cell)
         .map_or(1, |c| c.window);
-    let dir = interleaved_dir(ctx.out_dir, b.side);
-    let resume = dir.join(JOURNAL_FILE).exists();
+    let opts = block_options(ctx, rt, b, up, warmup);
     let detail = json!({
         "cell": b.cell,
         "block": b.k,
@@ -67,19 +58,55 @@ pub(super) async fn run_block(
         "count": b.count,
         "window": window,
         "warmup": warmup,
-        "dir": dir,
+        "dir": opts.out_dir,
     });
     ctx.log("block", Some(b.side), Status::Started, detail.clone())
         .map_err(|e| fail("ledger", b.side, e))?;
-    let opts = RunOptions {
+    let side = blocks.side_mut(b.side);
+    match up.run(ctx, b.side, &opts, suite, Some(&side.records)).await {
+        Ok(measured) => {
+            side.add(measured);
+            block_measured(ctx, b, side, detail, warmup).map_err(|e| fail("ledger", b.side, e))
+        }
+        Err((label, e)) => {
+            let mut detail = detail;
+            detail["error"] = json!(format!("{e:#}"));
+            detail["log"] = json!(up.get(label).handle.log());
+            let _ = ctx.log("block", Some(b.side), Status::Failed, detail);
+            Err(fail("run", label, e))
+        }
+    }
+}
+
+/// The cell's warmup requests before this block: all of them on the
+/// runtime's first block of the cell since it started, none after.
+fn warmup_before(suite: &LoadedSuite, b: &Block, up: &Up) -> usize {
+    let warm_first = up
+        .warmed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert((b.side.to_string(), b.cell.clone()));
+    suite
+        .suite
+        .cells
+        .iter()
+        .find(|c| c.name == b.cell)
+        .map_or(0, |c| if warm_first { c.warmup } else { 0 })
+}
+
+/// The runner's options for one block: its cell's requests `first ..
+/// first + count`, into the side's interleaved directory.
+fn block_options(ctx: &Ctx<'_>, rt: &Runtime, b: &Block, up: &Up, warmup: usize) -> RunOptions {
+    let dir = interleaved_dir(ctx.out_dir, b.side);
+    RunOptions {
         target: up.get(b.side).handle.base_url().to_string(),
         api_key_env: rt.api_key_env.clone(),
         suite: ctx.plan.suite.clone(),
+        resume: dir.join(JOURNAL_FILE).exists(),
         out_dir: dir,
         runtime_label: Some(b.side.to_string()),
         image: image_label(rt),
         only_cells: vec![b.cell.clone()],
-        resume,
         timeouts: ctx.plan.timeouts.clone(),
         skip_turnover: true,
         // One line per block here instead of the runner's per-cell lines.
@@ -91,45 +118,35 @@ pub(super) async fn run_block(
             warmup: warmup > 0,
         },
         scrape: scrape_options(rt),
-    };
-    let side = blocks.side_mut(b.side);
-    match up.run(ctx, b.side, &opts, suite, Some(&side.records)).await {
-        Ok(measured) => {
-            side.add(measured);
-            // With those an interrupted invocation measured of this block.
-            let records: Vec<_> = side
-                .records
-                .iter()
-                .filter(|r| r.cell == b.cell && (b.first..b.first + b.count).contains(&r.index))
-                .collect();
-            let failed = records
-                .iter()
-                .filter(|r| r.outcome != crate::measure::record::Outcome::Ok)
-                .count();
-            let mut detail = detail;
-            detail["recorded"] = json!(records.len());
-            detail["failed"] = json!(failed);
-            ctx.log("block", Some(b.side), Status::Ok, detail)
-                .map_err(|e| fail("ledger", b.side, e))?;
-            ctx.say(&format!(
-                "{} block {} {:<9} {} requests (#{}..{}, after {warmup} warmup), {failed} failed",
-                b.cell,
-                b.k,
-                b.side,
-                records.len(),
-                b.first,
-                b.first + b.count
-            ));
-            Ok(())
-        }
-        Err((label, e)) => {
-            let mut detail = detail;
-            detail["error"] = json!(format!("{e:#}"));
-            detail["log"] = json!(up.get(label).handle.log());
-            let _ = ctx.log("block", Some(b.side), Status::Failed, detail);
-            Err(fail("run", label, e))
-        }
     }
+}
+
+/// A measured block in the ledger and on the terminal: its requests (with
+/// those an interrupted invocation measured of it) and how many failed.
+fn block_measured(
+    ctx: &Ctx<'_>,
+    b: &Block,
+    side: &SideBlocks,
+    mut detail: serde_json::Value,
+    warmup: usize,
+) -> anyhow::Result<()> {
+    let in_block =
+        |r: &&RequestRecord| r.cell == b.cell && (b.first..b.first + b.count).contains(&r.index);
+    let records: Vec<&RequestRecord> = side.records.iter().filter(in_block).collect();
+    let failed = records.iter().filter(|r| r.outcome != Outcome::Ok).count();
+    detail["recorded"] = json!(records.len());
+    detail["failed"] = json!(failed);
+    ctx.log("block", Some(b.side), Status::Ok, detail)?;
+    ctx.say(&format!(
+        "{} block {} {:<9} {} requests (#{}..{}, after {warmup} warmup), {failed} failed",
+        b.cell,
+        b.k,
+        b.side,
+        records.len(),
+        b.first,
+        b.first + b.count
+    ));
+    Ok(())
 }
 
 /// A side after its blocks: its turnover (once), then its `run` entry (the
