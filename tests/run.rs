@@ -522,3 +522,86 @@ async fn a_target_without_metrics_is_noted_and_measured_all_the_same() {
     }
     engine.stop().unwrap();
 }
+
+/// A qualification's later blocks reuse the server as its first block
+/// discovered it (the process stays up between them): a proxy in front of
+/// the engine sees the discovery probes once, and a later block sends only
+/// its measured requests and the metrics scrapes around them. Each block's
+/// records reach the caller in memory, the journal's very records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_block_reuses_the_discovered_server_and_hands_back_its_records() {
+    use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxyEvent};
+    let engine = support::engine("baseline");
+    let proxy = FaultProxy::start(FaultProxyConfig::new(&engine.base_url), |_| Fault::Pass)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suite_path = write_suite(dir.path(), TWO_CELLS);
+    let (suite, text) = infergate::config::suite::Suite::load(&suite_path).unwrap();
+    let out = dir.path().join("blocks");
+    let block = |first: usize| {
+        let mut o = opts(&proxy.base_url(), suite_path.clone(), out.clone());
+        o.only_cells = vec!["c1".into()];
+        o.resume = first > 0;
+        o.part = runner::RunPart::Block {
+            first,
+            count: 2,
+            warmup: false,
+        };
+        o
+    };
+    // Discovery: what the server serves, its build and whether it can
+    // tokenize ("hello"). Each request's fitting (/tokenize of its own
+    // prompt) is a block's work and is not counted here.
+    let probes = |events: &[ProxyEvent]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| {
+                let hello = e.body.as_ref().and_then(|b| b.get("content"))
+                    == Some(&serde_json::json!("hello"));
+                (e.method == "GET" && e.path != "/metrics") || (e.path == "/tokenize" && hello)
+            })
+            .map(|e| format!("{} {}", e.method, e.path))
+            .collect()
+    };
+    let first = runner::measure_suite(&block(0), &suite, &text, Some(&[]), None)
+        .await
+        .expect("first block");
+    let seen = proxy.events();
+    assert!(
+        probes(&seen).iter().any(|p| p == "GET /v1/models"),
+        "{:?}",
+        probes(&seen)
+    );
+    let second = runner::measure_suite(
+        &block(2),
+        &suite,
+        &text,
+        Some(&first.records),
+        Some(first.target.clone()),
+    )
+    .await
+    .expect("second block");
+    let later = &proxy.events()[seen.len()..];
+    assert_eq!(probes(later), Vec::<String>::new(), "a later block probed");
+    assert!(probes(&seen).iter().any(|p| p == "POST /tokenize"));
+    let measured = later
+        .iter()
+        .filter(|e| e.path == "/v1/chat/completions")
+        .count();
+    assert_eq!(measured, 2, "the block's own requests");
+    // A block is pooled by its caller, not aggregated on its own.
+    assert!(second.artifact.cells.is_empty());
+    let held: Vec<_> = first.records.iter().chain(&second.records).collect();
+    let journal = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
+    assert_eq!(journal.len(), 4);
+    assert_eq!(held.len(), journal.len());
+    for r in &journal {
+        assert!(
+            held.iter()
+                .any(|h| h.index == r.index && h.capture.ttft_ms == r.capture.ttft_ms),
+            "journal record {} not handed back",
+            r.index
+        );
+    }
+}

@@ -84,15 +84,19 @@ pub async fn run(opts: &RunOptions) -> Result<RunArtifact> {
 /// Measure `suite`, already read from `opts.suite` (its text is recorded in
 /// the provenance): a qualification reads its suite once for every block.
 pub async fn run_suite(opts: &RunOptions, suite: &Suite, suite_text: &str) -> Result<RunArtifact> {
-    Ok(measure_suite(opts, suite, suite_text, None).await?.artifact)
+    Ok(measure_suite(opts, suite, suite_text, None, None)
+        .await?
+        .artifact)
 }
 
 /// What one run measured, in memory: its artifact, and the records and
-/// server scrapes it took (not those an earlier run journaled).
+/// server scrapes it took (not those an earlier run journaled); and the
+/// server as it discovered it, for the next run against the same process.
 pub struct Measured {
     pub artifact: RunArtifact,
     pub records: Vec<RequestRecord>,
     pub scrapes: Vec<ScrapeEntry>,
+    pub target: Arc<Target>,
 }
 
 /// Measure `suite` and hand back what was measured. `earlier` is what the
@@ -100,15 +104,21 @@ pub struct Measured {
 /// memory (a qualification's blocks); `None` reads it (`opts.resume`).
 /// A block ([`RunPart::Block`]) is not aggregated: its caller pools every
 /// block's records, so its artifact carries provenance (the journal's
-/// digest) and method, and no cells.
+/// digest) and method, and no cells. `reached`: the same server as an
+/// earlier run discovered it (a qualification's blocks, against a process
+/// that stayed up), so it is not probed again nor its tokenizer file read.
 pub async fn measure_suite(
     opts: &RunOptions,
     suite: &Suite,
     suite_text: &str,
     earlier: Option<&[RequestRecord]>,
+    reached: Option<Arc<Target>>,
 ) -> Result<Measured> {
     let started_at = now_rfc3339();
-    let target = Target::reach(opts, suite).await?;
+    let target = match reached.filter(|t| t.base == opts.target.trim_end_matches('/')) {
+        Some(t) => t,
+        None => Arc::new(Target::reach(opts, suite).await?),
+    };
     let cells = select_cells(suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
     if let Some(ctx) = target.info.context_window {
@@ -162,11 +172,12 @@ pub async fn measure_suite(
         artifact,
         records,
         scrapes,
+        target,
     })
 }
 
 /// The server as discovered, and what every request to it needs.
-struct Target {
+pub struct Target {
     base: String,
     key: Option<String>,
     http: reqwest::Client,

@@ -75,6 +75,7 @@ pub(super) async fn run_interleaved(
         baseline,
         candidate,
         warmed: Default::default(),
+        reached: Default::default(),
     };
     let result = interleaved_body(ctx, suite, &cells, adaptive, &up, &mut blocks, t0).await;
     let reason = if result.is_ok() {

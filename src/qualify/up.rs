@@ -8,7 +8,8 @@ use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
 use crate::decision::lifecycle::{self, Ctx, Started};
 use crate::measure::record::RequestRecord;
-use crate::measure::runner::{self, Measured, RunOptions};
+use crate::measure::runner::{self, Measured, RunOptions, Target};
+use std::sync::Arc;
 
 /// Both runtimes, up for the interleaved schedule.
 pub(super) struct Up {
@@ -18,6 +19,9 @@ pub(super) struct Up {
     /// cell's warmup runs before its first block on each runtime lifetime,
     /// not before every block (the runtimes stay up between blocks).
     pub(super) warmed: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+    /// Each runtime as its first run discovered it: later blocks against
+    /// the same process neither probe it again nor reload a tokenizer file.
+    pub(super) reached: std::sync::Mutex<std::collections::BTreeMap<&'static str, Arc<Target>>>,
 }
 
 impl Up {
@@ -27,6 +31,18 @@ impl Up {
         } else {
             &self.candidate
         }
+    }
+
+    fn reached_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<&'static str, Arc<Target>>> {
+        self.reached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn reached_of(&self, label: &str) -> Option<Arc<Target>> {
+        self.reached_lock().get(label).cloned()
     }
 
     /// Which runtime stopped, and why, if one did.
@@ -50,8 +66,9 @@ impl Up {
         earlier: Option<&[RequestRecord]>,
     ) -> Result<Measured, (&'static str, anyhow::Error)> {
         let stopped = |l: &str, why: String| anyhow::Error::from(RuntimeStopped::new(l, why));
+        let reached = self.reached_of(label);
         let result = tokio::select! {
-            r = runner::measure_suite(opts, &suite.suite, &suite.text, earlier) => r.map_err(|e| (label, e)),
+            r = runner::measure_suite(opts, &suite.suite, &suite.text, earlier, reached) => r.map_err(|e| (label, e)),
             why = lifecycle::watch(&self.baseline, &ctx.docker) => Err((BASELINE, stopped(BASELINE, why))),
             why = lifecycle::watch(&self.candidate, &ctx.docker) => Err((CANDIDATE, stopped(CANDIDATE, why))),
         };
@@ -66,6 +83,9 @@ impl Up {
                     break;
                 }
             }
+        }
+        if let Ok(m) = &result {
+            self.reached_lock().insert(label, m.target.clone());
         }
         match (result, down) {
             (Ok(_), Some((l, why))) => Err((l, stopped(l, why))),
