@@ -590,6 +590,10 @@ async fn a_later_block_reuses_the_discovered_server_and_hands_back_its_records()
         .filter(|e| e.path == "/v1/chat/completions")
         .count();
     assert_eq!(measured, 2, "the block's own requests");
+    // What is left to count is each request's own prompt head: the filler
+    // vocabulary and the probe were counted by the first block.
+    let counted = later.iter().filter(|e| e.path == "/tokenize").count();
+    assert!(counted <= 2, "{counted} POST /tokenize in a block of 2");
     // A block is pooled by its caller, not aggregated on its own.
     assert!(second.artifact.cells.is_empty());
     let held: Vec<_> = first.records.iter().chain(&second.records).collect();

@@ -183,6 +183,8 @@ pub struct Target {
     http: reqwest::Client,
     info: discover::ServerInfo,
     tokenizer: Option<Arc<TokenizerFile>>,
+    /// What its `/tokenize` has counted, for every run against it.
+    counted: workload::TokenMemo,
 }
 
 impl Target {
@@ -214,6 +216,7 @@ impl Target {
             http,
             info,
             tokenizer,
+            counted: workload::TokenMemo::default(),
         })
     }
 
@@ -236,6 +239,7 @@ impl Target {
         if let Some(t) = &self.tokenizer {
             sizer = sizer.with_file(t.clone());
         }
+        sizer = sizer.with_memo(self.counted.clone());
         let t0 = Instant::now();
         let scraper = Scraper::new(
             &opts.scrape,

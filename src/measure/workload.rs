@@ -69,7 +69,14 @@ pub struct PromptSizer {
     tokenize: bool,
     /// The model's `tokenizer.json`, when given: used before `/tokenize`.
     file: Option<Arc<TokenizerFile>>,
+    /// Counts `/tokenize` already gave, shared by every run against the same
+    /// server process (a qualification's blocks), so the filler vocabulary
+    /// is not counted again before each block.
+    counted: TokenMemo,
 }
+
+/// Token counts by text, as one server counted them.
+pub type TokenMemo = Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>;
 
 /// What sizing found for one cell.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -145,7 +152,14 @@ impl PromptSizer {
             model: model.to_string(),
             tokenize,
             file: None,
+            counted: TokenMemo::default(),
         }
+    }
+
+    /// Share the counts of earlier runs against this server.
+    pub fn with_memo(mut self, counted: TokenMemo) -> Self {
+        self.counted = counted;
+        self
     }
 
     /// Size bodies with the model's own `tokenizer.json` instead of the server.
@@ -214,6 +228,21 @@ impl PromptSizer {
         if let Some(f) = &self.file {
             return f.count(text);
         }
+        let counted = || {
+            self.counted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(&n) = counted().get(text) {
+            return Ok(n);
+        }
+        let n = self.server_tokens(text).await?;
+        counted().insert(text.to_string(), n);
+        Ok(n)
+    }
+
+    /// Token count of raw text by the server's `/tokenize`.
+    async fn server_tokens(&self, text: &str) -> Result<u64> {
         let url = format!("{}/tokenize", self.base_url);
         let shown = crate::util::redact(&url);
         let mut req = self
