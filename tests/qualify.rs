@@ -674,6 +674,21 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         (Some(0.5), Some(1.0))
     );
     assert_eq!(rounds[1]["information_fraction"].as_f64(), Some(1.0));
+    // Its levels are exact group-sequential boundaries over every look's
+    // fraction, the one before the interruption included (the ledger's).
+    assert_eq!(fw["boundaries"], "group_sequential");
+    assert_eq!(fw["information_fractions"], serde_json::json!([0.5, 1.0]));
+    let m = fw["gating_pairs"].as_u64().unwrap() as usize;
+    let exact = infergate_report::stats::evidence::alpha_levels_sequential(
+        0.05,
+        m,
+        &[0.5, 1.0],
+        infergate_report::stats::evidence::Spending::OBrienFleming,
+    );
+    assert_eq!(
+        (fw["alpha_pass"].as_f64(), fw["alpha_fail"].as_f64()),
+        (Some(exact.0), Some(exact.1))
+    );
     // A cell warms up on each runtime once per process lifetime (two here:
     // before and after the interruption), not before every block; each
     // block says how many warmup requests it ran.

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::interleave::{self, CellLayout, StopReason, totals};
 use super::outcome::StepEnd;
 use super::pool::{Blocks, merge_interleaved, merge_passes_of};
-use super::progress::{fraction_of, last_round, rounds_done};
+use super::progress::{fraction_of, fractions_looked, last_round, rounds_done};
 use super::workdir::turnover_dir;
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
@@ -60,10 +60,14 @@ pub(super) fn compare_and_write(
 /// Which look of an adaptive run a comparison is: the look after round
 /// `round`, at the information fractions the run measured (ledgers from
 /// before #31 have none), and whether it closes the run early.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Look {
     pub round: usize,
     pub fractions: Option<(f64, f64)>,
+    /// Every look's fraction so far, this one last (the ledger's rounds):
+    /// the levels are exact group-sequential boundaries over them. None
+    /// when a round recorded no fraction (a ledger from before #31).
+    pub history: Option<Vec<f64>>,
     pub closing: bool,
 }
 
@@ -83,10 +87,11 @@ pub(super) fn compare_interleaved(
         None => 1,
     };
     // Every adaptive round is a look; this comparison is the look after round `rounds`.
-    let rounds = look.map(|l| l.round);
+    let rounds = look.as_ref().map(|l| l.round);
     policy.sequential_look = rounds;
-    policy.sequential_closing = look.is_some_and(|l| l.closing);
-    policy.sequential_fractions = look.and_then(|l| l.fractions);
+    policy.sequential_closing = look.as_ref().is_some_and(|l| l.closing);
+    policy.sequential_fractions = look.as_ref().and_then(|l| l.fractions);
+    policy.look_fractions = look.and_then(|l| l.history);
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let side = |label: &str| -> Result<PathBuf> {
@@ -135,6 +140,7 @@ fn compare(
                     fraction_of(e)?,
                 ))
             }),
+            history: fractions_looked(&entries),
             closing: last.and_then(|e| e.detail_str("stop"))
                 == Some(StopReason::MaxMinutes.as_str()),
         });

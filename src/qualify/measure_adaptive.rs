@@ -9,7 +9,7 @@ use super::interleave::{self, CellLayout, StopReason};
 use super::measure_block::run_block;
 use super::outcome::PassFailure;
 use super::pool::Blocks;
-use super::progress::{fraction_of, last_round, rounds_done};
+use super::progress::{fraction_of, fractions_looked, last_round, rounds_done};
 use super::up::Up;
 use crate::config::plan::BASELINE;
 use crate::config::suite::LoadedSuite;
@@ -46,6 +46,12 @@ pub(super) async fn adaptive_rounds(
     let mut before = last.map_or(0.0, |e| {
         fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
     });
+    // The looks so far (a fresh run: none yet), for exact boundaries.
+    let mut history = if done == 0 {
+        Some(Vec::new())
+    } else {
+        fractions_looked(entries)
+    };
     // Round time is measured in this invocation (a resume brings up its runtimes again).
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
@@ -71,9 +77,13 @@ pub(super) async fn adaptive_rounds(
             round_minutes,
             before,
         );
+        if let Some(h) = history.as_mut() {
+            h.push(fraction);
+        }
         let look = Look {
             round: done,
             fractions: Some((before, fraction)),
+            history: history.clone(),
             closing: false,
         };
         let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(look))

@@ -50,6 +50,26 @@ pub(super) fn fraction_of(e: &Entry) -> Option<f64> {
         .and_then(|f| f.as_f64())
 }
 
+/// Every adaptive round's information fraction, in round order (the
+/// looks' history); None when a round recorded none (a ledger from before
+/// fractions were recorded) or none was looked at.
+pub(super) fn fractions_looked(entries: &[Entry]) -> Option<Vec<f64>> {
+    let mut rounds: Vec<(u64, Option<f64>)> = entries
+        .iter()
+        .filter(|e| e.step == "round" && e.status == Status::Ok)
+        .map(|e| {
+            (
+                e.detail.get("round").and_then(|r| r.as_u64()).unwrap_or(0),
+                fraction_of(e),
+            )
+        })
+        .collect();
+    rounds.sort_by_key(|r| r.0);
+    rounds.dedup_by_key(|r| r.0);
+    let history: Option<Vec<f64>> = rounds.into_iter().map(|r| r.1).collect();
+    history.filter(|h| !h.is_empty())
+}
+
 /// The cost of the measuring, as the last `interleaved` entry records it.
 pub fn spent_in(entries: &[Entry]) -> Option<String> {
     entries

@@ -1086,6 +1086,8 @@ struct Family {
     /// (previous look, this look) information fractions, when the run
     /// measured them; else `look / looks`.
     fractions: Option<(f64, f64)>,
+    /// Every look's fraction, this one last: exact group-sequential levels.
+    history: Option<Vec<f64>>,
     spending: ev::Spending,
 }
 
@@ -1100,6 +1102,7 @@ impl Family {
         let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs;
         let looks = policy.sequential_looks.max(1);
         let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
+        let history = policy.look_fractions.clone().filter(|h| !h.is_empty());
         Family {
             gating_pairs,
             quality_pairs,
@@ -1107,7 +1110,12 @@ impl Family {
             look,
             // A look before the last that closes the run spends what is left.
             closing: policy.sequential_closing && look < looks,
-            fractions: policy.sequential_fractions,
+            // Every look's fractions, when given, say this one's and the previous.
+            fractions: history
+                .as_ref()
+                .and_then(|h| Some((h.len().checked_sub(2).map_or(0.0, |i| h[i]), *h.last()?)))
+                .or(policy.sequential_fractions),
+            history,
             spending: policy.gate.spending,
         }
     }
@@ -1120,15 +1128,21 @@ fn design_choice(
     family: &Family,
     policy: &Policy,
 ) -> DesignChoice {
-    let (alpha_pass, alpha_fail) = match family.fractions {
-        Some((before, now)) => ev::alpha_levels_between(
+    let (alpha_pass, alpha_fail) = match (&family.history, family.fractions) {
+        (Some(history), _) => ev::alpha_levels_sequential(
+            policy.gate.alpha,
+            family.gating_pairs,
+            history,
+            family.spending,
+        ),
+        (None, Some((before, now))) => ev::alpha_levels_between(
             policy.gate.alpha,
             family.gating_pairs,
             before,
             now,
             family.spending,
         ),
-        None => {
+        (None, None) => {
             let levels = if family.closing {
                 ev::alpha_levels_closing
             } else {
@@ -1446,6 +1460,10 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
             "; t is the information fraction the run measured (the share of its request or time budget it will really have, re-planned from its round time), recorded as information_fraction and previous_information_fraction; a look at t = 1 spends all that is left"
         } else {
             ""
+        } + if family.history.is_some() {
+            "; the levels are exact group-sequential boundaries (Lan-DeMets; Armitage-McPherson-Rowe recursion over every look's fraction, information_fractions): under the null each look's bound crosses, beyond the earlier looks' boundaries, with probability its share, rather than the share being the level"
+        } else {
+            ""
         } + if family.closing {
             "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))"
         } else {
@@ -1458,6 +1476,11 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
         closing: family.closing.then_some(true),
         information_fraction: family.fractions.map(|f| f.1),
         previous_information_fraction: family.fractions.map(|f| f.0),
+        information_fractions: family.history.clone(),
+        boundaries: family
+            .history
+            .is_some()
+            .then_some(ev::Boundaries::GroupSequential),
         spending: Some(spending),
         // Absent means percent (reports made before the log scale).
         bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)

@@ -658,6 +658,14 @@ pub struct FamilyWise {
     pub information_fraction: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_information_fraction: Option<f64>,
+    /// Every look's information fraction, this one last, when the levels
+    /// are exact group-sequential boundaries over them (`boundaries`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub information_fractions: Option<Vec<f64>>,
+    /// How the levels follow from the looks' shares of alpha; absent: the
+    /// share is the level (union bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boundaries: Option<crate::stats::evidence::Boundaries>,
     /// How alpha is shared between looks; absent in older reports (Bonferroni).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::stats::evidence::Spending>,

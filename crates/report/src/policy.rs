@@ -209,6 +209,11 @@ pub struct Policy {
     /// first): the share of the budget the run will really have, re-planned
     /// as it learns its round time. None: `look / looks`.
     pub sequential_fractions: Option<(f64, f64)>,
+    /// Every look's information fraction so far, this one last: the look's
+    /// levels are exact group-sequential boundaries over them (what the
+    /// earlier looks' boundaries already took). None: each look at its
+    /// share of alpha (the union bound over looks).
+    pub look_fractions: Option<Vec<f64>>,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -235,6 +240,7 @@ impl Default for Policy {
             sequential_look: None,
             sequential_closing: false,
             sequential_fractions: None,
+            look_fractions: None,
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
@@ -486,6 +492,7 @@ impl RawPolicy {
             sequential_look: None,
             sequential_closing: false,
             sequential_fractions: None,
+            look_fractions: None,
             gate,
             slo,
             quality,

@@ -709,6 +709,74 @@ fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() 
     );
 }
 
+/// Exact group-sequential boundaries over every look's fraction (#31):
+/// the report names the method and the fractions, verify recomputes the
+/// levels from them, and names a history edited, out of order, not ending
+/// at this look, or present without its method.
+#[test]
+fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
+    let (b, c) = runs();
+    let history = vec![1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
+    let p = Policy {
+        sequential_looks: 50,
+        sequential_look: Some(3),
+        sequential_fractions: Some((2.0 / 14.0, 3.0 / 13.0)),
+        look_fractions: Some(history.clone()),
+        ..policy()
+    };
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+    let fw = &v["statistics"]["family_wise"];
+    assert_eq!(fw["boundaries"], "group_sequential");
+    assert_eq!(fw["information_fractions"], json!(history));
+    let spending = stats::evidence::Spending::OBrienFleming;
+    let m = fw["gating_pairs"].as_u64().unwrap() as usize;
+    let (pass, fail) = stats::evidence::alpha_levels_sequential(0.05, m, &history, spending);
+    assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
+    assert_eq!(fw["alpha_fail"].as_f64(), Some(fail));
+    // Above the share the union bound would have used: the earlier looks'
+    // boundaries took some paths already.
+    let (share, _) =
+        stats::evidence::alpha_levels_between(0.05, m, 2.0 / 14.0, 3.0 / 13.0, spending);
+    assert!(pass > share, "{pass} vs {share}");
+
+    let family = |f: &dyn Fn(&mut Map)| {
+        paths(v.clone(), |v| {
+            f(v["statistics"]["family_wise"].as_object_mut().unwrap())
+        })
+    };
+    let earlier = family(&|fw| {
+        fw.insert(
+            "information_fractions".into(),
+            json!([0.5, 2.0 / 14.0, 3.0 / 13.0]),
+        );
+    });
+    names(&earlier, "statistics.family_wise.information_fractions");
+    let moved = family(&|fw| {
+        fw.insert(
+            "information_fractions".into(),
+            json!([0.02, 2.0 / 14.0, 3.0 / 13.0]),
+        );
+    });
+    names(&moved, "statistics.family_wise.alpha_pass");
+    let other_end = family(&|fw| {
+        fw.insert(
+            "information_fractions".into(),
+            json!([1.0 / 14.0, 2.0 / 14.0]),
+        );
+    });
+    names(&other_end, "statistics.family_wise.information_fractions");
+    let no_method = family(&|fw| {
+        fw.remove("boundaries");
+    });
+    names(&no_method, "statistics.family_wise.information_fractions");
+    let union = family(&|fw| {
+        fw.remove("boundaries");
+        fw.remove("information_fractions");
+    });
+    names(&union, "statistics.family_wise.alpha_pass");
+}
+
 #[test]
 fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
     let mut v = report();

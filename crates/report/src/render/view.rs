@@ -615,7 +615,12 @@ impl View {
                     f.looks,
                     match (f.previous_information_fraction, f.information_fraction) {
                         (Some(b), Some(t)) => format!(
-                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2})"
+                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2}){}",
+                            if f.boundaries == Some(crate::stats::evidence::Boundaries::GroupSequential) {
+                                ", group-sequential boundaries"
+                            } else {
+                                ""
+                            }
                         ),
                         _ => String::new(),
                     },

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{independent_median_deltas, rank_sampled_quantile};
 use super::percentile::{percentile_sorted, sorted_finite};
+use super::sequential::{LookSpend, nominal_level};
 use super::special::{chi_square_quantile_approx, normal_cdf, normal_quantile, t_quantile};
 use super::{BootstrapConfig, Direction, GateOutcome, delta_percent};
 
@@ -515,6 +516,58 @@ pub fn alpha_levels_between(
         spending.spent(alpha, now.max(before))
     };
     share_levels(until - spending.spent(alpha, before), m)
+}
+
+/// [`alpha_levels`] for the last of looks made at information fractions
+/// `fractions` (in order, this look last), with exact group-sequential
+/// boundaries ([`super::sequential`]): each look's pass bound crosses, under
+/// its null, with probability `α(tₖ) − α(tₖ₋₁)` beyond the earlier looks'
+/// boundaries (each fail bound with that over `m`), so the error over all
+/// looks is `alpha` exactly where the union bound of [`alpha_levels_between`]
+/// spends less. A fraction of 1 spends all that is left; a fraction below
+/// an earlier one counts as that one. Valid as long as the fractions do not
+/// depend on the observed difference.
+pub fn alpha_levels_sequential(
+    alpha: f64,
+    m: usize,
+    fractions: &[f64],
+    spending: Spending,
+) -> (f64, f64) {
+    let m = m.max(1) as f64;
+    let mut reached = 0.0f64;
+    let (mut pass, mut fail) = (Vec::new(), Vec::new());
+    for &t in fractions {
+        reached = reached.max(t.clamp(0.0, 1.0));
+        let spent = if reached >= 1.0 {
+            alpha
+        } else {
+            spending.spent(alpha, reached)
+        };
+        pass.push(LookSpend {
+            fraction: reached,
+            spent,
+        });
+        fail.push(LookSpend {
+            fraction: reached,
+            spent: spent / m,
+        });
+    }
+    (
+        nominal_level(&pass).max(f64::MIN_POSITIVE),
+        nominal_level(&fail).max(f64::MIN_POSITIVE),
+    )
+}
+
+/// How a look's levels follow from its share of alpha.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundaries {
+    /// The share is the level (the union bound over looks; reports that
+    /// record no `boundaries`).
+    UnionBound,
+    /// Exact group-sequential boundaries over every look's information
+    /// fraction ([`alpha_levels_sequential`]).
+    GroupSequential,
 }
 
 /// The scale the bounds of a ratio are built on.

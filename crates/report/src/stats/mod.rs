@@ -19,6 +19,7 @@ pub mod evidence;
 mod exact;
 pub mod paired;
 mod percentile;
+pub mod sequential;
 pub mod special;
 
 pub use attainment::{
@@ -32,9 +33,9 @@ pub use delta::{
     Direction, GateOutcome, Interval, Verdict, delta_percent, verdict, within_regression_threshold,
 };
 pub use evidence::{
-    BoundScale, Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending, alpha_levels,
-    alpha_levels_at, alpha_levels_closing, bootstrap_deltas, combine, newcombe_difference,
-    paired_point_delta,
+    BoundScale, Boundaries, Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending,
+    alpha_levels, alpha_levels_at, alpha_levels_closing, alpha_levels_sequential, bootstrap_deltas,
+    combine, newcombe_difference, paired_point_delta,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 #[cfg(test)]

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
-    BoundScale, DriftFloor, Spending, alpha_levels_at, alpha_levels_between, alpha_levels_closing,
+    BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
+    alpha_levels_closing, alpha_levels_sequential,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
@@ -400,6 +401,9 @@ struct Look {
     closing: bool,
     /// (previous, this) information fractions, when the run recorded them.
     fractions: Option<(f64, f64)>,
+    /// Every look's fraction, when the levels are exact group-sequential
+    /// boundaries over them.
+    history: Option<Vec<f64>>,
 }
 
 /// The report's look, spending and closing; None (and a disagreement) when
@@ -446,13 +450,72 @@ fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
         }
     };
     let fractions = fractions_of(ck, fw)?;
+    let history = history_of(ck, fw, fractions)?;
     Some(Look {
         look,
         looks: l,
         spending,
         closing,
         fractions,
+        history,
     })
+}
+
+/// Every look's recorded fraction (`information_fractions`), with
+/// `boundaries = "group_sequential"`: in [0, 1], never going back, the
+/// last two the previous and this look's fractions. Both absent: the union
+/// bound. `None` (and a disagreement) when they cannot be.
+fn history_of(
+    ck: &mut Checker,
+    fw: &Value,
+    fractions: Option<(f64, f64)>,
+) -> Option<Option<Vec<f64>>> {
+    let (key, kind) = ("information_fractions", "boundaries");
+    let group = fw.get(kind).map(|v| parse::<Boundaries>(v).ok_or(v));
+    let history = match (fw.get(key), group) {
+        (None, None | Some(Ok(Boundaries::UnionBound))) => return Some(None),
+        (_, Some(Err(v))) => {
+            ck.push(
+                fw_key(kind),
+                v.to_string(),
+                "union_bound or group_sequential",
+            );
+            return None;
+        }
+        (Some(v), Some(Ok(Boundaries::GroupSequential))) => v,
+        (found, _) => {
+            ck.push(
+                fw_key(key),
+                found.map_or("absent".to_string(), Value::to_string),
+                "present exactly when boundaries = \"group_sequential\"",
+            );
+            return None;
+        }
+    };
+    let values: Option<Vec<f64>> = history
+        .as_array()
+        .map(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
+        .unwrap_or(None);
+    let in_order = |h: &[f64]| {
+        !h.is_empty()
+            && h.iter().all(|t| (0.0..=1.0).contains(t))
+            && h.windows(2).all(|w| w[0] <= w[1])
+    };
+    let tail = |h: &[f64]| {
+        let now = *h.last()?;
+        Some((h.len().checked_sub(2).map_or(0.0, |i| h[i]), now))
+    };
+    match values {
+        Some(h) if in_order(&h) && fractions.is_some() && tail(&h) == fractions => Some(Some(h)),
+        _ => {
+            ck.push(
+                fw_key(key),
+                history.to_string(),
+                "the looks' fractions in order, each in [0, 1], ending with previous_information_fraction and information_fraction",
+            );
+            None
+        }
+    }
 }
 
 /// The recorded information fractions: both or neither, with
@@ -490,11 +553,15 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
         spending,
         closing,
         fractions,
+        history,
     } = look;
-    let (ap, af) = match fractions {
-        Some((before, now)) => alpha_levels_between(a, m as usize, before, now, spending),
-        None if closing => alpha_levels_closing(a, m as usize, look as usize, l as usize, spending),
-        None => alpha_levels_at(a, m as usize, look as usize, l as usize, spending),
+    let (ap, af) = match (&history, fractions) {
+        (Some(h), _) => alpha_levels_sequential(a, m as usize, h, spending),
+        (None, Some((before, now))) => alpha_levels_between(a, m as usize, before, now, spending),
+        (None, None) if closing => {
+            alpha_levels_closing(a, m as usize, look as usize, l as usize, spending)
+        }
+        (None, None) => alpha_levels_at(a, m as usize, look as usize, l as usize, spending),
     };
     for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
         if let Some(found) = ck.num(&fw_key(key), fw.get(key))
@@ -511,7 +578,11 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
                         None => String::new(),
                     },
                     spending.as_str()
-                ),
+                ) + if history.is_some() {
+                    ", group-sequential boundaries over information_fractions"
+                } else {
+                    ""
+                },
             );
         }
     }
@@ -714,6 +785,10 @@ pub(super) fn policy_from_report(
             .get("previous_information_fraction")
             .and_then(Value::as_f64)
             .zip(fw.get("information_fraction").and_then(Value::as_f64)),
+        look_fractions: fw
+            .get("information_fractions")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_f64).collect()),
         gate: GatePolicy {
             decide,
             alpha: num(fw.get("alpha"), "statistics.family_wise.alpha")?,

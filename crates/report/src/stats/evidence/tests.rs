@@ -1180,6 +1180,22 @@ fn by_fraction(
     }
 }
 
+/// Look k of a run the budget ends after `clock` rounds, at fraction k /
+/// clock, with exact group-sequential boundaries over the looks before it
+/// (computed once per look, not per trial).
+fn exact_by_fraction(
+    alpha: f64,
+    m: usize,
+    clock: usize,
+    spending: Spending,
+) -> impl Fn(usize) -> (f64, f64) {
+    let fractions: Vec<f64> = (1..=clock).map(|k| k as f64 / clock as f64).collect();
+    let levels: Vec<(f64, f64)> = (1..=clock)
+        .map(|k| alpha_levels_sequential(alpha, m, &fractions[..k], spending))
+        .collect();
+    move |k| levels[k - 1]
+}
+
 /// Issue #31: what an adaptive verdict costs against the fixed-n oracle,
 /// before and after the look schedule follows the budget the run really
 /// has. The issue's trials: the clock allows 14 rounds (112 requests per
@@ -1217,10 +1233,14 @@ fn adaptive_looks_by_the_budget_the_run_has() {
         };
         let by_fraction = |spending| by_fraction(alpha, m, clock, spending);
         let (after_obf, after_pocock) = (by_fraction(obf), by_fraction(Spending::Pocock));
-        let plans: [(&str, Levels); 3] = [
+        let exact = |spending| exact_by_fraction(alpha, m, clock, spending);
+        let (exact_obf, exact_pocock) = (exact(obf), exact(Spending::Pocock));
+        let plans: [(&str, Levels); 5] = [
             ("before: OBF over 50, the clock closes", &before),
             ("after: OBF by budget fraction", &after_obf),
             ("after: Pocock by budget fraction", &after_pocock),
+            ("exact: OBF group-sequential", &exact_obf),
+            ("exact: Pocock group-sequential", &exact_pocock),
         ];
         for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
             for (j, (plan, levels)) in plans.iter().enumerate() {
@@ -1265,19 +1285,34 @@ fn adaptive_looks_by_the_budget_the_run_has() {
             );
         }
     }
+    for clock in [14, 20, 30] {
+        for want in [0, 1] {
+            // Exact boundaries decide at least as often as the union bound
+            // at the same fractions, and an A/A run passes more often at
+            // fewer requests.
+            let (union, exact) = (row(clock, 1, want), row(clock, 3, want));
+            assert!(
+                exact.0 >= union.0,
+                "clock {clock}, case {want}: {exact:?} vs {union:?}"
+            );
+            if want == 0 {
+                assert!(exact.1 < union.1, "clock {clock}: {exact:?} vs {union:?}");
+            }
+        }
+    }
     for clock in [20, 30] {
-        // With a budget that allows it, the default reaches the issue's
-        // targets: ≥ 95 % of +10 % runs fail, and both verdicts cost at most
-        // twice the known-variance oracle.
-        let (fails, asn) = row(clock, 1, 1);
+        // With a budget that allows it, the default (OBF, exact boundaries)
+        // reaches the issue's targets: ≥ 95 % of +10 % runs fail, and both
+        // verdicts cost at most twice the known-variance oracle.
+        let (fails, asn) = row(clock, 3, 1);
         assert!(
             fails * 100 >= trials * 95,
             "clock {clock}: +10% fails {fails}"
         );
         assert!(asn <= 2.0 * cases[1].3, "clock {clock}: +10% ASN {asn}");
-        let (passes, asn) = row(clock, 1, 0);
+        let (passes, asn) = row(clock, 3, 0);
         assert!(
-            passes * 100 >= trials * 80,
+            passes * 100 >= trials * 95,
             "clock {clock}: A/A passes {passes}"
         );
         assert!(asn <= 2.0 * cases[0].3, "clock {clock}: A/A ASN {asn}");
@@ -1378,12 +1413,19 @@ fn a_generous_budget_favours_earlier_spending() {
         by_fraction(Spending::OBrienFleming),
         by_fraction(Spending::Pocock),
     );
+    let exact = |spending| exact_by_fraction(alpha, m, clock, spending);
+    let (exact_obf, exact_pocock) = (exact(Spending::OBrienFleming), exact(Spending::Pocock));
     let cases = oracle_cases(sim, alpha, m);
     let mut asn = Vec::new();
     for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
-        for (j, (plan, levels)) in [("OBF", &obf as Levels), ("Pocock", &pocock)]
-            .iter()
-            .enumerate()
+        for (j, (plan, levels)) in [
+            ("OBF", &obf as Levels),
+            ("Pocock", &pocock),
+            ("OBF exact", &exact_obf),
+            ("Pocock exact", &exact_pocock),
+        ]
+        .iter()
+        .enumerate()
         {
             let (counts, n) = sequential_run(
                 sim,
@@ -1399,11 +1441,65 @@ fn a_generous_budget_favours_earlier_spending() {
                 "{plan} {case}: {counts:?}"
             );
             eprintln!(
-                "CV 3 %, clock 15 | {plan:6} | {case:9} | {counts:?} | ASN {n:.1} | oracle {oracle:.1} | {:.2}×",
+                "CV 3 %, clock 15 | {plan:12} | {case:9} | {counts:?} | ASN {n:.1} | oracle {oracle:.1} | {:.2}×",
                 n / oracle
             );
             asn.push(n);
         }
     }
-    assert!(asn[1] < asn[0] && asn[3] < asn[2], "{asn:?}");
+    // Union bound: Pocock below OBF; exact boundaries: Pocock below its
+    // union bound, and below OBF's.
+    assert!(asn[1] < asn[0] && asn[5] < asn[4], "{asn:?}");
+    assert!(asn[3] < asn[1] && asn[7] < asn[5], "{asn:?}");
+    assert!(asn[3] < asn[2] && asn[7] < asn[6], "{asn:?}");
+}
+
+/// The exact boundaries spend no more error than they claim where it
+/// matters: a runtime exactly on the margin (one cell 5 % worse, the
+/// others unchanged), on the issue's noise with a 20-round clock. Such a
+/// runtime passes at most α of the time (its cell must pass) and fails at
+/// most α / m plus what the unchanged cells add (they are a margin away).
+/// Prints the rates `docs/gate-calibration.md` quotes; the test fails if
+/// either exceeds α by more than two binomial standard errors.
+#[test]
+fn exact_boundaries_hold_the_error_on_the_margin() {
+    let trials = 300;
+    let sim = Sim {
+        cv: 0.06,
+        ..INTERLEAVED
+    };
+    let (alpha, m, clock) = (0.05, 3, 20usize);
+    let slack = 2.0 * (alpha * (1.0 - alpha) / trials as f64).sqrt();
+    for (j, spending) in [Spending::OBrienFleming, Spending::Pocock]
+        .into_iter()
+        .enumerate()
+    {
+        let levels = exact_by_fraction(alpha, m, clock, spending);
+        for (i, shifts) in [[5.0, 0.0, 0.0], [5.0, 5.0, 5.0]].iter().enumerate() {
+            let (counts, asn) = sequential_run(
+                sim,
+                *shifts,
+                &levels,
+                (clock, clock),
+                Resampling::PairedRequests,
+                trials,
+                3300 + (i * 10 + j) as u64,
+            );
+            let (pass, fail) = (
+                counts[0] as f64 / trials as f64,
+                counts[1] as f64 / trials as f64,
+            );
+            eprintln!(
+                "on the margin {shifts:?}, {spending:?}, clock {clock}: [pass, fail, inconcl.] {counts:?}, ASN {asn:.1}"
+            );
+            assert!(
+                pass <= alpha + slack,
+                "{spending:?} {shifts:?}: pass {pass}"
+            );
+            assert!(
+                fail <= alpha + slack,
+                "{spending:?} {shifts:?}: fail {fail}"
+            );
+        }
+    }
 }
