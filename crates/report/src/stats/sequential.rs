@@ -239,7 +239,27 @@ fn normal_pdf(x: f64, var: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::stats::Xoshiro256;
-    use crate::stats::evidence::Spending;
+    use crate::stats::special::normal_quantile;
+
+    /// The two Lan–DeMets spending functions, written out here as the
+    /// published tables define them (`evidence::Spending` is the product's
+    /// copy; importing it would make this leaf depend on its user).
+    #[derive(Debug, Clone, Copy)]
+    enum Spending {
+        OBrienFleming,
+        Pocock,
+    }
+
+    impl Spending {
+        fn spent(self, alpha: f64, t: f64) -> f64 {
+            match self {
+                Spending::OBrienFleming => {
+                    2.0 * (1.0 - normal_cdf(normal_quantile(1.0 - alpha / 2.0) / t.sqrt()))
+                }
+                Spending::Pocock => alpha * (1.0 + (std::f64::consts::E - 1.0) * t).ln(),
+            }
+        }
+    }
 
     fn looks(alpha: f64, fractions: &[f64], spending: Spending) -> Vec<LookSpend> {
         fractions
