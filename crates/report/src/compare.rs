@@ -1112,8 +1112,8 @@ impl Family {
             closing: policy.sequential_closing && look < looks,
             // Every look's fractions, when given, say this one's and the previous.
             fractions: history
-                .as_ref()
-                .and_then(|h| Some((h.len().checked_sub(2).map_or(0.0, |i| h[i]), *h.last()?)))
+                .as_deref()
+                .and_then(ev::last_two_fractions)
                 .or(policy.sequential_fractions),
             history,
             spending: policy.gate.spending,

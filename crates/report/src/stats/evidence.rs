@@ -558,6 +558,16 @@ pub fn alpha_levels_sequential(
     )
 }
 
+/// The previous look's fraction (0 for the first) and this look's, from
+/// every look's fractions in order; None for no looks.
+pub fn last_two_fractions(history: &[f64]) -> Option<(f64, f64)> {
+    let now = *history.last()?;
+    Some((
+        history.len().checked_sub(2).map_or(0.0, |i| history[i]),
+        now,
+    ))
+}
+
 /// How a look's levels follow from its share of alpha.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

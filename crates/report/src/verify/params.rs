@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
     BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
-    alpha_levels_closing, alpha_levels_sequential,
+    alpha_levels_closing, alpha_levels_sequential, last_two_fractions,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
@@ -501,12 +501,10 @@ fn history_of(
             && h.iter().all(|t| (0.0..=1.0).contains(t))
             && h.windows(2).all(|w| w[0] <= w[1])
     };
-    let tail = |h: &[f64]| {
-        let now = *h.last()?;
-        Some((h.len().checked_sub(2).map_or(0.0, |i| h[i]), now))
-    };
     match values {
-        Some(h) if in_order(&h) && fractions.is_some() && tail(&h) == fractions => Some(Some(h)),
+        Some(h) if in_order(&h) && fractions.is_some() && last_two_fractions(&h) == fractions => {
+            Some(Some(h))
+        }
         _ => {
             ck.push(
                 fw_key(key),

@@ -1399,7 +1399,8 @@ fn oracle_requests_match_the_closed_form() {
 /// Pocock-type spending saves; this is the trade-off behind keeping OBF as
 /// the default (it wins where the budget is tight, the table above) and
 /// offering `spending = "pocock"`. Prints the rows `docs/gate-calibration.md`
-/// quotes; holds no wrong calls and Pocock's lower ASN here.
+/// quotes; holds no wrong calls, Pocock's lower ASN here, and exact
+/// boundaries' lower ASN for Pocock (below OBF's too).
 #[test]
 fn a_generous_budget_favours_earlier_spending() {
     let trials = 100;
