@@ -146,6 +146,9 @@ pub enum StopReason {
     MaxRequests,
     /// `max_minutes` of wall clock are spent.
     MaxMinutes,
+    /// The rounds the design needs are done (`looks_by = "design"`): the
+    /// look at them spent all the error, and the gate is still undecided.
+    DesignInformation,
 }
 
 impl StopReason {
@@ -156,26 +159,39 @@ impl StopReason {
             StopReason::Resolved(GateOutcome::Inconclusive) => "resolved: inconclusive",
             StopReason::MaxRequests => "budget spent: max_requests",
             StopReason::MaxMinutes => "budget spent: max_minutes",
+            StopReason::DesignInformation => "the information the design needs is reached",
         }
     }
 }
 
 /// After `rounds_done` rounds and a look that found `outcome`: stop, and why,
 /// or `None` to run another round. A decided gate stops first; then the
-/// request budget; then the clock.
+/// request budget; then the clock; then the rounds the design needs
+/// (`design_rounds`, planned at the look before: this look was the last).
 pub fn stop_after(
     rounds_done: usize,
     max_rounds: usize,
     minutes: f64,
     max_minutes: f64,
+    design_rounds: Option<usize>,
     outcome: Option<GateOutcome>,
 ) -> Option<StopReason> {
     match outcome {
         Some(o @ (GateOutcome::Pass | GateOutcome::Fail)) => Some(StopReason::Resolved(o)),
         _ if rounds_done >= max_rounds => Some(StopReason::MaxRequests),
         _ if minutes >= max_minutes => Some(StopReason::MaxMinutes),
+        _ if design_rounds.is_some_and(|d| rounds_done >= d) => Some(StopReason::DesignInformation),
         _ => None,
     }
+}
+
+/// The rounds a run needs for the design's power, planned at the look
+/// after round `done` from its gate: `done` times the most any pair needs
+/// over what it has (`report::gate::design_growth`), rounded up. None when
+/// not every pair can be planned for; the budget alone then plans the looks.
+pub fn design_rounds(done: usize, growth: Option<f64>) -> Option<usize> {
+    let r = growth? * done as f64;
+    (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
 }
 
 /// The information fraction of the look after round `done`: the share of
@@ -186,17 +202,21 @@ pub fn stop_after(
 /// allows at the measured minutes per round (`round_minutes`; the round
 /// that crosses the clock still runs), so a run the clock will end early
 /// spends its error over the looks it will get, not over a request budget
-/// it never reaches. Never below `before` (the previous look's), and below
-/// 1 while another round will run. It depends on the clock and the budget,
-/// not on the observed difference, which keeps the spending valid.
+/// it never reaches. With `design_rounds` (the rounds the design needs,
+/// planned at the previous look) the rounds left are fewer still when the
+/// design needs fewer than the budget allows: the error is spent where the
+/// evidence will suffice, and the look at them spends what is left. Never
+/// below `before` (the previous look's), and below 1 while another round
+/// will run. It depends on the clock, the budget and the spread, not on the
+/// observed difference, which keeps the spending valid.
 pub fn information_fraction(
     done: usize,
     max_rounds: usize,
-    minutes: f64,
-    max_minutes: f64,
-    round_minutes: Option<f64>,
+    (minutes, max_minutes, round_minutes): (f64, f64, Option<f64>),
+    design_rounds: Option<usize>,
     before: f64,
 ) -> f64 {
+    let max_rounds = max_rounds.min(design_rounds.unwrap_or(usize::MAX));
     if done >= max_rounds || minutes >= max_minutes {
         return 1.0;
     }
@@ -239,20 +259,37 @@ mod tests {
     fn information_fraction_is_the_share_of_the_rounds_the_run_will_have() {
         use super::information_fraction as f;
         // No clock measured yet: the request budget's rounds.
-        assert_eq!(f(1, 50, 0.5, 6.0, None, 0.0), 1.0 / 50.0);
+        assert_eq!(f(1, 50, (0.5, 6.0, None), None, 0.0), 1.0 / 50.0);
         // 0.4 min per round, 5.6 min left: 14 more rounds → 15 in all,
         // fewer than the 50 the request budget allows.
-        let t = f(1, 50, 0.4, 6.0, Some(0.4), 0.0);
+        let t = f(1, 50, (0.4, 6.0, Some(0.4)), None, 0.0);
         assert!((t - 1.0 / 15.0).abs() < 1e-12, "{t}");
         // The request budget binds first.
-        assert_eq!(f(2, 4, 0.8, 60.0, Some(0.4), 0.0), 0.5);
+        assert_eq!(f(2, 4, (0.8, 60.0, Some(0.4)), None, 0.0), 0.5);
         // The budget ends the run at this look: all that is left.
-        assert_eq!(f(4, 4, 1.6, 60.0, Some(0.4), 0.5), 1.0);
-        assert_eq!(f(3, 50, 6.1, 6.0, Some(2.0), 0.1), 1.0);
+        assert_eq!(f(4, 4, (1.6, 60.0, Some(0.4)), None, 0.5), 1.0);
+        assert_eq!(f(3, 50, (6.1, 6.0, Some(2.0)), None, 0.1), 1.0);
         // Below 1 while another round will run, even if the clock is nearly spent.
-        assert!(f(3, 50, 5.99, 6.0, Some(2.0), 0.1) < 1.0);
+        assert!(f(3, 50, (5.99, 6.0, Some(2.0)), None, 0.1) < 1.0);
         // Rounds got faster (more looks ahead): never below the previous look.
-        assert_eq!(f(2, 50, 0.8, 6.0, Some(0.1), 0.3), 0.3);
+        assert_eq!(f(2, 50, (0.8, 6.0, Some(0.1)), None, 0.3), 0.3);
+        // The design needs 8 rounds of the 50 the budget allows: its share.
+        assert_eq!(f(2, 50, (0.8, 60.0, Some(0.4)), Some(8), 0.0), 0.25);
+        // The clock binds before the design's rounds: the clock's share.
+        let t = f(1, 50, (0.4, 6.0, Some(0.4)), Some(20), 0.0);
+        assert!((t - 1.0 / 15.0).abs() < 1e-12, "{t}");
+        // The look at the design's rounds (or past them) spends what is left.
+        assert_eq!(f(8, 50, (3.2, 60.0, Some(0.4)), Some(8), 0.2), 1.0);
+        assert_eq!(f(3, 50, (1.2, 60.0, Some(0.4)), Some(1), 0.2), 1.0);
+    }
+
+    #[test]
+    fn design_rounds_scale_the_rounds_done_by_the_growth_the_gate_needs() {
+        assert_eq!(design_rounds(4, Some(1.6)), Some(7));
+        assert_eq!(design_rounds(4, Some(0.5)), Some(2));
+        assert_eq!(design_rounds(3, Some(0.0)), Some(1));
+        assert_eq!(design_rounds(4, None), None);
+        assert_eq!(design_rounds(4, Some(f64::NAN)), None);
     }
 
     use super::*;
@@ -359,29 +396,35 @@ mod tests {
         let mut rounds = 0;
         let why = loop {
             rounds += 1;
-            if let Some(why) = stop_after(rounds, 4, 0.0, 30.0, None) {
+            if let Some(why) = stop_after(rounds, 4, 0.0, 30.0, None, None) {
                 break why;
             }
         };
         assert_eq!((rounds, why), (4, StopReason::MaxRequests));
-        assert_eq!(stop_after(3, 4, 1.0, 30.0, None), None);
+        assert_eq!(stop_after(3, 4, 1.0, 30.0, None, None), None);
         assert_eq!(
-            stop_after(4, 4, 1.0, 30.0, None),
+            stop_after(4, 4, 1.0, 30.0, None, None),
             Some(StopReason::MaxRequests)
         );
         assert_eq!(
-            stop_after(2, 4, 30.0, 30.0, Some(Inconclusive)),
+            stop_after(2, 4, 30.0, 30.0, None, Some(Inconclusive)),
             Some(StopReason::MaxMinutes)
         );
         assert_eq!(
-            stop_after(1, 4, 0.1, 30.0, Some(Pass)),
+            stop_after(1, 4, 0.1, 30.0, None, Some(Pass)),
             Some(StopReason::Resolved(Pass))
         );
         assert_eq!(
-            stop_after(4, 4, 99.0, 30.0, Some(Fail)),
+            stop_after(4, 4, 99.0, 30.0, None, Some(Fail)),
             Some(StopReason::Resolved(Fail))
         );
-        assert_eq!(stop_after(1, 4, 0.1, 30.0, Some(Inconclusive)), None);
+        assert_eq!(stop_after(1, 4, 0.1, 30.0, None, Some(Inconclusive)), None);
+        // The design's rounds are done and the gate is undecided: stop.
+        assert_eq!(
+            stop_after(3, 4, 0.1, 30.0, Some(3), Some(Inconclusive)),
+            Some(StopReason::DesignInformation)
+        );
+        assert_eq!(stop_after(2, 4, 0.1, 30.0, Some(3), None), None);
     }
 
     fn rec(cell: &str, index: usize, ttft: f64, ok: bool) -> RequestRecord {

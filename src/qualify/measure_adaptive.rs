@@ -11,7 +11,7 @@ use super::outcome::PassFailure;
 use super::pool::Blocks;
 use super::progress::{fraction_of, fractions_looked, last_round, rounds_done};
 use super::up::Up;
-use crate::config::plan::BASELINE;
+use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::{Entry, Status};
 use crate::decision::lifecycle::Ctx;
@@ -42,22 +42,15 @@ pub(super) async fn adaptive_rounds(
     let mut done = rounds_done(entries);
     let last = last_round(entries);
     let mut stop: Option<String> = last.and_then(|e| e.detail_str("stop").map(str::to_string));
-    // A ledger from before fractions were recorded spent by look / looks.
-    let mut before = last.map_or(0.0, |e| {
-        fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
-    });
-    // The looks so far (a fresh run: none yet), for exact boundaries.
-    let mut history = if done == 0 {
-        Some(Vec::new())
-    } else {
-        fractions_looked(entries)
-    };
+    let mut plan = LookPlan::resume(entries, done, max_rounds);
     // Round time is measured in this invocation (a resume brings up its runtimes again).
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
         ctx.say(&format!(
-            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min); each round is one A B B A pair of blocks per cell and a look",
-            budget.max_requests, budget.max_minutes
+            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is one A B B A pair of blocks per cell and a look",
+            budget.max_requests,
+            budget.max_minutes,
+            budget.looks_by.as_str()
         ));
     }
     while stop.is_none() {
@@ -69,28 +62,28 @@ pub(super) async fn adaptive_rounds(
         let now_minutes = minutes();
         let round_minutes = (done > start_rounds)
             .then(|| (now_minutes - start_minutes) / (done - start_rounds) as f64);
-        let fraction = interleave::information_fraction(
+        let clock = (now_minutes, budget.max_minutes, round_minutes);
+        let look = plan.next(done, max_rounds, clock);
+        let (before, fraction) = look.fractions.unwrap_or_default();
+        let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(look))
+            .map_err(|e| fail("compare", "adaptive round", e))?;
+        let outcome = report.performance_outcome;
+        let why = interleave::stop_after(
             done,
             max_rounds,
             now_minutes,
             budget.max_minutes,
-            round_minutes,
-            before,
+            plan.design_rounds,
+            outcome,
         );
-        if let Some(h) = history.as_mut() {
-            h.push(fraction);
+        let growth = report
+            .gates
+            .as_ref()
+            .and_then(|g| g.performance_evidence.as_ref())
+            .and_then(crate::report::gate::design_growth);
+        if budget.looks_by == LooksBy::Design {
+            plan.design_rounds = interleave::design_rounds(done, growth);
         }
-        let look = Look {
-            round: done,
-            fractions: Some((before, fraction)),
-            history: history.clone(),
-            closing: false,
-        };
-        let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(look))
-            .map_err(|e| fail("compare", "adaptive round", e))?;
-        let outcome = report.performance_outcome;
-        let why =
-            interleave::stop_after(done, max_rounds, now_minutes, budget.max_minutes, outcome);
         let per_cell: serde_json::Map<String, serde_json::Value> = cells
             .iter()
             .map(|c| {
@@ -108,6 +101,7 @@ pub(super) async fn adaptive_rounds(
                 "looks": max_rounds,
                 "information_fraction": fraction,
                 "previous_information_fraction": before,
+                "design_rounds": plan.design_rounds,
                 "performance_outcome": outcome.map(|o| o.as_str()),
                 "requests_per_side": per_cell,
                 "minutes": minutes(),
@@ -115,12 +109,67 @@ pub(super) async fn adaptive_rounds(
             }),
         )?;
         ctx.say(&format!(
-            "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}): performance {}; {}",
+            "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
+            plan.design_rounds
+                .map_or(String::new(), |d| format!(", the design needs {d} rounds")),
             outcome.map_or("not decided by this compare", |o| o.as_str()),
             why.map_or("another round", StopReason::as_str)
         ));
         stop = why.map(|w| w.as_str().to_string());
-        before = fraction;
     }
     Ok((done, stop))
+}
+
+/// What the next look is planned by: the last look's fraction (0 before
+/// the first), every look's fraction so far (for exact boundaries; None
+/// when a ledger from before #31 recorded none), and the rounds the design
+/// needs, as the last look planned them.
+struct LookPlan {
+    last: f64,
+    history: Option<Vec<f64>>,
+    design_rounds: Option<usize>,
+}
+
+impl LookPlan {
+    /// The plan as the ledger's rounds left it (a fresh run: no looks yet).
+    fn resume(entries: &[Entry], done: usize, max_rounds: usize) -> Self {
+        let last = last_round(entries);
+        // A ledger from before fractions were recorded spent by look / looks.
+        LookPlan {
+            last: last.map_or(0.0, |e| {
+                fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
+            }),
+            history: if done == 0 {
+                Some(Vec::new())
+            } else {
+                fractions_looked(entries)
+            },
+            design_rounds: last
+                .and_then(|e| e.detail.get("design_rounds"))
+                .and_then(|d| d.as_u64())
+                .map(|d| d as usize),
+        }
+    }
+
+    /// The look after round `done`: its fraction
+    /// ([`interleave::information_fraction`]) joins the history.
+    fn next(&mut self, done: usize, max_rounds: usize, clock: (f64, f64, Option<f64>)) -> Look {
+        let fraction = interleave::information_fraction(
+            done,
+            max_rounds,
+            clock,
+            self.design_rounds,
+            self.last,
+        );
+        if let Some(h) = self.history.as_mut() {
+            h.push(fraction);
+        }
+        let before = std::mem::replace(&mut self.last, fraction);
+        Look {
+            round: done,
+            fractions: Some((before, fraction)),
+            history: self.history.clone(),
+            closing: false,
+        }
+    }
 }

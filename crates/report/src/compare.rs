@@ -944,6 +944,12 @@ fn cell_metrics(
         if let (true, Some(e)) = (eligible, &m.evidence) {
             ep.requests_per_side = Some(b.len().min(c.len()));
             ep.oracle_requests_per_side = oracle_of(e, spec, (b, bcl), (c, ccl), design);
+            ep.design_requests_per_side = ev::design_requests(
+                e.standard_error_percent,
+                b.len().min(c.len()),
+                e.margin_percent,
+                design.oracle_levels.1,
+            );
         }
         acc.evidence_parts.push(ep);
         metrics.push((spec.name.clone(), m));

@@ -753,6 +753,12 @@ pub struct EvidencePart {
     /// the pair shows (`stats::evidence::oracle_requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_requests_per_side: Option<usize>,
+    /// Requests per side at which the pair's bounds reach the design's
+    /// power at a margin's distance (`stats::evidence::design_requests`),
+    /// from its standard error at this look: what an adaptive run plans
+    /// its looks by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design_requests_per_side: Option<usize>,
 }
 
 impl EvidencePart {
@@ -770,6 +776,7 @@ impl EvidencePart {
             requests_to_resolve: None,
             requests_per_side: None,
             oracle_requests_per_side: None,
+            design_requests_per_side: None,
         }
     }
 }

@@ -288,6 +288,31 @@ fn edited_requests_to_resolve() {
     names(&p, "gates.performance_evidence.requests_to_resolve");
 }
 
+/// The requests the design needs (what an adaptive run plans its looks
+/// by) follow from each pair's standard error: an edited figure is named.
+#[test]
+fn edited_design_requests() {
+    let v = interleaved_report();
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let i = parts
+        .iter()
+        .position(|p| {
+            p["design_requests_per_side"]
+                .as_u64()
+                .is_some_and(|n| n > 1)
+        })
+        .expect("an evidence pair with a design figure");
+    let p = paths(v, |v| {
+        v["gates"]["performance_evidence"]["parts"][i]["design_requests_per_side"] = 1.into();
+    });
+    names(
+        &p,
+        &format!("gates.performance_evidence.parts[{i}].design_requests_per_side"),
+    );
+}
+
 #[test]
 fn edited_evidence_bound_and_outcome() {
     let p = paths(report(), |v| {

@@ -15,6 +15,8 @@
 //! enabled = true         # or `infergate qualify --adaptive` (default false)
 //! max_requests = 200     # per side per cell (default 200)
 //! max_minutes = 30       # wall clock, checked after each round (default 30)
+//! looks_by = "design"    # information fraction: share of the rounds the design
+//!                        # needs or the budget allows, the fewer (default); "budget"
 //! # A round is one A B B A pair of blocks (2 × window requests per side) for
 //! # every cell, then a look at the gate; the suite's `requests` is not used.
 //! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.

@@ -90,6 +90,31 @@ pub struct Adaptive {
     pub max_requests: usize,
     /// Most wall-clock time for the measuring, checked after every round.
     pub max_minutes: f64,
+    /// What the looks' information fractions are shares of.
+    pub looks_by: LooksBy,
+}
+
+/// `[adaptive] looks_by`: what an adaptive run's information fraction is a
+/// share of (issue #31).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LooksBy {
+    /// The fewer of the rounds the budget allows and the rounds the design
+    /// needs (`design_requests_per_side` at the previous look): a run
+    /// whose budget is generous for its noise spends its error where the
+    /// evidence will suffice, and closes there.
+    #[default]
+    Design,
+    /// The rounds the budget (requests and clock) allows.
+    Budget,
+}
+
+impl LooksBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LooksBy::Design => "design",
+            LooksBy::Budget => "budget",
+        }
+    }
 }
 
 pub const DEFAULT_ADAPTIVE_MAX_REQUESTS: usize = 200;
@@ -101,6 +126,7 @@ impl Default for Adaptive {
             enabled: false,
             max_requests: DEFAULT_ADAPTIVE_MAX_REQUESTS,
             max_minutes: DEFAULT_ADAPTIVE_MAX_MINUTES,
+            looks_by: LooksBy::Design,
         }
     }
 }

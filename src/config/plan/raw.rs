@@ -48,6 +48,7 @@ pub(super) struct RawAdaptive {
     pub(super) enabled: bool,
     pub(super) max_requests: Option<Spanned<i64>>,
     pub(super) max_minutes: Option<Spanned<f64>>,
+    pub(super) looks_by: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

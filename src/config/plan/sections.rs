@@ -285,6 +285,20 @@ pub(super) fn adaptive(
             ));
         }
     };
+    let looks_by = match a.looks_by {
+        None => LooksBy::Design,
+        Some(v) => match v.get_ref().as_str() {
+            "design" => LooksBy::Design,
+            "budget" => LooksBy::Budget,
+            other => {
+                return Err(err(
+                    Some(v.span()),
+                    "adaptive.looks_by",
+                    format!("{other:?}: expected \"design\" or \"budget\""),
+                ));
+            }
+        },
+    };
     if a.enabled && schedule == PlanSchedule::Alternating {
         return Err(err(
             Some(key_span(text, span, "enabled")),
@@ -296,6 +310,7 @@ pub(super) fn adaptive(
         enabled: a.enabled,
         max_requests,
         max_minutes,
+        looks_by,
     })
 }
 

@@ -347,9 +347,12 @@ fn adaptive_table_is_checked_and_needs_interleaving() {
         Adaptive {
             enabled: true,
             max_requests: 64,
-            max_minutes: 2.5
+            max_minutes: 2.5,
+            looks_by: LooksBy::Design,
         }
     );
+    let plan = parse(&minimal("[adaptive]\nlooks_by = \"budget\"\n")).unwrap();
+    assert_eq!(plan.adaptive.looks_by, LooksBy::Budget);
     let plan = parse(&minimal("[adaptive]\nmax_requests = 10\n")).unwrap();
     assert!(!plan.adaptive.enabled);
     assert_eq!(plan.adaptive.max_minutes, DEFAULT_ADAPTIVE_MAX_MINUTES);
@@ -359,6 +362,7 @@ fn adaptive_table_is_checked_and_needs_interleaving() {
         ("max_minutes = nan", "adaptive.max_minutes", 9),
         ("max_requets = 5", "adaptive.max_requets", 9),
         ("enabled = \"yes\"", "adaptive.enabled", 9),
+        ("looks_by = \"time\"", "adaptive.looks_by", 9),
     ] {
         let e = parse(&minimal(&format!("[adaptive]\n{bad}\n"))).unwrap_err();
         assert_eq!(e.field.as_deref(), Some(field), "{bad}: {e}");

@@ -105,7 +105,7 @@ pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expecte
 /// Fields `compare` added after reports were first written (pointer from the
 /// report's root; `*` is every cell or side): a report without them was made
 /// by an earlier `compare`, and is not held to them.
-const NEWER: [&str; 13] = [
+const NEWER: [&str; 14] = [
     "/statistics/drift_floor",
     "/statistics/samples_kept",
     "/cells/*/baseline_failed",
@@ -114,6 +114,7 @@ const NEWER: [&str; 13] = [
     "/gates/performance_evidence/parts/*/requests_to_resolve",
     "/gates/performance_evidence/parts/*/requests_per_side",
     "/gates/performance_evidence/parts/*/oracle_requests_per_side",
+    "/gates/performance_evidence/parts/*/design_requests_per_side",
     "/gates/performance_evidence/requests_per_side",
     "/gates/performance_evidence/oracle_requests_per_side",
     "/statistics/family_wise/look",
