@@ -185,11 +185,20 @@ pub fn stop_after(
     }
 }
 
+/// Rounds before the design plans the looks: a standard error from fewer
+/// blocks (2 per round) is too noisy to plan by. On the reference engine a
+/// first look's (2 blocks) planned 2 rounds where later looks planned 40.
+pub const DESIGN_FIRST_ROUND: usize = 3;
+
 /// The rounds a run needs for the design's power, planned at the look
 /// after round `done` from its gate: `done` times the most any pair needs
 /// over what it has (`report::gate::design_growth`), rounded up. None when
-/// not every pair can be planned for; the budget alone then plans the looks.
+/// not every pair can be planned for, or before [`DESIGN_FIRST_ROUND`]; the
+/// budget alone then plans the looks.
 pub fn design_rounds(done: usize, growth: Option<f64>) -> Option<usize> {
+    if done < DESIGN_FIRST_ROUND {
+        return None;
+    }
     let r = growth? * done as f64;
     (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
 }
@@ -288,6 +297,8 @@ mod tests {
         assert_eq!(design_rounds(4, Some(1.6)), Some(7));
         assert_eq!(design_rounds(4, Some(0.5)), Some(2));
         assert_eq!(design_rounds(3, Some(0.0)), Some(1));
+        // Too few blocks to plan by: the budget plans the looks.
+        assert_eq!(design_rounds(2, Some(1.6)), None);
         assert_eq!(design_rounds(4, None), None);
         assert_eq!(design_rounds(4, Some(f64::NAN)), None);
     }

@@ -1509,8 +1509,9 @@ fn exact_boundaries_hold_the_error_on_the_margin() {
 /// fractions re-planned from the data as they are: look k at k over the
 /// fewer of the rounds the budget allows (`clock`) and, with `by_design`,
 /// the rounds the design needs as the previous look planned them (k times
-/// the most any cell's `design_requests` exceeds its requests: the rule of
-/// `report::gate::design_growth` and `qualify::interleave::design_rounds`),
+/// the most any cell's `design_requests` exceeds its requests, from look 3
+/// on: the rule of `report::gate::design_growth` and
+/// `qualify::interleave::design_rounds`),
 /// with exact boundaries over every look's fraction. It stops at the first
 /// decided look or the look at fraction 1. Returns [pass, fail,
 /// inconclusive] and the mean requests per side per cell spent (ASN).
@@ -1572,7 +1573,8 @@ fn planned_run(
                 used = look;
                 break;
             }
-            if by_design {
+            // As `qualify::interleave::DESIGN_FIRST_ROUND`: no plan from fewer blocks.
+            if by_design && look >= 3 {
                 let growth = judged.iter().try_fold(0.0f64, |most, e| {
                     let need = design_requests(e.standard_error_percent, n, 5.0, alpha / m as f64)?;
                     Some(most.max(need as f64 / n as f64))
