@@ -76,12 +76,12 @@ pub(super) async fn adaptive_rounds(
             plan.design_rounds,
             outcome,
         );
-        let growth = report
-            .gates
-            .as_ref()
-            .and_then(|g| g.performance_evidence.as_ref())
-            .and_then(crate::report::gate::design_growth);
         if budget.looks_by == LooksBy::Design {
+            let growth = report
+                .gates
+                .as_ref()
+                .and_then(|g| g.performance_evidence.as_ref())
+                .and_then(crate::report::gate::design_growth);
             plan.design_rounds = interleave::design_rounds(done, growth);
         }
         let per_cell: serde_json::Map<String, serde_json::Value> = cells

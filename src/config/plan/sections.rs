@@ -135,19 +135,34 @@ pub(super) fn decision(v: Option<RawDecision>, err: &ErrFn) -> Result<DecisionPo
     Ok(decision)
 }
 
+/// A keyword field: the value its word stands for, or an error at the
+/// word naming what `field` accepts (`"x": expected "a" or "b"`).
+fn keyword<T: Copy>(
+    v: &Spanned<String>,
+    field: &str,
+    [(a, x), (b, y)]: [(&str, T); 2],
+    err: &ErrFn,
+) -> Result<T, ConfigError> {
+    match v.get_ref().as_str() {
+        w if w == a => Ok(x),
+        w if w == b => Ok(y),
+        other => Err(err(
+            Some(v.span()),
+            field,
+            format!("{other:?}: expected {a:?} or {b:?}"),
+        )),
+    }
+}
+
 pub(super) fn after(v: Option<Spanned<String>>, err: &ErrFn) -> Result<After, ConfigError> {
     let Some(a) = v else {
         return Ok(After::RestoreBaseline);
     };
-    match a.get_ref().as_str() {
-        "restore-baseline" => Ok(After::RestoreBaseline),
-        "stop" => Ok(After::Stop),
-        other => Err(err(
-            Some(a.span()),
-            "after",
-            format!("{other:?}: expected \"restore-baseline\" or \"stop\""),
-        )),
-    }
+    let words = [
+        ("restore-baseline", After::RestoreBaseline),
+        ("stop", After::Stop),
+    ];
+    keyword(&a, "after", words, err)
 }
 
 pub(super) fn docker(v: Option<RawDocker>) -> DockerSettings {
@@ -196,17 +211,13 @@ pub(super) fn schedule(
     let schedule = match &v {
         None if repeats_given.is_some() || clash.is_some() => PlanSchedule::Alternating,
         None => PlanSchedule::Interleaved,
-        Some(s) => match s.get_ref().as_str() {
-            "interleaved" => PlanSchedule::Interleaved,
-            "alternating" => PlanSchedule::Alternating,
-            other => {
-                return Err(err(
-                    Some(s.span()),
-                    "schedule",
-                    format!("{other:?}: expected \"interleaved\" or \"alternating\""),
-                ));
-            }
-        },
+        Some(s) => {
+            let words = [
+                ("interleaved", PlanSchedule::Interleaved),
+                ("alternating", PlanSchedule::Alternating),
+            ];
+            keyword(s, "schedule", words, err)?
+        }
     };
     if schedule == PlanSchedule::Interleaved {
         if let Some(span) = repeats_given {
@@ -285,19 +296,12 @@ pub(super) fn adaptive(
             ));
         }
     };
-    let looks_by = match a.looks_by {
+    let looks_by = match &a.looks_by {
         None => LooksBy::Design,
-        Some(v) => match v.get_ref().as_str() {
-            "design" => LooksBy::Design,
-            "budget" => LooksBy::Budget,
-            other => {
-                return Err(err(
-                    Some(v.span()),
-                    "adaptive.looks_by",
-                    format!("{other:?}: expected \"design\" or \"budget\""),
-                ));
-            }
-        },
+        Some(v) => {
+            let words = [("design", LooksBy::Design), ("budget", LooksBy::Budget)];
+            keyword(v, "adaptive.looks_by", words, err)?
+        }
     };
     if a.enabled && schedule == PlanSchedule::Alternating {
         return Err(err(

@@ -255,6 +255,27 @@ impl Sim {
     }
 }
 
+impl Draw {
+    /// The first `n` requests of each side, as a run that stopped there saw them.
+    fn prefix(&self, n: usize) -> Draw {
+        Draw {
+            b: self.b[..n].to_vec(),
+            bc: self.bc[..n].to_vec(),
+            c: self.c[..n].to_vec(),
+            cc: self.cc[..n].to_vec(),
+        }
+    }
+}
+
+/// Where an outcome is counted in [pass, fail, inconclusive].
+fn slot(outcome: GateOutcome) -> usize {
+    match outcome {
+        GateOutcome::Pass => 0,
+        GateOutcome::Fail => 1,
+        GateOutcome::Inconclusive => 2,
+    }
+}
+
 struct Judged {
     outcome: GateOutcome,
     ev: Evidence,
@@ -351,11 +372,7 @@ fn family(sim: Sim, shift: f64, resampling: Resampling, trials: usize, seed: u64
                 judge(&d, resampling, alpha, None, (t * 3 + cell) as u64).outcome
             })
             .collect();
-        counts[match combine(outcomes) {
-            GateOutcome::Pass => 0,
-            GateOutcome::Fail => 1,
-            GateOutcome::Inconclusive => 2,
-        }] += 1;
+        counts[slot(combine(outcomes))] += 1;
     }
     counts
 }
@@ -880,11 +897,7 @@ fn log_scale_and_request_pairing_keep_error_rates_and_decide_sooner() {
                     j.outcome
                 })
                 .collect();
-            counts[match combine(outcomes) {
-                GateOutcome::Pass => 0,
-                GateOutcome::Fail => 1,
-                GateOutcome::Inconclusive => 2,
-            }] += 1;
+            counts[slot(combine(outcomes))] += 1;
         }
         need.sort_unstable();
         (counts, need.get(need.len() / 2).copied().unwrap_or(0))
@@ -995,11 +1008,7 @@ fn adaptive_requests_against_the_fixed_n_oracle() {
                     judge(&d, Resampling::Paired, alpha, None, (t * 3 + c) as u64).outcome
                 })
                 .collect();
-            counts[match combine(outcomes) {
-                GateOutcome::Pass => 0,
-                GateOutcome::Fail => 1,
-                GateOutcome::Inconclusive => 2,
-            }] += 1;
+            counts[slot(combine(outcomes))] += 1;
         }
         counts
     };
@@ -1093,12 +1102,7 @@ fn sequential_run(
                 .iter()
                 .enumerate()
                 .map(|(c, d)| {
-                    let part = Draw {
-                        b: d.b[..n].to_vec(),
-                        bc: d.bc[..n].to_vec(),
-                        c: d.c[..n].to_vec(),
-                        cc: d.cc[..n].to_vec(),
-                    };
+                    let part = d.prefix(n);
                     let seed = ((t * planned + look) * 3 + c) as u64;
                     judge_on(&part, resampling, alpha, None, seed, BoundScale::Log).outcome
                 })
@@ -1110,11 +1114,7 @@ fn sequential_run(
             }
         }
         spent += used * per_round;
-        counts[match outcome {
-            GateOutcome::Pass => 0,
-            GateOutcome::Fail => 1,
-            GateOutcome::Inconclusive => 2,
-        }] += 1;
+        counts[slot(outcome)] += 1;
     }
     (counts, spent as f64 / trials as f64)
 }
@@ -1557,12 +1557,7 @@ fn planned_run(
                 .iter()
                 .enumerate()
                 .map(|(c, d)| {
-                    let part = Draw {
-                        b: d.b[..n].to_vec(),
-                        bc: d.bc[..n].to_vec(),
-                        c: d.c[..n].to_vec(),
-                        cc: d.cc[..n].to_vec(),
-                    };
+                    let part = d.prefix(n);
                     let seed = ((trial * clock + look) * 3 + c) as u64;
                     let resampling = Resampling::PairedRequests;
                     judge_on(&part, resampling, levels, None, seed, BoundScale::Log).ev
@@ -1583,11 +1578,7 @@ fn planned_run(
             }
         }
         spent += used * per_round;
-        counts[match outcome {
-            GateOutcome::Pass => 0,
-            GateOutcome::Fail => 1,
-            GateOutcome::Inconclusive => 2,
-        }] += 1;
+        counts[slot(outcome)] += 1;
     }
     (counts, spent as f64 / trials as f64)
 }
