@@ -678,6 +678,14 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     // fraction, the one before the interruption included (the ledger's).
     assert_eq!(fw["boundaries"], "group_sequential");
     assert_eq!(fw["information_fractions"], serde_json::json!([0.5, 1.0]));
+    // Looks by the design (the default): the pass side's own fractions are
+    // recorded too, from the ledger's rounds across the interruption; the
+    // design plans nothing from two rounds, so they are the same.
+    assert_eq!(rounds[0]["pass_information_fraction"].as_f64(), Some(0.5));
+    assert_eq!(
+        fw["pass_information_fractions"],
+        serde_json::json!([0.5, 1.0])
+    );
     let m = fw["gating_pairs"].as_u64().unwrap() as usize;
     let exact = infergate_report::stats::evidence::alpha_levels_sequential(
         0.05,

@@ -9,7 +9,9 @@ use serde_json::json;
 use super::interleave::{self, CellLayout, StopReason, totals};
 use super::outcome::StepEnd;
 use super::pool::{Blocks, merge_interleaved, merge_passes_of};
-use super::progress::{fraction_of, fractions_looked, last_round, rounds_done};
+use super::progress::{
+    PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round, rounds_done,
+};
 use super::workdir::turnover_dir;
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
@@ -68,6 +70,8 @@ pub(super) struct Look {
     /// the levels are exact group-sequential boundaries over them. None
     /// when a round recorded no fraction (a ledger from before #31).
     pub history: Option<Vec<f64>>,
+    /// The pass side's own fractions, every look's (looks by the design).
+    pub pass_history: Option<Vec<f64>>,
     pub closing: bool,
 }
 
@@ -91,6 +95,7 @@ pub(super) fn compare_interleaved(
     policy.sequential_look = rounds;
     policy.sequential_closing = look.as_ref().is_some_and(|l| l.closing);
     policy.sequential_fractions = look.as_ref().and_then(|l| l.fractions);
+    policy.pass_look_fractions = look.as_ref().and_then(|l| l.pass_history.clone());
     policy.look_fractions = look.and_then(|l| l.history);
     let totals = totals(cells, rounds);
     let entries = ctx.ledger.entries(ctx.qualification)?;
@@ -141,6 +146,7 @@ fn compare(
                 ))
             }),
             history: fractions_looked(&entries),
+            pass_history: fractions_looked_by(&entries, PASS_FRACTION),
             closing: last.and_then(|e| e.detail_str("stop"))
                 == Some(StopReason::MaxMinutes.as_str()),
         });

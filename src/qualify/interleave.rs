@@ -203,6 +203,13 @@ pub fn design_rounds(done: usize, growth: Option<f64>) -> Option<usize> {
     (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
 }
 
+/// The rounds the pass side needs: `share` (`stats::evidence::pass_design_share`,
+/// below 1) of the rounds the design needs, rounded up. None without either.
+pub fn pass_design_rounds(design_rounds: Option<usize>, share: Option<f64>) -> Option<usize> {
+    let r = design_rounds? as f64 * share.filter(|s| s.is_finite() && *s > 0.0)?.min(1.0);
+    Some((r.ceil() as usize).max(1))
+}
+
 /// The information fraction of the look after round `done`: the share of
 /// the rounds this run will really have, re-planned at every look (issue
 /// #31). When the budget ends the run at this look (the same rule as
@@ -365,6 +372,17 @@ mod tests {
             }
         }
         assert!(fixed_schedule(&[cl("z", 4, 0)]).is_empty());
+    }
+
+    #[test]
+    fn the_pass_side_needs_its_share_of_the_designs_rounds() {
+        assert_eq!(pass_design_rounds(Some(40), Some(0.76)), Some(31));
+        assert_eq!(pass_design_rounds(Some(1), Some(0.1)), Some(1));
+        // Never more than the design's own.
+        assert_eq!(pass_design_rounds(Some(10), Some(1.5)), Some(10));
+        assert_eq!(pass_design_rounds(None, Some(0.76)), None);
+        assert_eq!(pass_design_rounds(Some(10), None), None);
+        assert_eq!(pass_design_rounds(Some(10), Some(f64::NAN)), None);
     }
 
     #[test]

@@ -9,7 +9,9 @@ use super::interleave::{self, CellLayout, StopReason};
 use super::measure_block::run_block;
 use super::outcome::PassFailure;
 use super::pool::Blocks;
-use super::progress::{fraction_of, fractions_looked, last_round, rounds_done};
+use super::progress::{
+    PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round, rounds_done,
+};
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
@@ -42,7 +44,7 @@ pub(super) async fn adaptive_rounds(
     let mut done = rounds_done(entries);
     let last = last_round(entries);
     let mut stop: Option<String> = last.and_then(|e| e.detail_str("stop").map(str::to_string));
-    let mut plan = LookPlan::resume(entries, done, max_rounds);
+    let mut plan = LookPlan::resume(entries, done, max_rounds, budget.looks_by);
     // Round time is measured in this invocation (a resume brings up its runtimes again).
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
@@ -65,6 +67,7 @@ pub(super) async fn adaptive_rounds(
         let clock = (now_minutes, budget.max_minutes, round_minutes);
         let look = plan.next(done, max_rounds, clock);
         let (before, fraction) = look.fractions.unwrap_or_default();
+        let pass_fraction = look.pass_history.as_ref().and_then(|h| h.last().copied());
         let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(look))
             .map_err(|e| fail("compare", "adaptive round", e))?;
         let outcome = report.performance_outcome;
@@ -77,12 +80,7 @@ pub(super) async fn adaptive_rounds(
             outcome,
         );
         if budget.looks_by == LooksBy::Design {
-            let growth = report
-                .gates
-                .as_ref()
-                .and_then(|g| g.performance_evidence.as_ref())
-                .and_then(crate::report::gate::design_growth);
-            plan.design_rounds = interleave::design_rounds(done, growth);
+            plan.replan(done, &report);
         }
         let per_cell: serde_json::Map<String, serde_json::Value> = cells
             .iter()
@@ -102,6 +100,8 @@ pub(super) async fn adaptive_rounds(
                 "information_fraction": fraction,
                 "previous_information_fraction": before,
                 "design_rounds": plan.design_rounds,
+                PASS_FRACTION: pass_fraction,
+                "pass_design_rounds": plan.pass_design_rounds,
                 "performance_outcome": outcome.map(|o| o.as_str()),
                 "requests_per_side": per_cell,
                 "minutes": minutes(),
@@ -110,8 +110,11 @@ pub(super) async fn adaptive_rounds(
         )?;
         ctx.say(&format!(
             "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
-            plan.design_rounds
-                .map_or(String::new(), |d| format!(", the design needs {d} rounds")),
+            plan.design_rounds.map_or(String::new(), |d| format!(
+                ", the design needs {d} rounds{}",
+                plan.pass_design_rounds
+                    .map_or(String::new(), |p| format!(" ({p} to pass)"))
+            )),
             outcome.map_or("not decided by this compare", |o| o.as_str()),
             why.map_or("another round", StopReason::as_str)
         ));
@@ -123,36 +126,68 @@ pub(super) async fn adaptive_rounds(
 /// What the next look is planned by: the last look's fraction (0 before
 /// the first), every look's fraction so far (for exact boundaries; None
 /// when a ledger from before #31 recorded none), and the rounds the design
-/// needs, as the last look planned them.
+/// needs, as the last look planned them; with looks by the design, the
+/// same for the pass side, which needs a share of those rounds
+/// (`stats::evidence::pass_design_share`) and spends its error by them.
 struct LookPlan {
     last: f64,
     history: Option<Vec<f64>>,
     design_rounds: Option<usize>,
+    /// The pass side's own: None with looks by the budget (and in ledgers
+    /// from before it), when the pass side spends by `history` too.
+    pass: Option<SidePlan>,
+    pass_design_rounds: Option<usize>,
+}
+
+/// One side's last fraction and every look's.
+struct SidePlan {
+    last: f64,
+    history: Vec<f64>,
 }
 
 impl LookPlan {
     /// The plan as the ledger's rounds left it (a fresh run: no looks yet).
-    fn resume(entries: &[Entry], done: usize, max_rounds: usize) -> Self {
+    fn resume(entries: &[Entry], done: usize, max_rounds: usize, looks_by: LooksBy) -> Self {
         let last = last_round(entries);
+        let rounds = |key: &str| {
+            last.and_then(|e| e.detail.get(key))
+                .and_then(|d| d.as_u64())
+                .map(|d| d as usize)
+        };
         // A ledger from before fractions were recorded spent by look / looks.
-        LookPlan {
-            last: last.map_or(0.0, |e| {
-                fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
+        let last_fraction = last.map_or(0.0, |e| {
+            fraction_of(e).unwrap_or(done as f64 / max_rounds as f64)
+        });
+        let pass = match (looks_by, done) {
+            (LooksBy::Budget, _) => None,
+            (LooksBy::Design, 0) => Some(SidePlan {
+                last: 0.0,
+                history: Vec::new(),
             }),
+            // Resumed: only if every look recorded the pass side's fraction.
+            (LooksBy::Design, _) => {
+                fractions_looked_by(entries, PASS_FRACTION).map(|history| SidePlan {
+                    last: history.last().copied().unwrap_or(0.0),
+                    history,
+                })
+            }
+        };
+        LookPlan {
+            last: last_fraction,
             history: if done == 0 {
                 Some(Vec::new())
             } else {
                 fractions_looked(entries)
             },
-            design_rounds: last
-                .and_then(|e| e.detail.get("design_rounds"))
-                .and_then(|d| d.as_u64())
-                .map(|d| d as usize),
+            design_rounds: rounds("design_rounds"),
+            pass_design_rounds: pass.as_ref().and(rounds("pass_design_rounds")),
+            pass,
         }
     }
 
     /// The look after round `done`: its fraction
-    /// ([`interleave::information_fraction`]) joins the history.
+    /// ([`interleave::information_fraction`]) joins the history, and the
+    /// pass side's by its own rounds joins its own.
     fn next(&mut self, done: usize, max_rounds: usize, clock: (f64, f64, Option<f64>)) -> Look {
         let fraction = interleave::information_fraction(
             done,
@@ -165,11 +200,44 @@ impl LookPlan {
             h.push(fraction);
         }
         let before = std::mem::replace(&mut self.last, fraction);
+        let pass_history = self.pass.as_mut().map(|p| {
+            p.last = interleave::information_fraction(
+                done,
+                max_rounds,
+                clock,
+                self.pass_design_rounds,
+                p.last,
+            );
+            p.history.push(p.last);
+            p.history.clone()
+        });
         Look {
             round: done,
             fractions: Some((before, fraction)),
             history: self.history.clone(),
+            // Both histories, or neither: the levels spend over look-by-look pairs.
+            pass_history: pass_history.filter(|_| self.history.is_some()),
             closing: false,
         }
+    }
+
+    /// After the look after round `done`, the rounds the design needs, as
+    /// its gate plans them, and the pass side's share of them.
+    fn replan(&mut self, done: usize, report: &crate::report::Report) {
+        let growth = report
+            .gates
+            .as_ref()
+            .and_then(|g| g.performance_evidence.as_ref())
+            .and_then(crate::report::gate::design_growth);
+        self.design_rounds = interleave::design_rounds(done, growth);
+        let share = report
+            .statistics
+            .as_ref()
+            .and_then(|s| s.family_wise.as_ref())
+            .map(|f| crate::report::stats::pass_design_share(f.alpha, f.gating_pairs));
+        self.pass_design_rounds = self
+            .pass
+            .as_ref()
+            .and(interleave::pass_design_rounds(self.design_rounds, share));
     }
 }

@@ -45,22 +45,30 @@ pub(super) fn rounds_done(entries: &[Entry]) -> usize {
 
 /// A round entry's information fraction, when it recorded one.
 pub(super) fn fraction_of(e: &Entry) -> Option<f64> {
-    e.detail
-        .get("information_fraction")
-        .and_then(|f| f.as_f64())
+    e.detail.get(FRACTION).and_then(|f| f.as_f64())
 }
+
+/// The round entries' keys of the looks' fractions: both sides', and the
+/// pass side's own when it spends by its own information.
+pub(super) const FRACTION: &str = "information_fraction";
+pub(super) const PASS_FRACTION: &str = "pass_information_fraction";
 
 /// Every adaptive round's information fraction, in round order (the
 /// looks' history); None when a round recorded none (a ledger from before
 /// fractions were recorded) or none was looked at.
 pub(super) fn fractions_looked(entries: &[Entry]) -> Option<Vec<f64>> {
+    fractions_looked_by(entries, FRACTION)
+}
+
+/// [`fractions_looked`] of the round entries' `key`.
+pub(super) fn fractions_looked_by(entries: &[Entry], key: &str) -> Option<Vec<f64>> {
     let mut rounds: Vec<(u64, Option<f64>)> = entries
         .iter()
         .filter(|e| e.step == "round" && e.status == Status::Ok)
         .map(|e| {
             (
                 e.detail.get("round").and_then(|r| r.as_u64()).unwrap_or(0),
-                fraction_of(e),
+                e.detail.get(key).and_then(|f| f.as_f64()),
             )
         })
         .collect();

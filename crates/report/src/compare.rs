@@ -505,7 +505,7 @@ fn evidence_part(
     eligible: bool,
     bc: &CellResult,
     cc: &CellResult,
-    alpha_pass: f64,
+    (alpha_pass, alpha_fail): (f64, f64),
 ) -> EvidencePart {
     let part = |outcome, reason| EvidencePart::new(subject, outcome, reason);
     if !eligible {
@@ -514,9 +514,13 @@ fn evidence_part(
     let Some(e) = &m.evidence else {
         // An early look's share of α can be below what a double holds
         // apart from 1 (1 − α == 1): no bound exists at that level yet.
-        let why = if 1.0 - alpha_pass == 1.0 {
+        let why = if ev::no_bound_at(alpha_pass) {
             format!(
                 "this look's share of alpha ({alpha_pass:.1e}) is too small for any bound: the spending rule keeps nearly all of alpha for the later looks, so more requests (later looks) decide it"
+            )
+        } else if ev::no_bound_at(alpha_fail) {
+            format!(
+                "this look's share of alpha for the fail bound ({alpha_fail:.1e}) is too small for any bound: the spending rule keeps nearly all of it for the later looks, so more requests (later looks) decide it"
             )
         } else {
             "no interval could be computed (a baseline value of 0, or too few values)".into()
@@ -937,7 +941,8 @@ fn cell_metrics(
                     continue;
                 }
             };
-        let mut ep = evidence_part(&subject, &m, eligible, bc, cc, design.alpha_pass);
+        let levels = (design.alpha_pass, design.alpha_fail);
+        let mut ep = evidence_part(&subject, &m, eligible, bc, cc, levels);
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
         }
@@ -1094,6 +1099,8 @@ struct Family {
     fractions: Option<(f64, f64)>,
     /// Every look's fraction, this one last: exact group-sequential levels.
     history: Option<Vec<f64>>,
+    /// The pass side's own fractions, when it spends by its own information.
+    pass_history: Option<Vec<f64>>,
     spending: ev::Spending,
 }
 
@@ -1121,6 +1128,11 @@ impl Family {
                 .as_deref()
                 .and_then(ev::last_two_fractions)
                 .or(policy.sequential_fractions),
+            // Only beside a history of the same length: each look has both.
+            pass_history: policy
+                .pass_look_fractions
+                .clone()
+                .filter(|p| history.as_ref().is_some_and(|h| h.len() == p.len())),
             history,
             spending: policy.gate.spending,
         }
@@ -1135,9 +1147,10 @@ fn design_choice(
     policy: &Policy,
 ) -> DesignChoice {
     let (alpha_pass, alpha_fail) = match (&family.history, family.fractions) {
-        (Some(history), _) => ev::alpha_levels_sequential(
+        (Some(history), _) => ev::alpha_levels_by_side(
             policy.gate.alpha,
             family.gating_pairs,
+            family.pass_history.as_deref().unwrap_or(history),
             history,
             family.spending,
         ),
@@ -1470,6 +1483,10 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
             "; the levels are exact group-sequential boundaries (Lan-DeMets; Armitage-McPherson-Rowe recursion over every look's fraction, information_fractions): under the null each look's bound crosses, beyond the earlier looks' boundaries, with probability its share, rather than the share being the level"
         } else {
             ""
+        } + if family.pass_history.is_some() {
+            "; the pass bound spends its alpha over its own fractions (pass_information_fractions: the share of the information the design needs to pass, which is pass_design_share of what it needs to fail), the fail bound over information_fractions"
+        } else {
+            ""
         } + if family.closing {
             "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))"
         } else {
@@ -1483,6 +1500,7 @@ fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> Famil
         information_fraction: family.fractions.map(|f| f.1),
         previous_information_fraction: family.fractions.map(|f| f.0),
         information_fractions: family.history.clone(),
+        pass_information_fractions: family.pass_history.clone(),
         boundaries: family
             .history
             .is_some()

@@ -662,6 +662,12 @@ pub struct FamilyWise {
     /// are exact group-sequential boundaries over them (`boundaries`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub information_fractions: Option<Vec<f64>>,
+    /// The pass bounds' own fractions, every look's, this one last, when
+    /// the pass side's error is spent by its own information (the design
+    /// needs less to pass than to fail: `stats::evidence::pass_design_share`);
+    /// absent: the pass side spends over `information_fractions` too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_information_fractions: Option<Vec<f64>>,
     /// How the levels follow from the looks' shares of alpha; absent: the
     /// share is the level (union bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -214,6 +214,10 @@ pub struct Policy {
     /// earlier looks' boundaries already took). None: each look at its
     /// share of alpha (the union bound over looks).
     pub look_fractions: Option<Vec<f64>>,
+    /// The pass bounds' own fractions (same length as `look_fractions`),
+    /// when the pass side spends its error by its own information. None:
+    /// `look_fractions` for both sides.
+    pub pass_look_fractions: Option<Vec<f64>>,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -241,6 +245,7 @@ impl Default for Policy {
             sequential_closing: false,
             sequential_fractions: None,
             look_fractions: None,
+            pass_look_fractions: None,
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
@@ -493,6 +498,7 @@ impl RawPolicy {
             sequential_closing: false,
             sequential_fractions: None,
             look_fractions: None,
+            pass_look_fractions: None,
             gate,
             slo,
             quality,

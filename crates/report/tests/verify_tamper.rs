@@ -802,6 +802,65 @@ fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
     names(&union, "statistics.family_wise.alpha_pass");
 }
 
+/// The pass side spending by its own information (#31): the report
+/// records its fractions beside the fail side's, its pass level is the
+/// exact boundary over them (above the level over the fail side's), the
+/// fail level is unchanged, and verify recomputes both and names pass
+/// fractions edited, of another length, or out of order.
+#[test]
+fn the_pass_side_spends_over_its_own_fractions() {
+    let (b, c) = runs();
+    let history = vec![1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
+    let pass = vec![1.0 / 14.0, 2.0 / 10.0, 3.0 / 10.0];
+    let p = Policy {
+        sequential_looks: 50,
+        sequential_look: Some(3),
+        sequential_fractions: Some((2.0 / 14.0, 3.0 / 13.0)),
+        look_fractions: Some(history.clone()),
+        pass_look_fractions: Some(pass.clone()),
+        ..policy()
+    };
+    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+    let fw = &v["statistics"]["family_wise"];
+    assert_eq!(fw["pass_information_fractions"], json!(pass));
+    let spending = stats::evidence::Spending::OBrienFleming;
+    let m = fw["gating_pairs"].as_u64().unwrap() as usize;
+    let (shared_pass, shared_fail) =
+        stats::evidence::alpha_levels_sequential(0.05, m, &history, spending);
+    assert!(fw["alpha_pass"].as_f64().unwrap() > shared_pass);
+    assert_eq!(fw["alpha_fail"].as_f64(), Some(shared_fail));
+
+    let family = |f: &dyn Fn(&mut Map)| {
+        paths(v.clone(), |v| {
+            f(v["statistics"]["family_wise"].as_object_mut().unwrap())
+        })
+    };
+    let moved = family(&|fw| {
+        fw.insert(
+            "pass_information_fractions".into(),
+            json!([1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0]),
+        );
+    });
+    names(&moved, "statistics.family_wise.alpha_pass");
+    let shorter = family(&|fw| {
+        fw.insert("pass_information_fractions".into(), json!([0.1, 0.3]));
+    });
+    names(
+        &shorter,
+        "statistics.family_wise.pass_information_fractions",
+    );
+    let back = family(&|fw| {
+        fw.insert("pass_information_fractions".into(), json!([0.2, 0.1, 0.3]));
+    });
+    names(&back, "statistics.family_wise.pass_information_fractions");
+    // Without them the pass side spends over information_fractions.
+    let shared = family(&|fw| {
+        fw.remove("pass_information_fractions");
+    });
+    names(&shared, "statistics.family_wise.alpha_pass");
+}
+
 #[test]
 fn a_tampered_report_renders_with_its_verification_failure_as_the_heading() {
     let mut v = report();

@@ -615,12 +615,18 @@ impl View {
                     f.looks,
                     match (f.previous_information_fraction, f.information_fraction) {
                         (Some(b), Some(t)) => format!(
-                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2}){}",
+                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2}){}{}",
                             if f.boundaries == Some(crate::stats::evidence::Boundaries::GroupSequential) {
                                 ", group-sequential boundaries"
                             } else {
                                 ""
-                            }
+                            },
+                            f.pass_information_fractions
+                                .as_ref()
+                                .and_then(|p| p.last())
+                                .map_or(String::new(), |p| format!(
+                                    ", the pass bound at {p:.2} of the information it needs"
+                                ))
                         ),
                         _ => String::new(),
                     },

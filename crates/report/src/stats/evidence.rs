@@ -533,29 +533,63 @@ pub fn alpha_levels_sequential(
     fractions: &[f64],
     spending: Spending,
 ) -> (f64, f64) {
+    alpha_levels_by_side(alpha, m, fractions, fractions, spending)
+}
+
+/// [`alpha_levels_sequential`] with each side's own fractions: the pass
+/// bound's error (`alpha`) spent over `pass_fractions`, the fail bound's
+/// (`alpha / m`) over `fail_fractions`. The two errors are separate (a pass
+/// wrongly given, a fail wrongly given), so each holds over its own looks
+/// whatever the other's fractions are, as long as neither depends on the
+/// observed difference. A side whose fraction stays at 1 has nothing left:
+/// its later looks' levels are 0.
+pub fn alpha_levels_by_side(
+    alpha: f64,
+    m: usize,
+    pass_fractions: &[f64],
+    fail_fractions: &[f64],
+    spending: Spending,
+) -> (f64, f64) {
     let m = m.max(1) as f64;
-    let mut reached = 0.0f64;
-    let (mut pass, mut fail) = (Vec::new(), Vec::new());
-    for &t in fractions {
-        reached = reached.max(t.clamp(0.0, 1.0));
-        let spent = if reached >= 1.0 {
-            alpha
-        } else {
-            spending.spent(alpha, reached)
-        };
-        pass.push(LookSpend {
-            fraction: reached,
-            spent,
-        });
-        fail.push(LookSpend {
-            fraction: reached,
-            spent: spent / m,
-        });
-    }
     (
-        nominal_level(&pass).max(f64::MIN_POSITIVE),
-        nominal_level(&fail).max(f64::MIN_POSITIVE),
+        side_level(alpha, 1.0, pass_fractions, spending),
+        side_level(alpha, m, fail_fractions, spending),
     )
+}
+
+/// The exact level of the last look of one side spending `alpha`'s
+/// spending function over `share` (1 for the pass side, m for the fail
+/// side's pairs) at `fractions` (a fraction below an earlier one counts as
+/// that one).
+fn side_level(alpha: f64, share: f64, fractions: &[f64], spending: Spending) -> f64 {
+    let mut reached = 0.0f64;
+    let looks: Vec<LookSpend> = fractions
+        .iter()
+        .map(|&t| {
+            reached = reached.max(t.clamp(0.0, 1.0));
+            let spent = if reached >= 1.0 {
+                alpha
+            } else {
+                spending.spent(alpha, reached)
+            } / share;
+            LookSpend {
+                fraction: reached,
+                spent,
+            }
+        })
+        .collect();
+    nominal_level(&looks).max(f64::MIN_POSITIVE)
+}
+
+/// The share of the fail side's design information the pass side needs:
+/// both plan for a margin's distance at [`DESIGN_POWER`], the pass side at
+/// the fixed-size pass level `alpha` (every pair must pass, each at
+/// `alpha`), the fail side at `alpha / m` (any pair may fail), so
+/// `((z₁₋α + z_P) / (z₁₋α/m + z_P))²`, below 1 for `m > 1`.
+pub fn pass_design_share(alpha: f64, m: usize) -> f64 {
+    let zp = normal_quantile(DESIGN_POWER);
+    let z = |a: f64| normal_quantile(1.0 - a);
+    ((z(alpha) + zp) / (z(alpha / m.max(1) as f64) + zp)).powi(2)
 }
 
 /// The previous look's fraction (0 for the first) and this look's, from
@@ -659,9 +693,20 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
         return None;
     }
     let (ap, af) = (inp.alpha_pass, inp.alpha_fail);
-    if !(ap > 0.0 && ap < 0.5 && af > 0.0 && af <= ap) {
+    // Each side's level on its own: a pass side that has spent its error
+    // (by its own information) is below the fail side's.
+    if !(ap > 0.0 && ap < 0.5 && af > 0.0 && af < 0.5) {
         return None;
     }
+    // A level a double cannot hold apart from 1 has no bound. An early
+    // look's fail level: no evidence yet. A pass side that has spent all
+    // its error while the fail side has some: its bound is drawn at the
+    // smallest level that has one, and it cannot pass.
+    if no_bound_at(af) {
+        return None;
+    }
+    let pass_spent = no_bound_at(ap);
+    let ap = if pass_spent { f64::EPSILON } else { ap };
     // Worse-change percentile p of the delta distribution.
     let worse_q = |p: f64| -> Option<f64> {
         match inp.direction {
@@ -712,7 +757,7 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
     }
     let outcome = if lower > t {
         GateOutcome::Fail
-    } else if upper <= t {
+    } else if upper <= t && !pass_spent {
         GateOutcome::Pass
     } else {
         GateOutcome::Inconclusive
@@ -721,7 +766,15 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
     // The pilot's standard error is itself an estimate from `df` units: plan
     // with its one-sided 80 % upper bound, so the count is not a coin flip.
     let se_plan = se_boot * (df / chi_square_quantile_approx(0.2, df)).sqrt();
-    let (requests_to_resolve, unresolvable) = if outcome == GateOutcome::Inconclusive {
+    let (requests_to_resolve, unresolvable) = if outcome == GateOutcome::Inconclusive
+        && pass_spent
+        && w <= t
+    {
+        (
+            None,
+            Some("the pass bound has spent its error (the information the design needs to pass is reached): more requests can only fail it".to_string()),
+        )
+    } else if outcome == GateOutcome::Inconclusive {
         resolve(
             w,
             t,
@@ -740,7 +793,7 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
         worse_change_percent: w,
         upper_bound_percent: upper,
         lower_bound_percent: lower,
-        alpha_pass: ap,
+        alpha_pass: inp.alpha_pass,
         alpha_fail: af,
         resampling: inp.resampling,
         drift_floor: inp.drift_floor.cloned(),
@@ -749,6 +802,12 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
         requests_to_resolve,
         unresolvable,
     })
+}
+
+/// A level with no bound (`1 − α` rounds to 1): its side has nothing left
+/// to spend, or an early look's share is too small.
+pub fn no_bound_at(level: f64) -> bool {
+    1.0 - level == 1.0
 }
 
 /// Requests per side at which the bound on the side the point estimate lies

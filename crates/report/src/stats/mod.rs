@@ -34,8 +34,9 @@ pub use delta::{
 };
 pub use evidence::{
     BoundScale, Boundaries, Clustered, DriftFloor, Evidence, EvidenceInput, Resampling, Spending,
-    alpha_levels, alpha_levels_at, alpha_levels_closing, alpha_levels_sequential, bootstrap_deltas,
-    combine, newcombe_difference, paired_point_delta,
+    alpha_levels, alpha_levels_at, alpha_levels_by_side, alpha_levels_closing,
+    alpha_levels_sequential, bootstrap_deltas, combine, newcombe_difference, paired_point_delta,
+    pass_design_share,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
     BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
-    alpha_levels_closing, alpha_levels_sequential, last_two_fractions,
+    alpha_levels_by_side, alpha_levels_closing, last_two_fractions,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
@@ -404,6 +404,8 @@ struct Look {
     /// Every look's fraction, when the levels are exact group-sequential
     /// boundaries over them.
     history: Option<Vec<f64>>,
+    /// The pass bounds' own fractions, when the pass side spends by them.
+    pass_history: Option<Vec<f64>>,
 }
 
 /// The report's look, spending and closing; None (and a disagreement) when
@@ -451,6 +453,7 @@ fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
     };
     let fractions = fractions_of(ck, fw)?;
     let history = history_of(ck, fw, fractions)?;
+    let pass_history = pass_history_of(ck, fw, history.as_deref())?;
     Some(Look {
         look,
         looks: l,
@@ -458,7 +461,42 @@ fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
         closing,
         fractions,
         history,
+        pass_history,
     })
+}
+
+/// The pass bounds' own fractions (`pass_information_fractions`): absent,
+/// or one per look of `information_fractions`, each in [0, 1], never going
+/// back. `None` (and a disagreement) when they cannot be.
+fn pass_history_of(
+    ck: &mut Checker,
+    fw: &Value,
+    history: Option<&[f64]>,
+) -> Option<Option<Vec<f64>>> {
+    let key = "pass_information_fractions";
+    let Some(found) = fw.get(key) else {
+        return Some(None);
+    };
+    let values: Option<Vec<f64>> = found
+        .as_array()
+        .and_then(|a| a.iter().map(Value::as_f64).collect());
+    match (values, history) {
+        (Some(p), Some(h))
+            if p.len() == h.len()
+                && p.iter().all(|t| (0.0..=1.0).contains(t))
+                && p.windows(2).all(|w| w[0] <= w[1]) =>
+        {
+            Some(Some(p))
+        }
+        _ => {
+            ck.push(
+                fw_key(key),
+                found.to_string(),
+                "one fraction per look of information_fractions, in order, each in [0, 1]",
+            );
+            None
+        }
+    }
 }
 
 /// Every look's recorded fraction (`information_fractions`), with
@@ -552,9 +590,16 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
         closing,
         fractions,
         history,
+        pass_history,
     } = look;
     let (ap, af) = match (&history, fractions) {
-        (Some(h), _) => alpha_levels_sequential(a, m as usize, h, spending),
+        (Some(h), _) => alpha_levels_by_side(
+            a,
+            m as usize,
+            pass_history.as_deref().unwrap_or(h),
+            h,
+            spending,
+        ),
         (None, Some((before, now))) => alpha_levels_between(a, m as usize, before, now, spending),
         (None, None) if closing => {
             alpha_levels_closing(a, m as usize, look as usize, l as usize, spending)
@@ -578,6 +623,10 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
                     spending.as_str()
                 ) + if history.is_some() {
                     ", group-sequential boundaries over information_fractions"
+                } else {
+                    ""
+                } + if pass_history.is_some() {
+                    " (the pass bounds over pass_information_fractions)"
                 } else {
                     ""
                 },
@@ -785,6 +834,10 @@ pub(super) fn policy_from_report(
             .zip(fw.get("information_fraction").and_then(Value::as_f64)),
         look_fractions: fw
             .get("information_fractions")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(Value::as_f64).collect()),
+        pass_look_fractions: fw
+            .get("pass_information_fractions")
             .and_then(Value::as_array)
             .and_then(|a| a.iter().map(Value::as_f64).collect()),
         gate: GatePolicy {

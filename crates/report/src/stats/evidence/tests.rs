@@ -1162,6 +1162,35 @@ fn oracle_cases(sim: Sim, alpha: f64, m: usize) -> [OracleCase; 2] {
     ]
 }
 
+/// Each side spends over its own fractions: with the same fractions both
+/// sides' levels are `alpha_levels_sequential`'s; a pass side further
+/// along gets a larger pass level and leaves the fail level alone; a pass
+/// side held at 1 has nothing left to spend. The pass side's share of the
+/// design: ((z₀.₉₅ + z₀.₉₅) / (z₁₋₀.₀₅/₃ + z₀.₉₅))² = (3.2897 / 3.7730)² for
+/// three pairs (quantiles from tables), 1 for one pair.
+#[test]
+fn each_side_spends_over_its_own_fractions() {
+    let obf = Spending::OBrienFleming;
+    let fail_t = [0.1, 0.2, 0.3];
+    let same = alpha_levels_by_side(0.05, 3, &fail_t, &fail_t, obf);
+    assert_eq!(same, alpha_levels_sequential(0.05, 3, &fail_t, obf));
+    let ahead = alpha_levels_by_side(0.05, 3, &[0.13, 0.26, 0.39], &fail_t, obf);
+    assert!(ahead.0 > same.0, "{ahead:?} vs {same:?}");
+    assert_eq!(ahead.1, same.1);
+    // At 1 the pass side spends all that is left; after it, nothing.
+    let closing = alpha_levels_by_side(0.05, 3, &[0.5, 1.0], &[0.4, 0.8], obf);
+    assert!(closing.0 > 0.01, "{closing:?}");
+    let after = alpha_levels_by_side(0.05, 3, &[0.5, 1.0, 1.0], &[0.4, 0.8, 0.9], obf);
+    assert_eq!(after.0, f64::MIN_POSITIVE);
+    assert!(after.1 > 1e-4, "{after:?}");
+    let share = pass_design_share(0.05, 3);
+    assert!(
+        (share - (3.2897 / 3.7730f64).powi(2)).abs() < 1e-3,
+        "{share}"
+    );
+    assert!((pass_design_share(0.05, 1) - 1.0).abs() < 1e-12);
+}
+
 /// Look k of a run the budget ends after `clock` rounds, at fraction k / clock.
 fn by_fraction(
     alpha: f64,
@@ -1505,6 +1534,28 @@ fn exact_boundaries_hold_the_error_on_the_margin() {
     }
 }
 
+/// What plans an adaptive run's looks in [`planned_run`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Looks {
+    /// The rounds the budget allows.
+    Budget,
+    /// The fewer of those and the rounds the design needs, both sides alike.
+    Design,
+    /// As `Design` for the fail side; the pass side by its own need, the
+    /// share [`pass_design_share`] of the fail side's.
+    DesignBySide,
+}
+
+/// Look `look`'s fraction of `rounds`, never below the last of `history`,
+/// 1 from the look that reaches them.
+fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
+    if look >= rounds {
+        1.0
+    } else {
+        (look as f64 / rounds as f64).max(history.last().copied().unwrap_or(0.0))
+    }
+}
+
 /// An adaptive run as `qualify --adaptive` makes it, with its looks'
 /// fractions re-planned from the data as they are: look k at k over the
 /// fewer of the rounds the budget allows (`clock`) and, with `by_design`,
@@ -1520,11 +1571,16 @@ fn planned_run(
     shifts: [f64; 3],
     (alpha, m): (f64, usize),
     clock: usize,
-    by_design: bool,
+    looks: Looks,
     trials: usize,
     seed: u64,
 ) -> ([usize; 3], f64) {
     const BLOCKS_PER_ROUND: usize = 2;
+    let by_design = looks != Looks::Budget;
+    let pass_share = match looks {
+        Looks::DesignBySide => pass_design_share(alpha, m),
+        _ => 1.0,
+    };
     let sim = Sim {
         blocks: clock * BLOCKS_PER_ROUND,
         ..sim
@@ -1536,18 +1592,18 @@ fn planned_run(
     for trial in 0..trials {
         let draws: Vec<Draw> = shifts.iter().map(|&s| sim.draw(s, &mut r)).collect();
         let (mut outcome, mut used) = (GateOutcome::Inconclusive, clock);
-        let mut history: Vec<f64> = Vec::new();
+        let (mut history, mut pass_history) = (Vec::new(), Vec::new());
         let mut design_rounds: Option<usize> = None;
         for look in 1..=clock {
             let rounds = clock.min(design_rounds.unwrap_or(usize::MAX));
-            let before = history.last().copied().unwrap_or(0.0);
-            let t = if look >= rounds {
-                1.0
-            } else {
-                (look as f64 / rounds as f64).max(before)
-            };
+            let t = next_fraction(look, rounds, &history);
             history.push(t);
-            let levels = alpha_levels_sequential(alpha, m, &history, Spending::OBrienFleming);
+            let pass_rounds = design_rounds.map_or(clock, |d| {
+                clock.min(((d as f64 * pass_share).ceil() as usize).max(1))
+            });
+            pass_history.push(next_fraction(look, pass_rounds, &pass_history));
+            let levels =
+                alpha_levels_by_side(alpha, m, &pass_history, &history, Spending::OBrienFleming);
             let n = look * per_round;
             if 1.0 - levels.1 == 1.0 {
                 // A look with next to no error to spend decides nothing.
@@ -1594,8 +1650,10 @@ fn planned_run(
 /// wrong call above 5 %; in the generous row the design's ASN below the
 /// budget's, both verdicts at most 2× the known-variance oracle, A/A pass
 /// and +10 % fail ≥ 95 %; a runtime exactly on a margin passes and fails
-/// at most α (+ 2 binomial SE) either way. Prints the table
-/// `docs/gate-calibration.md` quotes.
+/// at most α (+ 2 binomial SE) either way. With the pass side spending by
+/// its own information (a share of the design's, the default with looks
+/// by the design) the same holds, and an unchanged runtime passes with
+/// fewer requests. Prints the table `docs/gate-calibration.md` quotes.
 #[test]
 fn looks_by_the_information_the_design_needs() {
     let (alpha, m) = (0.05, 3);
@@ -1604,13 +1662,20 @@ fn looks_by_the_information_the_design_needs() {
     for (cv, clock) in [(0.03, 15usize), (0.06, 14)] {
         let sim = Sim { cv, ..INTERLEAVED };
         let cases = oracle_cases(sim, alpha, m);
-        for (j, by_design) in [false, true].into_iter().enumerate() {
-            let plan = if by_design { "design" } else { "budget" };
+        for (j, looks) in [Looks::Budget, Looks::Design, Looks::DesignBySide]
+            .into_iter()
+            .enumerate()
+        {
+            let plan = match looks {
+                Looks::Budget => "budget",
+                Looks::Design => "design",
+                Looks::DesignBySide => "by side",
+            };
             for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
                 let trials = 100;
                 let seed = 3600 + (clock * 100 + i * 10 + j) as u64;
                 let (counts, asn) =
-                    planned_run(sim, *shifts, (alpha, m), clock, by_design, trials, seed);
+                    planned_run(sim, *shifts, (alpha, m), clock, looks, trials, seed);
                 eprintln!(
                     "CV {cv}, clock {clock:2} | looks by {plan:6} | {case:9} | {counts:?} | ASN {asn:6.1} | oracle {oracle:5.1} | {:.2}×",
                     asn / oracle
@@ -1619,20 +1684,13 @@ fn looks_by_the_information_the_design_needs() {
                     counts[1 - want] * 100 <= trials * 5,
                     "{plan} {case}: {counts:?}"
                 );
-                rows.push((clock, by_design, *want, counts[*want], asn / oracle));
+                rows.push((clock, looks, *want, counts[*want], asn / oracle));
             }
             if clock == 15 {
                 let trials = 200;
                 let seed = 3700 + j as u64;
-                let (counts, asn) = planned_run(
-                    sim,
-                    [5.0, 0.0, 0.0],
-                    (alpha, m),
-                    clock,
-                    by_design,
-                    trials,
-                    seed,
-                );
+                let (counts, asn) =
+                    planned_run(sim, [5.0, 0.0, 0.0], (alpha, m), clock, looks, trials, seed);
                 eprintln!(
                     "CV {cv}, clock {clock:2} | looks by {plan:6} | on the margin [5, 0, 0] | {counts:?} | ASN {asn:6.1}"
                 );
@@ -1645,16 +1703,23 @@ fn looks_by_the_information_the_design_needs() {
             }
         }
     }
-    let row = |clock, by_design, want| {
+    let row = |clock, looks, want| {
         *rows
             .iter()
-            .find(|r| r.0 == clock && r.1 == by_design && r.2 == want)
+            .find(|r| r.0 == clock && r.1 == looks && r.2 == want)
             .unwrap()
     };
     for want in [0, 1] {
-        let (budget, design) = (row(15, false, want), row(15, true, want));
+        let (budget, design) = (row(15, Looks::Budget, want), row(15, Looks::Design, want));
         assert!(design.4 < budget.4, "{design:?} vs {budget:?}");
-        assert!(design.4 <= 2.0, "{design:?}");
-        assert!(design.3 >= 95, "{design:?}");
+        let by_side = row(15, Looks::DesignBySide, want);
+        for r in [design, by_side] {
+            assert!(r.4 <= 2.0, "{r:?}");
+            assert!(r.3 >= 95, "{r:?}");
+        }
     }
+    // The pass side by its own information passes an unchanged runtime
+    // sooner.
+    let (design, by_side) = (row(15, Looks::Design, 0), row(15, Looks::DesignBySide, 0));
+    assert!(by_side.4 < design.4, "{by_side:?} vs {design:?}");
 }
