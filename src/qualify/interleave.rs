@@ -221,10 +221,15 @@ pub fn pass_design_rounds(design_rounds: Option<usize>, share: Option<f64>) -> O
 /// it never reaches. With `design_rounds` (the rounds the design needs,
 /// planned at the previous look) the rounds left are fewer still when the
 /// design needs fewer than the budget allows: the error is spent where the
-/// evidence will suffice, and the look at them spends what is left. Never
-/// below `before` (the previous look's), and below 1 while another round
-/// will run. It depends on the clock, the budget and the spread, not on the
-/// observed difference, which keeps the spending valid.
+/// evidence will suffice, and the look at them spends what is left. Above
+/// `before` (the previous look's) by at least an even share of what is
+/// left over the looks left, so a plan that grows (the design needs more
+/// rounds than it did) re-spreads the rest instead of holding the fraction
+/// where it was (a look whose fraction does not grow has no error to
+/// spend: on the reference engine three looks in a row decided nothing
+/// that way), and below 1 while another round will run. It depends on the
+/// clock, the budget and the spread, not on the observed difference, which
+/// keeps the spending valid.
 pub fn information_fraction(
     done: usize,
     max_rounds: usize,
@@ -242,7 +247,10 @@ pub fn information_fraction(
             done.saturating_add(((max_minutes - minutes) / r).ceil().min(1e9) as usize)
         });
     let rounds = max_rounds.min(by_clock).max(done + 1);
-    (done as f64 / rounds as f64).max(before)
+    let before = before.clamp(0.0, 1.0);
+    // The looks left, this one included: rounds − (done − 1).
+    let even = before + (1.0 - before) / (rounds + 1 - done.max(1)) as f64;
+    (done as f64 / rounds as f64).max(even)
 }
 
 /// The block (cluster id) of request `index` of a cell cut in blocks of `window`.
@@ -287,8 +295,21 @@ mod tests {
         assert_eq!(f(3, 50, (6.1, 6.0, Some(2.0)), None, 0.1), 1.0);
         // Below 1 while another round will run, even if the clock is nearly spent.
         assert!(f(3, 50, (5.99, 6.0, Some(2.0)), None, 0.1) < 1.0);
-        // Rounds got faster (more looks ahead): never below the previous look.
-        assert_eq!(f(2, 50, (0.8, 6.0, Some(0.1)), None, 0.3), 0.3);
+        // Rounds got faster (more looks ahead): what is left spread evenly
+        // over them, above the previous look.
+        let t = f(2, 50, (0.8, 6.0, Some(0.1)), None, 0.3);
+        assert!((t - (0.3 + 0.7 / 49.0)).abs() < 1e-12, "{t}");
+        // The design needs more rounds than it did (5 of 12 done, now 19):
+        // not held at the previous look's 5/12, which would spend nothing,
+        // but 5/12 plus an even share of the rest over the 14 looks left.
+        let t = f(6, 50, (2.4, 60.0, Some(0.4)), Some(19), 5.0 / 12.0);
+        assert!(
+            (t - (5.0 / 12.0 + (7.0 / 12.0) / 14.0)).abs() < 1e-12,
+            "{t}"
+        );
+        // A constant plan: the same as k / rounds.
+        let t = f(6, 50, (2.4, 60.0, Some(0.4)), Some(19), 5.0 / 19.0);
+        assert!((t - 6.0 / 19.0).abs() < 1e-12, "{t}");
         // The design needs 8 rounds of the 50 the budget allows: its share.
         assert_eq!(f(2, 50, (0.8, 60.0, Some(0.4)), Some(8), 0.0), 0.25);
         // The clock binds before the design's rounds: the clock's share.

@@ -229,7 +229,9 @@ impl LookPlan {
             .as_ref()
             .and_then(|g| g.performance_evidence.as_ref())
             .and_then(crate::report::gate::design_growth);
-        self.design_rounds = interleave::design_rounds(done, growth);
+        // A look that cannot plan (a pair without a spread: its fail level
+        // too small for a bound) leaves the last plan standing.
+        self.design_rounds = interleave::design_rounds(done, growth).or(self.design_rounds);
         let share = report
             .statistics
             .as_ref()

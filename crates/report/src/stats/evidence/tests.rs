@@ -1546,14 +1546,16 @@ enum Looks {
     DesignBySide,
 }
 
-/// Look `look`'s fraction of `rounds`, never below the last of `history`,
-/// 1 from the look that reaches them.
+/// Look `look`'s fraction of `rounds`, as `qualify::interleave::information_fraction`
+/// makes it: at least the last of `history` plus an even share of what is
+/// left over the looks left, 1 from the look that reaches them.
 fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
     if look >= rounds {
-        1.0
-    } else {
-        (look as f64 / rounds as f64).max(history.last().copied().unwrap_or(0.0))
+        return 1.0;
     }
+    let before = history.last().copied().unwrap_or(0.0);
+    let even = before + (1.0 - before) / (rounds + 1 - look) as f64;
+    (look as f64 / rounds as f64).max(even)
 }
 
 /// An adaptive run as `qualify --adaptive` makes it, with its looks'
@@ -1630,7 +1632,9 @@ fn planned_run(
                     let need = design_requests(e.standard_error_percent, n, 5.0, alpha / m as f64)?;
                     Some(most.max(need as f64 / n as f64))
                 });
-                design_rounds = growth.map(|g| ((g * look as f64).ceil() as usize).max(1));
+                design_rounds = growth
+                    .map(|g| ((g * look as f64).ceil() as usize).max(1))
+                    .or(design_rounds);
             }
         }
         spent += used * per_round;
