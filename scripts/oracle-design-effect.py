@@ -68,7 +68,10 @@ def design_effect(base, cand, metric):
 def main(root):
     rows = []
     for q in sorted(glob.glob(f"{root}/gate-*adaptive*")):
-        report = json.load(open(f"{q}/report.json"))
+        try:
+            report = json.load(open(f"{q}/report.json"))
+        except FileNotFoundError:  # a trial stopped before its report
+            continue
         gate = (report.get("gates") or {}).get("performance_evidence") or {}
         used, oracle = gate.get("requests_per_side"), gate.get("oracle_requests_per_side")
         if not (used and oracle):

@@ -763,29 +763,16 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
         GateOutcome::Inconclusive
     };
     let zb = normal_quantile(POWER);
-    // The pilot's standard error is itself an estimate from `df` units: plan
-    // with its one-sided 80 % upper bound, so the count is not a coin flip.
-    let se_plan = se_boot * (df / chi_square_quantile_approx(0.2, df)).sqrt();
-    let (requests_to_resolve, unresolvable) = if outcome == GateOutcome::Inconclusive
-        && pass_spent
-        && w <= t
-    {
-        (
-            None,
-            Some("the pass bound has spent its error (the information the design needs to pass is reached): more requests can only fail it".to_string()),
-        )
-    } else if outcome == GateOutcome::Inconclusive {
-        resolve(
-            w,
-            t,
-            se_plan,
-            drift_sd,
-            if w > t { zf } else { zp },
-            zb,
-            inp.n_eff,
-        )
-    } else {
-        (None, None)
+    let (requests_to_resolve, unresolvable) = match outcome {
+        GateOutcome::Inconclusive if pass_spent && w <= t => (None, Some(PASS_SPENT.into())),
+        GateOutcome::Inconclusive => {
+            // The pilot's standard error is itself an estimate from `df` units: plan
+            // with its one-sided 80 % upper bound, so the count is not a coin flip.
+            let se_plan = se_boot * (df / chi_square_quantile_approx(0.2, df)).sqrt();
+            let za = if w > t { zf } else { zp };
+            resolve(w, t, se_plan, drift_sd, za, zb, inp.n_eff)
+        }
+        _ => (None, None),
     };
     Some(Evidence {
         outcome,
@@ -803,6 +790,10 @@ pub fn evidence(deltas_sorted: &[f64], inp: &EvidenceInput) -> Option<Evidence> 
         unresolvable,
     })
 }
+
+/// Why a pair whose pass side has spent its error cannot be resolved by
+/// more requests towards a pass.
+const PASS_SPENT: &str = "the pass bound has spent its error (the information the design needs to pass is reached): more requests can only fail it";
 
 /// A level with no bound (`1 − α` rounds to 1): its side has nothing left
 /// to spend, or an early look's share is too small.
