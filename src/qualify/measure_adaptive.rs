@@ -101,7 +101,7 @@ pub(super) async fn adaptive_rounds(
                 "previous_information_fraction": before,
                 "design_rounds": plan.design_rounds,
                 PASS_FRACTION: pass_fraction,
-                "pass_design_rounds": plan.pass_design_rounds,
+                "pass_design_rounds": plan.pass_design_rounds(),
                 "performance_outcome": outcome.map(|o| o.as_str()),
                 "requests_per_side": per_cell,
                 "minutes": minutes(),
@@ -112,7 +112,7 @@ pub(super) async fn adaptive_rounds(
             "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
             plan.design_rounds.map_or(String::new(), |d| format!(
                 ", the design needs {d} rounds{}",
-                plan.pass_design_rounds
+                plan.pass_design_rounds()
                     .map_or(String::new(), |p| format!(" ({p} to pass)"))
             )),
             outcome.map_or("not decided by this compare", |o| o.as_str()),
@@ -136,13 +136,12 @@ struct LookPlan {
     /// The pass side's own: None with looks by the budget (and in ledgers
     /// from before it), when the pass side spends by `history` too.
     pass: Option<SidePlan>,
-    pass_design_rounds: Option<usize>,
 }
 
-/// One side's last fraction and every look's.
+/// The pass side's fractions, every look's, and the rounds it needs.
 struct SidePlan {
-    last: f64,
     history: Vec<f64>,
+    design_rounds: Option<usize>,
 }
 
 impl LookPlan {
@@ -161,14 +160,14 @@ impl LookPlan {
         let pass = match (looks_by, done) {
             (LooksBy::Budget, _) => None,
             (LooksBy::Design, 0) => Some(SidePlan {
-                last: 0.0,
                 history: Vec::new(),
+                design_rounds: None,
             }),
             // Resumed: only if every look recorded the pass side's fraction.
             (LooksBy::Design, _) => {
                 fractions_looked_by(entries, PASS_FRACTION).map(|history| SidePlan {
-                    last: history.last().copied().unwrap_or(0.0),
                     history,
+                    design_rounds: rounds("pass_design_rounds"),
                 })
             }
         };
@@ -180,7 +179,6 @@ impl LookPlan {
                 fractions_looked(entries)
             },
             design_rounds: rounds("design_rounds"),
-            pass_design_rounds: pass.as_ref().and(rounds("pass_design_rounds")),
             pass,
         }
     }
@@ -201,14 +199,10 @@ impl LookPlan {
         }
         let before = std::mem::replace(&mut self.last, fraction);
         let pass_history = self.pass.as_mut().map(|p| {
-            p.last = interleave::information_fraction(
-                done,
-                max_rounds,
-                clock,
-                self.pass_design_rounds,
-                p.last,
-            );
-            p.history.push(p.last);
+            let last = p.history.last().copied().unwrap_or(0.0);
+            let t =
+                interleave::information_fraction(done, max_rounds, clock, p.design_rounds, last);
+            p.history.push(t);
             p.history.clone()
         });
         Look {
@@ -219,6 +213,11 @@ impl LookPlan {
             pass_history: pass_history.filter(|_| self.history.is_some()),
             closing: false,
         }
+    }
+
+    /// The rounds the pass side needs, as the last look planned them.
+    fn pass_design_rounds(&self) -> Option<usize> {
+        self.pass.as_ref().and_then(|p| p.design_rounds)
     }
 
     /// After the look after round `done`, the rounds the design needs, as
@@ -237,9 +236,8 @@ impl LookPlan {
             .as_ref()
             .and_then(|s| s.family_wise.as_ref())
             .map(|f| crate::report::stats::pass_design_share(f.alpha, f.gating_pairs));
-        self.pass_design_rounds = self
-            .pass
-            .as_ref()
-            .and(interleave::pass_design_rounds(self.design_rounds, share));
+        if let Some(p) = self.pass.as_mut() {
+            p.design_rounds = interleave::pass_design_rounds(self.design_rounds, share);
+        }
     }
 }

@@ -734,6 +734,29 @@ fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() 
     );
 }
 
+/// The fractions of a run's first three looks, re-planned at the third.
+const THIRD_LOOK: [f64; 3] = [1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
+
+/// The policy of the third look of an adaptive run at [`THIRD_LOOK`], the
+/// pass side at `pass` when it spends by its own fractions.
+fn third_look(pass: Option<Vec<f64>>) -> Policy {
+    Policy {
+        sequential_looks: 50,
+        sequential_look: Some(3),
+        sequential_fractions: Some((THIRD_LOOK[1], THIRD_LOOK[2])),
+        look_fractions: Some(THIRD_LOOK.to_vec()),
+        pass_look_fractions: pass,
+        ..policy()
+    }
+}
+
+/// What verify names in `v` with its `statistics.family_wise` edited by `f`.
+fn family_edited(v: &Value, f: &dyn Fn(&mut Map)) -> Vec<String> {
+    paths(v.clone(), |v| {
+        f(v["statistics"]["family_wise"].as_object_mut().unwrap())
+    })
+}
+
 /// Exact group-sequential boundaries over every look's fraction (#31):
 /// the report names the method and the fractions, verify recomputes the
 /// levels from them, and names a history edited, out of order, not ending
@@ -741,14 +764,8 @@ fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() 
 #[test]
 fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
     let (b, c) = runs();
-    let history = vec![1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
-    let p = Policy {
-        sequential_looks: 50,
-        sequential_look: Some(3),
-        sequential_fractions: Some((2.0 / 14.0, 3.0 / 13.0)),
-        look_fractions: Some(history.clone()),
-        ..policy()
-    };
+    let history = THIRD_LOOK.to_vec();
+    let p = third_look(None);
     let v = compare(&b, &c, &p).expect("comparable").to_value();
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
     let fw = &v["statistics"]["family_wise"];
@@ -765,11 +782,7 @@ fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
         stats::evidence::alpha_levels_between(0.05, m, 2.0 / 14.0, 3.0 / 13.0, spending);
     assert!(pass > share, "{pass} vs {share}");
 
-    let family = |f: &dyn Fn(&mut Map)| {
-        paths(v.clone(), |v| {
-            f(v["statistics"]["family_wise"].as_object_mut().unwrap())
-        })
-    };
+    let family = |f: &dyn Fn(&mut Map)| family_edited(&v, f);
     let earlier = family(&|fw| {
         fw.insert(
             "information_fractions".into(),
@@ -810,16 +823,9 @@ fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
 #[test]
 fn the_pass_side_spends_over_its_own_fractions() {
     let (b, c) = runs();
-    let history = vec![1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
+    let history = THIRD_LOOK.to_vec();
     let pass = vec![1.0 / 14.0, 2.0 / 10.0, 3.0 / 10.0];
-    let p = Policy {
-        sequential_looks: 50,
-        sequential_look: Some(3),
-        sequential_fractions: Some((2.0 / 14.0, 3.0 / 13.0)),
-        look_fractions: Some(history.clone()),
-        pass_look_fractions: Some(pass.clone()),
-        ..policy()
-    };
+    let p = third_look(Some(pass.clone()));
     let v = compare(&b, &c, &p).expect("comparable").to_value();
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
     let fw = &v["statistics"]["family_wise"];
@@ -831,11 +837,7 @@ fn the_pass_side_spends_over_its_own_fractions() {
     assert!(fw["alpha_pass"].as_f64().unwrap() > shared_pass);
     assert_eq!(fw["alpha_fail"].as_f64(), Some(shared_fail));
 
-    let family = |f: &dyn Fn(&mut Map)| {
-        paths(v.clone(), |v| {
-            f(v["statistics"]["family_wise"].as_object_mut().unwrap())
-        })
-    };
+    let family = |f: &dyn Fn(&mut Map)| family_edited(&v, f);
     let moved = family(&|fw| {
         fw.insert(
             "pass_information_fractions".into(),

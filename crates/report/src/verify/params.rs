@@ -481,13 +481,7 @@ fn pass_history_of(
         .as_array()
         .and_then(|a| a.iter().map(Value::as_f64).collect());
     match (values, history) {
-        (Some(p), Some(h))
-            if p.len() == h.len()
-                && p.iter().all(|t| (0.0..=1.0).contains(t))
-                && p.windows(2).all(|w| w[0] <= w[1]) =>
-        {
-            Some(Some(p))
-        }
+        (Some(p), Some(h)) if p.len() == h.len() && fractions_in_order(&p) => Some(Some(p)),
         _ => {
             ck.push(
                 fw_key(key),
@@ -534,13 +528,12 @@ fn history_of(
         .as_array()
         .map(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
         .unwrap_or(None);
-    let in_order = |h: &[f64]| {
-        !h.is_empty()
-            && h.iter().all(|t| (0.0..=1.0).contains(t))
-            && h.windows(2).all(|w| w[0] <= w[1])
-    };
     match values {
-        Some(h) if in_order(&h) && fractions.is_some() && last_two_fractions(&h) == fractions => {
+        Some(h)
+            if fractions_in_order(&h)
+                && fractions.is_some()
+                && last_two_fractions(&h) == fractions =>
+        {
             Some(Some(h))
         }
         _ => {
@@ -552,6 +545,12 @@ fn history_of(
             None
         }
     }
+}
+
+/// Looks' fractions as a run records them: at least one, each in [0, 1],
+/// never going back.
+fn fractions_in_order(h: &[f64]) -> bool {
+    !h.is_empty() && h.iter().all(|t| (0.0..=1.0).contains(t)) && h.windows(2).all(|w| w[0] <= w[1])
 }
 
 /// The recorded information fractions: both or neither, with
