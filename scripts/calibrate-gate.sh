@@ -16,6 +16,9 @@
 # at the suite's size and, with --adaptive, until the gate resolves or its
 # budget is spent. The script tallies each report's performance_outcome
 # (pass / fail / inconclusive) and writes OUT with the command that made it.
+# The plan gives no `window` (the c=1 cell's default: blocks of one request)
+# unless WINDOW is set (WINDOW=4: the blocks of 4 of the sets before #31's
+# fifth step).
 # Loopback only. Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,7 +78,7 @@ plan() { # FILE BASE_PORT CAND_PORT
 name = "gate-calibration"
 suite = "$root/suites/gate-calibration.toml"
 schedule = "interleaved"
-window = 4
+${WINDOW:+window = $WINDOW}
 skip_turnover = true
 policy = "$root/policies/default.toml"
 [adaptive]
@@ -160,7 +163,7 @@ for n in $(seq 1 "$adaptive_trials"); do
 done
 
 python3 - "$results" "$out" "$delay" "$ttft" "$trials $adaptive_trials $out $max_requests $max_minutes" "$max_requests" "$max_minutes" <<'PY'
-import collections, sys, datetime
+import collections, datetime, os, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 out, delay, ttft, args = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 max_requests, max_minutes = sys.argv[6], sys.argv[7]
@@ -171,16 +174,16 @@ lines = [
     "# Evidence gate on the real reference engine",
     "",
     f"Measured {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC on this machine (2 cores) by",
-    f"`scripts/calibrate-gate.sh {args}`; regenerate with the same command.",
+    f"`{'WINDOW=' + os.environ['WINDOW'] + ' ' if os.environ.get('WINDOW') else ''}scripts/calibrate-gate.sh {args}`; regenerate with the same command.",
     "",
     "One llama.cpp server (reference engine, baseline profile) behind two loopback",
     "forwarders; *A/A*: both add 0 ms; *injected*: the candidate's adds",
     f"{delay} ms per request (10 % of the c1-256 cell's TTFT p50, {float(ttft):.0f} ms).",
     "Each trial is `infergate qualify` with the interleaved schedule, suite",
-    "`suites/gate-calibration.toml` (one c=1 cell, 16 requests = 4 blocks of 4),",
+    f"`suites/gate-calibration.toml` (one c=1 cell of 16 requests, in blocks of {os.environ.get('WINDOW') or 'one request (the default)'}),",
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
     f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
-    "round of one A B B A pair of blocks (alpha spent by O'Brien-Fleming at each look's share of the budget;",
+    "round of A B B A blocks of at least 8 requests per side (alpha spent by O'Brien-Fleming at each look's information fraction;",
     "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
     "The last column is each decided trial's cost from its report",
     "(`gates.performance_evidence.requests_per_side` against",

@@ -18,7 +18,13 @@ the two sides' journals and the report:
   between the block and its pair and are correlated: the oracle's
   independence overstates what each request carries;
 - the cost against an oracle that knows that variance (the report's oracle
-  times the design effect of the pair it names).
+  times the design effect of the pair it names);
+- the drift's time structure: the lag-1 correlation of the log TTFT, in the
+  order the schedule ran the requests, between neighbours on the same side
+  and neighbours on different sides, by the client's clock and by the
+  server's own prompt time (`server_timings.prompt_ms`, llama.cpp's). Alike
+  across sides means the drift is the host's, common in time, and a smaller
+  window (request k's two sides closer in time) cancels more of it.
 
 Standard library only; approximate by design (a pass's oracle is the
 dearest pair's, and only that pair's design effect is applied).
@@ -29,7 +35,19 @@ import math
 import statistics as st
 import sys
 
-WINDOW = 4  # scripts/calibrate-gate.sh's plan: window = 4
+import re
+
+# The window of a plan without one, for scripts/calibrate-gate.sh's c=1
+# cell (`config::plan::default_window`).
+DEFAULT_WINDOW = 1
+
+
+def plan_window(q):
+    try:
+        m = re.search(r"^window\s*=\s*(\d+)", open(f"{q}/plan.toml").read(), re.M)
+    except FileNotFoundError:
+        return DEFAULT_WINDOW
+    return int(m.group(1)) if m else DEFAULT_WINDOW
 
 
 def metric_values(record):
@@ -37,7 +55,9 @@ def metric_values(record):
     decode = None
     if c["e2e_ms"] > c["ttft_ms"] and c["completion_tokens"] > 1:
         decode = (c["completion_tokens"] - 1) / ((c["e2e_ms"] - c["ttft_ms"]) / 1000)
-    return {"ttft_p50_ms": c["ttft_ms"], "e2e_p50_ms": c["e2e_ms"], "decode_tok_s_p50": decode}
+    prompt_ms = (c.get("server_timings") or {}).get("prompt_ms")
+    return {"ttft_p50_ms": c["ttft_ms"], "e2e_p50_ms": c["e2e_ms"], "decode_tok_s_p50": decode,
+            "server_prompt_ms": prompt_ms}
 
 
 def journal(path):
@@ -49,20 +69,42 @@ def journal(path):
     return out
 
 
-def design_effect(base, cand, metric):
+def design_effect(base, cand, metric, window):
     blocks = {}
     for i in sorted(set(base) & set(cand)):
         b, c = base[i][metric], cand[i][metric]
         if b and c:
-            blocks.setdefault(i // WINDOW, []).append((b, c))
-    full = [v for v in blocks.values() if len(v) == WINDOW]
+            blocks.setdefault(i // window, []).append((b, c))
+    full = [v for v in blocks.values() if len(v) == window]
     if len(full) < 3:
         return None
     stat = [math.log(st.median(c for _, c in v) / st.median(b for b, _ in v)) for v in full]
     ratios = [math.log(c / b) for v in full for b, c in v]
     mid = st.median(ratios)
     robust_sd = 1.4826 * st.median(abs(x - mid) for x in ratios)
-    return WINDOW * st.variance(stat) / (math.pi / 2 * robust_sd**2)
+    return window * st.variance(stat) / (math.pi / 2 * robust_sd**2)
+
+
+def time_structure(base, cand, window, metric):
+    """Lag-1 correlation of the log metric in run order (block k: baseline
+    first for even k, `interleave::pair`), each side's mean removed: between
+    neighbours on the same side, and on different sides."""
+    seq = []
+    for k in range(max(list(base) + list(cand)) // window + 1):
+        for side in ((base, cand) if k % 2 == 0 else (cand, base)):
+            for i in range(k * window, (k + 1) * window):
+                if i in side and side[i][metric]:
+                    seq.append((id(side), math.log(side[i][metric])))
+    means = {s: st.mean(v for t, v in seq if t == s) for s, _ in seq}
+    seq = [(s, v - means[s]) for s, v in seq]
+    var = st.pvariance([v for _, v in seq])
+    pairs = list(zip(seq, seq[1:]))
+
+    def corr(same):
+        p = [(a[1], b[1]) for a, b in pairs if (a[0] == b[0]) == same]
+        return sum(x * y for x, y in p) / len(p) / var if p and var > 0 else float("nan")
+
+    return corr(True), corr(False)
 
 
 def main(root):
@@ -78,10 +120,11 @@ def main(root):
             continue
         base = journal(f"{q}/baseline-interleaved/journal.jsonl")
         cand = journal(f"{q}/candidate-interleaved/journal.jsonl")
+        window = plan_window(q)
         effects = {}
         for part in gate["parts"]:
             metric = part["subject"].rsplit(".", 1)[-1]
-            effects[metric] = (design_effect(base, cand, metric), part.get("oracle_requests_per_side"))
+            effects[metric] = (design_effect(base, cand, metric, window), part.get("oracle_requests_per_side"))
         named = [m for m, (_, o) in effects.items() if o == oracle]
         de = effects[named[0]][0] if named else None
         aware = used / (oracle * de) if de else None
@@ -91,6 +134,9 @@ def main(root):
             f"\tratio {used / oracle:.2f}\tdesign effect ({named[0] if named else '?'}) "
             f"{de:.2f}\tagainst the design-aware oracle {aware:.2f}\tall pairs: "
             + ", ".join(f"{m} {e:.2f}" for m, (e, _) in effects.items() if e)
+            + f"\twindow {window}\tlag-1 same side / across sides: TTFT "
+            + "%.2f / %.2f" % time_structure(base, cand, window, "ttft_p50_ms")
+            + ", server prompt_ms %.2f / %.2f" % time_structure(base, cand, window, "server_prompt_ms")
         )
     if rows:
         print(f"median ratio {st.median(r for r, _ in rows):.2f}; "

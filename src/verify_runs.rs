@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
+use crate::config::plan::DefaultWindow;
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
@@ -643,7 +644,8 @@ fn rebuild_interleaved(
     let name = file.display().to_string();
     let out_dir = file.parent().unwrap_or(Path::new("."));
     let label = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-    let plan = match QualificationFile::read(out_dir).and_then(|q| q.load_plan(out_dir)) {
+    let read = QualificationFile::read(out_dir).and_then(|q| Ok((q.load_plan(out_dir)?, q)));
+    let (plan, qf) = match read {
         Ok(p) => p,
         Err(e) => {
             ck.limit(format!("{name}: interleaved blocks are pooled again only inside their qualification directory, with its plan.toml ({e:#}); taken as given"));
@@ -685,7 +687,8 @@ fn rebuild_interleaved(
     };
     // The blocks' journal is not a file compare read: held to the last block's record.
     let journal = read_journal(ck, None, side, &block_file, &block)?;
-    let layout = interleave::layout(&suite.cells, plan.window);
+    let rule = qf.default_window.unwrap_or(DefaultWindow::Legacy);
+    let layout = interleave::layout_by(&suite.cells, plan.window, rule);
     let totals: Vec<usize> = layout
         .iter()
         .map(|l| {

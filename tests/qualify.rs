@@ -509,10 +509,11 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
             "/policies/default.toml"
         )),
     );
-    // Blocks of 2; 8 requests per side per cell allow 2 rounds (A B B A each).
+    // Blocks of 4; 16 requests per side per cell allow 2 rounds (A B B A
+    // each: two blocks of 4, a round's 8 requests per side).
     let plan = env.plan(
         "engine_profile = \"candidate\"",
-        "window = 2\npolicy = \"policy.toml\"\n[adaptive]\nmax_requests = 8\nmax_minutes = 30",
+        "window = 4\npolicy = \"policy.toml\"\n[adaptive]\nmax_requests = 16\nmax_minutes = 30",
     );
     // Adaptive by the flag (as `--adaptive`); interrupted inside round 2.
     let ledger = Ledger::open(&env.ledger).unwrap();
@@ -575,7 +576,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         assert_eq!(r["round"], i as u64 + 1);
         // Every look is told how many looks the budget allows.
         assert_eq!(r["looks"], 2);
-        assert_eq!(r["requests_per_side"]["tiny"], 4 * (i as u64 + 1));
+        assert_eq!(r["requests_per_side"]["tiny"], 8 * (i as u64 + 1));
     }
     assert!(rounds[0]["stop"].is_null());
     // The budget's last round ends the run; its look may also resolve the
@@ -588,7 +589,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     let spent = detail_of(&entries, "adaptive", "-", "ok");
     assert_eq!(spent.len(), 1, "{}", s.join("\n"));
     assert_eq!(spent[0]["rounds"], 2);
-    assert_eq!(spent[0]["requests_per_side"], 8);
+    assert_eq!(spent[0]["requests_per_side"], 16);
     assert!(spent[0]["minutes"].as_f64().unwrap() > 0.0);
     assert!(
         o.spent
@@ -637,16 +638,17 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         idx.sort();
         assert_eq!(
             idx,
-            (0..8).collect::<Vec<_>>(),
+            (0..16).collect::<Vec<_>>(),
             "{label}: each request once"
         );
         let art = report::read_artifact(&o.out_dir.join(format!("{label}.json"))).unwrap();
         assert_eq!(art.schedule, Some(Schedule::Interleaved));
-        assert_eq!(art.cells[0].requests, 8);
+        assert_eq!(art.cells[0].requests, 16);
         clusters.push(art.cells[0].sample_clusters["ttft_ms"].clone());
     }
     assert_eq!(clusters[0], clusters[1]);
-    assert_eq!(clusters[0], [0, 0, 1, 1, 2, 2, 3, 3]);
+    let blocks_of_4: Vec<u32> = (0..16).map(|i| i / 4).collect();
+    assert_eq!(clusters[0], blocks_of_4);
     // The report is the look after the last round, at that look's share of alpha.
     let v = report::read_report_value(&o.report.clone().expect("report")).unwrap();
     let fw = &v["statistics"]["family_wise"];

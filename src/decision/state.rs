@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::config::plan::Plan;
+use crate::config::plan::{DefaultWindow, Plan};
 use crate::decision::ledger::{Entry, Status};
 use crate::report::DecisionAction;
 
@@ -33,6 +33,14 @@ pub struct QualificationFile {
     pub plan_sha256: String,
     /// The ledger it is recorded in (a file path, or a URL without a password).
     pub ledger: crate::decision::ledger::Location,
+    /// The rule that cut cells the plan gives no `window`; absent in files
+    /// written before there was a choice (`Legacy`).
+    #[serde(default = "legacy_window", skip_serializing_if = "Option::is_none")]
+    pub default_window: Option<DefaultWindow>,
+}
+
+fn legacy_window() -> Option<DefaultWindow> {
+    Some(DefaultWindow::Legacy)
 }
 
 impl QualificationFile {
@@ -75,4 +83,28 @@ pub fn decision_in(entries: &[Entry]) -> DecisionAction {
 
 pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
     out_dir.join(format!("{label}-{n}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file written before the window rule reads as the legacy rule; a
+    /// new one names the rule it ran and reads back the same.
+    #[test]
+    fn the_default_window_rule_is_read_as_written() {
+        let old = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
+        let q: QualificationFile = serde_json::from_str(old).unwrap();
+        assert_eq!(q.default_window, Some(DefaultWindow::Legacy));
+        let new = QualificationFile {
+            default_window: Some(DefaultWindow::ByArrivals),
+            ..q
+        };
+        let text = serde_json::to_string(&new).unwrap();
+        assert!(text.contains(r#""default_window":"by_arrivals""#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<QualificationFile>(&text).unwrap(),
+            new
+        );
+    }
 }

@@ -11,7 +11,7 @@
 //! `k` of the baseline pairs with block `k` of the candidate.
 
 use crate::artifact::CellResult;
-use crate::config::plan::{BASELINE, CANDIDATE, default_window};
+use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow};
 use crate::config::suite::CellSpec;
 use crate::measure::aggregate;
 use crate::measure::record::RequestRecord;
@@ -27,13 +27,24 @@ pub struct CellLayout {
     pub requests: usize,
 }
 
-/// Each cell's block size: the plan's `window`, else [`default_window`] of its concurrency.
+/// Each cell's block size: the plan's `window`, else
+/// [`default_window`](crate::config::plan::default_window) of
+/// its concurrency and arrivals.
 pub fn layout(cells: &[CellSpec], window: Option<usize>) -> Vec<CellLayout> {
+    layout_by(cells, window, DefaultWindow::default())
+}
+
+/// [`layout`] with the default `rule` a qualification recorded (`verify --runs`).
+pub fn layout_by(
+    cells: &[CellSpec],
+    window: Option<usize>,
+    rule: DefaultWindow,
+) -> Vec<CellLayout> {
     cells
         .iter()
         .map(|c| {
             let w = window
-                .unwrap_or_else(|| default_window(c.concurrency))
+                .unwrap_or_else(|| rule.window(c.concurrency, !c.open_loop()))
                 .max(1);
             // Conversations: whole sessions per block, so a block's turns
             // follow each other on one runtime as a user's would.
@@ -97,12 +108,24 @@ pub fn fixed_schedule(cells: &[CellLayout]) -> Vec<Block> {
     out
 }
 
-/// Round `round` (from 0) of an adaptive run: for every cell, blocks
-/// `2 × round` and `2 × round + 1` of a whole window each, A B B A.
+impl CellLayout {
+    /// Blocks per adaptive round: an even number (A B B A pairs), enough for
+    /// 8 requests per side: two blocks of 4 or more, eight of 1. A look per
+    /// round then sees as many new requests whatever the window, and the
+    /// looks (each an exact boundary over all before it) stay as few.
+    pub fn blocks_per_round(&self) -> usize {
+        2 * 4usize.div_ceil(self.window.max(1))
+    }
+}
+
+/// Round `round` (from 0) of an adaptive run: for every cell, its
+/// [`CellLayout::blocks_per_round`] blocks from `round ×` that, of a whole
+/// window each, A B B A.
 pub fn round_schedule(cells: &[CellLayout], round: usize) -> Vec<Block> {
     let mut out = Vec::new();
     for c in cells {
-        for k in [2 * round, 2 * round + 1] {
+        let per = c.blocks_per_round();
+        for k in per * round..per * (round + 1) {
             push_pair(&mut out, &c.name, k as u32, k * c.window, c.window);
         }
     }
@@ -111,7 +134,7 @@ pub fn round_schedule(cells: &[CellLayout], round: usize) -> Vec<Block> {
 
 /// Requests per side of `cell` once `rounds` adaptive rounds are done.
 pub fn adaptive_requests(cell: &CellLayout, rounds: usize) -> usize {
-    rounds * 2 * cell.window
+    rounds * cell.blocks_per_round() * cell.window
 }
 
 /// Requests per side of each cell: the suite's, or what `rounds` adaptive rounds hold.
@@ -131,7 +154,7 @@ pub fn totals(cells: &[CellLayout], rounds: Option<usize>) -> Vec<usize> {
 pub fn max_rounds(cells: &[CellLayout], max_requests: usize) -> usize {
     cells
         .iter()
-        .map(|c| max_requests / (2 * c.window))
+        .map(|c| max_requests / (c.blocks_per_round() * c.window))
         .min()
         .unwrap_or(1)
         .max(1)
@@ -407,15 +430,19 @@ mod tests {
     }
 
     #[test]
-    fn rounds_are_two_block_pairs_per_cell_and_the_budget_bounds_them() {
+    fn rounds_hold_8_requests_per_side_per_cell_and_the_budget_bounds_them() {
         let cells = [cl("x", 2, 99), cl("y", 4, 99)];
         assert_eq!(
             short(&round_schedule(&cells, 1)),
             [
-                "x b k2 4+2",
-                "x c k2 4+2",
-                "x c k3 6+2",
-                "x b k3 6+2",
+                "x b k4 8+2",
+                "x c k4 8+2",
+                "x c k5 10+2",
+                "x b k5 10+2",
+                "x b k6 12+2",
+                "x c k6 12+2",
+                "x c k7 14+2",
+                "x b k7 14+2",
                 "y b k2 8+4",
                 "y c k2 8+4",
                 "y c k3 12+4",
@@ -433,8 +460,15 @@ mod tests {
             idx,
             (0..adaptive_requests(&cells[1], 3)).collect::<Vec<_>>()
         );
-        // 40 requests per side per cell: y (8 a round) allows 5 rounds, x 10.
+        // 8 requests a round whatever the window: eight blocks of 1, two of
+        // 4 or more (16 for blocks of 8).
+        let per_round = |w| adaptive_requests(&cl("w", w, 99), 1);
+        assert_eq!([1, 2, 3, 4, 8].map(per_round), [8, 8, 12, 8, 16]);
+        assert_eq!(cl("w", 1, 99).blocks_per_round(), 8);
+        // 40 requests per side per cell: x and y (8 a round) allow 5 rounds,
+        // blocks of 8 (16 a round) 2.
         assert_eq!(max_rounds(&cells, 40), 5);
+        assert_eq!(max_rounds(&[cl("x", 2, 99), cl("z", 8, 99)], 40), 2);
         assert_eq!(max_rounds(&cells, 3), 1, "at least one round");
         assert_eq!(max_rounds(&[], 3), 1);
     }
@@ -547,7 +581,22 @@ mod tests {
         // Fewer requests recorded than the total: not eligible, and says so.
         let partial = pool_cell(&sp, 2, 5, &base[..3]);
         assert!(!partial.performance_eligible);
-        // A default window follows the concurrency.
-        assert_eq!(layout(&[sp], None)[0].window, 4);
+        // A default window follows the concurrency and the arrivals: one
+        // request at concurrency 1 closed-loop, else at least 4.
+        assert_eq!(layout(std::slice::from_ref(&sp), None)[0].window, 1);
+        // A qualification recorded before the rule pools as it ran.
+        let legacy = layout_by(std::slice::from_ref(&sp), None, DefaultWindow::Legacy);
+        assert_eq!(legacy[0].window, 4);
+        let mut wide = sp.clone();
+        wide.concurrency = 4;
+        let mut open = sp;
+        open.arrival = "poisson:2".into();
+        assert_eq!(
+            layout(&[wide, open], None)
+                .iter()
+                .map(|c| c.window)
+                .collect::<Vec<_>>(),
+            [8, 4]
+        );
     }
 }

@@ -49,7 +49,7 @@ pub(super) async fn adaptive_rounds(
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
         ctx.say(&format!(
-            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is one A B B A pair of blocks per cell and a look",
+            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is A B B A blocks of at least 8 requests per side per cell, and a look",
             budget.max_requests,
             budget.max_minutes,
             budget.looks_by.as_str()

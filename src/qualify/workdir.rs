@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use super::outcome::Options;
-use crate::config::plan::{Plan, PlanSchedule};
+use crate::config::plan::{DefaultWindow, Plan, PlanSchedule};
 use crate::decision::ledger::{Entry, Location, Status};
 use crate::decision::lifecycle::Ctx;
 use crate::decision::state::{
@@ -100,6 +100,7 @@ pub(super) fn record_plan(
         plan_dir: absolute(&plan.base_dir)?,
         plan_sha256: plan.sha256.clone(),
         ledger: ledger_path.absolute()?,
+        default_window: Some(DefaultWindow::default()),
     };
     crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
     ctx.log(

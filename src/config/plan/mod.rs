@@ -7,7 +7,8 @@
 //! suite = "../suites/reference-engine.toml"   # relative to this file
 //! schedule = "interleaved"   # both up at once, short alternating blocks (default
 //!                            # when both can serve at once); or "alternating" passes
-//! window = 4             # interleaved: requests per block (default max(4, 2 × concurrency))
+//! window = 4             # interleaved: requests per block (default 1 for a closed-loop
+//!                        # cell at concurrency 1, else max(4, 2 × concurrency))
 //! # repeats = 2          # alternating only: 1: A B; 2: A B B A; 3: A B B A A B
 //! policy = "../policies/default.toml"         # or an inline [policy] table
 //!
@@ -17,9 +18,10 @@
 //! max_minutes = 30       # wall clock, checked after each round (default 30)
 //! looks_by = "design"    # information fraction: share of the rounds the design
 //!                        # needs or the budget allows, the fewer (default); "budget"
-//! # A round is one A B B A pair of blocks (2 × window requests per side) for
-//! # every cell, then a look at the gate; the suite's `requests` is not used.
-//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
+//! # A round is A B B A blocks of at least 8 requests per side (2 × ⌈4 / window⌉
+//! # blocks: two of 4 or more, eight of 1) for every cell, then a look at the
+//! # gate; the suite's `requests` is not used. Rounds: at most min over cells
+//! # of max_requests / (a round's requests), at least 1.
 //!
 //! [baseline]
 //! driver = "process"                 # external | process | container

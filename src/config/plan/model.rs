@@ -36,7 +36,7 @@ pub struct Plan {
     pub repeats: usize,
     /// How the two runtimes' requests are placed in time.
     pub schedule: PlanSchedule,
-    /// Interleaved: requests per block, for every cell; `None`: [`default_window`].
+    /// Interleaved: requests per block, for every cell; `None`: [`default_window`] of each.
     pub window: Option<usize>,
     /// Interleaved: keep adding rounds of blocks until the gate resolves.
     pub adaptive: Adaptive,
@@ -74,11 +74,40 @@ impl PlanSchedule {
     }
 }
 
-/// Requests per interleaved block when the plan gives no `window`: at least
-/// 4, and twice the cell's concurrency so a block is more than one batch
-/// (every in-flight slot filled, then drained) of the runtime.
-pub fn default_window(concurrency: usize) -> usize {
-    (2 * concurrency).max(4)
+/// Requests per interleaved block when the plan gives no `window`. A
+/// closed-loop cell at concurrency 1: one, so request k of the two sides
+/// run back to back and the host's drift, common to both in time, cancels
+/// in their ratio (issue #31: on the reference engine neighbouring requests
+/// correlate about as much across sides as within one, and blocks of 4
+/// leave request k's two sides four slots apart; docs/gate-calibration.md).
+/// Otherwise at least 4, and twice the concurrency so a block is more than
+/// one batch (every in-flight slot filled, then drained) of the runtime; an
+/// open-loop cell keeps its arrivals over several requests.
+pub fn default_window(concurrency: usize, closed_loop: bool) -> usize {
+    DefaultWindow::ByArrivals.window(concurrency, closed_loop)
+}
+
+/// Which rule cut the cells a plan gives no `window`: recorded in a
+/// qualification's directory so `verify --runs` pools its blocks as they ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultWindow {
+    /// Before issue #31 (a qualification file without the field):
+    /// max(4, 2 × concurrency) for every cell.
+    Legacy,
+    /// [`default_window`]: one request for a closed-loop cell at
+    /// concurrency 1.
+    #[default]
+    ByArrivals,
+}
+
+impl DefaultWindow {
+    pub fn window(self, concurrency: usize, closed_loop: bool) -> usize {
+        match self {
+            DefaultWindow::ByArrivals if closed_loop && concurrency <= 1 => 1,
+            _ => (2 * concurrency).max(4),
+        }
+    }
 }
 
 /// `[adaptive]`: budgets of an adaptive interleaved qualification.

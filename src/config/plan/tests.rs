@@ -257,9 +257,10 @@ fn schedule_defaults_to_interleaved_and_repeats_means_alternating() {
         (plan.schedule, plan.window),
         (PlanSchedule::Interleaved, Some(6))
     );
-    assert_eq!(default_window(1), 4);
-    assert_eq!(default_window(2), 4);
-    assert_eq!(default_window(8), 16);
+    assert_eq!(default_window(1, true), 1);
+    assert_eq!(default_window(1, false), 4);
+    assert_eq!(default_window(2, true), 4);
+    assert_eq!(default_window(8, true), 16);
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/reference.toml");
     let shipped = Plan::load(&shipped).unwrap();
     assert_eq!(shipped.schedule, PlanSchedule::Interleaved);

@@ -207,6 +207,26 @@ struct Sim {
     /// SD of a per-request log factor shared by request j of block k on both
     /// sides (the same prompt: its length, its turn, its cache hit).
     position_sd: f64,
+    /// A drift common to both sides in time (the host's load, as the
+    /// engine's journals show it): AR(1) over the request slots in the order
+    /// the schedule runs them, (correlation per slot, stationary SD).
+    time_drift: (f64, f64),
+    /// How the two sides of a block pair take turns.
+    order: Order,
+    /// A slow request: the share of requests slowed, each on its own, and
+    /// by what factor (a heavy tail).
+    slow: (f64, f64),
+}
+
+/// The order of a block pair's requests in time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Order {
+    /// One side's whole block, then the other's (`interleave::pair`'s A B,
+    /// B A by block).
+    Blocks,
+    /// Request j of both sides back to back, the first of the two flipping
+    /// with j as the blocks' does with k (A B B A within the block).
+    Requests,
 }
 
 struct Draw {
@@ -227,6 +247,7 @@ impl Sim {
     fn draw(&self, shift: f64, r: &mut Xoshiro256) -> Draw {
         let (mut b, mut bc, mut c, mut cc) = (vec![], vec![], vec![], vec![]);
         let factor = (1.0 + shift / 100.0).ln();
+        let time = self.time_drift_series(r);
         for k in 0..self.blocks {
             let common = normal(r) * self.drift_sd;
             // Drawn only when used, so the other simulations' streams stay as they were.
@@ -237,21 +258,62 @@ impl Sim {
             } else {
                 vec![0.0; self.per_block]
             };
-            for (side, out, cl) in [(0.0, &mut b, &mut bc), (factor, &mut c, &mut cc)] {
+            let sides = [(0.0, &mut b, &mut bc), (factor, &mut c, &mut cc)];
+            for (s, (side, out, cl)) in sides.into_iter().enumerate() {
                 let drift = if self.shared {
                     common
                 } else {
                     normal(r) * self.drift_sd
                 };
                 let mut e = normal(r);
-                for pos in &position {
-                    out.push(1000.0 * (side + drift + pos + self.cv * e).exp());
+                for (j, pos) in position.iter().enumerate() {
+                    let at = time.get(self.slot(k, s, j)).copied().unwrap_or(0.0);
+                    let slow = self.slow_factor(r);
+                    out.push(1000.0 * (side + drift + pos + at + slow + self.cv * e).exp());
                     cl.push(k as u32);
                     e = self.phi * e + (1.0 - self.phi * self.phi).sqrt() * normal(r);
                 }
             }
         }
         Draw { b, bc, c, cc }
+    }
+
+    /// The common drift at every request slot; empty without one (drawn
+    /// only when used, so the other simulations' streams stay as they were).
+    fn time_drift_series(&self, r: &mut Xoshiro256) -> Vec<f64> {
+        let (rho, sd) = self.time_drift;
+        if sd <= 0.0 {
+            return Vec::new();
+        }
+        let mut x = normal(r) * sd;
+        (0..self.blocks * 2 * self.per_block)
+            .map(|_| {
+                let now = x;
+                x = rho * x + (1.0 - rho * rho).sqrt() * sd * normal(r);
+                now
+            })
+            .collect()
+    }
+
+    /// The time slot of request `j` of block `k` on side `s` (0 baseline):
+    /// block `k`'s pair runs baseline first for even `k`.
+    fn slot(&self, k: usize, s: usize, j: usize) -> usize {
+        let w = self.per_block;
+        let first = (s == 0) == k.is_multiple_of(2);
+        match self.order {
+            Order::Blocks => k * 2 * w + if first { j } else { w + j },
+            Order::Requests => k * 2 * w + 2 * j + usize::from(first != j.is_multiple_of(2)),
+        }
+    }
+
+    /// A slow request's log factor, or 0 (drawn only when used).
+    fn slow_factor(&self, r: &mut Xoshiro256) -> f64 {
+        let (share, factor) = self.slow;
+        if share > 0.0 && r.next_f64() < share {
+            factor.ln()
+        } else {
+            0.0
+        }
     }
 }
 
@@ -358,6 +420,9 @@ const INTERLEAVED: Sim = Sim {
     drift_sd: 0.06,
     shared: true,
     position_sd: 0.0,
+    time_drift: (0.0, 0.0),
+    order: Order::Blocks,
+    slow: (0.0, 1.0),
 };
 
 /// Three cells gate together (m = 3): a family-wise false fail is any cell failing.
@@ -1133,10 +1198,21 @@ fn known_variance_oracle(sim: Sim, shift: f64, margin: f64, alpha: f64, power: f
             * (1..sim.per_block)
                 .map(|j| (1.0 - j as f64 / k) * sim.phi.powi(j as i32))
                 .sum::<f64>();
-    let var = 2.0 * std::f64::consts::FRAC_PI_2 * sim.cv * sim.cv * inflation;
+    oracle_of_variance(
+        2.0 * sim.cv * sim.cv * inflation,
+        shift,
+        margin,
+        alpha,
+        power,
+    )
+}
+
+/// A one-look z test's requests per side for a median whose per-request
+/// log ratio has variance `var`: π/2 · var · z² / δ².
+fn oracle_of_variance(var: f64, shift: f64, margin: f64, alpha: f64, power: f64) -> f64 {
     let delta = ((1.0 + margin / 100.0) / (1.0 + shift / 100.0)).ln().abs();
     let z = normal_quantile(1.0 - alpha) + normal_quantile(power);
-    var * z * z / (delta * delta)
+    std::f64::consts::FRAC_PI_2 * var * z * z / (delta * delta)
 }
 
 /// One simulated case: its name, the three cells' shifts, the outcome it
@@ -1577,17 +1653,19 @@ fn planned_run(
     trials: usize,
     seed: u64,
 ) -> ([usize; 3], f64) {
-    const BLOCKS_PER_ROUND: usize = 2;
+    // A look every 8 requests per side whatever the window (two blocks of
+    // 4, as the rounds of `qualify`'s default window).
+    let blocks_per_round = (8 / sim.per_block.max(1)).max(2);
     let by_design = looks != Looks::Budget;
     let pass_share = match looks {
         Looks::DesignBySide => pass_design_share(alpha, m),
         _ => 1.0,
     };
     let sim = Sim {
-        blocks: clock * BLOCKS_PER_ROUND,
+        blocks: clock * blocks_per_round,
         ..sim
     };
-    let per_round = BLOCKS_PER_ROUND * sim.per_block;
+    let per_round = blocks_per_round * sim.per_block;
     let mut r = Xoshiro256::new(seed);
     let mut counts = [0usize; 3];
     let mut spent = 0usize;
@@ -1726,4 +1804,203 @@ fn looks_by_the_information_the_design_needs() {
     // sooner.
     let (design, by_side) = (row(15, Looks::Design, 0), row(15, Looks::DesignBySide, 0));
     assert!(by_side.4 < design.4, "{by_side:?} vs {design:?}");
+}
+
+/// The issue's oracle as a report computes it on a run's own data: the
+/// squared robust SD (1.4826 × MAD) of the per-request log ratios, pooled
+/// over `trials` draws, treated as independent.
+fn per_request_log_ratio_variance(sim: Sim, trials: usize, seed: u64) -> f64 {
+    let mut r = Xoshiro256::new(seed);
+    let mut d = Vec::new();
+    for _ in 0..trials {
+        let draw = sim.draw(0.0, &mut r);
+        d.extend(draw.b.iter().zip(&draw.c).map(|(b, c)| (c / b).ln()));
+    }
+    let m = crate::stats::median(&d).unwrap();
+    let dev: Vec<f64> = d.iter().map(|x| (x - m).abs()).collect();
+    (1.4826 * crate::stats::median(&dev).unwrap()).powi(2)
+}
+
+/// The gate's own two-sided 95 % interval (each bound at 2.5 %, the t
+/// widening of few blocks included) over `trials` fixed-size runs: how
+/// often it holds the true change.
+fn gate_coverage(sim: Sim, shift: f64, trials: usize, seed: u64) -> f64 {
+    let mut r = Xoshiro256::new(seed);
+    let covered = (0..trials)
+        .filter(|&t| {
+            let d = sim.draw(shift, &mut r);
+            let ev = judge(
+                &d,
+                Resampling::PairedRequests,
+                (0.025, 0.025),
+                None,
+                t as u64,
+            )
+            .ev;
+            ev.lower_bound_percent <= shift && shift <= ev.upper_bound_percent
+        })
+        .count();
+    covered as f64 / trials as f64
+}
+
+/// Issue #31, fifth step: the reference engine's drift is common to both
+/// sides in time. Its journals (both sides on one server, in run order)
+/// fit an AR(1) of about 0.9 per request over 70 % of the variance, the
+/// rest white (SD 0.10 and 0.06 on the log scale): neighbouring requests
+/// are alike whichever side sent them. Blocks of 4 run one side's four,
+/// then the other's, so request k's two sides are four slots apart and
+/// the drift between the halves stays in the block's ratio. Blocks of one
+/// request (the default now for a closed-loop cell at concurrency 1) put
+/// them in adjacent slots; so would turns of one request inside blocks of
+/// 4 (not built: a block is one runner invocation), which still pay the
+/// median of four. Holds, for every design and for blocks of 1 with a
+/// heavy tail (5 % of requests twice as slow, each on its own): the gate's
+/// 95 % bounds cover at least 92 % (300 fixed-size runs of 96 requests per
+/// side) and no wrong call above 5 %; blocks of 1 decide with fewer
+/// requests than blocks of 4, A/A and +10 % both, and a runtime exactly on the margin
+/// passes or fails at most α (+ 2 SE). Looks every 8 requests per side (a
+/// 15-look clock), pass side by its own information. Prints the table
+/// `docs/gate-calibration.md` quotes, with ASN against the issue's oracle
+/// on the same data (per-request log ratios as independent, so it too is
+/// cheaper where request k's sides are adjacent).
+#[test]
+fn blocks_of_one_request_cancel_a_drift_common_in_time() {
+    let (alpha, m, clock) = (0.05, 3, 15);
+    let engine = Sim {
+        cv: 0.06,
+        phi: 0.0,
+        drift_sd: 0.0,
+        time_drift: (0.9, 0.10),
+        ..INTERLEAVED
+    };
+    // Turns of 1 in blocks of 4 (`Order::Requests`, seed 4114) and blocks
+    // of 4 with the heavy tail (seed 4121) are left out to save CI minutes;
+    // their rows in the docs came from this test with them added.
+    let designs = [
+        ("blocks of 4", 4, Order::Blocks, (0.0, 1.0), 4100),
+        ("blocks of 1", 1, Order::Blocks, (0.0, 1.0), 4107),
+        (
+            "blocks of 1, heavy tail",
+            1,
+            Order::Blocks,
+            (0.05, 2.0),
+            4128,
+        ),
+    ];
+    let slack = |n: usize| 2.0 * (alpha * (1.0 - alpha) / n as f64).sqrt();
+    let mut asn = Vec::new();
+    for (i, (name, w, order, slow, seed)) in designs.into_iter().enumerate() {
+        let sim = Sim {
+            per_block: w,
+            order,
+            slow,
+            ..engine
+        };
+        let fixed = Sim {
+            blocks: 96 / w,
+            ..sim
+        };
+        let cover = gate_coverage(fixed, 10.0, 300, seed);
+        let var = per_request_log_ratio_variance(fixed, 50, seed + 1);
+        let cases = [
+            ("A/A pass", [0.0; 3], 0, alpha, 0.8f64.powf(1.0 / 3.0), 0.0),
+            (
+                "+10% fail",
+                [10.0, 0.0, 0.0],
+                1,
+                alpha / m as f64,
+                0.8,
+                10.0,
+            ),
+        ];
+        for (case, shifts, want, a, power, shift) in cases {
+            let oracle = oracle_of_variance(var, shift, 5.0, a, power);
+            let looks = Looks::DesignBySide;
+            let (counts, n) = planned_run(sim, shifts, (alpha, m), clock, looks, 100, seed + 2);
+            eprintln!(
+                "{name:25} | cover {cover:.3} | {case:9} | {counts:?} | ASN {n:6.1} | oracle {oracle:5.1} | {:.2}×",
+                n / oracle
+            );
+            assert!(counts[1 - want] <= 5, "{name} {case}: {counts:?}");
+            asn.push((i, want, n));
+        }
+        assert!(cover >= 0.92, "{name}: coverage {cover}");
+    }
+    let of = |i, want| asn.iter().find(|a| (a.0, a.1) == (i, want)).unwrap().2;
+    for want in [0, 1] {
+        assert!(of(1, want) < of(0, want), "{asn:?}");
+    }
+    let sim = Sim {
+        per_block: 1,
+        ..engine
+    };
+    let trials = 200;
+    let (counts, n) = planned_run(
+        sim,
+        [5.0, 0.0, 0.0],
+        (alpha, m),
+        clock,
+        Looks::DesignBySide,
+        trials,
+        4190,
+    );
+    eprintln!("blocks of 1               | on the margin [5, 0, 0] | {counts:?} | ASN {n:6.1}");
+    for wrong in [counts[0], counts[1]] {
+        assert!(
+            wrong as f64 / trials as f64 <= alpha + slack(trials),
+            "on the margin: {counts:?}"
+        );
+    }
+}
+
+/// The simulation's run order is the schedule's: block k's pair baseline
+/// first for even k (`interleave::pair`); turns by request alternate
+/// A B B A inside the block; every slot taken once.
+#[test]
+fn the_simulated_run_order_is_the_schedules() {
+    let at = |order, w| {
+        let sim = Sim {
+            blocks: 2,
+            per_block: w,
+            order,
+            ..INTERLEAVED
+        };
+        let mut slots: Vec<(usize, usize, usize, usize)> = Vec::new();
+        for k in 0..2 {
+            for s in 0..2 {
+                for j in 0..w {
+                    slots.push((sim.slot(k, s, j), k, s, j));
+                }
+            }
+        }
+        slots.sort();
+        assert!(slots.iter().enumerate().all(|(i, x)| x.0 == i), "{slots:?}");
+        slots.iter().map(|x| (x.1, x.2, x.3)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        at(Order::Blocks, 2),
+        [
+            (0, 0, 0),
+            (0, 0, 1),
+            (0, 1, 0),
+            (0, 1, 1),
+            (1, 1, 0),
+            (1, 1, 1),
+            (1, 0, 0),
+            (1, 0, 1)
+        ]
+    );
+    assert_eq!(
+        at(Order::Requests, 2),
+        [
+            (0, 0, 0),
+            (0, 1, 0),
+            (0, 1, 1),
+            (0, 0, 1),
+            (1, 1, 0),
+            (1, 0, 0),
+            (1, 0, 1),
+            (1, 1, 1)
+        ]
+    );
 }
