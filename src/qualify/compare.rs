@@ -12,7 +12,7 @@ use super::pool::{Blocks, merge_interleaved, merge_passes_of};
 use super::progress::{
     PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round, rounds_done,
 };
-use super::workdir::turnover_dir;
+use super::workdir::{recorded_window_rule, turnover_dir};
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
 use crate::decision::ledger::Status;
@@ -131,7 +131,11 @@ fn compare(
     blocks: Option<Blocks>,
 ) -> Result<Report> {
     if ctx.plan.schedule == PlanSchedule::Interleaved {
-        let cells = interleave::layout(&suite.suite.cells, ctx.plan.window);
+        let cells = interleave::layout_by(
+            &suite.suite.cells,
+            ctx.plan.window,
+            recorded_window_rule(ctx.out_dir),
+        );
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
         let last = last_round(&entries);
         // The last look again, at the fractions its round recorded; a ledger

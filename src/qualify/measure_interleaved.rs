@@ -11,6 +11,7 @@ use super::outcome::PassFailure;
 use super::pool::Blocks;
 use super::progress::{last_round, side_finished, warmups_sent};
 use super::up::Up;
+use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::Status;
@@ -32,7 +33,11 @@ pub(super) async fn run_interleaved(
         runtime,
         error,
     };
-    let cells = interleave::layout(&suite.suite.cells, ctx.plan.window);
+    let cells = interleave::layout_by(
+        &suite.suite.cells,
+        ctx.plan.window,
+        recorded_window_rule(ctx.out_dir),
+    );
     let entries = ctx
         .ledger
         .entries(ctx.qualification)

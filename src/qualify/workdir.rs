@@ -137,6 +137,16 @@ pub(super) fn record_plan(
     Ok(())
 }
 
+/// The default-window rule the qualification in `out_dir` began under, so a
+/// resumed one cuts its blocks as its first invocation did: a file without
+/// the field was written before the rule (`Legacy`); no file, the current one.
+pub(super) fn recorded_window_rule(out_dir: &Path) -> DefaultWindow {
+    match QualificationFile::read(out_dir) {
+        Ok(q) => q.default_window.unwrap_or(DefaultWindow::Legacy),
+        Err(_) => DefaultWindow::default(),
+    }
+}
+
 pub(super) fn record_resume(ctx: &Ctx<'_>, opts: &Options, entries: usize) -> Result<()> {
     ctx.log(
         "resume",
@@ -221,6 +231,19 @@ mod tests {
     use super::*;
     use crate::config::plan::CANDIDATE;
     use crate::decision::state::pass_dir;
+
+    #[test]
+    fn a_resumed_qualification_keeps_the_window_rule_it_began_under() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::ByArrivals);
+        let old = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
+        std::fs::write(dir.path().join(QUALIFICATION_FILE), old).unwrap();
+        assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::Legacy);
+        let mut q: QualificationFile = serde_json::from_str(old).unwrap();
+        q.default_window = Some(DefaultWindow::ByArrivals);
+        crate::atomic::write_json_atomic(&dir.path().join(QUALIFICATION_FILE), &q).unwrap();
+        assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::ByArrivals);
+    }
 
     #[test]
     fn ids_are_directory_safe() {
