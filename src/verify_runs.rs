@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
-use crate::config::plan::DefaultWindow;
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
@@ -687,8 +686,7 @@ fn rebuild_interleaved(
     };
     // The blocks' journal is not a file compare read: held to the last block's record.
     let journal = read_journal(ck, None, side, &block_file, &block)?;
-    let rule = qf.default_window.unwrap_or(DefaultWindow::Legacy);
-    let layout = interleave::layout_by(&suite.cells, plan.window, rule);
+    let layout = interleave::layout_by(&suite.cells, plan.window, qf.window_rule());
     let totals: Vec<usize> = layout
         .iter()
         .map(|l| {

@@ -44,6 +44,12 @@ fn legacy_window() -> Option<DefaultWindow> {
 }
 
 impl QualificationFile {
+    /// The rule that cut cells the plan gives no `window` (`Legacy` when
+    /// the file predates the field).
+    pub fn window_rule(&self) -> DefaultWindow {
+        self.default_window.unwrap_or(DefaultWindow::Legacy)
+    }
+
     pub fn read(out_dir: &Path) -> Result<QualificationFile> {
         let p = out_dir.join(QUALIFICATION_FILE);
         let text =
@@ -85,6 +91,10 @@ pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
     out_dir.join(format!("{label}-{n}"))
 }
 
+/// A qualification file as written before the window rule (for tests).
+#[cfg(test)]
+pub(crate) const LEGACY_QUALIFICATION_JSON: &str = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,8 +103,7 @@ mod tests {
     /// new one names the rule it ran and reads back the same.
     #[test]
     fn the_default_window_rule_is_read_as_written() {
-        let old = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
-        let q: QualificationFile = serde_json::from_str(old).unwrap();
+        let q: QualificationFile = serde_json::from_str(LEGACY_QUALIFICATION_JSON).unwrap();
         assert_eq!(q.default_window, Some(DefaultWindow::Legacy));
         let new = QualificationFile {
             default_window: Some(DefaultWindow::ByArrivals),

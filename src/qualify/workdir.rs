@@ -142,7 +142,7 @@ pub(super) fn record_plan(
 /// the field was written before the rule (`Legacy`); no file, the current one.
 pub(super) fn recorded_window_rule(out_dir: &Path) -> DefaultWindow {
     match QualificationFile::read(out_dir) {
-        Ok(q) => q.default_window.unwrap_or(DefaultWindow::Legacy),
+        Ok(q) => q.window_rule(),
         Err(_) => DefaultWindow::default(),
     }
 }
@@ -236,7 +236,7 @@ mod tests {
     fn a_resumed_qualification_keeps_the_window_rule_it_began_under() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::ByArrivals);
-        let old = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
+        let old = crate::decision::state::LEGACY_QUALIFICATION_JSON;
         std::fs::write(dir.path().join(QUALIFICATION_FILE), old).unwrap();
         assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::Legacy);
         let mut q: QualificationFile = serde_json::from_str(old).unwrap();
