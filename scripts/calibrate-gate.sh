@@ -132,12 +132,14 @@ r = json.load(open(sys.argv[1]))
 cells = r["cells"]
 ttft = cells.get("c1-256", {}).get("metrics", {}).get("ttft_p50_ms", {})
 req = max(c.get("candidate_requests", 0) for c in cells.values())
-# What the verdict cost against the known-variance oracle on the trial's own data.
+# What the verdict cost against the two oracles on the trial's own data:
+# the one that knows the spread and the one that learns it.
 g = (r.get("gates") or {}).get("performance_evidence") or {}
 print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], r.get("performance_outcome", "?"),
                  str(ttft.get("baseline", "")), str(ttft.get("delta_percent", "")),
                  str(req), sys.argv[5], str(g.get("requests_per_side", "")),
-                 str(g.get("oracle_requests_per_side", ""))]))
+                 str(g.get("oracle_requests_per_side", "")),
+                 str(g.get("learning_oracle_requests_per_side", ""))]))
 PY
     say "trial $id: $(tail -1 "$results" | cut -f4) (ttft delta $(tail -1 "$results" | cut -f6)%)"
     [[ -n "${RESULTS_TSV:-}" ]] && tail -1 "$results" >>"$RESULTS_TSV"
@@ -185,19 +187,21 @@ lines = [
     f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
     "round of A B B A blocks of at least 8 requests per side (alpha spent by O'Brien-Fleming at each look's information fraction;",
     "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
-    "The last column is each decided trial's cost from its report",
+    "The last two columns are each decided trial's cost from its report",
     "(`gates.performance_evidence.requests_per_side` against",
-    "`oracle_requests_per_side`: the fixed-n z test that knows the spread, on",
-    "the trial's own per-request data, at 80 % power).",
+    "`oracle_requests_per_side`: the fixed-n z test that knows the spread, and",
+    "`learning_oracle_requests_per_side`: the fixed-n t test that learns it from",
+    "its own requests; on the trial's own per-request data, at 80 % power).",
     "",
-    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) | used / oracle, decided trials (median ratio) |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| scenario | mode | trials | pass | fail | inconclusive | TTFT p50 delta (mean) | requests/side/cell (mean) | minutes per trial (mean) | used / known-spread oracle, decided trials (median ratio) | used / learning oracle (median ratio) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
-def cost(rs):
-    # Decided trials: the deciding pairs' requests per side against what the
-    # known-variance oracle needs on the same data (the report's figures).
-    pairs = [(int(r[8]), int(r[9])) for r in rs
-             if len(r) > 9 and r[3] in ("pass", "fail") and r[8] and r[9]]
+def cost(rs, col):
+    # Decided trials: the deciding pairs' requests per side against what an
+    # oracle needs on the same data (the report's figures; column 9 knows
+    # the spread, 10 learns it).
+    pairs = [(int(r[8]), int(r[col])) for r in rs
+             if len(r) > col and r[3] in ("pass", "fail") and r[8] and r[col]]
     if not pairs:
         return "—"
     ratios = sorted(u / o for u, o in pairs)
@@ -210,7 +214,7 @@ for (scen, mode), rs in groups.items():
     mins = [int(r[7]) / 60 for r in rs]
     lines.append(
         f"| {scen} | {mode} | {len(rs)} | {c['pass']} | {c['fail']} | {c['inconclusive']} | "
-        f"{sum(deltas)/max(len(deltas),1):+.1f}% | {sum(reqs)/len(reqs):.0f} | {sum(mins)/len(mins):.1f} | {cost(rs)} |"
+        f"{sum(deltas)/max(len(deltas),1):+.1f}% | {sum(reqs)/len(reqs):.0f} | {sum(mins)/len(mins):.1f} | {cost(rs, 9)} | {cost(rs, 10)} |"
     )
 lines += [
     "",

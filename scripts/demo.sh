@@ -74,9 +74,11 @@ need = g.get("requests_to_resolve")
 if need:
     print(f"   about {need} requests per side per cell would decide it")
 used, oracle = g.get("requests_per_side"), g.get("oracle_requests_per_side")
+learning = g.get("learning_oracle_requests_per_side")
 if used and oracle:
     what = "so far" if g.get("outcome") == "inconclusive" else "decided it"
-    print(f"   evidence cost: {used} requests per side {what}; a known-variance oracle on the same data needs {oracle} ({used / oracle:.1f}x)")
+    also = f"; one that learns the spread, {learning} ({used / learning:.1f}x)" if learning else ""
+    print(f"   evidence cost: {used} requests per side {what}; a known-variance oracle on the same data needs {oracle} ({used / oracle:.1f}x){also}")
 print(f"   cost: {measured} measured requests (both sides, warmups and probes not counted), {turn} turnover requests, {int(sys.argv[2]) / 60:.1f} minutes")
 PY
     # The report made again from the journals the qualification wrote.

@@ -1254,3 +1254,85 @@ fn the_verdict_and_decisive_metrics_come_first() {
         "the cells come after: {head}"
     );
 }
+
+/// Interleaved blocks of one request, the candidate 1 % slower in every
+/// pair but one astride a host's burst (1.5×): the default policy combines
+/// the blocks by a trimmed mean, which sets that pair aside, and says so in
+/// the report; `verify` recomputes it as made, and refuses the report when
+/// its `block_mean` is changed or removed (a report without it is read as
+/// the mean, as every report before it was made).
+#[test]
+fn interleaved_blocks_combine_by_the_trimmed_mean_the_report_names() {
+    let n = 20;
+    let interleaved = |label: &str, digest: &str, factor: &dyn Fn(usize) -> f64| {
+        let base = fixtures::spread_samples(n, (500.0, 900.0, 100.0), 0);
+        let samples = base
+            .into_iter()
+            .map(|(k, v)| {
+                // Decode speed is higher-is-better: slower is less.
+                let slower = k == metric::DECODE_TOK_S;
+                let v = v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if slower { x / factor(i) } else { x * factor(i) });
+                (k, v.collect())
+            })
+            .collect();
+        let mut c = fixtures::cell("c1", shape(256, n), samples, Some(253.0));
+        c.sample_clusters = c
+            .samples
+            .keys()
+            .map(|k| (k.clone(), (0..n as u32).collect()))
+            .collect();
+        let mut a = artifact(label, digest, vec![c], vec![]);
+        a.schedule = Some(infergate::artifact::Schedule::Interleaved);
+        a
+    };
+    let b = interleaved("baseline", "0c06", &|_| 1.0);
+    let c = interleaved("candidate", "877a", &|i| if i == 7 { 1.5 } else { 1.01 });
+    let mut policy = Policy {
+        source: "tests: defaults with 2000 iterations".into(),
+        ..Policy::default()
+    };
+    policy.bootstrap.iterations = 2000;
+    let r = compare(&b, &c, &policy).expect("comparable");
+    let v = clean(&r);
+    assert_eq!(
+        v["statistics"]["design"]["block_mean"], "trimmed",
+        "{}",
+        v["statistics"]["design"]
+    );
+    let method = v["statistics"]["design"]["resampling_method"]
+        .as_str()
+        .unwrap();
+    assert!(method.contains("trimmed"), "{method}");
+    let point_of = |v: &Value| {
+        v["cells"]["c1"]["metrics"]["ttft_p50_ms"]["evidence"]["worse_change_percent"]
+            .as_f64()
+            .expect("evidence")
+    };
+    let point = point_of(&v);
+    assert!(
+        (point - 1.0).abs() < 1e-6,
+        "the burst's pair moved the estimate: {point}"
+    );
+
+    // The mean: the burst's pair is in the estimate, and in the report.
+    policy.gate.block_mean = stats::BlockMean::Mean;
+    let m = compare(&b, &c, &policy).expect("comparable");
+    let mv = clean(&m);
+    assert_eq!(mv["statistics"]["design"]["block_mean"], "mean");
+    let mean_point = point_of(&mv);
+    assert!(mean_point > 2.5, "{mean_point}");
+
+    // Changed or removed, the field no longer matches what was computed.
+    for edit in [Some("mean"), None] {
+        let mut t = v.clone();
+        let design = t["statistics"]["design"].as_object_mut().unwrap();
+        match edit {
+            Some(s) => design.insert("block_mean".into(), s.into()),
+            None => design.remove("block_mean"),
+        };
+        assert!(!verify(&t).is_empty(), "{edit:?} verified");
+    }
+}

@@ -75,6 +75,20 @@ pub(super) struct Look {
     pub closing: bool,
 }
 
+impl Look {
+    /// A look after round `round` at the full levels, as if it were the
+    /// only one: what the design plans by (its spread), never a verdict.
+    pub fn probe(round: usize) -> Self {
+        Look {
+            round,
+            fractions: Some((0.0, 1.0)),
+            history: Some(vec![1.0]),
+            pass_history: Some(vec![1.0]),
+            closing: false,
+        }
+    }
+}
+
 /// Merge each side's blocks (requests `0 .. totals` of every cell) and compare,
 /// telling the comparison which look of the adaptive plan it is (`None`: a
 /// fixed-size run).

@@ -190,7 +190,7 @@ impl StopReason {
 /// After `rounds_done` rounds and a look that found `outcome`: stop, and why,
 /// or `None` to run another round. A decided gate stops first; then the
 /// request budget; then the clock; then the rounds the design needs
-/// (`design_rounds`, planned at the look before: this look was the last).
+/// (`design_rounds`, planned by this look's spread: this look was the last).
 pub fn stop_after(
     rounds_done: usize,
     max_rounds: usize,
@@ -208,22 +208,34 @@ pub fn stop_after(
     }
 }
 
-/// Rounds before the design plans the looks: a standard error from fewer
-/// blocks (2 per round) is too noisy to plan by. On the reference engine a
-/// first look's (2 blocks) planned 2 rounds where later looks planned 40.
-pub const DESIGN_FIRST_ROUND: usize = 3;
+/// Blocks per cell before the design plans the looks: a standard error
+/// from fewer is too noisy to plan by. On the reference engine a first
+/// look's 2 blocks planned 2 rounds where later looks planned 40. Blocks of
+/// 4 (2 per round) plan from round 3; blocks of one request (8 per round)
+/// from round 1, so a quiet host's first look can spend all it has.
+pub const DESIGN_FIRST_BLOCKS: usize = 6;
 
 /// The rounds a run needs for the design's power, planned at the look
-/// after round `done` from its gate: `done` times the most any pair needs
-/// over what it has (`report::gate::design_growth`), rounded up. None when
-/// not every pair can be planned for, or before [`DESIGN_FIRST_ROUND`]; the
-/// budget alone then plans the looks.
-pub fn design_rounds(done: usize, growth: Option<f64>) -> Option<usize> {
-    if done < DESIGN_FIRST_ROUND {
+/// after round `done` (each cell then has at least `blocks` blocks) from
+/// its spread: `done` times the most any pair needs over what it has
+/// (`report::gate::design_growth`), rounded up. None when not every pair
+/// can be planned for, or below [`DESIGN_FIRST_BLOCKS`]; the budget alone
+/// then plans the looks.
+pub fn design_rounds(done: usize, blocks: usize, growth: Option<f64>) -> Option<usize> {
+    if blocks < DESIGN_FIRST_BLOCKS {
         return None;
     }
     let r = growth? * done as f64;
     (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
+}
+
+/// The fewest blocks per side any cell has once `rounds` adaptive rounds are done.
+pub fn blocks_after(cells: &[CellLayout], rounds: usize) -> usize {
+    cells
+        .iter()
+        .map(|c| rounds * c.blocks_per_round())
+        .min()
+        .unwrap_or(0)
 }
 
 /// The rounds the pass side needs: `share` (`stats::evidence::pass_design_share`,
@@ -242,8 +254,8 @@ pub fn pass_design_rounds(design_rounds: Option<usize>, share: Option<f64>) -> O
 /// that crosses the clock still runs), so a run the clock will end early
 /// spends its error over the looks it will get, not over a request budget
 /// it never reaches. With `design_rounds` (the rounds the design needs,
-/// planned at the previous look) the rounds left are fewer still when the
-/// design needs fewer than the budget allows: the error is spent where the
+/// planned by this look's spread, a probe) the rounds left are fewer still
+/// when the design needs fewer than the budget allows: the error is spent where the
 /// evidence will suffice, and the look at them spends what is left. Above
 /// `before` (the previous look's) by at least an even share of what is
 /// left over the looks left, so a plan that grows (the design needs more
@@ -345,13 +357,22 @@ mod tests {
 
     #[test]
     fn design_rounds_scale_the_rounds_done_by_the_growth_the_gate_needs() {
-        assert_eq!(design_rounds(4, Some(1.6)), Some(7));
-        assert_eq!(design_rounds(4, Some(0.5)), Some(2));
-        assert_eq!(design_rounds(3, Some(0.0)), Some(1));
+        assert_eq!(design_rounds(4, 8, Some(1.6)), Some(7));
+        assert_eq!(design_rounds(4, 8, Some(0.5)), Some(2));
+        assert_eq!(design_rounds(3, 6, Some(0.0)), Some(1));
+        // Blocks of one request: the first round's 8 blocks plan.
+        assert_eq!(design_rounds(1, 8, Some(0.3)), Some(1));
+        assert_eq!(design_rounds(1, 8, Some(2.5)), Some(3));
         // Too few blocks to plan by: the budget plans the looks.
-        assert_eq!(design_rounds(2, Some(1.6)), None);
-        assert_eq!(design_rounds(4, None), None);
-        assert_eq!(design_rounds(4, Some(f64::NAN)), None);
+        assert_eq!(design_rounds(2, 4, Some(1.6)), None);
+        assert_eq!(design_rounds(4, 8, None), None);
+        assert_eq!(design_rounds(4, 8, Some(f64::NAN)), None);
+        // The cell with the fewest blocks decides when the design plans:
+        // blocks of one request (8 a round) beside blocks of 4 (2 a round).
+        let cells = [cl("a", 1, 16), cl("b", 4, 16)];
+        assert_eq!(blocks_after(&cells, 1), 2);
+        assert_eq!(blocks_after(&cells, 3), 6);
+        assert_eq!(blocks_after(&cells[..1], 1), 8);
     }
 
     use super::*;

@@ -65,6 +65,17 @@ pub(super) async fn adaptive_rounds(
         let round_minutes = (done > start_rounds)
             .then(|| (now_minutes - start_minutes) / (done - start_rounds) as f64);
         let clock = (now_minutes, budget.max_minutes, round_minutes);
+        let blocks_now = interleave::blocks_after(cells, done);
+        if budget.looks_by == LooksBy::Design && blocks_now >= interleave::DESIGN_FIRST_BLOCKS {
+            // This look's fraction by the rounds its own spread says the
+            // design needs: a probe at the full levels (the spread does
+            // not depend on them), never recorded. A quiet host's first
+            // look can then spend all its error and decide (issue #31).
+            let probe =
+                compare_interleaved(ctx, &suite.suite, cells, blocks, Some(Look::probe(done)))
+                    .map_err(|e| fail("compare", "adaptive round", e))?;
+            plan.replan(done, blocks_now, &probe);
+        }
         let look = plan.next(done, max_rounds, clock);
         let (before, fraction) = look.fractions.unwrap_or_default();
         let pass_fraction = look.pass_history.as_ref().and_then(|h| h.last().copied());
@@ -79,9 +90,6 @@ pub(super) async fn adaptive_rounds(
             plan.design_rounds,
             outcome,
         );
-        if budget.looks_by == LooksBy::Design {
-            plan.replan(done, &report);
-        }
         let per_cell: serde_json::Map<String, serde_json::Value> = cells
             .iter()
             .map(|c| {
@@ -126,8 +134,9 @@ pub(super) async fn adaptive_rounds(
 /// What the next look is planned by: the last look's fraction (0 before
 /// the first), every look's fraction so far (for exact boundaries; None
 /// when a ledger from before #31 recorded none), and the rounds the design
-/// needs, as the last look planned them; with looks by the design, the
-/// same for the pass side, which needs a share of those rounds
+/// needs, as the latest look planned them (each look plans by its own
+/// spread before it spends); with looks by the design, the same for the
+/// pass side, which needs a share of those rounds
 /// (`stats::evidence::pass_design_share`) and spends its error by them.
 struct LookPlan {
     last: f64,
@@ -215,14 +224,15 @@ impl LookPlan {
         }
     }
 
-    /// The rounds the pass side needs, as the last look planned them.
+    /// The rounds the pass side needs, as the latest look planned them.
     fn pass_design_rounds(&self) -> Option<usize> {
         self.pass.as_ref().and_then(|p| p.design_rounds)
     }
 
-    /// After the look after round `done`, the rounds the design needs, as
-    /// its gate plans them, and the pass side's share of them.
-    fn replan(&mut self, done: usize, report: &crate::report::Report) {
+    /// At the look after round `done` (each cell with at least `blocks`
+    /// blocks), the rounds the design needs, as its gate plans them from
+    /// `report`, and the pass side's share of them.
+    fn replan(&mut self, done: usize, blocks: usize, report: &crate::report::Report) {
         let growth = report
             .gates
             .as_ref()
@@ -230,7 +240,7 @@ impl LookPlan {
             .and_then(crate::report::gate::design_growth);
         // A look that cannot plan (a pair without a spread: its fail level
         // too small for a bound) leaves the last plan standing.
-        self.design_rounds = interleave::design_rounds(done, growth).or(self.design_rounds);
+        self.design_rounds = interleave::design_rounds(done, blocks, growth).or(self.design_rounds);
         let share = report
             .statistics
             .as_ref()

@@ -25,7 +25,7 @@ use crate::artifact::{
 };
 use crate::slo;
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
-use crate::stats::{self, Clustered, DriftFloor, GateOutcome, Resampling};
+use crate::stats::{self, BlockMean, Clustered, DriftFloor, GateOutcome, Resampling};
 
 use super::gate::{
     self, EVIDENCE_RULE, PERFORMANCE_RULE, evidence_gate, evidence_qualification, qualification,
@@ -294,17 +294,23 @@ struct DesignChoice {
 /// per metric where a request has no value on a side).
 fn report_design(schedule: Schedule, resampling: Resampling, policy: &Policy) -> Design {
     let pairs_requests = resampling == Resampling::Paired && policy.gate.pair_requests;
+    let block_mean = (resampling == Resampling::Paired).then_some(policy.gate.block_mean);
+    let mut method = if pairs_requests {
+        Resampling::PairedRequests.describe().to_string()
+            + "; blocks apart where a request has no value on a side"
+    } else {
+        resampling.describe().to_string()
+    };
+    if let Some(m) = block_mean.filter(|m| *m != BlockMean::Mean) {
+        method = format!("{method}; the statistic is {}", m.describe());
+    }
     Design {
         schedule: schedule.as_str().to_string(),
         resampling,
-        resampling_method: if pairs_requests {
-            Resampling::PairedRequests.describe().to_string()
-                + "; blocks apart where a request has no value on a side"
-        } else {
-            resampling.describe().to_string()
-        },
+        resampling_method: method,
         drift_floor_reason: (schedule == Schedule::Single).then(|| SINGLE_PASS_DRIFT.to_string()),
         pairs_requests: pairs_requests.then_some(true),
+        block_mean,
     }
 }
 
@@ -360,7 +366,10 @@ fn metric_evidence(
     every_request: bool,
 ) -> Option<(Vec<f64>, stats::Evidence)> {
     let bs = &policy.bootstrap;
-    let run = |r| stats::bootstrap_deltas(b, c, spec.quantile, r, bs.iterations, bs.seed);
+    let block_mean = policy.gate.block_mean;
+    let run = |r| {
+        stats::bootstrap_deltas_by(b, c, spec.quantile, (r, block_mean), bs.iterations, bs.seed)
+    };
     // Interleaved, with every request's value on both sides: request k of
     // a block is the same request on both, so pair them; else pair blocks;
     // else the clusters of each side.
@@ -376,7 +385,7 @@ fn metric_evidence(
     // `paired_point_delta`); its point estimate is theirs.
     let point_delta = match used {
         Resampling::Paired | Resampling::PairedRequests => {
-            stats::paired_point_delta(b, c, spec.quantile)?
+            stats::paired_point_delta_by(b, c, spec.quantile, block_mean)?
         }
         _ => point_delta,
     };
@@ -391,7 +400,8 @@ fn metric_evidence(
     // should give each cell several blocks.
     let units = match used {
         Resampling::Independent => b.values.len().min(c.values.len()),
-        Resampling::Paired | Resampling::PairedRequests | Resampling::Clustered => clusters,
+        Resampling::Paired | Resampling::PairedRequests => block_mean.units(clusters),
+        Resampling::Clustered => clusters,
     };
     let e = ev::evidence(
         &deltas,
@@ -546,29 +556,32 @@ fn evidence_part(
     }
 }
 
-/// What a known-variance oracle needs on this pair's data to decide what
-/// its evidence shows, at the fixed-size run's level for the side its
-/// point lies on.
-fn oracle_of(
+/// What the known-variance oracle and the one that learns the spread need
+/// on this pair's data to decide what its evidence shows, at the
+/// fixed-size run's level for the side its point lies on.
+fn oracles_of(
     e: &stats::Evidence,
     spec: &MetricSpec,
     b: (&[f64], Option<&[u32]>),
     c: (&[f64], Option<&[u32]>),
     design: &DesignChoice,
-) -> Option<usize> {
+) -> (Option<usize>, Option<usize>) {
     let (pass, fail) = design.oracle_levels;
-    ev::oracle_requests(
+    let alpha = if e.worse_change_percent > e.margin_percent {
+        fail
+    } else {
+        pass
+    };
+    ev::oracles(
         clustered(b.0, b.1),
         clustered(c.0, c.1),
         e.resampling == Resampling::PairedRequests,
-        spec.direction,
-        e.margin_percent,
-        e.worse_change_percent,
-        if e.worse_change_percent > e.margin_percent {
-            fail
-        } else {
-            pass
-        },
+        (
+            spec.direction,
+            e.margin_percent,
+            e.worse_change_percent,
+            alpha,
+        ),
     )
 }
 
@@ -948,7 +961,10 @@ fn cell_metrics(
         }
         if let (true, Some(e)) = (eligible, &m.evidence) {
             ep.requests_per_side = Some(b.len().min(c.len()));
-            ep.oracle_requests_per_side = oracle_of(e, spec, (b, bcl), (c, ccl), design);
+            (
+                ep.oracle_requests_per_side,
+                ep.learning_oracle_requests_per_side,
+            ) = oracles_of(e, spec, (b, bcl), (c, ccl), design);
             ep.design_requests_per_side = ev::design_requests(
                 e.standard_error_percent,
                 b.len().min(c.len()),

@@ -134,7 +134,10 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
         })
         .flatten()
         .filter(|&n| n > 0);
-    let (requests_per_side, oracle_requests_per_side) = cost(outcome, &parts);
+    let (requests_per_side, oracle_requests_per_side) =
+        cost(outcome, &parts, |p| p.oracle_requests_per_side);
+    let (_, learning_oracle_requests_per_side) =
+        cost(outcome, &parts, |p| p.learning_oracle_requests_per_side);
     EvidenceGate {
         outcome,
         rule: rule.to_string(),
@@ -142,6 +145,7 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
         requests_to_resolve,
         requests_per_side,
         oracle_requests_per_side,
+        learning_oracle_requests_per_side,
     }
 }
 
@@ -149,7 +153,11 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
 /// the same data for it: the pairs that decide it (a pass: all, each must
 /// pass; a fail: the failing ones, the cheapest decides; undecided: the
 /// undecided ones, the dearest). Either is None when a deciding pair lacks it.
-fn cost(outcome: GateOutcome, parts: &[EvidencePart]) -> (Option<usize>, Option<usize>) {
+fn cost(
+    outcome: GateOutcome,
+    parts: &[EvidencePart],
+    oracle_of: impl Fn(&EvidencePart) -> Option<usize>,
+) -> (Option<usize>, Option<usize>) {
     let deciding: Vec<&EvidencePart> = parts
         .iter()
         .filter(|p| outcome == GateOutcome::Pass || p.outcome == outcome)
@@ -160,7 +168,7 @@ fn cost(outcome: GateOutcome, parts: &[EvidencePart]) -> (Option<usize>, Option<
     let used = deciding
         .iter()
         .try_fold(0usize, |most, p| Some(most.max(p.requests_per_side?)));
-    let mut needs = deciding.iter().map(|p| p.oracle_requests_per_side);
+    let mut needs = deciding.iter().map(|p| oracle_of(p));
     let oracle = match outcome {
         GateOutcome::Fail => needs.flatten().min(),
         _ => needs.try_fold(0usize, |most, n| Some(most.max(n?))),
@@ -375,6 +383,57 @@ mod tests {
             (QUAL_FAIL_PERFORMANCE, false)
         );
         assert_eq!(q(false, false, false, NonInferior), (QUAL_FAIL_BOTH, false));
+    }
+
+    /// The verdict's cost against each oracle: a pass needs every pair
+    /// (the most any needs), a fail the cheapest failing pair; the two
+    /// oracles are rolled up alike, each from its own figures.
+    #[test]
+    fn the_gate_rolls_up_both_oracles_by_the_pairs_that_decide() {
+        let part = |outcome, used, known, learning| EvidencePart {
+            requests_per_side: Some(used),
+            oracle_requests_per_side: Some(known),
+            learning_oracle_requests_per_side: learning,
+            ..EvidencePart::new("p", outcome, "")
+        };
+        use GateOutcome::{Fail, Inconclusive, Pass};
+        let g = gate_of_parts(
+            "",
+            vec![part(Pass, 8, 1, Some(4)), part(Pass, 8, 2, Some(5))],
+        );
+        assert_eq!(g.outcome, Pass);
+        assert_eq!(
+            (
+                g.requests_per_side,
+                g.oracle_requests_per_side,
+                g.learning_oracle_requests_per_side
+            ),
+            (Some(8), Some(2), Some(5))
+        );
+        let g = gate_of_parts(
+            "",
+            vec![
+                part(Fail, 16, 3, Some(7)),
+                part(Fail, 16, 2, Some(6)),
+                part(Inconclusive, 16, 90, Some(95)),
+            ],
+        );
+        assert_eq!(
+            (
+                g.oracle_requests_per_side,
+                g.learning_oracle_requests_per_side
+            ),
+            (Some(2), Some(6))
+        );
+        // A pass with a pair lacking the learning figure: none for the gate.
+        let g = gate_of_parts("", vec![part(Pass, 8, 1, Some(4)), part(Pass, 8, 2, None)]);
+        assert_eq!(
+            (
+                g.oracle_requests_per_side,
+                g.learning_oracle_requests_per_side
+            ),
+            (Some(2), None)
+        );
     }
 }
 

@@ -697,6 +697,10 @@ pub struct Design {
     /// evidence); absent in older reports (blocks only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs_requests: Option<bool>,
+    /// Paired designs: how the blocks' log ratios combine; absent in older
+    /// reports (their mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_mean: Option<crate::stats::BlockMean>,
 }
 
 /// One checked condition of a gate.
@@ -759,6 +763,10 @@ pub struct EvidencePart {
     /// the pair shows (`stats::evidence::oracle_requests`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_requests_per_side: Option<usize>,
+    /// The same for a fixed-size t test that learns the spread from its own
+    /// requests (`stats::evidence::learning_oracle_requests`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_oracle_requests_per_side: Option<usize>,
     /// Requests per side at which the pair's bounds reach the design's
     /// power at a margin's distance (`stats::evidence::design_requests`),
     /// from its standard error at this look: what an adaptive run plans
@@ -782,6 +790,7 @@ impl EvidencePart {
             requests_to_resolve: None,
             requests_per_side: None,
             oracle_requests_per_side: None,
+            learning_oracle_requests_per_side: None,
             design_requests_per_side: None,
         }
     }
@@ -805,6 +814,9 @@ pub struct EvidenceGate {
     pub requests_per_side: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_requests_per_side: Option<usize>,
+    /// The same verdict's need for the oracle that learns the spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_oracle_requests_per_side: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -40,7 +40,7 @@ use toml::Spanned;
 use crate::config_error::{ConfigError, line_col};
 
 use crate::artifact::Slo;
-use crate::stats::evidence::{BoundScale, Spending};
+use crate::stats::evidence::{BlockMean, BoundScale, Spending};
 use crate::stats::{BootstrapConfig, Direction};
 
 pub use super::model::PolicySlo as SloSpec;
@@ -165,6 +165,9 @@ pub struct GatePolicy {
     /// (`Resampling::PairedRequests`) when every request has its value;
     /// reports made before it resampled each side's block apart.
     pub pair_requests: bool,
+    /// Paired designs: how the blocks' log ratios combine (a trimmed mean
+    /// by default); reports made before it took their mean.
+    pub block_mean: BlockMean,
 }
 
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
@@ -185,6 +188,7 @@ impl Default for GatePolicy {
             spending: Spending::OBrienFleming,
             bound_scale: BoundScale::Log,
             pair_requests: true,
+            block_mean: BlockMean::Trimmed,
         }
     }
 }
@@ -372,6 +376,8 @@ struct RawGate {
     spending: Option<Spending>,
     #[serde(default)]
     pair_requests: Option<bool>,
+    #[serde(default)]
+    block_mean: Option<BlockMean>,
 }
 
 #[derive(Deserialize)]
@@ -650,6 +656,7 @@ fn gate(
         gate.decide = g.decide.unwrap_or(gate.decide);
         gate.spending = g.spending.unwrap_or(gate.spending);
         gate.pair_requests = g.pair_requests.unwrap_or(gate.pair_requests);
+        gate.block_mean = g.block_mean.unwrap_or(gate.block_mean);
         gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
         if let Some(d) = g.drift_sd_percent {
             gate.drift_sd_percent = *d.get_ref();
@@ -1023,6 +1030,15 @@ mod tests {
         assert_eq!(p.gate.spending, Spending::Bonferroni);
         let p = Policy::from_toml_str("[gate]\nspending = \"pocock\"\n", "p.toml").unwrap();
         assert_eq!(p.gate.spending, Spending::Pocock);
+    }
+
+    #[test]
+    fn block_mean_defaults_to_trimmed_and_can_be_the_mean() {
+        assert_eq!(Policy::default().gate.block_mean, BlockMean::Trimmed);
+        let p = Policy::from_toml_str("[gate]\nblock_mean = \"mean\"\n", "p.toml").unwrap();
+        assert_eq!(p.gate.block_mean, BlockMean::Mean);
+        let e = Policy::from_toml_str("[gate]\nblock_mean = \"median\"\n", "p.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("gate.block_mean"), "{e}");
     }
 
     #[test]

@@ -434,9 +434,17 @@ fn cost_line(g: &crate::model::EvidenceGate) -> Option<String> {
         crate::stats::GateOutcome::Inconclusive => "so far",
         _ => "decided it",
     };
+    let learning = g
+        .learning_oracle_requests_per_side
+        .map_or(String::new(), |l| {
+            format!(
+                "; one that learns the spread, {l} ({:.1}×)",
+                used as f64 / l as f64
+            )
+        });
     Some(match g.oracle_requests_per_side {
         Some(o) => format!(
-            "cost: {used} requests per side {what}; a known-variance oracle on the same data needs {o} ({:.1}× the oracle)",
+            "cost: {used} requests per side {what}; a known-variance oracle on the same data needs {o} ({:.1}× the oracle){learning}",
             used as f64 / o as f64
         ),
         None => format!(

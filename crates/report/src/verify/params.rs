@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
-    BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
+    BlockMean, BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
     alpha_levels_by_side, alpha_levels_closing, last_two_fractions,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
@@ -854,6 +854,11 @@ pub(super) fn policy_from_report(
                 .and_then(parse::<BoundScale>)
                 .unwrap_or(BoundScale::Percent),
             pair_requests: s.pointer("/design/pairs_requests") == Some(&Value::Bool(true)),
+            // Reports from before the trimmed mean took the blocks' mean.
+            block_mean: s
+                .pointer("/design/block_mean")
+                .and_then(parse::<BlockMean>)
+                .unwrap_or(BlockMean::Mean),
         },
         slo: match policy.get("slo") {
             None => Vec::new(),
