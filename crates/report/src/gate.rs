@@ -134,10 +134,8 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
         })
         .flatten()
         .filter(|&n| n > 0);
-    let (requests_per_side, oracle_requests_per_side) =
-        cost(outcome, &parts, |p| p.oracle_requests_per_side);
-    let (_, learning_oracle_requests_per_side) =
-        cost(outcome, &parts, |p| p.learning_oracle_requests_per_side);
+    let (requests_per_side, oracle_requests_per_side, learning_oracle_requests_per_side) =
+        cost(outcome, &parts);
     EvidenceGate {
         outcome,
         rule: rule.to_string(),
@@ -149,31 +147,37 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
     }
 }
 
-/// What the gate's verdict cost, and what a known-variance oracle needs on
-/// the same data for it: the pairs that decide it (a pass: all, each must
-/// pass; a fail: the failing ones, the cheapest decides; undecided: the
-/// undecided ones, the dearest). Either is None when a deciding pair lacks it.
+/// What the gate's verdict cost, and what each oracle (the known-variance
+/// one, the one that learns the spread) needs on the same data for it: the
+/// pairs that decide it (a pass: all, each must pass; a fail: the failing
+/// ones, the cheapest decides; undecided: the undecided ones, the dearest).
+/// Any is None when a deciding pair lacks it.
 fn cost(
     outcome: GateOutcome,
     parts: &[EvidencePart],
-    oracle_of: impl Fn(&EvidencePart) -> Option<usize>,
-) -> (Option<usize>, Option<usize>) {
+) -> (Option<usize>, Option<usize>, Option<usize>) {
     let deciding: Vec<&EvidencePart> = parts
         .iter()
         .filter(|p| outcome == GateOutcome::Pass || p.outcome == outcome)
         .collect();
     if deciding.is_empty() {
-        return (None, None);
+        return (None, None, None);
     }
     let used = deciding
         .iter()
         .try_fold(0usize, |most, p| Some(most.max(p.requests_per_side?)));
-    let mut needs = deciding.iter().map(|p| oracle_of(p));
-    let oracle = match outcome {
-        GateOutcome::Fail => needs.flatten().min(),
-        _ => needs.try_fold(0usize, |most, n| Some(most.max(n?))),
+    let need = |of: fn(&EvidencePart) -> Option<usize>| {
+        let mut needs = deciding.iter().map(|p| of(p));
+        match outcome {
+            GateOutcome::Fail => needs.flatten().min(),
+            _ => needs.try_fold(0usize, |most, n| Some(most.max(n?))),
+        }
     };
-    (used, oracle)
+    (
+        used,
+        need(|p| p.oracle_requests_per_side),
+        need(|p| p.learning_oracle_requests_per_side),
+    )
 }
 
 /// How many times its present requests the gate needs for the design's
