@@ -185,7 +185,7 @@ lines = [
     f"`suites/gate-calibration.toml` (one c=1 cell of 16 requests, in blocks of {os.environ.get('WINDOW') or 'one request (the default)'}),",
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
     f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
-    "round of A B B A blocks of at least 8 requests per side (alpha spent by O'Brien-Fleming at each look's information fraction;",
+    "round of a pair of blocks, A B B A (alpha spent by O'Brien-Fleming at each look's information fraction;",
     "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
     "The last two columns are each decided trial's cost from its report",
     "(`gates.performance_evidence.requests_per_side` against",

@@ -109,12 +109,15 @@ pub fn fixed_schedule(cells: &[CellLayout]) -> Vec<Block> {
 }
 
 impl CellLayout {
-    /// Blocks per adaptive round: an even number (A B B A pairs), enough for
-    /// 8 requests per side: two blocks of 4 or more, eight of 1. A look per
-    /// round then sees as many new requests whatever the window, and the
-    /// looks (each an exact boundary over all before it) stay as few.
+    /// Blocks per adaptive round: one A B B A pair, so each side has run
+    /// first once, and each cell runs for about as long whatever its window
+    /// (two turns per side). Blocks of one request then look every 2
+    /// requests per side: a look costs milliseconds against a request's
+    /// second, and a quiet host's gate decides at 6 where rounds of 8
+    /// decided at 8 (issue #31, eighth step). Blocks of 4 or more keep the
+    /// 8 or more requests a round they had.
     pub fn blocks_per_round(&self) -> usize {
-        2 * 4usize.div_ceil(self.window.max(1))
+        2
     }
 }
 
@@ -210,9 +213,9 @@ pub fn stop_after(
 
 /// Blocks per cell before the design plans the looks: a standard error
 /// from fewer is too noisy to plan by. On the reference engine a first
-/// look's 2 blocks planned 2 rounds where later looks planned 40. Blocks of
-/// 4 (2 per round) plan from round 3; blocks of one request (8 per round)
-/// from round 1, so a quiet host's first look can spend all it has.
+/// look's 2 blocks planned 2 rounds where later looks planned 40. Every
+/// window plans from round 3 (a pair of blocks a round): 6 requests per side
+/// for blocks of one, so a quiet host's third look can spend all it has.
 pub const DESIGN_FIRST_BLOCKS: usize = 6;
 
 /// The rounds a run needs for the design's power, planned at the look
@@ -360,19 +363,18 @@ mod tests {
         assert_eq!(design_rounds(4, 8, Some(1.6)), Some(7));
         assert_eq!(design_rounds(4, 8, Some(0.5)), Some(2));
         assert_eq!(design_rounds(3, 6, Some(0.0)), Some(1));
-        // Blocks of one request: the first round's 8 blocks plan.
-        assert_eq!(design_rounds(1, 8, Some(0.3)), Some(1));
-        assert_eq!(design_rounds(1, 8, Some(2.5)), Some(3));
+        // Round 3's 6 blocks plan, whatever the window.
+        assert_eq!(design_rounds(3, 6, Some(0.3)), Some(1));
+        assert_eq!(design_rounds(3, 6, Some(2.5)), Some(8));
         // Too few blocks to plan by: the budget plans the looks.
         assert_eq!(design_rounds(2, 4, Some(1.6)), None);
         assert_eq!(design_rounds(4, 8, None), None);
         assert_eq!(design_rounds(4, 8, Some(f64::NAN)), None);
-        // The cell with the fewest blocks decides when the design plans:
-        // blocks of one request (8 a round) beside blocks of 4 (2 a round).
+        // A pair of blocks a round in every cell: the design plans at round 3.
         let cells = [cl("a", 1, 16), cl("b", 4, 16)];
         assert_eq!(blocks_after(&cells, 1), 2);
         assert_eq!(blocks_after(&cells, 3), 6);
-        assert_eq!(blocks_after(&cells[..1], 1), 8);
+        assert_eq!(blocks_after(&cells[..1], 1), 2);
     }
 
     use super::*;
@@ -451,19 +453,15 @@ mod tests {
     }
 
     #[test]
-    fn rounds_hold_8_requests_per_side_per_cell_and_the_budget_bounds_them() {
+    fn rounds_hold_a_pair_of_blocks_per_cell_and_the_budget_bounds_them() {
         let cells = [cl("x", 2, 99), cl("y", 4, 99)];
         assert_eq!(
             short(&round_schedule(&cells, 1)),
             [
-                "x b k4 8+2",
-                "x c k4 8+2",
-                "x c k5 10+2",
-                "x b k5 10+2",
-                "x b k6 12+2",
-                "x c k6 12+2",
-                "x c k7 14+2",
-                "x b k7 14+2",
+                "x b k2 4+2",
+                "x c k2 4+2",
+                "x c k3 6+2",
+                "x b k3 6+2",
                 "y b k2 8+4",
                 "y c k2 8+4",
                 "y c k3 12+4",
@@ -481,15 +479,16 @@ mod tests {
             idx,
             (0..adaptive_requests(&cells[1], 3)).collect::<Vec<_>>()
         );
-        // 8 requests a round whatever the window: eight blocks of 1, two of
-        // 4 or more (16 for blocks of 8).
+        // A pair of blocks a round whatever the window: 2 requests for
+        // blocks of 1, 8 for blocks of 4, 16 for blocks of 8.
         let per_round = |w| adaptive_requests(&cl("w", w, 99), 1);
-        assert_eq!([1, 2, 3, 4, 8].map(per_round), [8, 8, 12, 8, 16]);
-        assert_eq!(cl("w", 1, 99).blocks_per_round(), 8);
-        // 40 requests per side per cell: x and y (8 a round) allow 5 rounds,
-        // blocks of 8 (16 a round) 2.
+        assert_eq!([1, 2, 3, 4, 8].map(per_round), [2, 4, 6, 8, 16]);
+        assert_eq!(cl("w", 1, 99).blocks_per_round(), 2);
+        // 40 requests per side per cell: x (4 a round) allows 10 rounds, y
+        // (8 a round) 5, so the two 5; blocks of 8 (16 a round) 2.
         assert_eq!(max_rounds(&cells, 40), 5);
         assert_eq!(max_rounds(&[cl("x", 2, 99), cl("z", 8, 99)], 40), 2);
+        assert_eq!(max_rounds(&[cl("o", 1, 99)], 40), 20);
         assert_eq!(max_rounds(&cells, 3), 1, "at least one round");
         assert_eq!(max_rounds(&[], 3), 1);
     }

@@ -10,7 +10,8 @@ use super::measure_block::run_block;
 use super::outcome::PassFailure;
 use super::pool::Blocks;
 use super::progress::{
-    PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round, rounds_done,
+    PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round,
+    round_size_mismatch, rounds_done,
 };
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
@@ -42,6 +43,7 @@ pub(super) async fn adaptive_rounds(
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
     let mut done = rounds_done(entries);
+    refuse_other_round_sizes(entries, cells, done).map_err(|e| fail("resume", BASELINE, e))?;
     let last = last_round(entries);
     let mut stop: Option<String> = last.and_then(|e| e.detail_str("stop").map(str::to_string));
     let mut plan = LookPlan::resume(entries, done, max_rounds, budget.looks_by);
@@ -49,7 +51,7 @@ pub(super) async fn adaptive_rounds(
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
         ctx.say(&format!(
-            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is A B B A blocks of at least 8 requests per side per cell, and a look",
+            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look",
             budget.max_requests,
             budget.max_minutes,
             budget.looks_by.as_str()
@@ -129,6 +131,24 @@ pub(super) async fn adaptive_rounds(
         stop = why.map(|w| w.as_str().to_string());
     }
     Ok((done, stop))
+}
+
+/// A resumed run's rounds must be cut as this infergate cuts them: its
+/// looks' fractions and the requests each look saw come from the ledger.
+fn refuse_other_round_sizes(
+    entries: &[Entry],
+    cells: &[CellLayout],
+    done: usize,
+) -> anyhow::Result<()> {
+    let names: Vec<String> = cells.iter().map(|c| c.name.clone()).collect();
+    match round_size_mismatch(entries, &names, |i| {
+        interleave::adaptive_requests(&cells[i], done)
+    }) {
+        None => Ok(()),
+        Some((cell, had, now)) => anyhow::bail!(
+            "cannot resume: the ledger's {done} adaptive rounds hold {had} requests per side in cell {cell}, but this infergate's hold {now} (its rounds are a pair of blocks); finish this qualification with the infergate that started it, or start a new one"
+        ),
+    }
 }
 
 /// What the next look is planned by: the last look's fraction (0 before

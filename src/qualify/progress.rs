@@ -43,6 +43,24 @@ pub(super) fn rounds_done(entries: &[Entry]) -> usize {
         .unwrap_or(0) as usize
 }
 
+/// A cell whose requests per side at the last recorded round differ from
+/// what `per_cell(cell)` says that many rounds hold now: the rounds were cut
+/// by another infergate (before issue #31's eighth step a round held 8
+/// requests per side for blocks of one, now 2), and continuing would pair
+/// this run's looks with the wrong requests. (cell, recorded, now).
+pub(super) fn round_size_mismatch(
+    entries: &[Entry],
+    cells: &[String],
+    per_cell: impl Fn(usize) -> usize,
+) -> Option<(String, u64, usize)> {
+    let recorded = last_round(entries)?.detail.get("requests_per_side")?;
+    cells.iter().enumerate().find_map(|(i, name)| {
+        let had = recorded.get(name)?.as_u64()?;
+        let now = per_cell(i);
+        (had != now as u64).then(|| (name.clone(), had, now))
+    })
+}
+
 /// A round entry's information fraction, when it recorded one.
 pub(super) fn fraction_of(e: &Entry) -> Option<f64> {
     e.detail.get(FRACTION).and_then(|f| f.as_f64())
@@ -97,4 +115,42 @@ pub(super) fn warmups_sent(entries: &[Entry], label: &str) -> usize {
         .filter(|e| e.runtime.as_deref() == Some(label))
         .filter_map(|e| e.detail.get("warmup").and_then(|w| w.as_u64()))
         .sum::<u64>() as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round(k: u64, per_cell: serde_json::Value) -> Entry {
+        Entry {
+            seq: k as i64,
+            qualification: "q".into(),
+            at: String::new(),
+            step: "round".into(),
+            runtime: None,
+            status: Status::Ok,
+            detail: json!({"round": k, "requests_per_side": per_cell}),
+        }
+    }
+
+    #[test]
+    fn a_ledger_cut_in_other_rounds_is_named_by_its_cell() {
+        let cells = ["c1".to_string(), "c4".to_string()];
+        // Rounds of a pair of blocks: 2 requests a round in blocks of one, 8 in blocks of 4.
+        let now = |i: usize| [2, 8][i] * 3;
+        let entries = [
+            round(2, json!({"c1": 4, "c4": 16})),
+            round(3, json!({"c1": 6, "c4": 24})),
+        ];
+        assert_eq!(round_size_mismatch(&entries, &cells, now), None);
+        // Cut by an infergate whose rounds held 8 requests in blocks of one.
+        let older = [round(3, json!({"c1": 24, "c4": 24}))];
+        assert_eq!(
+            round_size_mismatch(&older, &cells, now),
+            Some(("c1".to_string(), 24, 6))
+        );
+        // No round looked at yet: nothing to hold it to.
+        assert_eq!(round_size_mismatch(&[], &cells, now), None);
+    }
 }

@@ -18,10 +18,9 @@
 //! max_minutes = 30       # wall clock, checked after each round (default 30)
 //! looks_by = "design"    # information fraction: share of the rounds the design
 //!                        # needs or the budget allows, the fewer (default); "budget"
-//! # A round is A B B A blocks of at least 8 requests per side (2 × ⌈4 / window⌉
-//! # blocks: two of 4 or more, eight of 1) for every cell, then a look at the
-//! # gate; the suite's `requests` is not used. Rounds: at most min over cells
-//! # of max_requests / (a round's requests), at least 1.
+//! # A round is a pair of blocks (A B B A: 2 × window requests per side) for
+//! # every cell, then a look at the gate; the suite's `requests` is not used.
+//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
 //!
 //! [baseline]
 //! driver = "process"                 # external | process | container
