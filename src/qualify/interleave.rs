@@ -108,27 +108,22 @@ pub fn fixed_schedule(cells: &[CellLayout]) -> Vec<Block> {
     out
 }
 
-impl CellLayout {
-    /// Blocks per adaptive round: one A B B A pair, so each side has run
-    /// first once, and each cell runs for about as long whatever its window
-    /// (two turns per side). Blocks of one request then look every 2
-    /// requests per side: a look costs milliseconds against a request's
-    /// second, and a quiet host's gate decides at 6 where rounds of 8
-    /// decided at 8 (issue #31, eighth step). Blocks of 4 or more keep the
-    /// 8 or more requests a round they had.
-    pub fn blocks_per_round(&self) -> usize {
-        2
-    }
-}
+/// Blocks per adaptive round, in every cell: one A B B A pair, so each
+/// side has run first once, and each cell runs for about as long whatever
+/// its window (two turns per side). Blocks of one request then look every 2
+/// requests per side: a look costs milliseconds against a request's
+/// second, and a quiet host's gate decides at 6 where rounds of 8 decided
+/// at 8 (issue #31, eighth step). Blocks of 4 or more keep the 8 or more
+/// requests a round they had.
+pub const BLOCKS_PER_ROUND: usize = 2;
 
 /// Round `round` (from 0) of an adaptive run: for every cell, its
-/// [`CellLayout::blocks_per_round`] blocks from `round ×` that, of a whole
-/// window each, A B B A.
+/// [`BLOCKS_PER_ROUND`] blocks from `round ×` that, of a whole window each,
+/// A B B A.
 pub fn round_schedule(cells: &[CellLayout], round: usize) -> Vec<Block> {
     let mut out = Vec::new();
     for c in cells {
-        let per = c.blocks_per_round();
-        for k in per * round..per * (round + 1) {
+        for k in BLOCKS_PER_ROUND * round..BLOCKS_PER_ROUND * (round + 1) {
             push_pair(&mut out, &c.name, k as u32, k * c.window, c.window);
         }
     }
@@ -137,7 +132,7 @@ pub fn round_schedule(cells: &[CellLayout], round: usize) -> Vec<Block> {
 
 /// Requests per side of `cell` once `rounds` adaptive rounds are done.
 pub fn adaptive_requests(cell: &CellLayout, rounds: usize) -> usize {
-    rounds * cell.blocks_per_round() * cell.window
+    rounds * BLOCKS_PER_ROUND * cell.window
 }
 
 /// Requests per side of each cell: the suite's, or what `rounds` adaptive rounds hold.
@@ -157,7 +152,7 @@ pub fn totals(cells: &[CellLayout], rounds: Option<usize>) -> Vec<usize> {
 pub fn max_rounds(cells: &[CellLayout], max_requests: usize) -> usize {
     cells
         .iter()
-        .map(|c| max_requests / (c.blocks_per_round() * c.window))
+        .map(|c| max_requests / (BLOCKS_PER_ROUND * c.window))
         .min()
         .unwrap_or(1)
         .max(1)
@@ -232,13 +227,14 @@ pub fn design_rounds(done: usize, blocks: usize, growth: Option<f64>) -> Option<
     (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
 }
 
-/// The fewest blocks per side any cell has once `rounds` adaptive rounds are done.
+/// The blocks per side every cell has once `rounds` adaptive rounds are
+/// done (none without cells).
 pub fn blocks_after(cells: &[CellLayout], rounds: usize) -> usize {
-    cells
-        .iter()
-        .map(|c| rounds * c.blocks_per_round())
-        .min()
-        .unwrap_or(0)
+    if cells.is_empty() {
+        0
+    } else {
+        rounds * BLOCKS_PER_ROUND
+    }
 }
 
 /// The rounds the pass side needs: `share` (`stats::evidence::pass_design_share`,
@@ -483,7 +479,6 @@ mod tests {
         // blocks of 1, 8 for blocks of 4, 16 for blocks of 8.
         let per_round = |w| adaptive_requests(&cl("w", w, 99), 1);
         assert_eq!([1, 2, 3, 4, 8].map(per_round), [2, 4, 6, 8, 16]);
-        assert_eq!(cl("w", 1, 99).blocks_per_round(), 2);
         // 40 requests per side per cell: x (4 a round) allows 10 rounds, y
         // (8 a round) 5, so the two 5; blocks of 8 (16 a round) 2.
         assert_eq!(max_rounds(&cells, 40), 5);

@@ -140,10 +140,7 @@ fn refuse_other_round_sizes(
     cells: &[CellLayout],
     done: usize,
 ) -> anyhow::Result<()> {
-    let names: Vec<String> = cells.iter().map(|c| c.name.clone()).collect();
-    match round_size_mismatch(entries, &names, |i| {
-        interleave::adaptive_requests(&cells[i], done)
-    }) {
+    match round_size_mismatch(entries, cells, done) {
         None => Ok(()),
         Some((cell, had, now)) => anyhow::bail!(
             "cannot resume: the ledger's {done} adaptive rounds hold {had} requests per side in cell {cell}, but this infergate's hold {now} (its rounds are a pair of blocks); finish this qualification with the infergate that started it, or start a new one"

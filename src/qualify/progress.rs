@@ -1,7 +1,7 @@
 //! What the ledger says is already done: finished blocks and sides, the
 //! adaptive rounds looked at, the measuring's cost. Resuming reads these.
 
-use super::interleave::Block;
+use super::interleave::{Block, CellLayout, adaptive_requests};
 use crate::decision::ledger::{Entry, Status};
 
 pub(super) fn ok_entry<'a>(
@@ -43,21 +43,21 @@ pub(super) fn rounds_done(entries: &[Entry]) -> usize {
         .unwrap_or(0) as usize
 }
 
-/// A cell whose requests per side at the last recorded round differ from
-/// what `per_cell(cell)` says that many rounds hold now: the rounds were cut
+/// A cell whose requests per side at the last recorded round (round
+/// `done`) differ from what that many rounds hold now: the rounds were cut
 /// by another infergate (before issue #31's eighth step a round held 8
 /// requests per side for blocks of one, now 2), and continuing would pair
 /// this run's looks with the wrong requests. (cell, recorded, now).
-pub(super) fn round_size_mismatch(
+pub(super) fn round_size_mismatch<'a>(
     entries: &[Entry],
-    cells: &[String],
-    per_cell: impl Fn(usize) -> usize,
-) -> Option<(String, u64, usize)> {
+    cells: &'a [CellLayout],
+    done: usize,
+) -> Option<(&'a str, u64, usize)> {
     let recorded = last_round(entries)?.detail.get("requests_per_side")?;
-    cells.iter().enumerate().find_map(|(i, name)| {
-        let had = recorded.get(name)?.as_u64()?;
-        let now = per_cell(i);
-        (had != now as u64).then(|| (name.clone(), had, now))
+    cells.iter().find_map(|c| {
+        let had = recorded.get(&c.name)?.as_u64()?;
+        let now = adaptive_requests(c, done);
+        (had != now as u64).then_some((c.name.as_str(), had, now))
     })
 }
 
@@ -136,21 +136,22 @@ mod tests {
 
     #[test]
     fn a_ledger_cut_in_other_rounds_is_named_by_its_cell() {
-        let cells = ["c1".to_string(), "c4".to_string()];
+        let cell = |name: &str, window| CellLayout {
+            name: name.into(),
+            window,
+            requests: 16,
+        };
         // Rounds of a pair of blocks: 2 requests a round in blocks of one, 8 in blocks of 4.
-        let now = |i: usize| [2, 8][i] * 3;
+        let cells = [cell("c1", 1), cell("c4", 4)];
         let entries = [
             round(2, json!({"c1": 4, "c4": 16})),
             round(3, json!({"c1": 6, "c4": 24})),
         ];
-        assert_eq!(round_size_mismatch(&entries, &cells, now), None);
+        assert_eq!(round_size_mismatch(&entries, &cells, 3), None);
         // Cut by an infergate whose rounds held 8 requests in blocks of one.
         let older = [round(3, json!({"c1": 24, "c4": 24}))];
-        assert_eq!(
-            round_size_mismatch(&older, &cells, now),
-            Some(("c1".to_string(), 24, 6))
-        );
+        assert_eq!(round_size_mismatch(&older, &cells, 3), Some(("c1", 24, 6)));
         // No round looked at yet: nothing to hold it to.
-        assert_eq!(round_size_mismatch(&[], &cells, now), None);
+        assert_eq!(round_size_mismatch(&[], &cells, 3), None);
     }
 }

@@ -2138,6 +2138,29 @@ fn the_simulated_run_order_is_the_schedules() {
     );
 }
 
+/// A quiet host in blocks of one request (the sixth step's): per-request
+/// noise 0.5 % a side, the engine's AR(1) drift at SD 2 %, the trimmed mean.
+const QUIET: Sim = Sim {
+    cv: 0.005,
+    phi: 0.0,
+    drift_sd: 0.0,
+    time_drift: (0.9, 0.02),
+    per_block: 1,
+    block_mean: BlockMean::Trimmed,
+    ..INTERLEAVED
+};
+
+/// The reference engine's fit in blocks of one request (the fifth step's):
+/// noise 6 % a side, a drift common in time of SD 10 %, the mean.
+const ENGINE_FIT: Sim = Sim {
+    cv: 0.06,
+    phi: 0.0,
+    drift_sd: 0.0,
+    time_drift: (0.9, 0.10),
+    per_block: 1,
+    ..INTERLEAVED
+};
+
 /// Issue #31, sixth step: a look plans by its own spread (`qualify`'s
 /// probe) instead of the previous look's. On a quiet host (blocks of one
 /// request, the engine's common drift, per-request noise of 0.7 % a side:
@@ -2152,15 +2175,7 @@ fn the_simulated_run_order_is_the_schedules() {
 #[test]
 fn a_look_plans_by_its_own_spread() {
     let (alpha, m, clock) = (0.05, 3, 15);
-    let quiet = Sim {
-        cv: 0.005,
-        phi: 0.0,
-        drift_sd: 0.0,
-        time_drift: (0.9, 0.02),
-        per_block: 1,
-        block_mean: BlockMean::Trimmed,
-        ..INTERLEAVED
-    };
+    let quiet = QUIET;
     let var = per_request_log_ratio_variance(
         Sim {
             blocks: 96,
@@ -2225,14 +2240,7 @@ fn a_look_plans_by_its_own_spread() {
 #[test]
 fn a_trimmed_mean_of_blocks_pays_less_for_a_hosts_bursts() {
     let (alpha, m, clock) = (0.05, 3, 15);
-    let engine = Sim {
-        cv: 0.06,
-        phi: 0.0,
-        drift_sd: 0.0,
-        time_drift: (0.9, 0.10),
-        per_block: 1,
-        ..INTERLEAVED
-    };
+    let engine = ENGINE_FIT;
     let hosts = [
         ("engine fit", engine, 4400),
         (
@@ -2368,6 +2376,65 @@ fn a_trimmed_mean_sets_aside_a_fifth_at_each_end() {
     assert_eq!(m, paired_point_delta(bs, cs, 0.5).unwrap());
 }
 
+/// One host in rounds of `round` requests per side (`clock` of them),
+/// looks by the design with the pass side by its own, at α 0.05 over 3
+/// cells: the A/A and +10 % cases (`trials` runs each, seed `seed` + the
+/// case's index), printed beside their known-variance oracle under
+/// `label`. Returns each case's name, the outcome it should reach, its
+/// counts and ASN.
+fn cases_in_rounds(
+    label: &str,
+    sim: Sim,
+    (clock, round): (usize, usize),
+    (trials, seed): (usize, u64),
+) -> Vec<(&'static str, usize, [usize; 3], f64)> {
+    let (alpha, m) = (0.05, 3);
+    let var = per_request_log_ratio_variance(Sim { blocks: 96, ..sim }, 50, 4301);
+    let design = (clock, round, DESIGN_FIRST_BLOCKS);
+    shift_cases(alpha, m)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (case, shifts, want, a, power, shift))| {
+            let oracle = oracle_of_variance(var, shift, 5.0, a, power);
+            let (counts, n) = planned_run_by(
+                sim,
+                shifts,
+                (alpha, m),
+                design,
+                Looks::DesignBySide,
+                trials,
+                seed + i as u64,
+            );
+            eprintln!(
+                "{label}, rounds of {round} | {case:9} | {counts:?} | ASN {n:5.1} | oracle {oracle:4.1}"
+            );
+            (case, want, counts, n)
+        })
+        .collect()
+}
+
+/// As [`cases_in_rounds`], a runtime exactly on the margin (+5 % in one
+/// cell): its pass, fail and inconclusive counts of `trials`, printed.
+fn on_the_margin_in_rounds(
+    label: &str,
+    sim: Sim,
+    (clock, round): (usize, usize),
+    (trials, seed): (usize, u64),
+) -> [usize; 3] {
+    let design = (clock, round, DESIGN_FIRST_BLOCKS);
+    let (counts, n) = planned_run_by(
+        sim,
+        [5.0, 0.0, 0.0],
+        (0.05, 3),
+        design,
+        Looks::DesignBySide,
+        trials,
+        seed,
+    );
+    eprintln!("{label}, rounds of {round} | on the margin [5, 0, 0] | {counts:?} | ASN {n:5.1}");
+    counts
+}
+
 /// Issue #31, eighth step: a round is a pair of blocks (A B B A) in every
 /// cell, so blocks of one request look every 2 requests per side instead of
 /// every 8; the design still plans from 6 blocks (round 3, not round 1).
@@ -2380,61 +2447,24 @@ fn a_trimmed_mean_sets_aside_a_fifth_at_each_end() {
 /// binomial SE). Prints the table `docs/gate-calibration.md` quotes.
 #[test]
 fn a_round_of_a_pair_of_blocks_looks_sooner() {
-    let (alpha, m) = (0.05, 3);
-    let quiet = Sim {
-        cv: 0.005,
-        phi: 0.0,
-        drift_sd: 0.0,
-        time_drift: (0.9, 0.02),
-        per_block: 1,
-        block_mean: BlockMean::Trimmed,
-        ..INTERLEAVED
-    };
+    let alpha = 0.05;
     let middling = Sim {
         cv: 0.02,
         time_drift: (0.9, 0.03),
-        ..quiet
+        ..QUIET
     };
     let slack = |n: usize| 2.0 * (alpha * (1.0 - alpha) / n as f64).sqrt();
-    for (name, sim) in [("quiet", quiet), ("middling", middling)] {
-        let var = per_request_log_ratio_variance(Sim { blocks: 96, ..sim }, 50, 4301);
+    for (name, sim) in [("quiet", QUIET), ("middling", middling)] {
         let mut asn = Vec::new();
         // The same 120 requests per side of budget in rounds of 8 and of 2.
         for (round, clock) in [(8, 15), (2, 60)] {
-            let design = (clock, round, DESIGN_FIRST_BLOCKS);
-            for (i, (case, shifts, want, a, power, shift)) in
-                shift_cases(alpha, m).into_iter().enumerate()
-            {
-                let oracle = oracle_of_variance(var, shift, 5.0, a, power);
-                let (counts, n) = planned_run_by(
-                    sim,
-                    shifts,
-                    (alpha, m),
-                    design,
-                    Looks::DesignBySide,
-                    100,
-                    4510 + i as u64,
-                );
-                eprintln!(
-                    "{name}, rounds of {round} | {case:9} | {counts:?} | ASN {n:5.1} | oracle {oracle:4.1}"
-                );
+            for (case, want, counts, n) in cases_in_rounds(name, sim, (clock, round), (100, 4510)) {
                 assert!(counts[1 - want] <= 5, "{name} {round} {case}: {counts:?}");
                 assert!(counts[want] >= 95, "{name} {round} {case}: {counts:?}");
                 asn.push(n);
             }
             let trials = 1000;
-            let (counts, n) = planned_run_by(
-                sim,
-                [5.0, 0.0, 0.0],
-                (alpha, m),
-                design,
-                Looks::DesignBySide,
-                trials,
-                4530,
-            );
-            eprintln!(
-                "{name}, rounds of {round} | on the margin [5, 0, 0] | {counts:?} | ASN {n:5.1}"
-            );
+            let counts = on_the_margin_in_rounds(name, sim, (clock, round), (trials, 4530));
             for wrong in [counts[0], counts[1]] {
                 assert!(
                     wrong as f64 / trials as f64 <= alpha + slack(trials),
@@ -2453,42 +2483,12 @@ fn a_round_of_a_pair_of_blocks_looks_sooner() {
 #[test]
 #[ignore]
 fn engine_fit_in_rounds_of_8_4_and_2() {
-    let (alpha, m) = (0.05, 3);
     let engine = Sim {
-        cv: 0.06,
-        phi: 0.0,
-        drift_sd: 0.0,
-        time_drift: (0.9, 0.10),
-        per_block: 1,
         block_mean: BlockMean::Trimmed,
-        ..INTERLEAVED
+        ..ENGINE_FIT
     };
-    let var = per_request_log_ratio_variance(
-        Sim {
-            blocks: 96,
-            ..engine
-        },
-        50,
-        4301,
-    );
     for (round, clock) in [(8, 15), (4, 30), (2, 60)] {
-        for (i, (case, shifts, _, a, power, shift)) in shift_cases(alpha, m).into_iter().enumerate()
-        {
-            let oracle = oracle_of_variance(var, shift, 5.0, a, power);
-            let design = (clock, round, DESIGN_FIRST_BLOCKS);
-            let (counts, n) = planned_run_by(
-                engine,
-                shifts,
-                (alpha, m),
-                design,
-                Looks::DesignBySide,
-                100,
-                4310 + i as u64,
-            );
-            eprintln!(
-                "engine fit, rounds of {round} | {case:9} | {counts:?} | ASN {n:5.1} | oracle {oracle:4.1}"
-            );
-        }
+        cases_in_rounds("engine fit", engine, (clock, round), (100, 4310));
     }
 }
 
@@ -2502,16 +2502,11 @@ fn engine_fit_in_rounds_of_8_4_and_2() {
 #[test]
 #[ignore]
 fn a_heavy_tail_in_rounds_of_8_4_and_2() {
-    let (alpha, m) = (0.05, 3);
     let bursts = Sim {
         cv: 0.02,
-        phi: 0.0,
-        drift_sd: 0.0,
         time_drift: (0.9, 0.03),
-        per_block: 1,
         bursts: (0.01, 0.04, 1.5),
-        block_mean: BlockMean::Trimmed,
-        ..INTERLEAVED
+        ..QUIET
     };
     let tail = Sim {
         bursts: (0.0, 1.0, 1.0),
@@ -2526,33 +2521,7 @@ fn a_heavy_tail_in_rounds_of_8_4_and_2() {
         ("bursts", bursts, 2, 60),
     ];
     for (name, sim, round, clock) in runs {
-        let var = per_request_log_ratio_variance(Sim { blocks: 96, ..sim }, 50, 4301);
-        let design = (clock, round, DESIGN_FIRST_BLOCKS);
-        for (i, (case, shifts, _, a, power, shift)) in shift_cases(alpha, m).into_iter().enumerate()
-        {
-            let oracle = oracle_of_variance(var, shift, 5.0, a, power);
-            let (counts, n) = planned_run_by(
-                sim,
-                shifts,
-                (alpha, m),
-                design,
-                Looks::DesignBySide,
-                200,
-                4610 + i as u64,
-            );
-            eprintln!(
-                "{name}, rounds of {round} | {case:9} | {counts:?} | ASN {n:5.1} | oracle {oracle:4.1}"
-            );
-        }
-        let (counts, n) = planned_run_by(
-            sim,
-            [5.0, 0.0, 0.0],
-            (alpha, m),
-            design,
-            Looks::DesignBySide,
-            1000,
-            4630,
-        );
-        eprintln!("{name}, rounds of {round} | on the margin [5, 0, 0] | {counts:?} | ASN {n:5.1}");
+        cases_in_rounds(name, sim, (clock, round), (200, 4610));
+        on_the_margin_in_rounds(name, sim, (clock, round), (1000, 4630));
     }
 }
