@@ -18,7 +18,8 @@
 # (pass / fail / inconclusive) and writes OUT with the command that made it.
 # The plan gives no `window` (the c=1 cell's default: blocks of one request)
 # unless WINDOW is set (WINDOW=4: the blocks of 4 of the sets before #31's
-# fifth step).
+# fifth step). POLICY=FILE gates with that policy instead of
+# policies/default.toml (e.g. one with `spending = "pocock"`).
 # Loopback only. Nothing else should run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,7 +81,7 @@ suite = "$root/suites/gate-calibration.toml"
 schedule = "interleaved"
 ${WINDOW:+window = $WINDOW}
 skip_turnover = true
-policy = "$root/policies/default.toml"
+policy = "${POLICY:-$root/policies/default.toml}"
 [adaptive]
 enabled = false
 max_requests = $max_requests
@@ -172,11 +173,17 @@ max_requests, max_minutes = sys.argv[6], sys.argv[7]
 groups = collections.OrderedDict()
 for r in rows:
     groups.setdefault((r[0], r[1]), []).append(r)
+policy = os.environ.get("POLICY")
+spending = "O'Brien-Fleming"
+if policy:
+    import tomllib
+    rule = tomllib.load(open(policy, "rb")).get("gate", {}).get("spending", "o_brien_fleming")
+    spending = {"o_brien_fleming": spending, "pocock": "Pocock-type spending", "bonferroni": "Bonferroni"}[rule]
 lines = [
     "# Evidence gate on the real reference engine",
     "",
     f"Measured {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC on this machine (2 cores) by",
-    f"`{'WINDOW=' + os.environ['WINDOW'] + ' ' if os.environ.get('WINDOW') else ''}scripts/calibrate-gate.sh {args}`; regenerate with the same command.",
+    f"`{''.join(f'{k}={os.environ[k]} ' for k in ('WINDOW', 'POLICY') if os.environ.get(k))}scripts/calibrate-gate.sh {args}`; regenerate with the same command.",
     "",
     "One llama.cpp server (reference engine, baseline profile) behind two loopback",
     "forwarders; *A/A*: both add 0 ms; *injected*: the candidate's adds",
@@ -185,7 +192,7 @@ lines = [
     f"`suites/gate-calibration.toml` (one c=1 cell of 16 requests, in blocks of {os.environ.get('WINDOW') or 'one request (the default)'}),",
     "default policy (5 % margins, alpha 0.05 over 3 gating pairs), turnover skipped;",
     f"adaptive: up to {max_requests} requests per side or {max_minutes} minutes, a look after every",
-    "round of a pair of blocks, A B B A (alpha spent by O'Brien-Fleming at each look's information fraction;",
+    f"round of a pair of blocks, A B B A (alpha spent by {spending} at each look's information fraction;",
     "a cell warms up once per runtime). Outcome = the report's `performance_outcome`.",
     "The last two columns are each decided trial's cost from its report",
     "(`gates.performance_evidence.requests_per_side` against",

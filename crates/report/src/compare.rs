@@ -311,6 +311,7 @@ fn report_design(schedule: Schedule, resampling: Resampling, policy: &Policy) ->
         drift_floor_reason: (schedule == Schedule::Single).then(|| SINGLE_PASS_DRIFT.to_string()),
         pairs_requests: pairs_requests.then_some(true),
         block_mean,
+        design_spread: Some(policy.gate.design_spread),
     }
 }
 
@@ -353,6 +354,19 @@ fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) 
     }
 }
 
+/// The resampling units behind a pair's bounds: requests, or clusters
+/// (blocks, passes; a trimmed mean's middle). Few clusters widen the bounds
+/// a lot (t with B−1 degrees of freedom): that is the price of not knowing
+/// the between-block variance, so designs should give each cell several blocks.
+fn bootstrap_units(used: Resampling, b: Clustered, c: Clustered, block_mean: BlockMean) -> usize {
+    let clusters = b.cluster_count().min(c.cluster_count());
+    match used {
+        Resampling::Independent => b.values.len().min(c.values.len()),
+        Resampling::Paired | Resampling::PairedRequests => block_mean.units(clusters),
+        Resampling::Clustered => clusters,
+    }
+}
+
 /// The evidence of one gating metric: the sorted bootstrap distribution
 /// under the design (paired falls back to clustered when blocks do not
 /// match), then the bounds.
@@ -390,19 +404,11 @@ fn metric_evidence(
         _ => point_delta,
     };
     let clusters = b.cluster_count().min(c.cluster_count());
+    let units = bootstrap_units(used, b, c, block_mean);
     let floor = drift_floor_reason(design, clusters, used).map(|why| DriftFloor {
         pass_sd_percent: design.drift.pass_sd_percent,
         source: format!("{}; applied because {why}", design.drift.source),
     });
-    // The resampling units: requests, or clusters (blocks, passes). Few
-    // clusters widen the bounds a lot (t with B−1 degrees of freedom): that
-    // is the price of not knowing the between-block variance, so designs
-    // should give each cell several blocks.
-    let units = match used {
-        Resampling::Independent => b.values.len().min(c.values.len()),
-        Resampling::Paired | Resampling::PairedRequests => block_mean.units(clusters),
-        Resampling::Clustered => clusters,
-    };
     let e = ev::evidence(
         &deltas,
         &stats::EvidenceInput {
@@ -965,8 +971,14 @@ fn cell_metrics(
                 ep.oracle_requests_per_side,
                 ep.learning_oracle_requests_per_side,
             ) = oracles_of(e, spec, (b, bcl), (c, ccl), design);
+            let units = bootstrap_units(
+                e.resampling,
+                clustered(b, bcl),
+                clustered(c, ccl),
+                policy.gate.block_mean,
+            );
             ep.design_requests_per_side = ev::design_requests(
-                e.standard_error_percent,
+                policy.gate.design_spread.of(e, units),
                 b.len().min(c.len()),
                 e.margin_percent,
                 design.oracle_levels.1,

@@ -701,6 +701,10 @@ pub struct Design {
     /// reports (their mean).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_mean: Option<crate::stats::BlockMean>,
+    /// What an adaptive run's design plans from (each evidence part's
+    /// `design_requests_per_side`); absent in older reports (the standard error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design_spread: Option<crate::stats::DesignSpread>,
 }
 
 /// One checked condition of a gate.

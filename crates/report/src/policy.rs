@@ -40,7 +40,7 @@ use toml::Spanned;
 use crate::config_error::{ConfigError, line_col};
 
 use crate::artifact::Slo;
-use crate::stats::evidence::{BlockMean, BoundScale, Spending};
+use crate::stats::evidence::{BlockMean, BoundScale, DesignSpread, Spending};
 use crate::stats::{BootstrapConfig, Direction};
 
 pub use super::model::PolicySlo as SloSpec;
@@ -168,6 +168,10 @@ pub struct GatePolicy {
     /// Paired designs: how the blocks' log ratios combine (a trimmed mean
     /// by default); reports made before it took their mean.
     pub block_mean: BlockMean,
+    /// What an adaptive run's design plans its information from (the
+    /// bounds' spread by default); reports made before it planned from the
+    /// standard error.
+    pub design_spread: DesignSpread,
 }
 
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
@@ -189,6 +193,7 @@ impl Default for GatePolicy {
             bound_scale: BoundScale::Log,
             pair_requests: true,
             block_mean: BlockMean::Trimmed,
+            design_spread: DesignSpread::Bounds,
         }
     }
 }
@@ -378,6 +383,8 @@ struct RawGate {
     pair_requests: Option<bool>,
     #[serde(default)]
     block_mean: Option<BlockMean>,
+    #[serde(default)]
+    design_spread: Option<DesignSpread>,
 }
 
 #[derive(Deserialize)]
@@ -657,6 +664,7 @@ fn gate(
         gate.spending = g.spending.unwrap_or(gate.spending);
         gate.pair_requests = g.pair_requests.unwrap_or(gate.pair_requests);
         gate.block_mean = g.block_mean.unwrap_or(gate.block_mean);
+        gate.design_spread = g.design_spread.unwrap_or(gate.design_spread);
         gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
         if let Some(d) = g.drift_sd_percent {
             gate.drift_sd_percent = *d.get_ref();
@@ -1030,6 +1038,16 @@ mod tests {
         assert_eq!(p.gate.spending, Spending::Bonferroni);
         let p = Policy::from_toml_str("[gate]\nspending = \"pocock\"\n", "p.toml").unwrap();
         assert_eq!(p.gate.spending, Spending::Pocock);
+    }
+
+    #[test]
+    fn design_spread_defaults_to_the_bounds_and_can_be_the_standard_error() {
+        assert_eq!(Policy::default().gate.design_spread, DesignSpread::Bounds);
+        let toml = "[gate]\ndesign_spread = \"standard_error\"\n";
+        let p = Policy::from_toml_str(toml, "p.toml").unwrap();
+        assert_eq!(p.gate.design_spread, DesignSpread::StandardError);
+        let e = Policy::from_toml_str("[gate]\ndesign_spread = \"mad\"\n", "p.toml").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("gate.design_spread"), "{e}");
     }
 
     #[test]

@@ -1064,6 +1064,44 @@ fn oracle_scale(
     (k.is_finite() && var > 0.0).then_some(k)
 }
 
+/// What an adaptive run's design plans its information from (issue #31,
+/// ninth step; `[gate] design_spread`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesignSpread {
+    /// The estimate's standard error, the middle of its bootstrap: every
+    /// report before the ninth step, which `verify` reads as this.
+    StandardError,
+    /// The spread the bounds show: each bound's distance from the point
+    /// over t at its level, where that exceeds the standard error. A heavy
+    /// tail's bootstrap is wider in its tails, where the gate decides, than
+    /// in its middle; planned from the middle, the design's last look can
+    /// come before the bounds clear the margin. On normal noise the two agree.
+    Bounds,
+}
+
+impl DesignSpread {
+    /// The standard error (percent) the design plans from, for evidence
+    /// `e` whose bounds widen by t with `units − 1` degrees of freedom
+    /// (at least 1). At a probe's full levels the bounds' percentiles are
+    /// well inside the bootstrap's draws.
+    pub fn of(self, e: &Evidence, units: usize) -> f64 {
+        let se = e.standard_error_percent;
+        if self == DesignSpread::StandardError {
+            return se;
+        }
+        let df = (units.max(2) - 1) as f64;
+        let t = |a: f64| t_quantile(1.0 - a, df);
+        let w = e.worse_change_percent;
+        let below = (w - e.lower_bound_percent) / t(e.alpha_fail);
+        let above = (e.upper_bound_percent - w) / t(e.alpha_pass);
+        [below, above]
+            .into_iter()
+            .filter(|x| x.is_finite())
+            .fold(se, f64::max)
+    }
+}
+
 /// Power at which an adaptive run plans the information it needs: the
 /// issue's target for a +10 % runtime against 5 % margins (#31).
 pub const DESIGN_POWER: f64 = 0.95;

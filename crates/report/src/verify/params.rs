@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
 use crate::stats::evidence::{
-    BlockMean, BoundScale, Boundaries, DriftFloor, Spending, alpha_levels_at, alpha_levels_between,
-    alpha_levels_by_side, alpha_levels_closing, last_two_fractions,
+    BlockMean, BoundScale, Boundaries, DesignSpread, DriftFloor, Spending, alpha_levels_at,
+    alpha_levels_between, alpha_levels_by_side, alpha_levels_closing, last_two_fractions,
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
@@ -859,6 +859,11 @@ pub(super) fn policy_from_report(
                 .pointer("/design/block_mean")
                 .and_then(parse::<BlockMean>)
                 .unwrap_or(BlockMean::Mean),
+            // Reports from before the ninth step planned from the standard error.
+            design_spread: s
+                .pointer("/design/design_spread")
+                .and_then(parse::<DesignSpread>)
+                .unwrap_or(DesignSpread::StandardError),
         },
         slo: match policy.get("slo") {
             None => Vec::new(),

@@ -106,6 +106,43 @@ fn outcome_follows_the_bounds() {
     );
 }
 
+/// The design plans from the standard error where the bootstrap is
+/// normal (its bounds over t say the same), and from the bounds where its
+/// tails are heavier than its middle: a t with 3 degrees of freedom,
+/// for the spread of its middle, is about 1.3–1.5 times as far out as the
+/// normal at the fail bound's 1.7 % point.
+#[test]
+fn the_design_plans_from_the_bounds_where_the_tails_are_wider() {
+    let units = 20;
+    let quantiles = |q: &dyn Fn(f64) -> f64| -> Vec<f64> {
+        (0..4000)
+            .map(|i| 2.0 * q((i as f64 + 0.5) / 4000.0))
+            .collect()
+    };
+    let (alpha_pass, alpha_fail) = (0.05, 0.05 / 3.0);
+    let judge = |deltas: &[f64]| {
+        let input = EvidenceInput {
+            units,
+            alpha_pass,
+            alpha_fail,
+            ..inp(Direction::LowerIsBetter, 0.0, None)
+        };
+        evidence(deltas, &input).unwrap()
+    };
+    let normal = judge(&quantiles(&normal_quantile));
+    let se = normal.standard_error_percent;
+    assert_eq!(DesignSpread::StandardError.of(&normal, units), se);
+    let bounds = DesignSpread::Bounds.of(&normal, units);
+    assert!(bounds >= se && bounds < 1.02 * se, "{bounds} {se}");
+    // `t_quantile` takes the upper half; the lower is its mirror.
+    let t3 = |p: f64| (p - 0.5).signum() * t_quantile(0.5 + (p - 0.5).abs(), 3.0);
+    let heavy = judge(&quantiles(&t3));
+    let se = heavy.standard_error_percent;
+    assert_eq!(DesignSpread::StandardError.of(&heavy, units), se);
+    let bounds = DesignSpread::Bounds.of(&heavy, units);
+    assert!(bounds > 1.3 * se, "{bounds} {se}");
+}
+
 #[test]
 fn drift_floor_widens_and_can_make_it_unresolvable() {
     let floor = DriftFloor {
@@ -1706,6 +1743,20 @@ enum Looks {
     /// (`qualify` before issue #31's sixth step: a first look could not
     /// spend by the design).
     DesignBySideLate,
+    /// As `DesignBySide`, the design planned from the request pairs' robust
+    /// SD (1.4826 × MAD of their log ratios) instead of the estimate's
+    /// standard error: a spread the outliers that have come do not move
+    /// (issue #31, tried in the ninth step, not kept).
+    Robust,
+    /// As `Robust`, and the design never ends before the trimmed mean's
+    /// [`MIN_TRIMMED_BLOCKS`] (not kept either).
+    RobustTrimmed,
+    /// As `DesignBySide`, the design planned from the spread the probe's
+    /// bounds show at the fixed-size levels ([`DesignSpread::Bounds`],
+    /// `qualify`'s default since issue #31's ninth step), where it exceeds
+    /// the standard error. `DesignBySide` plans from the standard error,
+    /// as every step before it.
+    Bounds,
 }
 
 /// Look `look`'s fraction of `rounds`, as `qualify::interleave::information_fraction`
@@ -1730,6 +1781,9 @@ fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
 /// with exact boundaries over every look's fraction. It stops at the first
 /// decided look or the look at fraction 1. Returns [pass, fail,
 /// inconclusive] and the mean requests per side per cell spent (ASN).
+/// The policy's default spending.
+const OBF: Spending = Spending::OBrienFleming;
+
 /// Blocks per cell before the design plans (`qualify::interleave::DESIGN_FIRST_BLOCKS`).
 const DESIGN_FIRST_BLOCKS: usize = 6;
 
@@ -1744,33 +1798,73 @@ fn planned_run(
 ) -> ([usize; 3], f64) {
     // A look every 8 requests per side whatever the window (two blocks of
     // 4, as the rounds of `qualify`'s default window).
-    planned_run_by(
-        sim,
-        shifts,
-        (alpha, m),
-        (clock, 8, DESIGN_FIRST_BLOCKS),
+    let rule = Rule {
         looks,
-        trials,
-        seed,
-    )
+        ..Rule::rounds(clock, 8)
+    };
+    planned_run_by(sim, shifts, (alpha, m), rule, trials, seed)
 }
 
-/// [`planned_run`] with a look every `round` requests per side (at least
-/// two blocks), `clock` such rounds, the design planning from `first` blocks.
+/// The standard error of a draw's mean log ratio (percent) were its
+/// request pairs' spread their robust SD: 1.4826 × the MAD of the pairs'
+/// log ratios, over √n.
+fn robust_standard_error_percent(d: &Draw) -> Option<f64> {
+    let logs: Vec<f64> = d.b.iter().zip(&d.c).map(|(x, y)| (y / x).ln()).collect();
+    let center = crate::stats::median(&logs)?;
+    let dev: Vec<f64> = logs.iter().map(|x| (x - center).abs()).collect();
+    Some(100.0 * 1.4826 * crate::stats::median(&dev)? / (logs.len() as f64).sqrt())
+}
+
+/// How a simulated adaptive run looks and spends.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    /// The rounds the budget allows.
+    clock: usize,
+    /// Requests per side per round (at least two blocks).
+    round: usize,
+    spending: Spending,
+    looks: Looks,
+}
+
+impl Rule {
+    /// `clock` rounds of `round` requests, as `qualify --adaptive` by
+    /// default: looks by the design, the pass side by its own, O'Brien–Fleming.
+    fn rounds(clock: usize, round: usize) -> Rule {
+        Rule {
+            clock,
+            round,
+            spending: OBF,
+            looks: Looks::DesignBySide,
+        }
+    }
+}
+
+/// [`planned_run`] by `rule`: a look every `rule.round` requests per side,
+/// `rule.clock` such rounds, each side spending its error by `rule.spending`.
 fn planned_run_by(
     sim: Sim,
     shifts: [f64; 3],
     (alpha, m): (f64, usize),
-    (clock, round, first): (usize, usize, usize),
-    looks: Looks,
+    rule: Rule,
     trials: usize,
     seed: u64,
 ) -> ([usize; 3], f64) {
+    let Rule {
+        clock,
+        round,
+        spending,
+        looks,
+    } = rule;
+    let first = DESIGN_FIRST_BLOCKS;
     let blocks_per_round = (round / sim.per_block.max(1)).max(2);
     let by_design = looks != Looks::Budget;
     let plan_now = looks != Looks::DesignBySideLate;
     let pass_share = match looks {
-        Looks::DesignBySide | Looks::DesignBySideLate => pass_design_share(alpha, m),
+        Looks::DesignBySide
+        | Looks::DesignBySideLate
+        | Looks::Robust
+        | Looks::RobustTrimmed
+        | Looks::Bounds => pass_design_share(alpha, m),
         _ => 1.0,
     };
     let sim = Sim {
@@ -1808,10 +1902,22 @@ fn planned_run_by(
                 if !by_design || look * blocks_per_round < first {
                     return before;
                 }
-                let growth = judged.iter().try_fold(0.0f64, |most, e| {
-                    let need = design_requests(e.standard_error_percent, n, 5.0, alpha / m as f64)?;
-                    Some(most.max(need as f64 / n as f64))
-                });
+                let robust = matches!(looks, Looks::Robust | Looks::RobustTrimmed);
+                let growth = judged
+                    .iter()
+                    .zip(&parts)
+                    .try_fold(0.0f64, |most, (e, part)| {
+                        let se = if robust {
+                            robust_standard_error_percent(part)?
+                        } else if looks == Looks::Bounds {
+                            let units = sim.block_mean.units(n / sim.per_block.max(1));
+                            DesignSpread::Bounds.of(e, units)
+                        } else {
+                            e.standard_error_percent
+                        };
+                        let need = design_requests(se, n, 5.0, alpha / m as f64)?;
+                        Some(most.max(need as f64 / n as f64))
+                    });
                 growth
                     .map(|g| ((g * look as f64).ceil() as usize).max(1))
                     .or(before)
@@ -1820,15 +1926,19 @@ fn planned_run_by(
                 let probe = judge((alpha, alpha / m as f64), 1 << 40);
                 design_rounds = plan_from(&probe, look, design_rounds);
             }
-            let rounds = clock.min(design_rounds.unwrap_or(usize::MAX));
+            let floor = if looks == Looks::RobustTrimmed {
+                MIN_TRIMMED_BLOCKS.div_ceil(blocks_per_round)
+            } else {
+                0
+            };
+            let rounds = clock.min(design_rounds.map_or(usize::MAX, |d| d.max(floor)));
             let t = next_fraction(look, rounds, &history);
             history.push(t);
             let pass_rounds = design_rounds.map_or(clock, |d| {
-                clock.min(((d as f64 * pass_share).ceil() as usize).max(1))
+                clock.min(((d as f64 * pass_share).ceil() as usize).max(1).max(floor))
             });
             pass_history.push(next_fraction(look, pass_rounds, &pass_history));
-            let levels =
-                alpha_levels_by_side(alpha, m, &pass_history, &history, Spending::OBrienFleming);
+            let levels = alpha_levels_by_side(alpha, m, &pass_history, &history, spending);
             if 1.0 - levels.1 == 1.0 {
                 // A look with next to no error to spend decides nothing.
                 continue;
@@ -1881,6 +1991,7 @@ fn looks_by_the_information_the_design_needs() {
                 Looks::Design => "design",
                 Looks::DesignBySide => "by side",
                 Looks::DesignBySideLate => "by side, late",
+                _ => "robust",
             };
             for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
                 let trials = 100;
@@ -2150,6 +2261,28 @@ const QUIET: Sim = Sim {
     ..INTERLEAVED
 };
 
+/// A middling host (the eighth step's): CV 2 %, a common drift of SD 3 %;
+/// its oracle is 6 requests, as the reference engine's quieter trials.
+const MIDDLING: Sim = Sim {
+    cv: 0.02,
+    time_drift: (0.9, 0.03),
+    ..QUIET
+};
+
+/// [`MIDDLING`] with bursts common to both sides in time (1 % a slot to
+/// begin, 4 % to end, ×1.5 meanwhile).
+const BURSTS: Sim = Sim {
+    bursts: (0.01, 0.04, 1.5),
+    ..MIDDLING
+};
+
+/// [`MIDDLING`] with a heavy tail: 5 % of requests twice as slow, each on
+/// its own.
+const HEAVY_TAIL: Sim = Sim {
+    slow: (0.05, 2.0),
+    ..MIDDLING
+};
+
 /// The reference engine's fit in blocks of one request (the fifth step's):
 /// noise 6 % a side, a drift common in time of SD 10 %, the mean.
 const ENGINE_FIT: Sim = Sim {
@@ -2385,26 +2518,19 @@ fn a_trimmed_mean_sets_aside_a_fifth_at_each_end() {
 fn cases_in_rounds(
     label: &str,
     sim: Sim,
-    (clock, round): (usize, usize),
+    rule: Rule,
     (trials, seed): (usize, u64),
 ) -> Vec<(&'static str, usize, [usize; 3], f64)> {
     let (alpha, m) = (0.05, 3);
     let var = per_request_log_ratio_variance(Sim { blocks: 96, ..sim }, 50, 4301);
-    let design = (clock, round, DESIGN_FIRST_BLOCKS);
+    let round = rule.round;
     shift_cases(alpha, m)
         .into_iter()
         .enumerate()
         .map(|(i, (case, shifts, want, a, power, shift))| {
             let oracle = oracle_of_variance(var, shift, 5.0, a, power);
-            let (counts, n) = planned_run_by(
-                sim,
-                shifts,
-                (alpha, m),
-                design,
-                Looks::DesignBySide,
-                trials,
-                seed + i as u64,
-            );
+            let (counts, n) =
+                planned_run_by(sim, shifts, (alpha, m), rule, trials, seed + i as u64);
             eprintln!(
                 "{label}, rounds of {round} | {case:9} | {counts:?} | ASN {n:5.1} | oracle {oracle:4.1}"
             );
@@ -2418,19 +2544,11 @@ fn cases_in_rounds(
 fn on_the_margin_in_rounds(
     label: &str,
     sim: Sim,
-    (clock, round): (usize, usize),
+    rule: Rule,
     (trials, seed): (usize, u64),
 ) -> [usize; 3] {
-    let design = (clock, round, DESIGN_FIRST_BLOCKS);
-    let (counts, n) = planned_run_by(
-        sim,
-        [5.0, 0.0, 0.0],
-        (0.05, 3),
-        design,
-        Looks::DesignBySide,
-        trials,
-        seed,
-    );
+    let round = rule.round;
+    let (counts, n) = planned_run_by(sim, [5.0, 0.0, 0.0], (0.05, 3), rule, trials, seed);
     eprintln!("{label}, rounds of {round} | on the margin [5, 0, 0] | {counts:?} | ASN {n:5.1}");
     counts
 }
@@ -2448,23 +2566,21 @@ fn on_the_margin_in_rounds(
 #[test]
 fn a_round_of_a_pair_of_blocks_looks_sooner() {
     let alpha = 0.05;
-    let middling = Sim {
-        cv: 0.02,
-        time_drift: (0.9, 0.03),
-        ..QUIET
-    };
     let slack = |n: usize| 2.0 * (alpha * (1.0 - alpha) / n as f64).sqrt();
-    for (name, sim) in [("quiet", QUIET), ("middling", middling)] {
+    for (name, sim) in [("quiet", QUIET), ("middling", MIDDLING)] {
         let mut asn = Vec::new();
         // The same 120 requests per side of budget in rounds of 8 and of 2.
         for (round, clock) in [(8, 15), (2, 60)] {
-            for (case, want, counts, n) in cases_in_rounds(name, sim, (clock, round), (100, 4510)) {
+            for (case, want, counts, n) in
+                cases_in_rounds(name, sim, Rule::rounds(clock, round), (100, 4510))
+            {
                 assert!(counts[1 - want] <= 5, "{name} {round} {case}: {counts:?}");
                 assert!(counts[want] >= 95, "{name} {round} {case}: {counts:?}");
                 asn.push(n);
             }
             let trials = 1000;
-            let counts = on_the_margin_in_rounds(name, sim, (clock, round), (trials, 4530));
+            let counts =
+                on_the_margin_in_rounds(name, sim, Rule::rounds(clock, round), (trials, 4530));
             for wrong in [counts[0], counts[1]] {
                 assert!(
                     wrong as f64 / trials as f64 <= alpha + slack(trials),
@@ -2488,7 +2604,12 @@ fn engine_fit_in_rounds_of_8_4_and_2() {
         ..ENGINE_FIT
     };
     for (round, clock) in [(8, 15), (4, 30), (2, 60)] {
-        cases_in_rounds("engine fit", engine, (clock, round), (100, 4310));
+        cases_in_rounds(
+            "engine fit",
+            engine,
+            Rule::rounds(clock, round),
+            (100, 4310),
+        );
     }
 }
 
@@ -2502,26 +2623,137 @@ fn engine_fit_in_rounds_of_8_4_and_2() {
 #[test]
 #[ignore]
 fn a_heavy_tail_in_rounds_of_8_4_and_2() {
-    let bursts = Sim {
-        cv: 0.02,
-        time_drift: (0.9, 0.03),
-        bursts: (0.01, 0.04, 1.5),
-        ..QUIET
-    };
-    let tail = Sim {
-        bursts: (0.0, 1.0, 1.0),
-        slow: (0.05, 2.0),
-        ..bursts
-    };
     let runs = [
-        ("heavy tail", tail, 8, 15),
-        ("heavy tail", tail, 4, 30),
-        ("heavy tail", tail, 2, 60),
-        ("bursts", bursts, 8, 15),
-        ("bursts", bursts, 2, 60),
+        ("heavy tail", HEAVY_TAIL, 8, 15),
+        ("heavy tail", HEAVY_TAIL, 4, 30),
+        ("heavy tail", HEAVY_TAIL, 2, 60),
+        ("bursts", BURSTS, 8, 15),
+        ("bursts", BURSTS, 2, 60),
     ];
     for (name, sim, round, clock) in runs {
-        cases_in_rounds(name, sim, (clock, round), (200, 4610));
-        on_the_margin_in_rounds(name, sim, (clock, round), (1000, 4630));
+        let rule = Rule::rounds(clock, round);
+        cases_in_rounds(name, sim, rule, (200, 4610));
+        on_the_margin_in_rounds(name, sim, rule, (1000, 4630));
+    }
+}
+
+/// The hosts of the ninth step's trials, in rounds of 2 (blocks of one
+/// request, the trimmed mean).
+fn ninth_step_hosts() -> [(&'static str, Sim); 5] {
+    let engine = Sim {
+        block_mean: BlockMean::Trimmed,
+        ..ENGINE_FIT
+    };
+    [
+        ("quiet", QUIET),
+        ("middling", MIDDLING),
+        ("bursts", BURSTS),
+        ("heavy tail", HEAVY_TAIL),
+        ("engine fit", engine),
+    ]
+}
+
+/// Issue #31, ninth step, tried and not kept: Pocock-type spending with
+/// the design's looks in rounds of 2. It decides with fewer requests on
+/// the quiet, middling, burst and heavy-tail hosts, but passes and fails
+/// less often within the design's information (the design's 1.1 inflation
+/// is O'Brien–Fleming's), and on the engine's fit an unchanged runtime
+/// passes less often at the same ASN. Prints the table
+/// `docs/gate-calibration.md` quotes; about 25 minutes in release, so run
+/// by hand:
+/// `cargo test --release -p infergate-report --lib pocock_with_the_designs_looks -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn pocock_with_the_designs_looks() {
+    for (name, sim) in ninth_step_hosts() {
+        for spending in [OBF, Spending::Pocock] {
+            let label = format!("{name} {}", spending.as_str());
+            let rule = Rule {
+                spending,
+                ..Rule::rounds(60, 2)
+            };
+            cases_in_rounds(&label, sim, rule, (200, 4710));
+            // The engine's fit on the margin would take most of an hour.
+            if name != "engine fit" {
+                on_the_margin_in_rounds(&label, sim, rule, (1000, 4730));
+            }
+        }
+    }
+}
+
+/// Issue #31, ninth step, tried and not kept: the design planned from the
+/// request pairs' robust SD, which the outliers that have come do not move
+/// ([`Looks::Robust`]), alone and with the design never ending before the
+/// trimmed mean's 16 blocks ([`Looks::RobustTrimmed`]). Both leave more
+/// runs undecided than the default plan on every host with bursts or a
+/// heavy tail (`pocock_with_the_designs_looks`'s O'Brien–Fleming rows):
+/// the estimate the gate decides on pays for the outliers the plan did
+/// not. Prints the table `docs/gate-calibration.md` quotes; about 8
+/// minutes in release:
+/// `cargo test --release -p infergate-report --lib a_plan_from_the_robust_spread -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn a_plan_from_the_robust_spread() {
+    for (name, sim) in ninth_step_hosts().into_iter().take(4) {
+        for looks in [Looks::Robust, Looks::RobustTrimmed] {
+            let label = format!("{name} {looks:?}");
+            let rule = Rule {
+                looks,
+                ..Rule::rounds(60, 2)
+            };
+            cases_in_rounds(&label, sim, rule, (200, 4710));
+            on_the_margin_in_rounds(&label, sim, rule, (1000, 4730));
+        }
+    }
+}
+
+/// Issue #31, ninth step, in CI: on the heavy tail (100 runs a case), a
+/// design planned from the bounds' spread passes an unchanged runtime and
+/// fails +10 % in at least 90 % of runs, with no wrong call above 5 %, and
+/// passes more often than a design planned from the standard error.
+#[test]
+fn a_design_planned_from_the_bounds_decides_a_heavy_tail() {
+    let rule = Rule::rounds(60, 2);
+    let by_bounds = Rule {
+        looks: Looks::Bounds,
+        ..rule
+    };
+    let bounds = cases_in_rounds("heavy tail, bounds", HEAVY_TAIL, by_bounds, (100, 4810));
+    for (case, want, counts, _) in &bounds {
+        assert!(counts[1 - want] <= 5, "{case}: {counts:?}");
+        assert!(counts[*want] >= 90, "{case}: {counts:?}");
+    }
+    let se = cases_in_rounds("heavy tail, standard error", HEAVY_TAIL, rule, (100, 4810));
+    assert!(bounds[0].2[0] > se[0].2[0], "{bounds:?} {se:?}");
+}
+
+/// Issue #31, ninth step: the design planned from the spread the bounds
+/// show at the fixed-size levels ([`Looks::Bounds`]: each bound's distance
+/// from the point over t, where that exceeds the standard error). A heavy
+/// tail's bootstrap is wider in its tails, where the gate decides, than in
+/// its middle, where the standard error is read; planned from the middle,
+/// the design's last look comes before the bounds can clear the margin.
+/// Planned from the tails, the heavy tail passes an unchanged runtime in
+/// 95.5 % of runs against 73 % and fails +10 % in 98 % against 82.5 %, at
+/// about the same requests per decision; the quiet host is unchanged and
+/// the middling and burst hosts pay 1–6 % more requests for 1–2 points
+/// more decisions; on the engine's fit an unchanged runtime passes 92 %
+/// against 88 %. `qualify`'s default (`[gate] design_spread = "bounds"`).
+/// Prints the table `docs/gate-calibration.md`
+/// quotes; about 15 minutes in release:
+/// `cargo test --release -p infergate-report --lib a_plan_from_the_spread_the_bounds_show -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn a_plan_from_the_spread_the_bounds_show() {
+    let rule = Rule {
+        looks: Looks::Bounds,
+        ..Rule::rounds(60, 2)
+    };
+    for (name, sim) in ninth_step_hosts() {
+        cases_in_rounds(name, sim, rule, (200, 4710));
+        // The engine's fit on the margin would take most of an hour.
+        if name != "engine fit" {
+            on_the_margin_in_rounds(name, sim, rule, (1000, 4730));
+        }
     }
 }
