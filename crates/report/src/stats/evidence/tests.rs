@@ -1828,7 +1828,9 @@ struct Rule {
 
 impl Rule {
     /// `clock` rounds of `round` requests, as `qualify --adaptive` by
-    /// default: looks by the design, the pass side by its own, O'Brien–Fleming.
+    /// default before the ninth step: looks by the design planned from the
+    /// standard error (the earlier steps' tables), the pass side by its
+    /// own, O'Brien–Fleming. [`Looks::Bounds`] is the default since.
     fn rounds(clock: usize, round: usize) -> Rule {
         Rule {
             clock,
