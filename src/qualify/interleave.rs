@@ -206,12 +206,15 @@ pub fn stop_after(
     }
 }
 
-/// Blocks per cell before the design plans the looks: a standard error
-/// from fewer is too noisy to plan by. On the reference engine a first
-/// look's 2 blocks planned 2 rounds where later looks planned 40. Every
-/// window plans from round 3 (a pair of blocks a round): 6 requests per side
-/// for blocks of one, so a quiet host's third look can spend all it has.
-pub const DESIGN_FIRST_BLOCKS: usize = 6;
+/// Blocks per cell before the design plans the looks: a spread from fewer
+/// is too noisy to plan by (on the reference engine a first look's 2 blocks
+/// planned 2 rounds where later looks planned 40). Every window plans from
+/// round 2 (a pair of blocks a round): 4 requests per side for blocks of
+/// one, so a quiet host's second look can spend all it has. Round 3 until
+/// issue #31's tenth step; planned from the bounds' spread (t with 3
+/// degrees of freedom), round 2 decided as often in simulation
+/// (`docs/gate-calibration.md`).
+pub const DESIGN_FIRST_BLOCKS: usize = 4;
 
 /// The rounds a run needs for the design's power, planned at the look
 /// after round `done` (each cell then has at least `blocks` blocks) from
@@ -359,17 +362,17 @@ mod tests {
         assert_eq!(design_rounds(4, 8, Some(1.6)), Some(7));
         assert_eq!(design_rounds(4, 8, Some(0.5)), Some(2));
         assert_eq!(design_rounds(3, 6, Some(0.0)), Some(1));
-        // Round 3's 6 blocks plan, whatever the window.
-        assert_eq!(design_rounds(3, 6, Some(0.3)), Some(1));
-        assert_eq!(design_rounds(3, 6, Some(2.5)), Some(8));
+        // Round 2's 4 blocks plan, whatever the window.
+        assert_eq!(design_rounds(2, 4, Some(0.3)), Some(1));
+        assert_eq!(design_rounds(2, 4, Some(2.5)), Some(5));
         // Too few blocks to plan by: the budget plans the looks.
-        assert_eq!(design_rounds(2, 4, Some(1.6)), None);
+        assert_eq!(design_rounds(1, 2, Some(1.6)), None);
         assert_eq!(design_rounds(4, 8, None), None);
         assert_eq!(design_rounds(4, 8, Some(f64::NAN)), None);
-        // A pair of blocks a round in every cell: the design plans at round 3.
+        // A pair of blocks a round in every cell: the design plans at round 2.
         let cells = [cl("a", 1, 16), cl("b", 4, 16)];
         assert_eq!(blocks_after(&cells, 1), 2);
-        assert_eq!(blocks_after(&cells, 3), 6);
+        assert_eq!(blocks_after(&cells, 2), DESIGN_FIRST_BLOCKS);
         assert_eq!(blocks_after(&cells[..1], 1), 2);
     }
 
