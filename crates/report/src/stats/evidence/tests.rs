@@ -2806,12 +2806,13 @@ fn a_plan_from_the_spread_the_bounds_show() {
     }
 }
 
-/// Issue #31, tenth step (tried): the design plans from round 2 (4 blocks
-/// of one request a side) instead of round 3, with the bounds' spread, the
-/// same seeds as [`a_plan_from_the_spread_the_bounds_show`]. A quiet
-/// host's first decision could come at 4 requests instead of 6; the price
-/// is a plan read from 4 pairs. Prints the rows `docs/gate-calibration.md`
-/// quotes; run by hand:
+/// Issue #31, tenth step (`qualify`'s default since): the design plans
+/// from round 2 (4 blocks of one request a side) instead of round 3, with
+/// the bounds' spread, the same seeds as
+/// [`a_plan_from_the_spread_the_bounds_show`]. The quiet host decides at 4
+/// requests instead of 6 with the same decisions; the others change by a
+/// run or two. Prints the rows `docs/gate-calibration.md` quotes; about 20
+/// minutes in release, so run by hand:
 /// `cargo test --release -p infergate-report --lib a_plan_from_the_second_round -- --ignored --nocapture`.
 #[test]
 #[ignore]
