@@ -2852,3 +2852,40 @@ fn blocks_of_four_planned_from_the_second_round() {
         on_the_margin_in_rounds(&label, sim, rule, (1000, 4930));
     }
 }
+
+/// Issue #31's own hosts (CV 3 %, lognormal with drift and autocorrelation,
+/// a 15-round clock of 120 requests a side: `looks_by_the_information_the_design_needs`'s
+/// generous row) under the rule `qualify` ships since the tenth step: the
+/// design's looks planned from the bounds' spread from 4 blocks, the
+/// pass side by its own, the trimmed mean, in blocks of 4 (rounds of 8)
+/// and of one request (rounds of 2). Holds the issue's targets: ASN at
+/// most 2× the known-variance oracle for A/A pass and +10 % fail, A/A pass
+/// and +10 % fail in at least 95 of 100 runs, no wrong call above 5 %.
+#[test]
+fn the_issues_hosts_under_the_shipped_rule() {
+    let (alpha, m) = (0.05, 3);
+    for (per_block, round, clock) in [(4, 8, 15), (1, 2, 60)] {
+        let sim = Sim {
+            cv: 0.03,
+            per_block,
+            block_mean: BlockMean::Trimmed,
+            ..INTERLEAVED
+        };
+        let rule = Rule {
+            looks: Looks::Bounds,
+            first: DESIGN_FIRST_BLOCKS,
+            ..Rule::rounds(clock, round)
+        };
+        for (i, (case, shifts, want, oracle)) in oracle_cases(sim, alpha, m).iter().enumerate() {
+            let (counts, asn) =
+                planned_run_by(sim, *shifts, (alpha, m), rule, 100, 3900 + i as u64);
+            eprintln!(
+                "CV 0.03, blocks of {per_block} | {case:9} | {counts:?} | ASN {asn:6.1} | oracle {oracle:5.1} | {:.2}×",
+                asn / oracle
+            );
+            assert!(counts[1 - want] <= 5, "{case}: {counts:?}");
+            assert!(counts[*want] >= 95, "{case}: {counts:?}");
+            assert!(asn / oracle <= 2.0, "{case}: ASN {asn} against {oracle}");
+        }
+    }
+}
