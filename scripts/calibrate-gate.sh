@@ -211,9 +211,7 @@ def cost(rs, col):
              if len(r) > col and r[3] in ("pass", "fail") and r[8] and r[col]]
     if not pairs:
         return "—"
-    ratios = sorted(u / o for u, o in pairs)
-    mid = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-    return ", ".join(f"{u}/{o}" for u, o in pairs) + f" ({mid:.1f}×)"
+    return ", ".join(f"{u}/{o}" for u, o in pairs) + f" ({median([u / o for u, o in pairs]):.1f}×)"
 def median(xs):
     xs = sorted(xs)
     n = len(xs)

@@ -2793,13 +2793,18 @@ fn a_plan_from_the_second_round_decides_a_quiet_host_sooner() {
 #[test]
 #[ignore]
 fn a_plan_from_the_spread_the_bounds_show() {
-    let rule = Rule {
+    ninth_step_table(Rule {
         looks: Looks::Bounds,
         ..Rule::rounds(60, 2)
-    };
+    });
+}
+
+/// `rule` on the ninth step's hosts with its seeds: A/A and +10 % (200 runs
+/// a case) and, but for the engine's fit (most of an hour), the margin
+/// (1000 runs), printed.
+fn ninth_step_table(rule: Rule) {
     for (name, sim) in ninth_step_hosts() {
         cases_in_rounds(name, sim, rule, (200, 4710));
-        // The engine's fit on the margin would take most of an hour.
         if name != "engine fit" {
             on_the_margin_in_rounds(name, sim, rule, (1000, 4730));
         }
@@ -2817,17 +2822,11 @@ fn a_plan_from_the_spread_the_bounds_show() {
 #[test]
 #[ignore]
 fn a_plan_from_the_second_round() {
-    let rule = Rule {
+    ninth_step_table(Rule {
         looks: Looks::Bounds,
         first: DESIGN_FIRST_BLOCKS,
         ..Rule::rounds(60, 2)
-    };
-    for (name, sim) in ninth_step_hosts() {
-        cases_in_rounds(name, sim, rule, (200, 4710));
-        if name != "engine fit" {
-            on_the_margin_in_rounds(name, sim, rule, (1000, 4730));
-        }
-    }
+    });
 }
 
 /// The middling host in blocks of 4 requests (rounds of 8 a side): the
