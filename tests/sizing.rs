@@ -13,15 +13,19 @@ use infergate::measure::journal;
 use infergate::measure::record::Outcome;
 use infergate::measure::runner;
 
-const TARGET: u64 = 128;
+/// 96 tokens (the chat template and instructions take 73): what is checked
+/// is each request's fit (its unique prefix tokenizes to a varying length),
+/// not the prompt's length, and every one of the 800 prompts is prefilled
+/// (docs/testing.md).
+const TARGET: u64 = 96;
 const REQUESTS: usize = 200;
 
 const SUITE: &str = r#"
 name = "sizing-test"
 [[cell]]
-name = "p128"
-prompt_tokens = 128
-tolerance_percent = 1
+name = "p96"
+prompt_tokens = 96
+tolerance_percent = 2
 max_tokens = 1
 concurrency = 2
 requests = 200
@@ -89,7 +93,7 @@ async fn run_once(base: &str, tokenizer: Option<PathBuf>, dir: &Path, name: &str
         art.method["prompt_sizing"]
     );
     assert!(
-        art.method["prompt_tokens_achieved"].starts_with("p128: "),
+        art.method["prompt_tokens_achieved"].starts_with("p96: "),
         "{}",
         art.method["prompt_tokens_achieved"]
     );

@@ -25,6 +25,15 @@ pub const MODEL_RELATIVE_PATH: &str = "models/SmolLM2-135M-Instruct.Q4_1-b179c95
 pub const READY_PREFIX: &str = "infergate-engine listening ";
 /// Overall bound on starting: model load plus the first `/health`.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// The most CPU threads (`-t` and `-tb`) any reference-engine server gets,
+/// whatever its profile says; unset, the profile's own. For hosts where
+/// several servers and a client share few cores (the test suite sets 1):
+/// llama.cpp's threads meet in a spinning barrier at every op, so when they
+/// outnumber the free cores each op waits for a descheduled thread. Seen on
+/// this 2-core machine with two 2-thread servers busy at once: prompt eval
+/// 60-130 tokens/s and decode 5-50 where one server alone does thousands and
+/// hundreds. The logged command line and the run's profile show the value used.
+pub const THREADS_CAP_ENV: &str = "INFERGATE_ENGINE_THREADS";
 
 /// The launcher, compiled in so the binary does not depend on the source tree.
 const SERVE_PY: &str = include_str!("../../engine/serve.py");
@@ -129,6 +138,16 @@ impl EngineProfile {
         Ok(())
     }
 
+    /// This profile with its threads capped at `cap` (see [`THREADS_CAP_ENV`]).
+    pub fn with_threads_cap(&self, cap: Option<u32>) -> EngineProfile {
+        let mut p = self.clone();
+        if let Some(cap) = cap {
+            p.threads = p.threads.min(cap);
+            p.threads_batch = p.threads_batch.map(|t| t.min(cap));
+        }
+        p
+    }
+
     /// Arguments for `engine/serve.py`, serving `model` on a free loopback port.
     pub fn serve_args(&self, model: &Path) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec!["--model".into(), model.into()];
@@ -163,6 +182,22 @@ impl EngineProfile {
             }
         }
         args
+    }
+}
+
+/// The cap [`THREADS_CAP_ENV`] sets, if any; a value that is not a positive
+/// integer is an error naming the variable.
+pub fn threads_cap_from_env() -> Result<Option<u32>> {
+    parse_threads_cap(std::env::var_os(THREADS_CAP_ENV))
+}
+
+fn parse_threads_cap(value: Option<OsString>) -> Result<Option<u32>> {
+    let Some(v) = value.filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    match v.to_str().and_then(|v| v.trim().parse::<u32>().ok()) {
+        Some(n) if n > 0 => Ok(Some(n)),
+        _ => bail!("{THREADS_CAP_ENV}={v:?} is not a positive number of threads"),
     }
 }
 
@@ -264,6 +299,7 @@ impl EngineInstall {
         log_path: &Path,
     ) -> Result<ProcessSpec> {
         let model = self.model_of(profile)?;
+        let profile = profile.with_threads_cap(threads_cap_from_env()?);
         Ok(ProcessSpec::new(&self.python, log_path)
             .arg(serve_script)
             .args(profile.serve_args(&model))
@@ -379,7 +415,8 @@ pub async fn start_with(
         .context(what)?;
 
     Ok(RunningEngine {
-        profile: profile.clone(),
+        // As it was started (the same cap `process_spec` applied).
+        profile: profile.with_threads_cap(threads_cap_from_env()?),
         base_url,
         pid: process.pid(),
         log_path,
@@ -483,6 +520,24 @@ mod tests {
         let bad = text.replace("10000.0", "-1.0");
         let err = parse_profiles(&bad, "t.toml", None).unwrap_err();
         assert!(format!("{err:#}").contains("rope_freq_base"), "{err:#}");
+    }
+
+    #[test]
+    fn a_threads_cap_lowers_both_thread_counts_and_never_raises_them() {
+        let text = "[p]\nctx_size = 4096\nparallel = 4\nbatch = 256\nubatch = 128\nthreads = 2\nthreads_batch = 3\n";
+        let p = &parse_profiles(text, "t.toml", None).unwrap()["p"];
+        let one = p.with_threads_cap(Some(1));
+        assert_eq!((one.threads, one.threads_batch), (1, Some(1)));
+        let four = p.with_threads_cap(Some(4));
+        assert_eq!((four.threads, four.threads_batch), (2, Some(3)));
+        assert_eq!(&p.with_threads_cap(None), p);
+        assert_eq!(parse_threads_cap(Some("1".into())).unwrap(), Some(1));
+        assert_eq!(parse_threads_cap(Some("".into())).unwrap(), None);
+        assert_eq!(parse_threads_cap(None).unwrap(), None);
+        for bad in ["0", "two", "-1"] {
+            let err = parse_threads_cap(Some(bad.into())).unwrap_err();
+            assert!(err.to_string().contains(THREADS_CAP_ENV), "{err}");
+        }
     }
 
     #[test]
