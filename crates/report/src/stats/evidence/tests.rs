@@ -1402,7 +1402,7 @@ fn exact_by_fraction(
 /// quotes.
 #[test]
 fn adaptive_looks_by_the_budget_the_run_has() {
-    let trials = 100;
+    let trials = runs(50, 100);
     let sim = Sim {
         cv: 0.06,
         ..INTERLEAVED
@@ -1707,7 +1707,7 @@ fn a_generous_budget_favours_earlier_spending() {
 /// either exceeds α by more than two binomial standard errors.
 #[test]
 fn exact_boundaries_hold_the_error_on_the_margin() {
-    let trials = 300;
+    let trials = runs(150, 300);
     let sim = Sim {
         cv: 0.06,
         ..INTERLEAVED
