@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Time the README's test command (scripts/test.sh): each phase, each test
 # binary (wall time, its own CPU time, and the whole machine's busy CPU over
-# its run, servers included) and each test (libtest's --report-time). Writes
+# its run, servers included, and any binary running beside it) and each test
+# (libtest's --report-time). Writes
 # OUT/phases.tsv, OUT/binaries.tsv and OUT/test.log, and prints the tables of
 # docs/testing.md. "Fresh" or "warm" is the state you leave the machine in
 # before running it (docs/testing.md says how each was made).

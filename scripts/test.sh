@@ -55,7 +55,7 @@ background() { # NAME COMMAND...: run, timing itself into $scratch/NAME.secs
 }
 debian_packages() {
     # Without a daemon the container test fails and says why.
-    scripts/setup-docker.sh >"$scratch/docker.env" ||
+    scripts/setup-docker.sh ||
         echo "test: no Docker daemon could be started; tests/container.rs will fail and say so" >&2
     # The HTML report is checked in a real headless browser (tests/browser.rs).
     scripts/setup-chromium.sh >"$scratch/chromium.env" ||

@@ -6,7 +6,8 @@
 #
 # user/sys are the binary's own and its reaped children's (GNU time); busy is
 # the whole machine's non-idle CPU over the binary's run, from /proc/stat, so
-# the servers it talks to count too (binaries run one after another).
+# the servers it talks to count too; it is that binary's alone only when
+# binaries run one at a time (scripts/run-test-binaries.py --jobs 1).
 # libtest's --report-time prints each test's time; it is unstable, so it needs
 # RUSTC_BOOTSTRAP in the test binary's environment (nothing is compiled here).
 set -uo pipefail

@@ -382,6 +382,9 @@ pub async fn start_with(
     timeout: Duration,
 ) -> Result<RunningEngine> {
     profile.validate()?;
+    // The profile as it is started, recorded below; `process_spec` applies
+    // the same cap (it is also the detached driver's way in).
+    let profile = &profile.with_threads_cap(threads_cap_from_env()?);
     let t0 = Instant::now();
     std::fs::create_dir_all(log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
     let script = write_serve_script(log_dir)?;
@@ -415,8 +418,7 @@ pub async fn start_with(
         .context(what)?;
 
     Ok(RunningEngine {
-        // As it was started (the same cap `process_spec` applied).
-        profile: profile.with_threads_cap(threads_cap_from_env()?),
+        profile: profile.clone(),
         base_url,
         pid: process.pid(),
         log_path,

@@ -2035,7 +2035,7 @@ fn looks_by_the_information_the_design_needs() {
                     asn / oracle
                 );
                 assert!(
-                    counts[1 - want] * 100 <= trials * 5,
+                    at_most_5_percent(counts[1 - want], trials),
                     "{plan} {case}: {counts:?}"
                 );
                 rows.push((
