@@ -134,7 +134,8 @@ static INPUT_READS: std::sync::Mutex<std::collections::BTreeMap<std::path::PathB
 /// Read an input file (suite, gate policy) as text, counting the read.
 pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     count_read(path);
-    std::fs::read_to_string(path)
+    String::from_utf8(crate::report::read_regular(path)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Count one read of `path`, for [`input_reads`].

@@ -314,7 +314,7 @@ fn read_artifact(
         dir.to_path_buf()
     };
     let name = file.display().to_string();
-    let bytes = match std::fs::read(&file) {
+    let bytes = match crate::report::read_regular(&file) {
         Ok(b) => b,
         Err(e) => {
             ck.push(&name, format!("unreadable: {e}"), "a run artifact");
@@ -354,7 +354,7 @@ fn read_journal(
     };
     let jfile = file.parent().unwrap_or(Path::new(".")).join(&digest.file);
     let jname = jfile.display().to_string();
-    let jbytes = match std::fs::read(&jfile) {
+    let jbytes = match crate::report::read_regular(&jfile) {
         Ok(b) => b,
         Err(e) => {
             ck.push(

@@ -243,6 +243,7 @@ async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
         note: "container test".into(),
         who: Some("ci".into()),
         ledger: None,
+        force: false,
         quiet: true,
     })
     .await

@@ -190,6 +190,18 @@ fn a_qualification_id_is_locked_by_one_infergate_at_a_time() {
             err.to_string().contains("in use by another infergate"),
             "{at}: {err}"
         );
+        // `status` names the holder without taking the lock.
+        let who = b
+            .lock_holder("q", &dir.path().join(other))
+            .unwrap()
+            .expect("held");
+        let want = if at.is_shared() {
+            "database session ".to_string()
+        } else {
+            format!("process {} ", std::process::id())
+        };
+        assert!(who.starts_with(&want), "{at}: {who}");
+        assert_eq!(b.lock_holder("q3", &dir.path().join("q3")).unwrap(), None);
         let _q2 = b
             .lock("q2", &dir.path().join("q2"))
             .expect("another id is free");
@@ -197,6 +209,47 @@ fn a_qualification_id_is_locked_by_one_infergate_at_a_time() {
         b.lock("q", &dir.path().join(other))
             .expect("released when dropped");
     }
+}
+
+#[test]
+fn status_reads_a_ledger_on_a_read_only_mount() {
+    // A private mount namespace (unshare -m): the read-only tmpfs is seen
+    // by this command alone and gone with it, whatever the test does.
+    if !unshare_works() {
+        eprintln!("skipped: needs root and unshare(1) to mount a read-only filesystem");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("ledger.sqlite");
+    let l = Ledger::open(&src).unwrap();
+    l.append("q-ro", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
+        .unwrap();
+    drop(l);
+    let mnt = dir.path().join("ro");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = format!(
+        "mount -t tmpfs none {m} && cp {s} {m}/ && mount -o remount,ro {m} && exec {bin} status --ledger {m}/ledger.sqlite --json",
+        m = mnt.display(),
+        s = src.display(),
+        bin = env!("CARGO_BIN_EXE_infergate"),
+    );
+    let o = Command::new("unshare")
+        .args(["--mount", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["id"], "q-ro", "{v}");
+}
+
+fn unshare_works() -> bool {
+    Command::new("unshare")
+        .args(["--mount", "sh", "-c", "mount -t tmpfs none /mnt"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn infergate(args: &[&str]) -> std::process::Output {

@@ -139,7 +139,33 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         "{at} not named: {:#?}",
         edited.disagreements
     );
+    // Nor is a decision taken on a report its runs no longer bear out.
+    let recorded = env.entries("q-happy").len();
+    let e = decide_err(&report_path, DecisionAction::RetainBaseline, true).await;
+    assert!(e.contains("does not verify") && e.contains(&at), "{e}");
     std::fs::write(&journal, original).unwrap();
+
+    // A decision on a forged copy is refused, naming the digests, and
+    // records nothing (issue #47).
+    let copy = env.dir.path().join("forged");
+    copy_dir(&o.out_dir, &copy);
+    let forged = copy.join(report_path.file_name().unwrap());
+    let mut f: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&forged).unwrap()).unwrap();
+    f["strict_turnover_gate_passed"] = true.into();
+    f["qualification"] = report::QUAL_PASS.into();
+    std::fs::write(&forged, serde_json::to_vec_pretty(&f).unwrap()).unwrap();
+    let e = decide_err(&forged, DecisionAction::Promote, true).await;
+    assert!(
+        e.contains("is not the report infergate last wrote") && e.contains("sha256"),
+        "{e}"
+    );
+    // A promotion of a failed qualification needs --force.
+    if !report::gate::qualified(&serde_json::from_value(v.clone()).unwrap()) {
+        let e = decide_err(&report_path, DecisionAction::Promote, false).await;
+        assert!(e.contains("--force"), "{e}");
+    }
+    assert_eq!(env.entries("q-happy").len(), recorded, "nothing recorded");
 
     // The human decides: retain the baseline. It is still serving, so it is
     // verified and readmitted again rather than restarted.
@@ -149,6 +175,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         note: "strict turnover failed".into(),
         who: Some("alice".into()),
         ledger: None, // found through qualification.json
+        force: false,
         quiet: false,
     })
     .await
@@ -736,6 +763,35 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
 /// Multiply `field` of the journal's first successful record by `factor`,
 /// written in place. Returns the original text (to put back) and the
 /// `file:line` verify must name.
+/// `decide` on `report`, which must be refused: the error's text.
+async fn decide_err(report: &std::path::Path, action: DecisionAction, force: bool) -> String {
+    let e = decide::run(&decide::Options {
+        report: report.to_path_buf(),
+        action,
+        note: "n".into(),
+        who: Some("mallory".into()),
+        ledger: None,
+        force,
+        quiet: true,
+    })
+    .await
+    .expect_err("refused");
+    format!("{e:#}")
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
 fn edit_first_ok_record(journal: &std::path::Path, field: &str, factor: f64) -> (String, String) {
     let original = std::fs::read_to_string(journal).unwrap();
     let mut lines: Vec<String> = original.lines().map(String::from).collect();

@@ -185,6 +185,8 @@ async fn promotion_failing_identity_readmission_restores_the_baseline() {
         note: "faster".into(),
         who: Some("bob".into()),
         ledger: Some(env.ledger.clone().into()),
+        // Whatever its gates said: this checks the candidate's readmission.
+        force: true,
         quiet: false,
     })
     .await

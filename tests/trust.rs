@@ -125,6 +125,186 @@ fn no_writer_overwrites_its_own_input() {
     );
 }
 
+#[test]
+fn outputs_replace_only_regular_files_and_never_the_ledger_plan_or_suite() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::copy(example_report(), d.join("r.json")).unwrap();
+
+    // A symbolic link, a FIFO and a device are not replaced by a file.
+    std::fs::write(d.join("target.html"), "kept").unwrap();
+    std::os::unix::fs::symlink(d.join("target.html"), d.join("link.html")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(d.join("fifo"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (out, kind) in [
+        ("link.html", "a symbolic link"),
+        ("fifo", "a FIFO"),
+        ("/dev/full", "a character device"),
+    ] {
+        let o = infergate(d, &["report", "r.json", "--format", "html", "-o", out]);
+        assert!(!o.status.success(), "{out}: exit 0");
+        assert!(
+            stderr(&o).contains(kind) && stderr(&o).contains("not a regular file"),
+            "{out}: {}",
+            stderr(&o)
+        );
+    }
+    assert!(
+        std::fs::symlink_metadata(d.join("link.html"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read(d.join("target.html")).unwrap(), b"kept");
+    assert!(
+        std::fs::symlink_metadata(d.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert!(
+        std::fs::symlink_metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+
+    // An existing regular file keeps its mode.
+    std::fs::write(d.join("r.html"), "old").unwrap();
+    std::fs::set_permissions(d.join("r.html"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let o = infergate(d, &["report", "r.json", "--format", "html", "-o", "r.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = std::fs::metadata(d.join("r.html")).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    assert!(m.len() > 3, "rewritten");
+
+    // An input that is a FIFO is refused at once instead of blocking.
+    let o = infergate(d, &["report", "fifo"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("a FIFO"), "{}", stderr(&o));
+
+    // qualify --junit naming the ledger, the plan or its suite: refused
+    // before anything runs.
+    let plans = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let plan = plans.join("reference.toml");
+    let suite = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("suites/reference-engine.toml");
+    let suite_bytes = std::fs::read(&suite).unwrap();
+    std::fs::write(d.join("L.sqlite"), "").unwrap();
+    for (junit, what) in [
+        (d.join("L.sqlite"), "ledger"),
+        (plan.clone(), "plan"),
+        (suite.clone(), "plan's suite"),
+    ] {
+        let o = infergate(
+            d,
+            &[
+                "qualify",
+                plan.to_str().unwrap(),
+                "--ledger",
+                "L.sqlite",
+                "--junit",
+                junit.to_str().unwrap(),
+            ],
+        );
+        assert!(!o.status.success(), "{what}: exit 0");
+        let e = stderr(&o);
+        assert!(
+            e.contains("refusing to write") && e.contains(&format!("the {what} ")),
+            "{what}: {e}"
+        );
+    }
+    assert_eq!(std::fs::read(&suite).unwrap(), suite_bytes);
+    assert_eq!(
+        std::fs::read(d.join("L.sqlite")).unwrap(),
+        b"",
+        "ledger untouched"
+    );
+}
+
+#[test]
+fn commands_that_read_a_ledger_change_no_other_database_and_make_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let other = d.join("other.sqlite");
+    assert!(
+        Command::new("sqlite3")
+            .arg(&other)
+            .arg("CREATE TABLE accounts (id INTEGER);")
+            .status()
+            .is_ok_and(|s| s.success())
+            || {
+                // No sqlite3 client: make it through the library instead.
+                infergate_sqlite(&other);
+                true
+            }
+    );
+    let before = std::fs::read(&other).unwrap();
+    for args in [
+        vec!["status", "--ledger", "other.sqlite"],
+        vec!["stop", "q", "--ledger", "other.sqlite"],
+        vec!["ledger", "migrate", "other.sqlite", "new.sqlite"],
+    ] {
+        let o = infergate(d, &args);
+        assert!(!o.status.success(), "{args:?}: exit 0");
+        assert!(
+            stderr(&o).contains("not an infergate ledger"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    assert_eq!(std::fs::read(&other).unwrap(), before, "changed");
+
+    // decide on a ledger that does not exist: refused, none made. The
+    // qualification directory is real enough for decide to reach the ledger.
+    let q = d.join("q");
+    std::fs::create_dir(&q).unwrap();
+    std::fs::copy(example_report(), q.join("report.json")).unwrap();
+    let plans = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plans");
+    let plan = infergate::config::plan::Plan::load(&plans.join("reference.toml")).unwrap();
+    std::fs::write(q.join(infergate::decision::state::PLAN_COPY), &plan.text).unwrap();
+    let qf = infergate::decision::state::QualificationFile {
+        schema: infergate::decision::state::QUALIFICATION_SCHEMA.into(),
+        id: "q".into(),
+        plan: plan.path.clone(),
+        plan_dir: plans,
+        plan_sha256: plan.sha256.clone(),
+        ledger: infergate::decision::ledger::Location::Sqlite(d.join("missing.sqlite")),
+        default_window: None,
+    };
+    std::fs::write(
+        q.join(infergate::decision::state::QUALIFICATION_FILE),
+        serde_json::to_vec(&qf).unwrap(),
+    )
+    .unwrap();
+    let o = infergate(
+        d,
+        &[
+            "decide",
+            "q/report.json",
+            "--retain-baseline",
+            "--note",
+            "x",
+            "--ledger",
+            "missing.sqlite",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    assert!(!d.join("missing.sqlite").exists(), "decide made a ledger");
+}
+
+fn infergate_sqlite(path: &Path) {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch("CREATE TABLE accounts (id INTEGER);")
+        .unwrap();
+}
+
 /// Every file under `dir` (names and contents) and both streams of every
 /// output: none may hold `secret`.
 fn assert_no_secret(dir: &Path, outputs: &[(&str, &Output)]) {

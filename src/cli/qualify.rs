@@ -75,6 +75,10 @@ pub struct DecideArgs {
     /// Ledger; default the one the qualification was recorded in.
     #[arg(long)]
     pub ledger: Option<String>,
+    /// Promote a qualification whose gates failed; the promotion records
+    /// what it overrides.
+    #[arg(long)]
+    pub force: bool,
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -101,10 +105,14 @@ pub struct StopArgs {
 }
 
 pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
+    let ledger = location(a.ledger)?;
+    if let Some(junit) = &a.junit {
+        refuse_junit_over_inputs(junit, &a.plan, ledger.as_ref())?;
+    }
     let opts = qualify::Options {
         id: a.id,
         out_root: Some(a.out),
-        ledger: location(a.ledger)?,
+        ledger,
         rollback: a.rollback,
         adaptive: a.adaptive,
         quiet: a.quiet,
@@ -122,6 +130,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             );
             rep.set_promotion(note);
             report::write_report_atomic(r, &rep)?;
+            Ledger::connect_existing(&o.ledger)?.record_report(&o.id, r, "then-stop")?;
         }
     }
     // Read once: the exports and the rendering below show the same report.
@@ -209,6 +218,7 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
         note: a.note,
         who: a.who,
         ledger: location(a.ledger)?,
+        force: a.force,
         quiet: a.quiet,
     })
     .await?;
@@ -263,7 +273,7 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("ledger migrate: {from} is both FROM and TO");
             }
             // The source is read: one that does not exist is a typo, not an empty ledger.
-            let src = Ledger::connect_existing(&from)?;
+            let src = Ledger::connect_read_only(&from)?;
             let dst = Ledger::connect(&to)?;
             let m = ledger::migrate(&src, &dst)?;
             println!(
@@ -279,6 +289,26 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
 
 /// The ledger a flag names, parsed here rather than by clap: clap would echo
 /// a refused value, and a URL with a password in it must not be printed.
+/// Before anything runs: `--junit` must not name the plan, its suite, its
+/// policy file or the ledger (the report is checked once its path is known).
+fn refuse_junit_over_inputs(
+    junit: &std::path::Path,
+    plan_path: &std::path::Path,
+    ledger: Option<&Location>,
+) -> anyhow::Result<()> {
+    let plan = infergate::config::plan::Plan::load(plan_path)?;
+    let ledger = qualify::ledger_for(&plan, ledger)?;
+    let mut inputs = vec![("plan", plan_path), ("plan's suite", plan.suite.as_path())];
+    if let infergate::config::plan::PolicySource::File(p) = &plan.policy {
+        inputs.push(("plan's gate policy", p.as_path()));
+    }
+    if let Location::Sqlite(p) = &ledger {
+        inputs.push(("ledger", p.as_path()));
+    }
+    infergate::atomic::refuse_overwriting_inputs(junit, &inputs)?;
+    Ok(())
+}
+
 fn location(arg: Option<String>) -> anyhow::Result<Option<Location>> {
     arg.map(|s| Location::parse(&s)).transpose()
 }

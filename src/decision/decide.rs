@@ -31,6 +31,9 @@ pub struct Options {
     pub who: Option<String>,
     /// Default: the ledger the qualification was recorded in.
     pub ledger: Option<crate::decision::ledger::Location>,
+    /// Promote a qualification whose gates failed (the promotion says what
+    /// it overrides).
+    pub force: bool,
     pub quiet: bool,
 }
 
@@ -71,7 +74,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
     })?;
     let plan = qf.load_plan(&out_dir)?;
     let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
-    let ledger = Ledger::connect(&ledger_path)?;
+    let ledger = Ledger::connect_existing(&ledger_path)?;
     let _lock = ledger.lock(&qf.id, &out_dir)?;
     let entries = ledger.entries(&qf.id)?;
     if entries.is_empty() {
@@ -94,6 +97,8 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
             qf.id
         );
     }
+    let report = checked_report(&opts.report, &out_dir, &qf.id, &ledger, &entries)?;
+    refuse_unforced_override(&qf.id, &report, opts.action, opts.force)?;
     let who = match &opts.who {
         Some(w) if !w.trim().is_empty() => w.trim().to_string(),
         _ => std::env::var("USER")
@@ -118,6 +123,54 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
     })
 }
 
+/// The report at `path`, refused unless its bytes are the last report the
+/// ledger recorded for `id` and `verify` (with the qualification's own run
+/// directories) finds nothing that disagrees: a decision acts on what was
+/// measured, never on an edited copy.
+fn checked_report(
+    path: &Path,
+    out_dir: &Path,
+    id: &str,
+    ledger: &Ledger,
+    entries: &[crate::decision::ledger::Entry],
+) -> Result<Report> {
+    let bytes = report::read_regular(path)
+        .with_context(|| format!("cannot read the report {}", path.display()))?;
+    let found = report::digest::sha256_hex(&bytes);
+    match crate::decision::ledger::latest_report(entries) {
+        None => bail!(
+            "the ledger {} records no digest of qualification {id}'s report, so {} cannot be checked against it: qualify again to decide. Nothing was recorded",
+            ledger.location(),
+            path.display()
+        ),
+        Some((recorded, at)) if recorded != found => bail!(
+            "{} is not the report infergate last wrote for qualification {id}: its sha256 is {found}, the ledger {} records {recorded}{}; it was edited or replaced since. Nothing was recorded",
+            path.display(),
+            ledger.location(),
+            at.map(|p| format!(" (written to {p})")).unwrap_or_default()
+        ),
+        Some(_) => {}
+    }
+    let value = report::parse_report_value(&bytes, &path.display().to_string())?;
+    let (_, dirs) = crate::verify_runs::qualification_dirs(out_dir)?;
+    let checked = crate::verify_runs::verify_runs(&value, &dirs);
+    if !checked.is_clean() {
+        let list: Vec<String> = checked
+            .disagreements
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        bail!(
+            "{} does not verify ({} disagreement(s)): {}. Nothing was recorded",
+            path.display(),
+            list.len(),
+            list.join("; ")
+        );
+    }
+    serde_json::from_value(value)
+        .with_context(|| format!("{}: not a report infergate can update", path.display()))
+}
+
 /// Record `action` in the report and the ledger, carry it out, and record
 /// what was done. Shared with `qualify` for decisions a plan's policy makes.
 pub async fn decide_and_apply(
@@ -134,6 +187,7 @@ pub async fn decide_and_apply(
             report_path.display()
         )
     })?;
+    let context = decision_context(&report, action);
     let when = crate::util::now_rfc3339();
     ctx.log(
         "decision",
@@ -153,16 +207,20 @@ pub async fn decide_and_apply(
         phrase(action)
     ));
     report::write_report_atomic(report_path, &report)?;
+    ctx.ledger
+        .record_report(ctx.qualification, report_path, "decide")?;
     ctx.say(&format!("decision: {} by {who}: {note}", action.as_str()));
 
     let (carried_out, what) = carry_out(ctx, action).await?;
     let promotion = format!(
-        "{who} selected {} after {}; {what}",
+        "{who} selected {} after {}{context}; {what}",
         phrase(action),
         report::gate::summary(&report)
     );
     report.set_promotion(promotion.clone());
     report::write_report_atomic(report_path, &report)?;
+    ctx.ledger
+        .record_report(ctx.qualification, report_path, "decide")?;
     ctx.log(
         "promotion",
         None,
@@ -177,6 +235,43 @@ pub async fn decide_and_apply(
         carried_out,
         promotion,
     })
+}
+
+/// Promoting a qualification that failed its gates needs `--force`.
+fn refuse_unforced_override(
+    id: &str,
+    report: &Report,
+    action: DecisionAction,
+    force: bool,
+) -> Result<()> {
+    if action == DecisionAction::Promote && !report::gate::qualified(report) && !force {
+        bail!(
+            "qualification {id} did not qualify ({}): promoting it overrides its gates; pass --force to promote anyway. Nothing was recorded",
+            report::gate::summary(report)
+        );
+    }
+    Ok(())
+}
+
+/// What a decision overrides or replaces, for its promotion text: the
+/// gates when a failed qualification is promoted, the earlier decision
+/// when there is one.
+fn decision_context(report: &Report, action: DecisionAction) -> String {
+    let mut out = String::new();
+    if action == DecisionAction::Promote && !report::gate::qualified(report) {
+        out.push_str(", OVERRIDING the failed qualification");
+    }
+    if let Some(d) = &report.decision
+        && d.action != DecisionAction::Pending
+    {
+        out.push_str(&format!(
+            ", replacing the decision {} by {} at {}",
+            d.action.as_str(),
+            d.who.as_deref().unwrap_or("unknown"),
+            d.when.as_deref().unwrap_or("an unknown time")
+        ));
+    }
+    out
 }
 
 fn phrase(action: DecisionAction) -> &'static str {
@@ -317,4 +412,49 @@ async fn promote_candidate(ctx: &Ctx<'_>) -> Result<Result<Handle, String>> {
         "candidate failed readmission: {}{log}",
         o.failure().unwrap_or_default()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed() -> Report {
+        let text = include_str!("../../tests/data/runtime-profile-comparison.example.json");
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_failed_qualification_is_promoted_only_by_force_and_says_what_it_overrides() {
+        let mut r = seed();
+        assert!(
+            !report::gate::qualified(&r),
+            "the seed failed strict turnover"
+        );
+        let e = refuse_unforced_override("q", &r, DecisionAction::Promote, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("did not qualify") && e.contains("--force"),
+            "{e}"
+        );
+        assert!(e.contains("failed strict turnover"), "{e}");
+        refuse_unforced_override("q", &r, DecisionAction::Promote, true).unwrap();
+        refuse_unforced_override("q", &r, DecisionAction::RetainBaseline, false).unwrap();
+        assert_eq!(
+            decision_context(&r, DecisionAction::Promote),
+            ", OVERRIDING the failed qualification"
+        );
+        assert_eq!(decision_context(&r, DecisionAction::RetainBaseline), "");
+
+        r.record_decision(Decision {
+            action: DecisionAction::RetainBaseline,
+            who: Some("alice".into()),
+            when: Some("2026-12-06T07:00:00Z".into()),
+            note: Some("slow".into()),
+        });
+        assert_eq!(
+            decision_context(&r, DecisionAction::Promote),
+            ", OVERRIDING the failed qualification, replacing the decision retain-baseline by alice at 2026-12-06T07:00:00Z"
+        );
+    }
 }

@@ -47,8 +47,12 @@ pub struct QualificationStatus {
     pub report: Option<String>,
     pub decision: String,
     pub serving: Option<Serving>,
-    /// Started, never stopped nor put in service: an interrupted invocation's.
+    /// Started, never stopped nor put in service: an interrupted invocation's,
+    /// or the running one's (`running_by`).
     pub leftovers: Vec<lifecycle::Handle>,
+    /// The infergate process (or database session) holding the
+    /// qualification's lock now: it is under way.
+    pub running_by: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entries: Option<Vec<Entry>>,
 }
@@ -74,6 +78,10 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
             .and_then(|e| e.detail_str("out_dir"))
             .map(str::to_string);
         let docker = Docker::new(docker_socket(out_dir.as_deref()));
+        let running_by = match &out_dir {
+            Some(d) => ledger.lock_holder(&q, std::path::Path::new(d))?,
+            None => None,
+        };
         let done = entries.iter().rev().find(|e| e.step == "done");
         let serving = match lifecycle::serving(&entries) {
             Some((runtime, handle)) => {
@@ -121,6 +129,7 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
                 .into_iter()
                 .map(|(_, h)| h)
                 .collect(),
+            running_by,
             entries: id.is_some().then_some(entries),
         });
     }
@@ -157,7 +166,7 @@ pub async fn run(opts: &Options) -> Result<String> {
             p
         }
     };
-    let ledger = Ledger::connect_existing(&path)?;
+    let ledger = Ledger::connect_read_only(&path)?;
     let all = collect(&ledger, opts.id.as_deref()).await?;
     if opts.json {
         return serde_json::to_string_pretty(&all).context("serializing status");
@@ -203,12 +212,15 @@ pub async fn run(opts: &Options) -> Result<String> {
                 let _ = writeln!(s, "  serving:   nothing");
             }
         }
+        if let Some(by) = &q.running_by {
+            let _ = writeln!(s, "  RUNNING now, by {by}");
+        }
         for h in &q.leftovers {
-            let _ = writeln!(
-                s,
-                "  LEFT RUNNING by an interrupted invocation: {}",
-                h.describe()
-            );
+            let by = match &q.running_by {
+                Some(_) => "  started by the running invocation",
+                None => "  LEFT RUNNING by an interrupted invocation",
+            };
+            let _ = writeln!(s, "{by}: {}", h.describe());
         }
         if let Some(entries) = &q.entries {
             let _ = writeln!(s, "  ledger:");
@@ -318,4 +330,39 @@ pub async fn stop(id: &str, ledger: Option<Location>, quiet: bool) -> Result<Str
         serde_json::json!({"by": "infergate stop"}),
     );
     Ok(done.join("\n") + "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_qualification_under_way_is_said_to_run_and_by_which_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite");
+        let ledger = Ledger::open(&path).unwrap();
+        let out_dir = dir.path().join("q");
+        ledger
+            .append(
+                "q",
+                "plan",
+                None,
+                Status::Ok,
+                json!({"plan": "p.toml", "out_dir": out_dir}),
+            )
+            .unwrap();
+        let opts = Options {
+            id: Some("q".into()),
+            ledger: Some(Location::Sqlite(path)),
+            json: false,
+        };
+        let held = ledger.lock("q", &out_dir).unwrap();
+        let text = run(&opts).await.unwrap();
+        let want = format!("RUNNING now, by process {} (", std::process::id());
+        assert!(text.contains(&want), "{text}");
+        drop(held);
+        let text = run(&opts).await.unwrap();
+        assert!(!text.contains("RUNNING now"), "{text}");
+    }
 }

@@ -51,8 +51,8 @@ impl Journal {
 /// The digest of the journal at `path` as it is now: sha256 of its bytes
 /// and its record count (complete, non-empty lines).
 pub fn digest(path: &Path) -> Result<crate::artifact::JournalDigest> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
+    let bytes = crate::report::read_regular(path)
+        .with_context(|| format!("reading journal {}", path.display()))?;
     let records = bytes
         .split_inclusive(|b| *b == b'\n')
         .filter(|l| l.ends_with(b"\n") && !l.trim_ascii().is_empty())

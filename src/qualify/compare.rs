@@ -50,7 +50,8 @@ pub(super) fn compare_and_write(
         }),
     )?;
     report::write_report_atomic(report_path, &report).map_err(anyhow::Error::from)?;
-    ctx.log("report", None, Status::Ok, json!({"path": report_path}))?;
+    ctx.ledger
+        .record_report(ctx.qualification, report_path, "qualify")?;
     ctx.say(&format!(
         "report: {} ({})",
         report_path.display(),

@@ -69,6 +69,8 @@ pub(super) async fn decide_or_restore(
     };
     report.set_promotion(promotion);
     report::write_report_atomic(&report_path, &report)?;
+    ctx.ledger
+        .record_report(ctx.qualification, &report_path, "qualify")?;
     finish(ctx, ledger_path, verdict, Some(report_path), None, false).await
 }
 

@@ -143,7 +143,13 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
 
 /// --ledger (or $INFERGATE_LEDGER), else the plan's, else the default file.
 fn ledger_location(plan: &Plan, opts: &Options) -> Result<Location> {
-    Ok(match (&opts.ledger, &plan.ledger) {
+    ledger_for(plan, opts.ledger.as_ref())
+}
+
+/// The ledger a qualification of `plan` records in: the one `given` on the
+/// command line, else the plan's, else the default.
+pub fn ledger_for(plan: &Plan, given: Option<&Location>) -> Result<Location> {
+    Ok(match (given, &plan.ledger) {
         (Some(l), _) | (None, Some(l)) => l.clone(),
         (None, None) => Location::default_location()?,
     })

@@ -27,11 +27,17 @@ fn at<T>(r: std::io::Result<T>, op: &'static str, path: &Path) -> Result<T> {
 }
 
 /// Write `bytes` to a temporary file beside `path`, fsync it, then rename over `path`.
+///
+/// `path` must be absent or a regular file: the rename would replace a
+/// device node, a FIFO, a socket or a symbolic link with a regular file, so
+/// those are refused. An existing file keeps its mode (and, where the
+/// process may set it, its owner).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    let existing = existing_regular(path)?;
     at(std::fs::create_dir_all(dir), "creating", dir)?;
     let name = path
         .file_name()
@@ -43,6 +49,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = dir.join(format!(".{name}.tmp.{}.{seq}", std::process::id()));
     let result = (|| -> Result<()> {
         let mut f = at(std::fs::File::create(&tmp), "creating", &tmp)?;
+        if let Some(meta) = &existing {
+            keep_mode_and_owner(&f, meta, &tmp)?;
+        }
         at(f.write_all(bytes), "writing", &tmp)?;
         at(f.sync_all(), "syncing", &tmp)?;
         at(std::fs::rename(&tmp, path), "renaming onto", path)?;
@@ -55,6 +64,81 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     // Persist the rename itself; not every platform can open a directory.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The metadata of `path` if it is a regular file, None if it is absent;
+/// an error for anything else.
+fn existing_regular(path: &Path) -> Result<Option<std::fs::Metadata>> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(AtomicWriteError {
+            op: "inspecting",
+            path: path.display().to_string(),
+            source,
+        }),
+        Ok(m) if m.is_file() => Ok(Some(m)),
+        Ok(m) => Err(AtomicWriteError {
+            op: "refusing to replace",
+            path: path.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "it is {}, not a regular file; outputs are written only as regular files: name a new path",
+                    file_kind(&m.file_type())
+                ),
+            ),
+        }),
+    }
+}
+
+/// "a symbolic link", "a FIFO", … for messages.
+pub fn file_kind(t: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Give the temporary file the replaced file's permissions and owner, so
+/// an atomic write changes the content only. Setting the owner needs
+/// privilege unless it is already ours; where it is refused, the file is
+/// left ours (the write still happens, as a plain write would).
+fn keep_mode_and_owner(f: &std::fs::File, old: &std::fs::Metadata, tmp: &Path) -> Result<()> {
+    at(
+        f.set_permissions(old.permissions()),
+        "setting the mode of",
+        tmp,
+    )?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mine = f.metadata().map(|m| (m.uid(), m.gid())).ok();
+        if mine != Some((old.uid(), old.gid())) {
+            let _ = std::os::unix::fs::fchown(f, Some(old.uid()), Some(old.gid()));
+        }
     }
     Ok(())
 }
@@ -143,6 +227,62 @@ mod tests {
         write_atomic(&p, b"new").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_a_regular_file_is_replaced_and_it_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept.json");
+        std::fs::write(&kept, "old").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&kept, b"new").unwrap();
+        assert_eq!(std::fs::read(&kept).unwrap(), b"new");
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+
+        let target = dir.path().join("target.json");
+        std::fs::write(&target, "target").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let sub = dir.path().join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        for (p, kind) in [
+            (&link, "a symbolic link"),
+            (&fifo, "a FIFO"),
+            (&sub, "a directory"),
+            (&std::path::PathBuf::from("/dev/null"), "a character device"),
+        ] {
+            let e = write_atomic(p, b"x").unwrap_err();
+            let msg = format!("{e}: {}", e.source);
+            assert!(msg.contains(kind), "{msg}");
+            assert!(msg.contains("not a regular file"), "{msg}");
+        }
+        // Nothing replaced: the link still points at its untouched target.
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"target");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(
+            std::fs::symlink_metadata("/dev/null")
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            5,
+            "no temp file left"
+        );
     }
 
     #[test]

@@ -43,8 +43,37 @@ pub enum IoError {
     Write(#[from] AtomicWriteError),
 }
 
+/// Read a whole input file, refusing anything but a regular file (a FIFO
+/// would block the command until killed, a device would never end). The
+/// file is opened without blocking and checked by its descriptor, so what is
+/// checked is what is read.
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut opts = fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let mut f = opts.open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "it is {}, not a regular file",
+                crate::atomic::file_kind(&meta.file_type())
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T> {
-    let bytes = fs::read(path).map_err(|source| IoError::Read {
+    let bytes = read_regular(path).map_err(|source| IoError::Read {
         what,
         path: path.display().to_string(),
         source,
@@ -96,7 +125,7 @@ pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Resu
     let mut warnings = Vec::new();
     let mut arts = Vec::new();
     for (side, path) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
-        let bytes = fs::read(path).map_err(|source| IoError::Read {
+        let bytes = read_regular(path).map_err(|source| IoError::Read {
             what: "run artifact",
             path: path.display().to_string(),
             source,
@@ -105,7 +134,7 @@ pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Resu
         inputs.push(input(side, INPUT_RUN_ARTIFACT, path, &bytes));
         if let Some(j) = &art.provenance.journal {
             let jpath = path.parent().unwrap_or(Path::new(".")).join(&j.file);
-            if let Ok(jbytes) = fs::read(&jpath) {
+            if let Ok(jbytes) = read_regular(&jpath) {
                 let d = input(side, INPUT_JOURNAL, &jpath, &jbytes);
                 if d.sha256 != j.sha256 {
                     warnings.push(format!(

@@ -42,8 +42,8 @@ pub use gate::{
     qualification, strict_gate,
 };
 pub use io::{
-    IoError, compare_files, compare_paths, parse_report_value, read_artifact, read_report_value,
-    write_report_atomic,
+    IoError, compare_files, compare_paths, parse_report_value, read_artifact, read_regular,
+    read_report_value, write_report_atomic,
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};

@@ -301,9 +301,14 @@ impl Policy {
     }
 
     pub fn from_file(path: &Path) -> Result<Policy, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::file(path.display().to_string(), format!("cannot read: {e}"))
-        })?;
+        let text = crate::io::read_regular(path)
+            .and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+            })
+            .map_err(|e| {
+                ConfigError::file(path.display().to_string(), format!("cannot read: {e}"))
+            })?;
         Policy::from_toml_str(&text, &path.display().to_string())
     }
 

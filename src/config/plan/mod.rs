@@ -55,7 +55,7 @@ use sections::*;
 impl Plan {
     /// Read and check a plan file.
     pub fn load(path: &Path) -> Result<Plan, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let text = crate::util::read_input(path).map_err(|e| ConfigError {
             file: path.display().to_string(),
             line: None,
             column: None,

@@ -23,6 +23,19 @@ use serde_json::Value;
 
 pub use entry::{Entry, Status};
 
+/// The step of the rows that record a report written (path, sha256, by whom).
+pub const REPORT_STEP: &str = "report";
+
+/// The sha256 of the last report recorded among `entries`, and the row's
+/// path; None when no row carries a digest.
+pub fn latest_report(entries: &[Entry]) -> Option<(&str, Option<&str>)> {
+    entries
+        .iter()
+        .rev()
+        .filter(|e| e.step == REPORT_STEP && e.status == Status::Ok)
+        .find_map(|e| Some((e.detail_str("sha256")?, e.detail_str("path"))))
+}
+
 pub use crate::config::ledger_location::{LEDGER_ENV, Location};
 
 enum Backend {
@@ -101,11 +114,26 @@ impl Ledger {
         })
     }
 
-    /// [`Ledger::connect`] for commands that only read: a SQLite ledger
-    /// that does not exist is an error, never created.
+    /// [`Ledger::connect`] for commands that act on what a ledger holds
+    /// (`decide`, `stop`): a SQLite ledger that does not exist is an error,
+    /// never created.
     pub fn connect_existing(location: &Location) -> Result<Ledger> {
         let backend = match location {
             Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_existing(p)?),
+            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
+        };
+        Ok(Ledger {
+            backend,
+            location: location.clone(),
+        })
+    }
+
+    /// [`Ledger::connect_existing`] for commands that only read (`status`,
+    /// `ledger migrate`'s source): nothing is written, not even the schema,
+    /// so a ledger on a read-only mount can be read.
+    pub fn connect_read_only(location: &Location) -> Result<Ledger> {
+        let backend = match location {
+            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_read_only(p)?),
             Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
         };
         Ok(Ledger {
@@ -191,6 +219,33 @@ impl Ledger {
         }
     }
 
+    /// Record the report at `path` as written for `qualification` by `by`
+    /// (qualify, decide, --then-stop): its sha256, read back from the file,
+    /// so `decide` can refuse a report whose bytes are not the last ones
+    /// infergate wrote. Returns the digest.
+    pub fn record_report(&self, qualification: &str, path: &Path, by: &str) -> Result<String> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let sha256 = crate::report::digest::sha256_hex(&bytes);
+        self.append(
+            qualification,
+            REPORT_STEP,
+            None,
+            Status::Ok,
+            serde_json::json!({"path": path, "sha256": sha256, "by": by}),
+        )?;
+        Ok(sha256)
+    }
+
+    /// Who holds qualification `id`'s lock now, if anyone: a qualify or
+    /// decide under way. Read without taking the lock, so asking never
+    /// makes a starting infergate fail.
+    pub fn lock_holder(&self, id: &str, out_dir: &Path) -> Result<Option<String>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(file_lock_holder(&out_dir.join(".lock"))),
+            Backend::Postgres(b) => b.lock_holder(id),
+        }
+    }
+
     /// Raw SQL, for tests of the append-only triggers.
     #[doc(hidden)]
     pub fn execute_unchecked(&self, sql: &str) -> Result<u64> {
@@ -223,6 +278,48 @@ fn file_lock(out_dir: &Path, id: &str) -> Result<FileLock> {
         );
     }
     Ok(FileLock { file: f })
+}
+
+/// The process holding an flock on `path`, from `/proc/locks` (Linux): its
+/// id and command line. None when the file is absent or unlocked.
+fn file_lock_holder(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = flock_holder_in(&locks, meta.dev(), meta.ino())?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            String::from_utf8_lossy(&b)
+                .split('\0')
+                .filter(|a| !a.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    Some(if cmdline.is_empty() {
+        format!("process {pid}")
+    } else {
+        format!("process {pid} ({})", crate::util::redact(&cmdline))
+    })
+}
+
+/// The pid of the FLOCK on (dev, ino) among `/proc/locks` lines
+/// (`1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`; the device's major
+/// and minor in hex). Lines marked `->` are waiters, not holders.
+fn flock_holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let mut id = f.get(5)?.split(':');
+        let (ma, mi, i) = (id.next()?, id.next()?, id.next()?);
+        let same = u32::from_str_radix(ma, 16).ok()? == major
+            && u32::from_str_radix(mi, 16).ok()? == minor
+            && i.parse::<u64>().ok()? == ino;
+        same.then(|| f.get(4)?.parse().ok()).flatten()
+    })
 }
 
 /// What `infergate ledger migrate` did.
@@ -300,6 +397,75 @@ mod tests {
         // SAFETY: `copy` is ours and closed once.
         unsafe { libc::close(copy) };
         again.expect("released when dropped, though a copy of its descriptor is still open");
+    }
+
+    #[test]
+    fn another_programs_database_is_refused_untouched_and_a_missing_one_not_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("other.sqlite");
+        let conn = rusqlite::Connection::open(&other).unwrap();
+        conn.execute_batch("CREATE TABLE users (id INTEGER, name TEXT)")
+            .unwrap();
+        drop(conn);
+        let before = std::fs::read(&other).unwrap();
+        let at = Location::Sqlite(other.clone());
+        for (how, r) in [
+            ("connect", Ledger::connect(&at)),
+            ("existing", Ledger::connect_existing(&at)),
+            ("read only", Ledger::connect_read_only(&at)),
+        ] {
+            let e = format!("{:#}", r.unwrap_err());
+            assert!(e.contains("not an infergate ledger"), "{how}: {e}");
+            assert!(e.contains("users"), "{how}: {e}");
+        }
+        assert_eq!(std::fs::read(&other).unwrap(), before, "untouched");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["other.sqlite"], "no journal or WAL file made");
+
+        let missing = Location::Sqlite(dir.path().join("missing.sqlite"));
+        for r in [
+            Ledger::connect_existing(&missing),
+            Ledger::connect_read_only(&missing),
+        ] {
+            let e = format!("{:#}", r.unwrap_err());
+            assert!(e.contains("does not exist"), "{e}");
+        }
+        assert!(!dir.path().join("missing.sqlite").exists());
+    }
+
+    #[test]
+    fn a_held_lock_names_its_process_and_a_free_one_nobody() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
+        assert_eq!(
+            l.lock_holder("q", dir.path()).unwrap(),
+            None,
+            "no lock file"
+        );
+        let held = l.lock("q", dir.path()).unwrap();
+        let who = l.lock_holder("q", dir.path()).unwrap().expect("held");
+        assert!(
+            who.starts_with(&format!("process {} (", std::process::id())),
+            "{who}"
+        );
+        drop(held);
+        assert_eq!(l.lock_holder("q", dir.path()).unwrap(), None, "released");
+    }
+
+    #[test]
+    fn proc_locks_lines_are_matched_by_device_and_inode() {
+        let dev = libc::makedev(0xfd, 0x01);
+        let locks = "1: POSIX  ADVISORY  WRITE 10 fd:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 20 fd:01:78 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 30 fd:01:77 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 40 fd:01:77 0 EOF\n";
+        assert_eq!(flock_holder_in(locks, dev, 77), Some(40));
+        assert_eq!(flock_holder_in(locks, dev, 78), Some(20));
+        assert_eq!(flock_holder_in(locks, dev, 79), None);
+        assert_eq!(flock_holder_in(locks, libc::makedev(8, 1), 77), None);
     }
 
     #[test]

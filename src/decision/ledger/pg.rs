@@ -199,6 +199,22 @@ impl Postgres {
         })
     }
 
+    /// The database session holding qualification `id`'s advisory lock, if
+    /// any (a single-bigint key is stored as classid = high 32 bits, objid =
+    /// low 32 bits, objsubid = 1).
+    pub fn lock_holder(&self, id: &str) -> Result<Option<String>> {
+        let key = lock_key(id);
+        let (hi, lo) = ((key >> 32) & 0xffff_ffff, key & 0xffff_ffff);
+        let pid: Option<i32> = self.call(move |c| {
+            Ok(c.query_opt(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND classid = $1::bigint::oid AND objid = $2::bigint::oid",
+                &[&hi, &lo],
+            )?
+            .map(|r| r.get(0)))
+        })?;
+        Ok(pid.map(|p| format!("database session {p} on ledger {}", self.shown)))
+    }
+
     /// For tests: run raw SQL (a rewrite the triggers must refuse).
     pub fn execute_raw(&self, sql: &str) -> Result<u64> {
         let sql = sql.to_string();

@@ -22,6 +22,9 @@ impl Sqlite {
         }
         let conn =
             Connection::open(path).with_context(|| format!("opening ledger {}", path.display()))?;
+        // Before the WAL pragma, which writes: another program's database
+        // is left as it was.
+        refuse_foreign(&conn, path, true)?;
         Sqlite::configure(conn, path)
     }
 
@@ -29,18 +32,46 @@ impl Sqlite {
     /// (`status`, `stop`, `ledger migrate`'s source), which must never
     /// create a ledger (a typo would look like an empty one).
     pub fn open_existing(path: &Path) -> Result<Sqlite> {
-        if !path.is_file() {
-            anyhow::bail!(
-                "no ledger at {}: the file does not exist (this command does not create one; check the path)",
-                path.display()
-            );
-        }
+        must_exist(path)?;
         // Without SQLITE_OPEN_CREATE: a file removed meanwhile is not made again.
         let flags =
             rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags)
             .with_context(|| format!("opening ledger {}", path.display()))?;
+        refuse_foreign(&conn, path, false)?;
         Sqlite::configure(conn, path)
+    }
+
+    /// Open an existing ledger to read only: nothing is written to it (no
+    /// pragma, no schema), so it may sit on a read-only mount. A WAL ledger
+    /// there has no `-shm` file and cannot get one; it is then opened as
+    /// immutable, which is what a read-only mount guarantees.
+    pub fn open_read_only(path: &Path) -> Result<Sqlite> {
+        must_exist(path)?;
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let opened = Connection::open_with_flags(path, flags).and_then(|c| {
+            c.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(c)
+        });
+        let conn = match opened {
+            Ok(c) => c,
+            Err(first) => Connection::open_with_flags(immutable_uri(path), flags)
+                .with_context(|| format!("opening ledger {} to read ({first})", path.display()))?,
+        };
+        conn.busy_timeout(Duration::from_secs(10))
+            .with_context(|| format!("configuring ledger {}", path.display()))?;
+        refuse_foreign(&conn, path, false)?;
+        let l = Sqlite {
+            conn,
+            path: path.to_path_buf(),
+        };
+        schema::pending(schema::SQLITE, l.schema_version()?, &l.origin())
+            .map_err(anyhow::Error::msg)?;
+        Ok(l)
     }
 
     fn configure(conn: Connection, path: &Path) -> Result<Sqlite> {
@@ -88,6 +119,11 @@ impl Sqlite {
     }
 
     pub fn schema_version(&self) -> Result<i64> {
+        if !has_table(&self.conn, "infergate_schema")? {
+            // A ledger from before versions were recorded (read only, so
+            // not brought up to date): version 1's objects.
+            return Ok(1);
+        }
         Ok(self.conn.query_row(
             "SELECT COALESCE(MAX(version), 0) FROM infergate_schema",
             [],
@@ -170,4 +206,90 @@ impl Sqlite {
     pub fn execute_raw(&self, sql: &str) -> Result<usize> {
         Ok(self.conn.execute(sql, [])?)
     }
+}
+
+fn must_exist(path: &Path) -> Result<()> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "no ledger at {}: the file does not exist (this command does not create one; check the path)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `file:` URI for `path` with `immutable=1`; `?`, `#` and `%` in the path
+/// are escaped so they stay part of the name.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.display().to_string().chars() {
+        match c {
+            '?' => uri.push_str("%3f"),
+            '#' => uri.push_str("%23"),
+            '%' => uri.push_str("%25"),
+            c => uri.push(c),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Refuse a database that is not an infergate ledger: one with tables but
+/// no `entries` of infergate's columns. An empty database is a new ledger
+/// only for a command that creates one (`creating`).
+fn refuse_foreign(conn: &Connection, path: &Path, creating: bool) -> Result<()> {
+    let mut stmt = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .with_context(|| format!("reading ledger {}", path.display()))?;
+    let tables = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .with_context(|| format!("reading ledger {}", path.display()))?;
+    if tables.is_empty() {
+        if creating {
+            return Ok(());
+        }
+        anyhow::bail!(
+            "{} is not an infergate ledger: it is an empty database (this command does not create a ledger; check the path)",
+            path.display()
+        );
+    }
+    let columns: Vec<String> = if tables.iter().any(|t| t == "entries") {
+        let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('entries')")?;
+        stmt.query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    const LEDGER_COLUMNS: [&str; 7] = [
+        "seq",
+        "qualification",
+        "at",
+        "step",
+        "runtime",
+        "status",
+        "detail",
+    ];
+    if LEDGER_COLUMNS
+        .iter()
+        .all(|c| columns.iter().any(|have| have == c))
+    {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} is a SQLite database but not an infergate ledger (its tables: {}): refusing to read or change it; name the ledger's file",
+        path.display(),
+        tables.join(", ")
+    )
 }
