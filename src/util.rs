@@ -28,7 +28,8 @@ pub const REDACTED: &str = "<redacted>";
 /// connection string: in `text`, the userinfo of each `scheme://user:pass@host`
 /// is dropped, and the value of each `…password=VALUE` key (URL query
 /// parameters, libpq `key=value` strings, `PGPASSWORD=…`; quoted values
-/// included) becomes `<redacted>`.
+/// included) and of each token, key or signature parameter ([`secret_key`])
+/// becomes `<redacted>`.
 pub fn redact(text: &str) -> String {
     redact_passwords(&redact_userinfo(text))
 }
@@ -53,6 +54,18 @@ fn redact_userinfo(text: &str) -> String {
     out
 }
 
+/// Keys whose values are credentials: passwords, and the tokens, keys and
+/// signatures a URL's query can carry (`?token=`, `?api_key=`, `&sig=`).
+fn secret_key(key: &str) -> bool {
+    key.ends_with("password")
+        || key.ends_with("token")
+        || key.ends_with("secret")
+        || matches!(
+            key,
+            "passwd" | "key" | "apikey" | "api_key" | "access_key" | "sig" | "signature" | "auth"
+        )
+}
+
 fn redact_passwords(text: &str) -> String {
     let b = text.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
@@ -73,7 +86,7 @@ fn redact_passwords(text: &str) -> String {
             k -= 1;
         }
         let key = text[k..key_end].to_ascii_lowercase();
-        if !(key.ends_with("password") || key == "passwd") {
+        if !secret_key(&key) {
             i += 1;
             continue;
         }
@@ -192,6 +205,10 @@ mod tests {
                 "host=h password = <redacted> user=u",
             ),
             ("PGPASSWORD=secret psql", "PGPASSWORD=<redacted> psql"),
+            (
+                "GET http://h:1/?token=secret&api_key=secret&sig=secret&n=2: refused",
+                "GET http://h:1/?token=<redacted>&api_key=<redacted>&sig=<redacted>&n=2: refused",
+            ),
             ("a=b c==d password=", "a=b c==d password=<redacted>"),
             (
                 "ledger URL h/db?password=secret: holds a password",

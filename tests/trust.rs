@@ -466,8 +466,35 @@ fn secrets_in_targets_and_ledger_addresses_are_never_printed_or_written() {
     assert!(!sizing.status.success());
     assert!(stderr(&sizing).contains("sizing"), "{}", stderr(&sizing));
     assert!(stderr(&sizing).contains("127.0.0.1"), "{}", stderr(&sizing));
+    // A token in the target's query string: refused before anything runs
+    // (the endpoints are joined to the path), the token not shown.
+    let target = format!("http://127.0.0.1:{closed_port}/?token=secret");
+    let mut args = vec!["run", "--target", &target, "--out", "query"];
+    args.extend(cell);
+    let query = infergate(d, &args);
+    assert!(!query.status.success());
+    assert!(
+        stderr(&query).contains("query string"),
+        "{}",
+        stderr(&query)
+    );
+    // …and the API key is not sent to a third party's metrics endpoint
+    // (src/measure/scrape.rs tests it on the wire).
+    let metrics = format!("dcgm=http://u:secret@127.0.0.1:{closed_port}/?sig=secret");
+    let mut args = vec!["run", "--target", "http://127.0.0.1:1", "--out", "m"];
+    args.extend(["--metrics-endpoint", &metrics]);
+    args.extend(cell);
+    let endpoint = infergate(d, &args);
+    assert!(!endpoint.status.success());
+    assert!(
+        stderr(&endpoint).contains("query string"),
+        "{}",
+        stderr(&endpoint)
+    );
 
     let outputs = [
+        ("target query", &query),
+        ("metrics endpoint", &endpoint),
         ("postgres URL", &url),
         ("libpq string", &kv),
         ("libpq string without password", &kv_nopw),

@@ -196,8 +196,10 @@ pub struct ScrapeArgs {
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub scrape_interval: f64,
     /// Another metrics endpoint to read beside the target's (repeatable), e.g. dcgm=http://127.0.0.1:9400/metrics.
-    #[arg(long = "metrics-endpoint", value_name = "NAME=URL", value_parser = endpoint)]
-    pub metrics_endpoints: Vec<(String, String)>,
+    // Checked in `to_options`, not by clap: clap's error would echo the
+    // value, credentials and all.
+    #[arg(long = "metrics-endpoint", value_name = "NAME=URL")]
+    pub metrics_endpoints: Vec<String>,
 }
 
 impl ScrapeArgs {
@@ -210,7 +212,11 @@ impl ScrapeArgs {
         }
         Ok(infergate::measure::scrape::ScrapeOptions {
             target: !self.no_server_metrics,
-            extra: self.metrics_endpoints.clone(),
+            extra: self
+                .metrics_endpoints
+                .iter()
+                .map(|s| endpoint(s).map_err(|m| anyhow::anyhow!("--metrics-endpoint {m}")))
+                .collect::<anyhow::Result<_>>()?,
             interval: (self.scrape_interval > 0.0)
                 .then(|| std::time::Duration::from_secs_f64(self.scrape_interval)),
         })
@@ -218,17 +224,17 @@ impl ScrapeArgs {
 }
 
 fn endpoint(s: &str) -> Result<(String, String), String> {
+    let shown = infergate::util::redact(s);
     let (name, url) = s
         .split_once('=')
-        .ok_or_else(|| format!("{s:?}: expected NAME=URL"))?;
+        .ok_or_else(|| format!("{shown:?}: expected NAME=URL"))?;
     if name.is_empty() || name == infergate::measure::scrape::TARGET_ENDPOINT {
         return Err(format!(
-            "{s:?}: NAME must be given and not `target` (the target's own /metrics)"
+            "{shown:?}: NAME must be given and not `target` (the target's own /metrics)"
         ));
     }
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!("{s:?}: {url:?} is not an http(s) URL"));
-    }
+    use infergate::config::urls::{Password, check_http_url};
+    check_http_url(url, Password::Redacted).map_err(|m| format!("{name}: {m}"))?;
     Ok((name.to_string(), url.to_string()))
 }
 

@@ -147,6 +147,9 @@ fn render(a: ReportArgs) -> Result<ExitCode> {
 
 /// `infergate run`: with `--suite`, or with the suite the cell flags make.
 async fn run(a: args::RunArgs) -> Result<ExitCode> {
+    infergate::config::urls::check_http_url(&a.target, infergate::config::urls::Password::Redacted)
+        .map_err(|m| anyhow::anyhow!("--target {m}"))?;
+    let scrape = a.scrape.to_options()?;
     let adhoc = a.suite.is_none();
     let suite = match a.suite {
         Some(path) => path,
@@ -166,7 +169,7 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         quiet: a.quiet,
         tokenizer: a.tokenizer,
         part: RunPart::Whole,
-        scrape: a.scrape.to_options()?,
+        scrape,
     };
     let art = runner::run(&opts).await?;
     for c in &art.cells {

@@ -12,6 +12,7 @@ pub mod plan;
 pub mod suite;
 pub mod tasks;
 pub mod timeouts;
+pub mod urls;
 pub mod workload;
 
 pub use crate::report::ConfigError;

@@ -265,6 +265,9 @@ struct Endpoint {
     url: String,
     /// Credentials redacted, as written into artifacts.
     shown: String,
+    /// Whether the target's API key goes with the request: only to the
+    /// target's own origin (scheme, host, port), never to a third party.
+    with_key: bool,
 }
 
 /// Takes scrapes for one run and logs them.
@@ -295,6 +298,7 @@ impl Scraper {
                 name: TARGET_ENDPOINT.to_string(),
                 shown: crate::util::redact_url(&url),
                 url,
+                with_key: true,
             });
         }
         for (name, url) in &opts.extra {
@@ -302,6 +306,7 @@ impl Scraper {
                 name: name.clone(),
                 url: url.clone(),
                 shown: crate::util::redact_url(url),
+                with_key: same_origin(url, base),
             });
         }
         if endpoints.is_empty() {
@@ -332,7 +337,7 @@ impl Scraper {
     ) -> Result<()> {
         for ep in &self.endpoints {
             let offset_ms = self.t0.elapsed().as_secs_f64() * 1000.0;
-            let (samples, error) = match self.fetch(&ep.url).await {
+            let (samples, error) = match self.fetch(ep).await {
                 Ok(s) => (Some(s), None),
                 Err(e) => (None, Some(e)),
             };
@@ -366,9 +371,9 @@ impl Scraper {
             .clone()
     }
 
-    async fn fetch(&self, url: &str) -> Result<Vec<MetricSample>, String> {
-        let mut req = self.http.get(url);
-        if let Some(k) = &self.key {
+    async fn fetch(&self, ep: &Endpoint) -> Result<Vec<MetricSample>, String> {
+        let mut req = self.http.get(&ep.url);
+        if let Some(k) = self.key.as_ref().filter(|_| ep.with_key) {
             req = req.bearer_auth(k);
         }
         let resp = req.send().await.map_err(|e| {
@@ -403,6 +408,15 @@ impl Scraper {
             }
         });
         Some(DuringGuard(task))
+    }
+}
+
+/// Whether two URLs share an origin (scheme, host and port); false when
+/// either does not parse.
+fn same_origin(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin().is_tuple() && a.origin() == b.origin(),
+        _ => false,
     }
 }
 
@@ -452,6 +466,87 @@ mod tests {
     fn a_page_that_is_not_metrics_says_where() {
         let e = parse("<html>\n<body>Not Found</body>\n").unwrap_err();
         assert!(e.contains("<html>"), "{e}");
+    }
+
+    #[test]
+    fn the_key_goes_only_to_the_targets_own_origin() {
+        let base = "http://user:pw@127.0.0.1:8000/v1/..";
+        assert!(same_origin("http://127.0.0.1:8000/metrics", base));
+        assert!(same_origin(
+            "http://127.0.0.1:8000/other/metrics",
+            "http://127.0.0.1:8000"
+        ));
+        assert!(!same_origin("http://127.0.0.1:9400/metrics", base), "port");
+        assert!(
+            !same_origin("https://127.0.0.1:8000/metrics", base),
+            "scheme"
+        );
+        assert!(!same_origin("http://localhost:8000/metrics", base), "host");
+        assert!(!same_origin("not a url", base));
+    }
+
+    /// A loopback metrics server that answers one page and records the
+    /// Authorization header of each request (None when absent).
+    async fn recording_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]).to_string();
+                let auth = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("authorization: ").map(str::to_string));
+                log.lock().unwrap().push(auth);
+                let _ = s
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{LLAMA}",
+                            LLAMA.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            }
+        });
+        (base, seen)
+    }
+
+    #[tokio::test]
+    async fn a_third_party_metrics_endpoint_never_receives_the_api_key() {
+        let (target, at_target) = recording_server().await;
+        let (dcgm, at_dcgm) = recording_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ScrapeOptions {
+            target: true,
+            extra: vec![
+                ("dcgm".into(), format!("{dcgm}/metrics")),
+                ("same".into(), format!("{target}/metrics")),
+            ],
+            ..ScrapeOptions::default()
+        };
+        let s = Scraper::new(
+            &opts,
+            &target,
+            Some("sekrit".into()),
+            &dir.path().join(SCRAPE_LOG_FILE),
+            Instant::now(),
+        )
+        .unwrap()
+        .unwrap();
+        s.take("c", "w", Phase::Before, &[]).await.unwrap();
+        assert!(
+            s.taken().iter().all(|e| e.error.is_none()),
+            "{:?}",
+            s.taken()
+        );
+        let bearer = Some("Bearer sekrit".to_string());
+        assert_eq!(*at_target.lock().unwrap(), [bearer.clone(), bearer]);
+        assert_eq!(*at_dcgm.lock().unwrap(), [None]);
     }
 
     #[test]

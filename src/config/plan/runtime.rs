@@ -319,12 +319,8 @@ pub(super) fn metrics_endpoints(
                 "`target` names the runtime's own /metrics; choose another name".into(),
             ));
         }
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(err(
-                span,
-                &format!("{at}.{name}"),
-                format!("{url:?} is not an http(s) URL"),
-            ));
+        if let Err(m) = check_http_url(&url) {
+            return Err(err(span, &format!("{at}.{name}"), m));
         }
         out.push((name, url));
     }
@@ -366,9 +362,5 @@ pub(super) fn same_fixed_address(a: &Runtime, b: &Runtime) -> Option<String> {
 }
 
 pub(super) fn check_http_url(url: &str) -> Result<(), String> {
-    if url.starts_with("http://") || url.starts_with("https://") {
-        Ok(())
-    } else {
-        Err(format!("{url:?} is not an http(s) URL"))
-    }
+    crate::config::urls::check_http_url(url, crate::config::urls::Password::Refused)
 }

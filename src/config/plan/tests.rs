@@ -388,3 +388,31 @@ fn decision_policy_never_promotes_a_failure() {
     let e = parse(&minimal("[decision]\non_pass = \"ship-it\"\n")).unwrap_err();
     assert_eq!(e.line, Some(9), "{e}");
 }
+
+#[test]
+fn a_runtime_url_with_a_password_or_a_query_is_refused_unshown() {
+    let external = |url: &str| {
+        minimal("").replace(
+            "driver = \"process\"\nengine_profile = \"candidate\"",
+            &format!("driver = \"external\"\nurl = \"{url}\""),
+        )
+    };
+    parse(&external("http://127.0.0.1:8000")).unwrap();
+    for (url, why) in [
+        ("http://user:secret@127.0.0.1:8000", "holds a password"),
+        ("http://127.0.0.1:8000/?token=secret", "query string"),
+    ] {
+        let e = parse(&external(url)).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("candidate.url"), "{e}");
+        assert!(e.line.is_some(), "{e}");
+        assert!(e.message.contains(why), "{e}");
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+    let e = parse(&minimal("").replace(
+        "engine_profile = \"candidate\"",
+        "engine_profile = \"candidate\"\nmetrics_endpoints = { dcgm = \"http://u:secret@127.0.0.1:9400/metrics\" }",
+    ))
+    .unwrap_err();
+    assert!(e.message.contains("holds a password"), "{e}");
+    assert!(!e.to_string().contains("secret"), "{e}");
+}
