@@ -208,6 +208,30 @@ fn a_killed_run_keeps_every_finished_request() {
         !out.join(runner::ARTIFACT_FILE).exists(),
         "no artifact from a killed run"
     );
+    // The killed run said what it was before its first request: a resume
+    // against another target is refused, the journal untouched.
+    let id = runner::RunIdentity::recorded(&out)
+        .unwrap()
+        .expect("identity");
+    assert_eq!(id.target, engine.base_url.trim_end_matches('/'));
+    let other = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args([
+            "run",
+            "--quiet",
+            "--resume",
+            "--target",
+            "http://127.0.0.1:9",
+            "--suite",
+        ])
+        .arg(&suite_path)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("holds another run"), "{err}");
+    assert_eq!(journal::read(&journal_path).unwrap().len(), recs.len());
 
     // A torn last line (as a kill mid-write leaves) stops a resume with a clear error.
     let mut f = std::fs::OpenOptions::new()

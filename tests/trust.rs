@@ -299,6 +299,70 @@ fn commands_that_read_a_ledger_change_no_other_database_and_make_none() {
     assert!(!d.join("missing.sqlite").exists(), "decide made a ledger");
 }
 
+#[test]
+fn a_resumed_run_must_be_the_run_its_directory_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let suites = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("suites");
+    let (one, other) = (
+        suites.join("reference-engine.toml"),
+        suites.join("turnover-words.toml"),
+    );
+    // A run directory as a run of `one` against port 1 leaves it.
+    std::fs::create_dir(d.join("prev")).unwrap();
+    std::fs::write(d.join("prev/journal.jsonl"), "").unwrap();
+    let id = infergate::measure::runner::RunIdentity {
+        suite: "reference-engine".into(),
+        suite_sha256: infergate::util::sha256_hex(&std::fs::read(&one).unwrap()),
+        target: "http://127.0.0.1:1".into(),
+        model: "m".into(),
+    };
+    std::fs::write(
+        d.join("prev")
+            .join(infergate::measure::runner::IDENTITY_FILE),
+        serde_json::to_vec(&id).unwrap(),
+    )
+    .unwrap();
+    let journal = std::fs::read(d.join("prev/journal.jsonl")).unwrap();
+    let run = |suite: &Path, target: &str| {
+        infergate(
+            d,
+            &[
+                "run",
+                "--resume",
+                "--suite",
+                suite.to_str().unwrap(),
+                "--target",
+                target,
+                "--out",
+                "prev",
+            ],
+        )
+    };
+    let o = run(&other, "http://127.0.0.1:1");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("holds another run")
+            && stderr(&o).contains("ran suite reference-engine"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&one, "http://127.0.0.1:2/");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("target http://127.0.0.1:2 where it ran http://127.0.0.1:1"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read(d.join("prev/journal.jsonl")).unwrap(),
+        journal
+    );
+    // The same run goes on to discovery (nothing listens on port 1).
+    let o = run(&one, "http://127.0.0.1:1");
+    assert!(stderr(&o).contains("discovering"), "{}", stderr(&o));
+}
+
 fn infergate_sqlite(path: &Path) {
     let c = rusqlite::Connection::open(path).unwrap();
     c.execute_batch("CREATE TABLE accounts (id INTEGER);")

@@ -155,6 +155,11 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         Some(path) => path,
         None => adhoc_suite(&a.cell, &a.out)?,
     };
+    if a.resume {
+        let text = infergate::util::read_input(&suite)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", suite.display()))?;
+        runner::RunIdentity::check_resume(&a.out, &text, &a.target)?;
+    }
     let opts = RunOptions {
         target: a.target,
         api_key_env: a.api_key_env,

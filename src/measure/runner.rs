@@ -126,6 +126,9 @@ pub async fn measure_suite(
             c.check_fits(ctx)?;
         }
     }
+    if !(opts.resume && opts.out_dir.join(JOURNAL_FILE).exists()) {
+        RunIdentity::of(opts, &target, suite, suite_text).record(&opts.out_dir)?;
+    }
     let (mut journal, read) = open_journal(opts, earlier.is_none())?;
     let previous = earlier.unwrap_or(&read);
     let (session, sizer) = target.session(opts)?;
@@ -338,6 +341,95 @@ fn select_cells(suite: &Suite, opts: &RunOptions) -> Result<Vec<CellSpec>> {
             c
         })
         .collect())
+}
+
+/// Beside a run's journal from its start: what it measures, so `--resume`
+/// continues only the same run.
+pub const IDENTITY_FILE: &str = "run-identity.json";
+
+/// What makes two runs one: the suite's bytes, the target (redacted) and
+/// the model it serves. `infergate run --resume` continues only the run
+/// its directory holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunIdentity {
+    pub suite: String,
+    pub suite_sha256: String,
+    pub target: String,
+    pub model: String,
+}
+
+impl RunIdentity {
+    fn of(opts: &RunOptions, target: &Target, suite: &Suite, suite_text: &str) -> RunIdentity {
+        RunIdentity {
+            suite: suite.name.clone(),
+            suite_sha256: sha256_hex(suite_text.as_bytes()),
+            target: redact_url(opts.target.trim_end_matches('/')),
+            model: target.info.model_id.clone(),
+        }
+    }
+
+    fn record(&self, dir: &std::path::Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(atomic::write_json_atomic(&dir.join(IDENTITY_FILE), self)?)
+    }
+
+    /// The identity a run directory records: its file, else what its
+    /// artifact's provenance says; None when it has neither.
+    pub fn recorded(dir: &std::path::Path) -> Result<Option<RunIdentity>> {
+        let path = dir.join(IDENTITY_FILE);
+        if path.exists() {
+            let bytes = crate::report::read_regular(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            return serde_json::from_slice(&bytes)
+                .map(Some)
+                .with_context(|| format!("{}: not a run identity", path.display()));
+        }
+        let art = dir.join(ARTIFACT_FILE);
+        if !art.exists() {
+            return Ok(None);
+        }
+        let p = crate::report::read_artifact(&art)?.provenance;
+        Ok(p.suite_sha256.map(|sha| RunIdentity {
+            suite: p.suite,
+            suite_sha256: sha,
+            target: p.target,
+            model: p.model,
+        }))
+    }
+
+    /// Refuse to resume `dir` with another suite (by its bytes) or another
+    /// target, naming each difference. A qualification's passes do not
+    /// call this: their runtime may come back on another port.
+    pub fn check_resume(dir: &std::path::Path, suite_text: &str, target: &str) -> Result<()> {
+        if !dir.join(JOURNAL_FILE).exists() {
+            return Ok(());
+        }
+        let Some(before) = RunIdentity::recorded(dir)? else {
+            return Ok(());
+        };
+        let (sha, target) = (
+            sha256_hex(suite_text.as_bytes()),
+            redact_url(target.trim_end_matches('/')),
+        );
+        let mut differs = Vec::new();
+        if before.suite_sha256 != sha {
+            differs.push(format!(
+                "a suite with sha256 {sha} where it ran suite {} (sha256 {})",
+                before.suite, before.suite_sha256
+            ));
+        }
+        if before.target != target {
+            differs.push(format!("target {target} where it ran {}", before.target));
+        }
+        if !differs.is_empty() {
+            bail!(
+                "--resume: {} holds another run: this one has {}; nothing was appended (choose another --out)",
+                dir.display(),
+                differs.join("; ")
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The journal to append to, and the records it already holds (`--resume`,
