@@ -96,15 +96,87 @@ pub fn read_artifact(path: &Path) -> Result<RunArtifact> {
     read_json(path, "run artifact")
 }
 
-/// Any v1 report as JSON, for `verify` and the renderers.
+/// Any v1 report as JSON, for `verify` and the renderers. An object with a
+/// key twice is refused: a reader keeps one copy, another reader the other,
+/// so "pass" could be shown while "fail" is checked.
 pub fn read_report_value(path: &Path) -> Result<serde_json::Value> {
-    read_json(path, "JSON report")
+    let bytes = read_regular(path).map_err(|source| IoError::Read {
+        what: "JSON report",
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_report_value(&bytes, &path.display().to_string())
 }
 
 /// [`read_report_value`] on bytes already in memory; `name` stands for the
 /// file in errors.
 pub fn parse_report_value(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
-    parse_json(bytes, name, "JSON report")
+    let value = parse_json(bytes, name, "JSON report")?;
+    refuse_duplicate_keys(bytes, name)?;
+    Ok(value)
+}
+
+/// Walk the JSON once more and fail, with line and column, at the first key
+/// an object holds twice (serde_json's `Value` keeps the last silently).
+fn refuse_duplicate_keys(bytes: &[u8], name: &str) -> Result<()> {
+    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+    struct Unique;
+    impl<'de> DeserializeSeed<'de> for Unique {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Unique {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> std::result::Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> std::result::Result<(), A::Error> {
+            while s.next_element_seed(Unique)?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = m.next_key::<String>()? {
+                if !seen.insert(k.clone()) {
+                    return Err(A::Error::custom(format!(
+                        "the key {k:?} appears twice in one object"
+                    )));
+                }
+                m.next_value_seed(Unique)?;
+            }
+            Ok(())
+        }
+    }
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let mut de = serde_json::Deserializer::from_slice(body);
+    Unique.deserialize(&mut de).map_err(|e| {
+        IoError::Invalid(format!(
+            "{name}:{}:{}: not a valid JSON report: {}",
+            e.line(),
+            e.column(),
+            e.to_string().split(" at line ").next().unwrap_or_default()
+        ))
+    })
 }
 
 /// Read both run artifacts and the policy (defaults when `policy` is None),
@@ -189,6 +261,22 @@ mod tests {
         fs::write(&p, "{\n  \"schema\": \"x\",\n  oops\n}\n").expect("write");
         let e = read_report_value(&p).expect_err("invalid JSON").to_string();
         assert!(e.contains(&format!("{}:3:3", p.display())), "{e}");
+    }
+
+    #[test]
+    fn a_key_twice_in_one_object_is_refused_where_it_is() {
+        let text = "{\n  \"qualification\": \"pass\",\n  \"cells\": {\"a\": {\"x\": 1, \"x\": 2}},\n  \"qualification\": \"fail\"\n}";
+        let e = parse_report_value(text.as_bytes(), "r.json")
+            .expect_err("duplicate")
+            .to_string();
+        assert!(e.starts_with("r.json:3:"), "{e}");
+        assert!(e.contains("\"x\" appears twice"), "{e}");
+        // The same key in two objects is fine.
+        parse_report_value(
+            br#"{"a": {"x": 1}, "b": {"x": 1}, "l": [{"x": 1}, {"x": 2}]}"#,
+            "ok",
+        )
+        .unwrap();
     }
 
     #[test]

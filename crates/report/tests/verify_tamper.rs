@@ -1167,3 +1167,69 @@ fn a_failed_quality_gate_fails_the_qualification_and_verifies() {
     let p = paths(v, |v| v["qualification"] = json!("fail: performance gate"));
     names(&p, "qualification");
 }
+
+/// [`report`]'s runs with a row per request kept (as a run's cells keep
+/// them), each succeeded row carrying its samples' values.
+fn report_with_rows() -> Value {
+    let (mut b, mut c) = runs();
+    for a in [&mut b, &mut c] {
+        for cell in &mut a.cells {
+            let s = &cell.samples;
+            cell.request_rows = (0..cell.requests)
+                .map(|i| infergate_report::artifact::RequestRow {
+                    ok: true,
+                    send_offset_ms: i as f64 * 10.0,
+                    queue_ms: 0.0,
+                    ttft_ms: s.get("ttft_ms").map(|v| v[i]),
+                    tpot_ms: s.get("tpot_ms").map(|v| v[i]),
+                    e2e_ms: s.get("e2e_ms").map(|v| v[i]),
+                    completion_tokens: Some(64),
+                    cluster: 0,
+                })
+                .collect();
+        }
+    }
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+#[test]
+fn request_counts_and_rows_are_checked_against_what_the_cell_keeps() {
+    let v = report_with_rows();
+    for side in ["baseline", "candidate"] {
+        let p = paths(v.clone(), |v| {
+            v["cells"]["fast"][format!("{side}_requests")] = 13.into();
+        });
+        names(&p, &format!("cells.fast.{side}_requests"));
+        let p = paths(v.clone(), |v| {
+            v["cells"]["slow"]["request_rows"][side][3]["ttft_ms"] = 1.0.into();
+        });
+        names(&p, &format!("cells.slow.request_rows.{side}"));
+        let p = paths(v.clone(), |v| {
+            v["cells"]["slow"]["request_rows"][side]
+                .as_array_mut()
+                .unwrap()
+                .pop();
+        });
+        names(&p, &format!("cells.slow.{side}_requests"));
+    }
+    // Without rows, a count below the samples it keeps is named…
+    let p = paths(report(), |v| {
+        v["cells"]["fast"]["baseline_requests"] = 11.into();
+    });
+    names(&p, "cells.fast.baseline_requests");
+    // …and what no sample can show is listed as not checked.
+    let unchecked = verify_report(&report()).unchecked.join("\n");
+    for field in [
+        "cells.fast.baseline_requests",
+        "output_tolerance_percent",
+        "provenance (target",
+    ] {
+        assert!(
+            unchecked.contains(field),
+            "{field} not listed:\n{unchecked}"
+        );
+    }
+}

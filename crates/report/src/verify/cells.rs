@@ -64,6 +64,7 @@ fn check_cell(ck: &mut Checker, path: &str, cell: &Value, params: &Params) -> bo
     let (eligible, requests) = check_sides(ck, path, cell);
     check_median(ck, path, cell);
     let (samples, has_samples) = read_samples(ck, path, cell);
+    check_counts_against_kept(ck, path, cell);
     if params.samples_kept && !has_samples {
         ck.push(
             join(path, "samples"),
@@ -107,6 +108,93 @@ fn check_cell(ck: &mut Checker, path: &str, cell: &Value, params: &Params) -> bo
 
 /// Requests, eligibility and ineligible reasons of both sides; returns
 /// whether both sides are eligible, and each side's requests.
+/// The per-request values a row and a sample both carry: a succeeded
+/// request's row holds the value its sample does, in request order.
+const ROW_SAMPLES: [&str; 3] = ["ttft_ms", "e2e_ms", "tpot_ms"];
+
+/// A cell's request counts against what it keeps per request: its rows (one
+/// per request, failures included, in request order) and its samples (one
+/// per succeeded request that has the value). A count or a row edited alone
+/// no longer matches the rest.
+fn check_counts_against_kept(ck: &mut Checker, path: &str, cell: &Map<String, Value>) {
+    for side in ["baseline", "candidate"] {
+        let rkey = format!("{side}_requests");
+        let fkey = format!("{side}_failed");
+        let requests = cell.get(&rkey).and_then(Value::as_u64);
+        let failed = cell.get(&fkey).and_then(Value::as_u64);
+        let sample = |k: &str| {
+            cell.get("samples")
+                .and_then(|s| s.get(k))
+                .and_then(|p| p.get(side))
+                .and_then(Value::as_array)
+        };
+        let rows = cell
+            .get("request_rows")
+            .and_then(|r| r.get(side))
+            .and_then(Value::as_array);
+        let Some(rows) = rows else {
+            if let (Some(r), Some(s)) = (requests, sample("ttft_ms")) {
+                let at_least = s.len() as u64 + failed.unwrap_or(0);
+                if r < at_least {
+                    ck.push(
+                        join(path, &rkey),
+                        r.to_string(),
+                        format!(
+                            "at least {at_least}: samples.ttft_ms.{side} holds {} succeeded requests",
+                            s.len()
+                        ),
+                    );
+                }
+            }
+            ck.limit(format!(
+                "{path}.{rkey}: the cell keeps no request_rows, so the count is checked only against its samples; `infergate verify --runs` counts the journal"
+            ));
+            continue;
+        };
+        if let Some(r) = requests
+            && r != rows.len() as u64
+        {
+            ck.push(
+                join(path, &rkey),
+                r.to_string(),
+                format!("{}: the request_rows.{side} it keeps", rows.len()),
+            );
+        }
+        let ok: Vec<&Value> = rows
+            .iter()
+            .filter(|row| row.get("ok").and_then(Value::as_bool) == Some(true))
+            .collect();
+        let not_ok = (rows.len() - ok.len()) as u64;
+        if let Some(f) = failed
+            && f != not_ok
+        {
+            ck.push(
+                join(path, &fkey),
+                f.to_string(),
+                format!("{not_ok}: the request_rows.{side} not ok"),
+            );
+        }
+        for k in ROW_SAMPLES {
+            let Some(kept) = sample(k) else { continue };
+            let kept: Vec<Option<f64>> = kept.iter().map(Value::as_f64).collect();
+            let from_rows: Vec<Option<f64>> = ok
+                .iter()
+                .filter_map(|row| row.get(k).map(Value::as_f64))
+                .collect();
+            if kept != from_rows {
+                ck.push(
+                    join(path, &format!("request_rows.{side}")),
+                    format!("{} succeeded rows with {k}", from_rows.len()),
+                    format!(
+                        "the {} values of samples.{k}.{side}, in the same order",
+                        kept.len()
+                    ),
+                );
+            }
+        }
+    }
+}
+
 fn check_sides(
     ck: &mut Checker,
     path: &str,

@@ -146,6 +146,8 @@ fn limits(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
     }
     ck.limit("turnover failure records and per-request samples: taken as given; whether they came from real requests needs the run directories (infergate verify REPORT --runs BASE_DIR CAND_DIR)");
     ck.limit("promotion, human_decision and the decision's note: written by a person, not derived");
+    ck.limit("cells.*.output_tolerance_percent: the suite's, taken as written (the output-length check uses it); `infergate verify --runs` reads it from the suite");
+    ck.limit("provenance (target, model, runtime, image, host, suite and its sha256, times): taken as written; `infergate verify --runs` checks it against the run artifacts");
 }
 
 use params::Params;
