@@ -681,7 +681,7 @@ fn check_policy(text: &str, is_toml: bool) {
         }
     };
     for m in &policy.metrics {
-        assert!(m.threshold_percent.is_finite() && m.threshold_percent >= 0.0);
+        assert!((0.0..=report::policy::MAX_THRESHOLD_PERCENT).contains(&m.threshold_percent));
         assert!((0.0..=1.0).contains(&m.quantile));
         // Reports name the flag after the threshold; readers must get it back.
         let flag = report::regression_flag_name(m.threshold_percent);
@@ -727,6 +727,8 @@ pub fn dataset(data: &[u8]) {
                         for w in t.windows(2) {
                             assert!(w[0].timestamp_ms <= w[1].timestamp_ms);
                         }
+                        let span = t[t.len() - 1].timestamp_ms - t[0].timestamp_ms;
+                        assert!(span <= crate::config::dataset::MAX_TRACE_SPAN_MS);
                         for e in t {
                             assert!((1..=MAX_PROMPT_TOKENS).contains(&e.input_length));
                             assert!((1..=MAX_OUTPUT_TOKENS).contains(&e.output_length));

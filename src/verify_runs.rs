@@ -322,7 +322,7 @@ fn read_artifact(
         }
     };
     check_input(ck, root, side, INPUT_RUN_ARTIFACT, &file, &bytes);
-    match serde_json::from_slice(&bytes) {
+    match serde_json::from_slice(crate::report::without_bom(&bytes)) {
         Ok(a) => Some((file, a)),
         Err(e) => {
             ck.push(

@@ -202,11 +202,15 @@ pub struct ScrapeArgs {
     pub metrics_endpoints: Vec<String>,
 }
 
+/// Longest --scrape-interval, seconds (a day): past it a cell is only
+/// scraped before and after anyway, and 1e300 s is no `Duration`.
+const MAX_SCRAPE_INTERVAL_S: f64 = 86_400.0;
+
 impl ScrapeArgs {
     pub fn to_options(&self) -> anyhow::Result<infergate::measure::scrape::ScrapeOptions> {
-        if !(self.scrape_interval.is_finite() && self.scrape_interval >= 0.0) {
+        if !(0.0..=MAX_SCRAPE_INTERVAL_S).contains(&self.scrape_interval) {
             anyhow::bail!(
-                "--scrape-interval {}: expected seconds, 0 or more",
+                "--scrape-interval {:?}: expected seconds, from 0 to {MAX_SCRAPE_INTERVAL_S}",
                 self.scrape_interval
             );
         }
@@ -395,6 +399,33 @@ mod tests {
     use clap::Args;
 
     use super::*;
+
+    #[test]
+    fn a_scrape_interval_too_long_for_a_duration_is_refused_not_a_panic() {
+        let args = |v: f64| ScrapeArgs {
+            no_server_metrics: false,
+            scrape_interval: v,
+            metrics_endpoints: Vec::new(),
+        };
+        for v in [
+            1e300,
+            f64::INFINITY,
+            f64::NAN,
+            -1.0,
+            MAX_SCRAPE_INTERVAL_S + 1.0,
+        ] {
+            let e = args(v).to_options().unwrap_err().to_string();
+            assert!(
+                e.starts_with("--scrape-interval ") && e.contains("from 0 to 86400"),
+                "{e}"
+            );
+        }
+        assert!(args(0.0).to_options().unwrap().interval.is_none());
+        assert_eq!(
+            args(MAX_SCRAPE_INTERVAL_S).to_options().unwrap().interval,
+            Some(Duration::from_secs(86_400))
+        );
+    }
 
     #[test]
     fn suite_conflicts_with_every_cell_flag() {

@@ -272,6 +272,11 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
             if from == to {
                 anyhow::bail!("ledger migrate: {from} is both FROM and TO");
             }
+            if from.same_ledger(&to) {
+                anyhow::bail!(
+                    "ledger migrate: {from} and {to} are one file (the same device and inode): FROM and TO must be two ledgers"
+                );
+            }
             // The source is read: one that does not exist is a typo, not an empty ledger.
             let src = Ledger::connect_read_only(&from)?;
             let dst = Ledger::connect(&to)?;
@@ -311,4 +316,51 @@ fn refuse_junit_over_inputs(
 
 fn location(arg: Option<String>) -> anyhow::Result<Option<Location>> {
     arg.map(|s| Location::parse(&s)).transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrate_refuses_one_file_under_two_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("L.sqlite");
+        Ledger::connect(&Location::Sqlite(file.clone())).unwrap();
+        let hard = dir.path().join("hard.sqlite");
+        std::fs::hard_link(&file, &hard).unwrap();
+        let soft = dir.path().join("soft.sqlite");
+        std::os::unix::fs::symlink(&file, &soft).unwrap();
+        // Paths that differ as paths (`a/./b` is `a/b` to `Path`'s `==`; a
+        // leading `./`, as in `L.sqlite ./L.sqlite`, is not).
+        let d = dir.path().display();
+        for to in [
+            format!(
+                "{d}/../{}/L.sqlite",
+                dir.path().file_name().unwrap().to_string_lossy()
+            ),
+            hard.display().to_string(),
+            soft.display().to_string(),
+        ] {
+            let e = main_ledger(LedgerCmd::Migrate {
+                from: file.display().to_string(),
+                to: to.clone(),
+            })
+            .expect_err("one file");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "ledger migrate: {} and {to} are one file (the same device and inode): FROM and TO must be two ledgers",
+                    file.display()
+                )
+            );
+        }
+        // A second file is a second ledger.
+        let other = dir.path().join("M.sqlite").display().to_string();
+        main_ledger(LedgerCmd::Migrate {
+            from: file.display().to_string(),
+            to: other,
+        })
+        .unwrap();
+    }
 }

@@ -151,6 +151,14 @@ impl CellFlags {
         if let Some(r) = self.rate.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
             bail!("--rate {r}: must be a positive number of requests per second");
         }
+        // Named by its flag here; the suite parser would name the cell it made.
+        let sent = (self.requests.unwrap_or(1)).saturating_add(self.warmup.unwrap_or(0));
+        for r in &self.rate {
+            super::limits::schedule_within(
+                &format!("--rate {r:?}: at that rate, {sent} requests (--requests and --warmup)"),
+                sent as f64 / r,
+            )?;
+        }
         if let Some(t) = self.tolerance_percent
             && !(t.is_finite() && t >= 0.0)
         {
@@ -545,6 +553,15 @@ mod tests {
                 ..flags()
             })
             .contains("--rate NaN")
+        );
+        let slow = err(&CellFlags {
+            rate: vec![2.0, 1e-300],
+            warmup: Some(2),
+            ..flags()
+        });
+        assert!(
+            slow.starts_with("--rate 1e-300: at that rate, 10 requests (--requests and --warmup) take 1.000e301 s to send, above the maximum of 86400 s (24 h)"),
+            "{slow}"
         );
         assert!(
             err(&CellFlags {

@@ -14,6 +14,13 @@ use serde_json::Value;
 /// a qualification sends at most a few thousand of its requests.
 pub const MAX_DATASET_BYTES: u64 = 64 << 20;
 
+/// Longest a trace may span from its first line, ms: a day's schedule at
+/// the fastest replay (`limits::MAX_SCHEDULE_S` × `workload::MAX_SPEED`).
+/// What a cell sends of it, at its speed, is bounded by the day when the
+/// suite is read; this keeps a typo'd timestamp (2^64 − 1) out before then.
+pub const MAX_TRACE_SPAN_MS: u64 =
+    (limits::MAX_SCHEDULE_S * super::workload::MAX_SPEED * 1000.0) as u64;
+
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -98,7 +105,9 @@ pub(crate) fn bad(file: &str, at: impl Into<String>, why: impl Into<String>) -> 
     }
 }
 
-/// Read a file after checking its size (never a 200 MB read to refuse it).
+/// Read a file after checking its size (never a 200 MB read to refuse it),
+/// without a leading byte-order mark (what Windows editors write; JSON
+/// parsers refuse it as the first value's first character).
 pub fn read_bounded(path: &Path) -> Result<String, DatasetError> {
     let file = path.display().to_string();
     let size = std::fs::metadata(path)
@@ -107,7 +116,11 @@ pub fn read_bounded(path: &Path) -> Result<String, DatasetError> {
     if size > MAX_DATASET_BYTES {
         return Err(DatasetError::TooLarge { file, size });
     }
-    std::fs::read_to_string(path).map_err(|e| DatasetError::Io(e, file))
+    let text = std::fs::read_to_string(path).map_err(|e| DatasetError::Io(e, file))?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_string(),
+        None => text,
+    })
 }
 
 /// JSON Lines: each non-blank line parsed as a value, with its 1-based line.
@@ -358,6 +371,18 @@ pub fn trace_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
                 ));
             }
         }
+        if let Some(first) = out.first()
+            && l.timestamp.saturating_sub(first.timestamp_ms) > MAX_TRACE_SPAN_MS
+        {
+            return Err(bad(
+                &file,
+                at,
+                format!(
+                    "field `timestamp`: {} is more than {MAX_TRACE_SPAN_MS} ms after the first line's ({}); a trace may span at most that (a day at the fastest replay speed)",
+                    l.timestamp, first.timestamp_ms
+                ),
+            ));
+        }
         if let Some(prev) = out.last()
             && l.timestamp < prev.timestamp_ms
         {
@@ -496,6 +521,40 @@ mod tests {
             e.starts_with("t.jsonl: line 2: field `input_length`") && e.contains("more than"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_trace_spanning_more_than_its_limit_is_refused_at_the_line() {
+        let lines = |last: u64| {
+            format!(
+                "{{\"timestamp\":7,\"input_length\":7,\"output_length\":1}}\n{{\"timestamp\":{last},\"input_length\":7,\"output_length\":1}}\n"
+            )
+        };
+        for last in [u64::MAX, 7 + MAX_TRACE_SPAN_MS + 1] {
+            let e = trace_text(&lines(last), "t.jsonl").unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("t.jsonl: line 2: field `timestamp`: {last} is more than {MAX_TRACE_SPAN_MS} ms after the first line's (7)")),
+                "{e}"
+            );
+        }
+        trace_text(&lines(7 + MAX_TRACE_SPAN_MS), "t.jsonl").unwrap();
+        // Where the trace starts is its own business: offsets are from its first line.
+        trace_text(
+            &format!(
+                "{{\"timestamp\":{},\"input_length\":7,\"output_length\":1}}\n",
+                u64::MAX
+            ),
+            "t.jsonl",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_dataset_with_a_byte_order_mark_reads_as_without() {
+        let line = "{\"timestamp\":0,\"input_length\":7,\"output_length\":1}\n";
+        let (_d, p) = write(&format!("\u{feff}{line}"));
+        assert_eq!(read_bounded(&p).unwrap(), line);
+        assert_eq!(trace(&p).unwrap().capacity(1), 1);
     }
 
     #[test]

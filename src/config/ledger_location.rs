@@ -68,6 +68,23 @@ impl Location {
         }
     }
 
+    /// Whether `other` is this very ledger: the same URL, or one SQLite file
+    /// however it is named (`L.sqlite`, `./L.sqlite`, a link), known by its
+    /// device and inode rather than by how its path is spelt.
+    pub fn same_ledger(&self, other: &Location) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (self, other) {
+            (Location::Sqlite(a), Location::Sqlite(b)) => {
+                match (std::fs::metadata(a), std::fs::metadata(b)) {
+                    (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+                    // A file not there yet is no other file's second name.
+                    _ => a == b,
+                }
+            }
+            (a, b) => a == b,
+        }
+    }
+
     /// Shared by several machines: its locks must live in the database.
     pub fn is_shared(&self) -> bool {
         matches!(self, Location::Postgres(_))

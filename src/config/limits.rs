@@ -23,6 +23,13 @@ pub const MAX_OUTPUT_TOKENS: u64 = 1_000_000;
 pub const MAX_TOLERANCE_PERCENT: f64 = 100.0;
 /// Requests of one turnover workload, per repeat.
 pub const MAX_TURNOVER_REQUESTS: usize = 10_000;
+/// Longest an open-loop schedule may plan, seconds (24 h): a cell's
+/// requests and warmup at its arrival rate, or a trace's span at its replay
+/// speed. A rate like `constant:1e-300` is a positive number, yet its
+/// second request would never be sent.
+pub const MAX_SCHEDULE_S: f64 = 86_400.0;
+/// A cell's or a turnover workload's `temperature`: the OpenAI API's range.
+pub const MAX_TEMPERATURE: f64 = 2.0;
 /// Words the prompts of one turnover workload may hold in all: its prompts
 /// are built before its first request (a words prompt's examples repeat the
 /// code word `words` times each; a generated needle carries its context).
@@ -36,6 +43,17 @@ pub const MAX_TURNOVER_WORDS: usize = 10_000;
 pub fn at_most<T: PartialOrd + std::fmt::Display>(field: &str, value: T, max: T) -> Result<()> {
     if value > max {
         bail!("{field} = {value} is above the maximum of {max} a suite may ask for");
+    }
+    Ok(())
+}
+
+/// An open-loop schedule of `what` lasting `seconds`, refused above
+/// [`MAX_SCHEDULE_S`] (NaN too: it is not a length of time).
+pub fn schedule_within(what: &str, seconds: f64) -> Result<()> {
+    if seconds.is_nan() || seconds > MAX_SCHEDULE_S {
+        bail!(
+            "{what} take {seconds:.3e} s to send, above the maximum of {MAX_SCHEDULE_S} s (24 h) a schedule may plan"
+        );
     }
     Ok(())
 }
@@ -55,6 +73,12 @@ pub fn check_cell(
     at_most("concurrency", concurrency, MAX_CONCURRENCY)?;
     if let Some(rate) = rate {
         at_most("arrival rate (req/s)", rate, MAX_RATE_PER_S)?;
+        // Warmup is sent at the same rate, before the measured requests.
+        let sent = requests.saturating_add(warmup);
+        schedule_within(
+            &format!("at arrival rate {rate:?} req/s, its {sent} requests (warmup included)"),
+            sent as f64 / rate,
+        )?;
     }
     at_most("prompt_tokens", prompt_tokens, MAX_PROMPT_TOKENS)?;
     at_most("max_tokens", max_tokens, MAX_OUTPUT_TOKENS)?;

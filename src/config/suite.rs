@@ -414,6 +414,20 @@ impl CellSpec {
                 }
             );
         }
+        if let (WorkloadSpec::Trace { speed, .. }, Dataset::Trace(t)) = (w, &data) {
+            // Only the first `requests` lines are sent; their span, replayed at the speed.
+            let sent = &t[..self.requests.min(t.len())];
+            if let (Some(a), Some(b)) = (sent.first(), sent.last()) {
+                let span_ms = b.timestamp_ms - a.timestamp_ms;
+                super::limits::schedule_within(
+                    &format!(
+                        "at workload.speed {speed:?}, the {} trace lines it sends (spanning {span_ms} ms)",
+                        sent.len()
+                    ),
+                    span_ms as f64 / 1000.0 / speed,
+                )?;
+            }
+        }
         self.dataset = Some(Arc::new(data));
         Ok(())
     }
@@ -461,9 +475,10 @@ impl CellSpec {
         if !(self.tolerance_percent.is_finite() && self.tolerance_percent >= 0.0) {
             bail!("cell '{name}': tolerance_percent must be >= 0");
         }
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+        if !(0.0..=super::limits::MAX_TEMPERATURE).contains(&self.temperature) {
             bail!(
-                "cell '{name}': temperature must be a finite number >= 0 (found {})",
+                "cell '{name}': temperature must be a number in [0, {}], the OpenAI API's range (found {:?})",
+                super::limits::MAX_TEMPERATURE,
                 self.temperature
             );
         }
@@ -523,16 +538,21 @@ mod tests {
         for (field, says) in [
             (
                 "temperature = nan",
-                "temperature must be a finite number >= 0 (found NaN)",
+                "temperature must be a number in [0, 2], the OpenAI API's range (found NaN)",
             ),
             (
                 "temperature = -3.0",
-                "temperature must be a finite number >= 0 (found -3)",
+                "temperature must be a number in [0, 2], the OpenAI API's range (found -3.0)",
             ),
             (
                 "temperature = inf",
-                "temperature must be a finite number >= 0",
+                "temperature must be a number in [0, 2]",
             ),
+            (
+                "temperature = 1e308",
+                "temperature must be a number in [0, 2], the OpenAI API's range (found 1e308)",
+            ),
+            ("temperature = 2.01", "(found 2.01)"),
         ] {
             let e = format!("{:#}", Suite::parse(&cell(field), "s.toml").unwrap_err());
             assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
@@ -543,6 +563,24 @@ mod tests {
         assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
         assert!(e.contains("name must not be empty"), "{e}");
         Suite::parse(&cell("temperature = 0.7"), "s.toml").unwrap();
+        Suite::parse(&cell("temperature = 2.0"), "s.toml").unwrap();
+        let turnover = |t: &str| {
+            format!(
+                "name = \"t\"\n\n[[turnover]]\nname = \"w\"\ncontract = \"words\"\ntemperature = {t}\n"
+            )
+        };
+        let e = format!(
+            "{:#}",
+            Suite::parse(&turnover("1e308"), "s.toml").unwrap_err()
+        );
+        assert!(e.starts_with("s.toml: line 3: [[turnover]]"), "{e}");
+        assert!(
+            e.contains(
+                "temperature must be a number in [0, 2], the OpenAI API's range (found 1e308)"
+            ),
+            "{e}"
+        );
+        Suite::parse(&turnover("2.0"), "s.toml").unwrap();
     }
 
     #[test]
@@ -672,7 +710,10 @@ arrival = "poisson:2.5"
             assert!(e.contains(&format!("cell 'a': {field}")), "{e}");
             assert!(e.contains("above the maximum"), "{e}");
         }
-        let at_max = SUITE.replace("requests = 4", &format!("requests = {MAX_CELL_REQUESTS}"));
+        // At 100 req/s, the most requests a cell may ask for plan under 3 h.
+        let at_max = SUITE
+            .replace("requests = 4", &format!("requests = {MAX_CELL_REQUESTS}"))
+            .replace("poisson:2.5", "poisson:100");
         Suite::parse(&at_max, "s.toml").unwrap();
         let turnover = |field: &str| {
             format!("name = \"t\"\n\n[[turnover]]\nname = \"w\"\ncontract = \"words\"\n{field}\n")
@@ -692,6 +733,74 @@ arrival = "poisson:2.5"
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_rate_whose_schedule_outlasts_a_day_is_refused_at_parse_time() {
+        for arrival in ["constant:1e-300", "poisson:1e-300"] {
+            let text = SUITE.replace("poisson:2.5", arrival);
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+            assert!(
+                e.contains("cell 'a': at arrival rate 1e-300 req/s, its 4 requests (warmup included) take 4.000e300 s to send, above the maximum of 86400 s (24 h) a schedule may plan"),
+                "{e}"
+            );
+        }
+        // 4 requests at 0.001 req/s plan 4000 s; with 100 warmup requests, 104000 s.
+        let slow = SUITE.replace("poisson:2.5", "constant:0.001");
+        Suite::parse(&slow, "s.toml").unwrap();
+        let warm = slow.replace("requests = 4", "requests = 4\nwarmup = 100");
+        let e = format!("{:#}", Suite::parse(&warm, "s.toml").unwrap_err());
+        assert!(
+            e.contains("its 104 requests (warmup included) take 1.040e5 s"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_trace_replayed_past_a_day_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = |lines: &[u64]| {
+            let text: String = lines
+                .iter()
+                .map(|t| format!("{{\"timestamp\":{t},\"input_length\":7,\"output_length\":1}}\n"))
+                .collect();
+            std::fs::write(dir.path().join("t.jsonl"), text).unwrap();
+        };
+        let suite = |speed: &str| {
+            let p = dir.path().join("s.toml");
+            std::fs::write(
+                &p,
+                format!("name = \"t\"\n\n[[cell]]\nname = \"tr\"\nmax_tokens = 4\nrequests = 2\nworkload = {{ kind = \"trace\", path = \"t.jsonl\", speed = {speed} }}\n"),
+            )
+            .unwrap();
+            Suite::load(&p).map(|_| ()).map_err(|e| format!("{e:#}"))
+        };
+        trace(&[0, 100_000, 10_000_000_000]);
+        // The speed alone, before the file is read: it panicked making offsets.
+        let e = suite("1e-300").unwrap_err();
+        assert!(e.contains("line 3: [[cell]]"), "{e}");
+        assert!(
+            e.contains(
+                "cell 'tr': workload.speed must be a number in [0.001, 1000] (found 1e-300)"
+            ),
+            "{e}"
+        );
+        // 100 s of trace sent (its third line is not) at a thousandth of its pace.
+        let e = suite("0.001").unwrap_err();
+        assert!(e.contains("line 3: [[cell]] 'tr'"), "{e}");
+        assert!(
+            e.contains("at workload.speed 0.001, the 2 trace lines it sends (spanning 100000 ms) take 1.000e5 s to send, above the maximum of 86400 s (24 h)"),
+            "{e}"
+        );
+        suite("0.002").unwrap();
+        // A timestamp of 2^64 − 1 after a first line at 0.
+        trace(&[0, u64::MAX]);
+        let e = suite("1").unwrap_err();
+        assert!(
+            e.contains("t.jsonl: line 2: field `timestamp`: 18446744073709551615 is more than"),
+            "{e}"
+        );
     }
 
     #[test]

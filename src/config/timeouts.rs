@@ -17,6 +17,15 @@ pub struct Timeouts {
     pub total: Duration,
 }
 
+impl Timeouts {
+    /// How long a request answered whole, not streamed (prompt sizing, token
+    /// counts), may wait: its first byte comes with its answer, so both the
+    /// first-byte and the total timeout bound it.
+    pub fn unstreamed(&self) -> Duration {
+        self.first_byte.min(self.total)
+    }
+}
+
 impl Default for Timeouts {
     fn default() -> Self {
         Timeouts {

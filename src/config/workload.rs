@@ -30,6 +30,11 @@ pub const MAX_TURNS: u32 = 256;
 pub const MAX_GROUPS: u32 = 100_000;
 /// Longest think time between turns, ms (ten minutes).
 pub const MAX_THINK_MS: u64 = 600_000;
+/// Slowest and fastest trace replay: a thousand times slower or faster than
+/// recorded. The trace's span at its speed is bounded too, when it is read
+/// (`limits::MAX_SCHEDULE_S`).
+pub const MIN_SPEED: f64 = 0.001;
+pub const MAX_SPEED: f64 = 1000.0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -391,8 +396,10 @@ impl WorkloadSpec {
             } => {
                 if *block_tokens == 0 || *block_tokens > 65_536 {
                     Some("workload.block_tokens must be in 1..=65536".into())
-                } else if !(speed.is_finite() && *speed > 0.0 && *speed <= 1000.0) {
-                    Some("workload.speed must be a number in (0, 1000]".into())
+                } else if !(MIN_SPEED..=MAX_SPEED).contains(speed) {
+                    Some(format!(
+                        "workload.speed must be a number in [{MIN_SPEED}, {MAX_SPEED}] (found {speed:?})"
+                    ))
                 } else {
                     None
                 }

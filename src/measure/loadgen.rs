@@ -198,10 +198,15 @@ pub fn offsets(arrival: Arrival, seed: u64) -> impl Iterator<Item = Duration> + 
             // Inverse-CDF of the exponential; 1-u keeps ln away from 0.
             Arrival::Poisson { rate } => -(1.0 - rng.next_f64()).ln() / rate,
         };
-        // A rate like 1e-300/s parses; its offsets saturate at a decade
-        // rather than overflow `Duration` or the instant they are added to.
-        Duration::from_secs_f64(at.min(MAX_OFFSET_S))
+        send_offset(at)
     })
+}
+
+/// `seconds` from the start as a send offset. Suites bound their schedules
+/// when read (`limits::MAX_SCHEDULE_S`); past that, an offset saturates at a
+/// decade rather than overflow `Duration` or the instant it is added to.
+pub fn send_offset(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds.min(MAX_OFFSET_S)).unwrap_or(Duration::ZERO)
 }
 
 /// Small, stable PRNG so schedules are reproducible across crate versions.

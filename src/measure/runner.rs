@@ -200,9 +200,10 @@ impl Target {
             None => None,
         };
         let base = opts.target.trim_end_matches('/').to_string();
+        // Sizing and token counts wait what the run's timeouts allow, not a fixed time.
         let http = crate::measure::http_client()
             .connect_timeout(opts.timeouts.connect)
-            .timeout(Duration::from_secs(600))
+            .timeout(opts.timeouts.unstreamed())
             .build()
             .context("building HTTP client")?;
         let info = discover::discover(
@@ -238,6 +239,7 @@ impl Target {
             self.key.clone(),
             &self.info.model_id,
             self.info.has_tokenize,
+            opts.timeouts.unstreamed(),
         );
         if let Some(t) = &self.tokenizer {
             sizer = sizer.with_file(t.clone());
@@ -1215,5 +1217,103 @@ mod tests {
         let huge = Missing::new(0..1_000_000_000, &BTreeSet::new());
         assert_eq!(huge.ranges, vec![[0, 1_000_000_000]]);
         assert_eq!(huge.nth(999_999_999), 999_999_999);
+    }
+
+    /// A loopback listener that names a model on `GET /v1/models`, answers
+    /// any other GET 404, and accepts every POST (sizing, `/tokenize`) but
+    /// never answers it: a server stuck before its first byte.
+    async fn answers_discovery_only() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut conn, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let reply = if head.starts_with(b"GET /v1/models ") {
+                        let body = r#"{"object":"list","data":[{"id":"m"}]}"#;
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                    } else if head.starts_with(b"GET ") {
+                        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                            .into()
+                    } else {
+                        // Held open, never answered, until the client gives up.
+                        while !matches!(conn.read(&mut buf).await, Ok(0) | Err(_)) {}
+                        return;
+                    };
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    #[tokio::test]
+    async fn a_sizing_request_never_answered_ends_at_the_runs_own_timeouts() {
+        let target = answers_discovery_only().await;
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("s.toml");
+        std::fs::write(
+            &suite,
+            "name = \"t\"\n[[cell]]\nname = \"a\"\nprompt_tokens = 64\nmax_tokens = 4\nrequests = 1\n",
+        )
+        .unwrap();
+        let second = Duration::from_secs(1);
+        // The first-byte timeout, then the total timeout, is the shorter one.
+        for (first_byte, total) in [
+            (second, Duration::from_secs(900)),
+            (Duration::from_secs(300), second),
+        ] {
+            let opts = RunOptions {
+                target: target.clone(),
+                api_key_env: None,
+                suite: suite.clone(),
+                out_dir: dir.path().join(format!("out-{}", first_byte.as_secs())),
+                runtime_label: None,
+                image: None,
+                only_cells: Vec::new(),
+                resume: false,
+                timeouts: Timeouts {
+                    connect: Duration::from_secs(5),
+                    first_byte,
+                    idle: Duration::from_secs(60),
+                    total,
+                },
+                skip_turnover: true,
+                quiet: true,
+                tokenizer: None,
+                part: RunPart::Whole,
+                scrape: ScrapeOptions {
+                    target: false,
+                    extra: Vec::new(),
+                    interval: None,
+                },
+            };
+            let t0 = std::time::Instant::now();
+            // Before the fix this waited a fixed 600 s: far past this bound.
+            let e = tokio::time::timeout(Duration::from_secs(60), run(&opts))
+                .await
+                .expect("the run ends at its timeouts")
+                .expect_err("nothing was sized");
+            let e = format!("{e:#}");
+            assert!(
+                e.contains("(prompt sizing): no answer within 1.0 s (the shorter of the run's first-byte and total timeouts)"),
+                "{e}"
+            );
+            assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+        }
     }
 }

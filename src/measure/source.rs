@@ -386,7 +386,11 @@ impl Source {
         let t0 = todo.first().map_or(0, |&i| at(i));
         Some(
             todo.iter()
-                .map(|&i| Duration::from_secs_f64(at(i).saturating_sub(t0) as f64 / 1000.0 / speed))
+                .map(|&i| {
+                    crate::measure::loadgen::send_offset(
+                        at(i).saturating_sub(t0) as f64 / 1000.0 / speed,
+                    )
+                })
                 .collect(),
         )
     }

@@ -3,6 +3,7 @@
 //! server's `usage.prompt_tokens` when no tokenizer is reachable.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,8 @@ pub struct PromptSizer {
     /// server process (a qualification's blocks), so the filler vocabulary
     /// is not counted again before each block.
     counted: TokenMemo,
+    /// Longest wait for one answer: the run's timeouts, never a fixed one.
+    wait: Duration,
 }
 
 /// Token counts by text, as one server counted them.
@@ -144,6 +147,7 @@ impl PromptSizer {
         api_key: Option<String>,
         model: &str,
         tokenize: bool,
+        wait: Duration,
     ) -> Self {
         PromptSizer {
             http,
@@ -153,6 +157,19 @@ impl PromptSizer {
             tokenize,
             file: None,
             counted: TokenMemo::default(),
+            wait,
+        }
+    }
+
+    /// `req` sent, its answer awaited at most `wait`; `what` names it in errors.
+    async fn send(&self, req: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response> {
+        match req.timeout(self.wait).send().await {
+            Ok(r) => Ok(r),
+            Err(e) if e.is_timeout() => bail!(
+                "{what}: no answer within {:.1} s (the shorter of the run's first-byte and total timeouts)",
+                self.wait.as_secs_f64()
+            ),
+            Err(e) => Err(anyhow::Error::new(e).context(what.to_string())),
         }
     }
 
@@ -198,10 +215,9 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("POST {shown} (prompt sizing)"))?;
+        let resp = self
+            .send(req, &format!("POST {shown} (prompt sizing)"))
+            .await?;
         let status = resp.status();
         let v: Value = resp
             .json()
@@ -252,10 +268,9 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
-        let v: Value = req
-            .send()
-            .await
-            .with_context(|| format!("POST {shown}"))?
+        let v: Value = self
+            .send(req, &format!("POST {shown}"))
+            .await?
             .json()
             .await
             .with_context(|| format!("POST {shown}: response is not JSON"))?;

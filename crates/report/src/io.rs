@@ -81,9 +81,16 @@ fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T> 
     parse_json(&bytes, &path.display().to_string(), what)
 }
 
+/// `bytes` without a leading UTF-8 byte-order mark: editors on Windows
+/// write one, JSON (RFC 8259) lets a reader ignore it, serde_json does not.
+/// Digests are still taken of the file as it is.
+pub fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
+}
+
 /// JSON from bytes; `name` stands for the file in errors (`name:line:column: …`).
 fn parse_json<T: DeserializeOwned>(bytes: &[u8], name: &str, what: &str) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    serde_json::from_slice(without_bom(bytes)).map_err(|e| {
         IoError::Invalid(format!(
             "{name}:{}:{}: not a valid {what}: {e}",
             e.line(),
@@ -167,8 +174,7 @@ fn refuse_duplicate_keys(bytes: &[u8], name: &str) -> Result<()> {
             Ok(())
         }
     }
-    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let mut de = serde_json::Deserializer::from_slice(body);
+    let mut de = serde_json::Deserializer::from_slice(without_bom(bytes));
     Unique.deserialize(&mut de).map_err(|e| {
         IoError::Invalid(format!(
             "{name}:{}:{}: not a valid JSON report: {}",
@@ -288,5 +294,28 @@ mod tests {
             .expect_err("invalid UTF-8")
             .to_string();
         assert!(e.starts_with("mem.json:2:"), "{e}");
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_read_past() {
+        let v =
+            parse_report_value(b"\xEF\xBB\xBF{\"schema\": 1}", "bom.json").expect("BOM, then JSON");
+        assert_eq!(v["schema"], 1);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("bom.json");
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/runtime-profile-comparison.example.json");
+        let mut bytes = b"\xEF\xBB\xBF".to_vec();
+        bytes.extend(fs::read(seed).expect("seed"));
+        fs::write(&p, &bytes).expect("write");
+        crate::read_report(&p).expect("the seed with a BOM");
+        // Only one, and only in front: anywhere else it is not JSON.
+        for bad in [
+            &b"\xEF\xBB\xBF\xEF\xBB\xBF{}"[..],
+            b"{}\xEF\xBB\xBF",
+            b" \xEF\xBB\xBF{}",
+        ] {
+            parse_report_value(bad, "m.json").expect_err("not JSON");
+        }
     }
 }

@@ -43,7 +43,7 @@ pub use gate::{
 };
 pub use io::{
     IoError, compare_files, compare_paths, parse_report_value, read_artifact, read_regular,
-    read_report_value, write_report_atomic,
+    read_report_value, without_bom, write_report_atomic,
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};

@@ -458,7 +458,13 @@ impl Source<'_> {
     ) -> Result<(), ConfigError> {
         match v {
             Some(s) if !ok(*s.get_ref()) => {
-                Err(self.err(s.span(), field, format!("{} is not {what}", s.get_ref())))
+                // 1e308 in full is 309 digits: long values are shown as written.
+                let v = *s.get_ref();
+                let shown = match v.to_string() {
+                    d if d.len() > 24 => format!("{v:e}"),
+                    d => d,
+                };
+                Err(self.err(s.span(), field, format!("{shown} is not {what}")))
             }
             _ => Ok(()),
         }
@@ -468,6 +474,17 @@ impl Source<'_> {
 fn threshold_ok(t: f64) -> bool {
     t.is_finite() && t >= 0.0
 }
+
+/// Largest regression threshold a metric may have, percent: 1000 % is an
+/// eleven-fold slowdown, already past any gate worth the name; beyond it a
+/// threshold (1e308) only overflows the arithmetic made of it.
+pub const MAX_THRESHOLD_PERCENT: f64 = 1000.0;
+
+fn threshold_percent_ok(t: f64) -> bool {
+    (0.0..=MAX_THRESHOLD_PERCENT).contains(&t)
+}
+
+const THRESHOLD_PERCENT: &str = "a percentage in [0, 1000]";
 
 fn open_unit(p: f64) -> bool {
     p > 0.0 && p < 1.0
@@ -481,8 +498,8 @@ impl RawPolicy {
         src.check(
             &self.threshold_percent,
             "threshold_percent".into(),
-            threshold_ok,
-            "a finite percentage ≥ 0",
+            threshold_percent_ok,
+            THRESHOLD_PERCENT,
         )?;
         let default_threshold = self
             .threshold_percent
@@ -558,8 +575,8 @@ fn metric(
     src.check(
         &m.threshold_percent,
         at("threshold_percent"),
-        threshold_ok,
-        "a finite percentage ≥ 0",
+        threshold_percent_ok,
+        THRESHOLD_PERCENT,
     )?;
     src.check(
         &m.quantile,
@@ -1065,6 +1082,17 @@ mod tests {
     }
 
     #[test]
+    fn a_threshold_past_1000_percent_is_refused_with_its_value() {
+        let e = Policy::from_toml_str("threshold_percent = 1e308\n", "p.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "p.toml:1:21: field `threshold_percent`: 1e308 is not a percentage in [0, 1000]"
+        );
+        let p = Policy::from_toml_str("threshold_percent = 1000\n", "p.toml").unwrap();
+        assert!(p.metrics.iter().all(|m| m.threshold_percent == 1000.0));
+    }
+
+    #[test]
     fn errors_name_file_line_and_field() {
         let cases = [
             ("[turnover]\ngate = \"bogus\"\n", 2, "turnover.gate"),
@@ -1087,6 +1115,12 @@ mod tests {
                 "metric[0].threshold_percent",
             ),
             ("threshold_percent = -1\n", 1, "threshold_percent"),
+            ("\nthreshold_percent = 1e308\n", 2, "threshold_percent"),
+            (
+                "[[metric]]\nname = \"ttft_p50_ms\"\nthreshold_percent = 1000.5\n",
+                3,
+                "metric[0].threshold_percent",
+            ),
             (
                 "[[metric]]\nname = \"ttft_p50_ms\"\n\n[[metric]]\nname = \"foo_p50_ms\"\n",
                 5,

@@ -564,6 +564,26 @@ fn compare_refuses_an_artifact_that_contradicts_itself() {
 }
 
 #[test]
+fn a_negative_sample_is_no_measurement_for_compare_nor_verify() {
+    let (b, mut c) = runs();
+    c.cells[0].samples.get_mut("ttft_ms").expect("ttft_ms")[3] = -1e308;
+    let e = compare(&b, &c, &policy()).expect_err("not a latency");
+    let text = e.to_string();
+    assert!(
+        text.contains("candidate run artifact contradicts itself")
+            && text.contains(
+                "cells[0].samples.ttft_ms[3]: found -1e308, expected a finite value ≥ 0 (a time, a rate or a count)"
+            ),
+        "{text}"
+    );
+    // A report keeping that sample: recomputing it is refused the same way.
+    let p = paths(report(), |v| {
+        v["cells"]["fast"]["samples"]["ttft_ms"]["candidate"][3] = json!(-1e308);
+    });
+    names(&p, "cells");
+}
+
+#[test]
 fn a_report_from_an_earlier_compare_is_not_held_to_newer_fields() {
     let mut v = report();
     v["statistics"].as_object_mut().map(|s| {

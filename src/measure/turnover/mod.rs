@@ -302,8 +302,12 @@ impl TurnoverSpec {
         if self.shots() > prompt::MAX_SHOTS {
             bail!("shots must be at most {}", prompt::MAX_SHOTS);
         }
-        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
-            bail!("temperature must be a number >= 0");
+        if !(0.0..=crate::config::limits::MAX_TEMPERATURE).contains(&self.temperature) {
+            bail!(
+                "temperature must be a number in [0, {}], the OpenAI API's range (found {:?})",
+                crate::config::limits::MAX_TEMPERATURE,
+                self.temperature
+            );
         }
         if self.max_tokens == Some(0) {
             bail!("max_tokens must be > 0");

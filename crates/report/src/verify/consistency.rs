@@ -56,6 +56,15 @@ pub(crate) fn artifact_problems(a: &crate::artifact::RunArtifact) -> Vec<Disagre
                     format!("at most requests ({})", c.requests),
                 );
             }
+            // Every sample is a time, a rate or a count: a negative one
+            // (ttft_ms = -1e308) is no measurement, and would be compared as one.
+            if let Some(j) = v.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                ck.push(
+                    p(&format!("samples.{k}[{j}]")),
+                    format!("{:?}", v[j]),
+                    "a finite value ≥ 0 (a time, a rate or a count)",
+                );
+            }
         }
     }
     ck.out
