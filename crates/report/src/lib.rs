@@ -21,6 +21,8 @@ pub mod digest;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod gate;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod hostile;
 mod io;
 mod model;
 pub mod policy;
@@ -30,6 +32,7 @@ pub mod render;
 pub mod server_metrics;
 pub mod slo;
 pub mod stats;
+pub mod text;
 mod turnover_rates;
 pub mod verify;
 
