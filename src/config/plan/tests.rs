@@ -388,3 +388,14 @@ fn decision_policy_never_promotes_a_failure() {
     let e = parse(&minimal("[decision]\non_pass = \"ship-it\"\n")).unwrap_err();
     assert_eq!(e.line, Some(9), "{e}");
 }
+
+#[test]
+fn a_plan_name_with_a_control_character_is_refused_by_line_and_field() {
+    let e = parse(&format!("name = \"p\\u001b[2J\"\n{}", minimal(""))).unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("name")), "{e}");
+    assert!(
+        e.message
+            .starts_with("an escape (ESC) (U+001B) at character 2 is not allowed in a name"),
+        "{e}"
+    );
+}
