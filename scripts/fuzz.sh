@@ -4,7 +4,7 @@
 # time, one target at a time. See docs/fuzzing.md.
 #
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
-#   SECONDS_PER_TARGET  default 60; targets default to: sse report plan compare dataset
+#   SECONDS_PER_TARGET  default 60; targets default to: sse report plan compare dataset names
 #
 # Installs cargo-fuzz if missing (cargo install cargo-fuzz --locked). cargo
 # fuzz needs nightly compiler flags (-Zsanitizer, sanitizer coverage); on the
@@ -37,7 +37,7 @@ if ! [[ "$SECS" =~ ^[0-9]+$ ]] || [ "$SECS" -lt 1 ]; then
     exit 2
 fi
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse report plan compare dataset)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(sse report plan compare dataset names)
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 FUZZ="$ROOT/fuzz"

@@ -61,6 +61,13 @@ pub fn qualification_dirs(dir: &Path) -> anyhow::Result<(PathBuf, RunDirs)> {
     ))
 }
 
+/// A qualification's report (as JSON) against the runs in its directory
+/// `dir`: what `infergate verify DIR` checks, and what `decide` requires.
+pub fn check_qualification(report: &Value, dir: &Path) -> anyhow::Result<Verification> {
+    let (_, dirs) = qualification_dirs(dir)?;
+    Ok(verify_runs(report, &dirs))
+}
+
 /// [`crate::report::verify_report`], then the report made again from its runs.
 pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
     let mut v = crate::report::verify_report(report);

@@ -244,6 +244,7 @@ async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
         who: Some("ci".into()),
         ledger: None,
         force: false,
+        verify: infergate::verify_runs::check_qualification,
         quiet: true,
     })
     .await

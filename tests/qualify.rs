@@ -176,6 +176,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
         who: Some("alice".into()),
         ledger: None, // found through qualification.json
         force: false,
+        verify: infergate::verify_runs::check_qualification,
         quiet: false,
     })
     .await
@@ -772,6 +773,7 @@ async fn decide_err(report: &std::path::Path, action: DecisionAction, force: boo
         who: Some("mallory".into()),
         ledger: None,
         force,
+        verify: infergate::verify_runs::check_qualification,
         quiet: true,
     })
     .await

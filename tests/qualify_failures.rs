@@ -187,6 +187,7 @@ async fn promotion_failing_identity_readmission_restores_the_baseline() {
         ledger: Some(env.ledger.clone().into()),
         // Whatever its gates said: this checks the candidate's readmission.
         force: true,
+        verify: infergate::verify_runs::check_qualification,
         quiet: false,
     })
     .await

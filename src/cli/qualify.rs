@@ -219,6 +219,7 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
         who: a.who,
         ledger: location(a.ledger)?,
         force: a.force,
+        verify: infergate::verify_runs::check_qualification,
         quiet: a.quiet,
     })
     .await?;

@@ -272,6 +272,15 @@ impl Suite {
                 .map_or("?".into(), usize::to_string);
             format!("{origin}: line {line}: [[{kind}]]")
         };
+        if let Some(why) = crate::report::text::name_problem(&suite.name) {
+            // The top-level key, above the first table header.
+            let line = text
+                .lines()
+                .take_while(|l| !l.trim_start().starts_with('['))
+                .position(|l| l.split('=').next().is_some_and(|k| k.trim() == "name"))
+                .map_or("?".into(), |i| (i + 1).to_string());
+            bail!("{origin}: line {line}: field `name`: {why}");
+        }
         if suite.cells.is_empty() && suite.turnover.is_empty() {
             bail!("{origin}: the suite has no [[cell]] and no [[turnover]]: nothing to measure");
         }
@@ -438,6 +447,10 @@ impl CellSpec {
         if name.trim().is_empty() {
             bail!("name must not be empty: the cell's name is its key in every artifact");
         }
+        // Before any message that quotes the name.
+        if let Some(why) = crate::report::text::name_problem(name) {
+            bail!("field `name`: {why}");
+        }
         if !seen.insert(name) {
             bail!("cell '{name}' is defined twice");
         }
@@ -514,6 +527,48 @@ impl CellSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_with_control_characters_are_refused_naming_file_line_and_field() {
+        let cell = |name: &str| {
+            format!(
+                "name = \"t\"\n\n[[cell]]\nname = {}\nprompt_tokens = 10\nmax_tokens = 4\nrequests = 1\n",
+                toml::Value::String(name.into())
+            )
+        };
+        for (name, what) in [
+            (
+                "x\n```\n\n## ✅ QUALIFIED",
+                "a line break (U+000A) at character 2",
+            ),
+            ("\u{1b}[31mpass", "an escape (ESC) (U+001B) at character 1"),
+            (
+                "cell\u{202E}kcap",
+                "a bidirectional override (U+202E) at character 5",
+            ),
+            ("c\u{9b}", "a control character (U+009B) at character 2"),
+        ] {
+            let e = format!("{:#}", Suite::parse(&cell(name), "s.toml").unwrap_err());
+            let want =
+                format!("s.toml: line 3: [[cell]]: field `name`: {what} is not allowed in a name");
+            assert!(e.starts_with(&want), "{e}");
+        }
+        let suite_name = cell("a").replace("name = \"t\"", "name = \"t\\r\"");
+        let e = format!("{:#}", Suite::parse(&suite_name, "s.toml").unwrap_err());
+        assert!(
+            e.starts_with("s.toml: line 1: field `name`: a line break (U+000D)"),
+            "{e}"
+        );
+        let turnover =
+            "name = \"t\"\n\n[[turnover]]\nname = \"w\\u001b]0;x\"\ncontract = \"words\"\n";
+        let e = format!("{:#}", Suite::parse(turnover, "s.toml").unwrap_err());
+        assert!(
+            e.starts_with("s.toml: line 3: [[turnover]]: field `name`: an escape (ESC) (U+001B) at character 2"),
+            "{e}"
+        );
+        // Markdown, HTML and formula characters are the renderers' to escape.
+        Suite::parse(&cell("=a|b <i>*c*</i> ✅"), "s.toml").expect("a printable name");
+    }
 
     #[test]
     fn checks_after_parsing_name_the_line_of_the_table() {

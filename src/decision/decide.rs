@@ -34,8 +34,16 @@ pub struct Options {
     /// Promote a qualification whose gates failed (the promotion says what
     /// it overrides).
     pub force: bool,
+    /// Checks the report against the qualification's own runs (the report
+    /// as JSON, its directory): `infergate::verify_runs::check_qualification`.
+    /// Handed in, since that check makes the runs' report again with
+    /// `qualify`'s pooling, a stage this one must not import.
+    pub verify: VerifyRuns,
     pub quiet: bool,
 }
+
+/// The disagreements between a report and the runs in its directory.
+pub type VerifyRuns = fn(&serde_json::Value, &Path) -> Result<crate::report::Verification>;
 
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -97,7 +105,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
             qf.id
         );
     }
-    let report = checked_report(&opts.report, &out_dir, &qf.id, &ledger, &entries)?;
+    let report = checked_report(opts, &out_dir, &qf.id, &ledger, &entries)?;
     refuse_unforced_override(&qf.id, &report, opts.action, opts.force)?;
     let who = match &opts.who {
         Some(w) if !w.trim().is_empty() => w.trim().to_string(),
@@ -128,12 +136,13 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
 /// directories) finds nothing that disagrees: a decision acts on what was
 /// measured, never on an edited copy.
 fn checked_report(
-    path: &Path,
+    opts: &Options,
     out_dir: &Path,
     id: &str,
     ledger: &Ledger,
     entries: &[crate::decision::ledger::Entry],
 ) -> Result<Report> {
+    let path = opts.report.as_path();
     let bytes = report::read_regular(path)
         .with_context(|| format!("cannot read the report {}", path.display()))?;
     let found = report::digest::sha256_hex(&bytes);
@@ -152,8 +161,7 @@ fn checked_report(
         Some(_) => {}
     }
     let value = report::parse_report_value(&bytes, &path.display().to_string())?;
-    let (_, dirs) = crate::verify_runs::qualification_dirs(out_dir)?;
-    let checked = crate::verify_runs::verify_runs(&value, &dirs);
+    let checked = (opts.verify)(&value, out_dir)?;
     if !checked.is_clean() {
         let list: Vec<String> = checked
             .disagreements

@@ -5,6 +5,8 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::files::file_kind;
+
 /// A failed atomic write: what was being done, to which file, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {path}")]
@@ -90,35 +92,6 @@ fn existing_regular(path: &Path) -> Result<Option<std::fs::Metadata>> {
                 ),
             ),
         }),
-    }
-}
-
-/// "a symbolic link", "a FIFO", … for messages.
-pub fn file_kind(t: &std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_file() {
-        "a regular file"
-    } else {
-        "not a regular file"
     }
 }
 

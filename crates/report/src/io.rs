@@ -1,7 +1,6 @@
 //! Files: read run artifacts and reports with errors that name file, line and
 //! column; write a report atomically.
 
-use std::fs;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -9,6 +8,7 @@ use thiserror::Error;
 
 use crate::artifact::RunArtifact;
 use crate::atomic::AtomicWriteError;
+pub use crate::files::read_regular;
 
 use super::compare::CompareError;
 use super::config_error::ConfigError;
@@ -41,35 +41,6 @@ pub enum IoError {
     },
     #[error(transparent)]
     Write(#[from] AtomicWriteError),
-}
-
-/// Read a whole input file, refusing anything but a regular file (a FIFO
-/// would block the command until killed, a device would never end). The
-/// file is opened without blocking and checked by its descriptor, so what is
-/// checked is what is read.
-pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut opts = fs::OpenOptions::new();
-    opts.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.custom_flags(libc::O_NONBLOCK);
-    }
-    let mut f = opts.open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "it is {}, not a regular file",
-                crate::atomic::file_kind(&meta.file_type())
-            ),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T> {
@@ -259,6 +230,7 @@ pub fn write_report_atomic(path: &Path, report: &Report) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn parse_errors_name_file_line_and_column() {

@@ -18,9 +18,12 @@ pub mod calibrate;
 mod compare;
 pub mod config_error;
 pub mod digest;
+pub mod files;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod gate;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod hostile;
 mod io;
 mod model;
 pub mod policy;
@@ -30,6 +33,7 @@ pub mod render;
 pub mod server_metrics;
 pub mod slo;
 pub mod stats;
+pub mod text;
 mod turnover_rates;
 pub mod verify;
 

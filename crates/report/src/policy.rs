@@ -301,7 +301,7 @@ impl Policy {
     }
 
     pub fn from_file(path: &Path) -> Result<Policy, ConfigError> {
-        let text = crate::io::read_regular(path)
+        let text = crate::files::read_regular(path)
             .and_then(|b| {
                 String::from_utf8(b)
                     .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -550,6 +550,10 @@ fn metrics(
     let mut out: Vec<MetricSpec> = Vec::new();
     for (i, m) in raw.into_iter().enumerate() {
         let name = m.name.get_ref().clone();
+        // Before any message that quotes the name.
+        if let Some(why) = crate::text::name_problem(&name) {
+            return Err(src.err(m.name.span(), format!("metric[{i}].name"), why));
+        }
         if out.iter().any(|o| o.name == name) {
             return Err(src.err(
                 m.name.span(),
@@ -901,6 +905,22 @@ mod tests {
             "p.toml",
         )
         .expect("no pNN");
+    }
+
+    #[test]
+    fn a_metric_name_with_a_line_break_is_refused_by_line_and_field() {
+        let text = "[[metric]]\nname = \"ttft_p90_ms\\n# forged\"\nsample = \"ttft_ms\"\n";
+        let e = Policy::from_toml_str(text, "p.toml").expect_err("a line break in a name");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(2), Some("metric[0].name")),
+            "{e}"
+        );
+        assert!(
+            e.message
+                .starts_with("a line break (U+000A) at character 12 is not allowed in a name"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -80,6 +80,13 @@ impl Plan {
             message,
         };
         let raw = raw_plan(text, &file)?;
+        if let Some(why) = raw
+            .name
+            .as_deref()
+            .and_then(crate::report::text::name_problem)
+        {
+            return Err(err(key_line(text, "name"), "name", why));
+        }
         let resolve = |p: &str| -> PathBuf {
             let p = Path::new(p);
             if p.is_absolute() {

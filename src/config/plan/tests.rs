@@ -416,3 +416,14 @@ fn a_runtime_url_with_a_password_or_a_query_is_refused_unshown() {
     assert!(e.message.contains("holds a password"), "{e}");
     assert!(!e.to_string().contains("secret"), "{e}");
 }
+
+#[test]
+fn a_plan_name_with_a_control_character_is_refused_by_line_and_field() {
+    let e = parse(&format!("name = \"p\\u001b[2J\"\n{}", minimal(""))).unwrap_err();
+    assert_eq!((e.line, e.field.as_deref()), (Some(1), Some("name")), "{e}");
+    assert!(
+        e.message
+            .starts_with("an escape (ESC) (U+001B) at character 2 is not allowed in a name"),
+        "{e}"
+    );
+}

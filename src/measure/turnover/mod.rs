@@ -182,6 +182,10 @@ impl TurnoverSpec {
             .and_then(|v| v.as_str())
             .unwrap_or("(unnamed)")
             .to_string();
+        // Before any message that quotes the name.
+        if let Some(why) = crate::report::text::name_problem(&name) {
+            bail!("field `name`: {why}");
+        }
         let spec: TurnoverSpec = toml::Value::Table(table.clone())
             .try_into()
             .with_context(|| format!("turnover '{name}'"))?;

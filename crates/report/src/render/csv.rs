@@ -99,9 +99,13 @@ fn requests(v: &Value) -> String {
         }
     }
     let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record(REQUEST_KEYS.iter().chain(&keys));
+    let header = REQUEST_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .chain(keys.iter().map(|k| text_field(k)));
+    let _ = w.write_record(header);
     for (cell, side, i, r) in all {
-        let head = [cell.clone(), side.to_string(), i.to_string()];
+        let head = [text_field(cell), side.to_string(), i.to_string()];
         let rest = keys.iter().map(|k| field(r.get(*k)));
         let _ = w.write_record(head.into_iter().chain(rest));
     }
@@ -109,12 +113,24 @@ fn requests(v: &Value) -> String {
 }
 
 /// A JSON value as a CSV field: numbers and booleans as JSON writes them,
-/// strings bare, missing or null empty.
+/// strings as [`text_field`], missing or null empty.
 fn field(x: Option<&Value>) -> String {
     match x {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => text_field(s),
         Some(other) => other.to_string(),
+    }
+}
+
+/// Text as a spreadsheet shows it instead of running it: a field starting
+/// with `=`, `+`, `-`, `@`, a tab or a carriage return is read as a formula
+/// (CSV injection), so it gets a leading `'`. Only text passes here: a
+/// negative number stays a number. The writer quotes (RFC 4180).
+fn text_field(s: &str) -> String {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
     }
 }
 
@@ -155,5 +171,25 @@ mod tests {
         assert_eq!(r[0], "cell,side,index,ok,ttft_ms,error");
         assert_eq!(r[1], "\"c2, \"\"odd\"\"\",baseline,0,true,99.0,");
         assert_eq!(r[2], "\"c2, \"\"odd\"\"\",candidate,0,false,,HTTP 500");
+    }
+
+    #[test]
+    fn text_cannot_start_a_formula_and_numbers_stay_numbers() {
+        let v = json!({"cells": {"=HYPERLINK(\"http://e\")": {
+            "metrics": {"@SUM(A1)": {"baseline": -1.5, "delta_percent": -3.0, "direction": "+x"}},
+            "request_rows": {"baseline": [{"-k": "-1+2", "ok": true}]}
+        }}});
+        let (m, r) = render(&v);
+        let row = m.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("\"'=HYPERLINK(\"\"http://e\"\")\",'@SUM(A1),'+x,-1.5,,-3.0,"),
+            "{row}"
+        );
+        let r: Vec<&str> = r.lines().collect();
+        assert_eq!(r[0], "cell,side,index,'-k,ok");
+        assert_eq!(
+            r[1],
+            "\"'=HYPERLINK(\"\"http://e\"\")\",baseline,0,'-1+2,true"
+        );
     }
 }

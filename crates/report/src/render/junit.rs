@@ -155,7 +155,8 @@ fn push_suite(out: &mut String, name: &str, cases: &[Case]) {
 }
 
 /// Attribute-safe text: XML's five escapes, and characters XML 1.0 cannot
-/// carry (controls other than tab, newline, return) as visible escapes.
+/// carry (controls other than tab, newline, return; U+FFFE, U+FFFF) or that
+/// would reorder the text shown (bidirectional overrides) as visible escapes.
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -167,7 +168,7 @@ fn escape(s: &str) -> String {
             '\'' => out.push_str("&apos;"),
             '\n' => out.push_str("&#10;"),
             '\t' | '\r' => out.push_str(&format!("&#{};", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c if crate::text::is_unsafe(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -218,6 +219,14 @@ mod tests {
         assert!(x.contains("<testsuites name=\"infergate qualification\" tests=\"5\" failures=\"2\" skipped=\"1\">"), "{x}");
         // The qualification's own case carries its text.
         assert!(x.contains("<failure message=\"fail: quality gate\""));
+    }
+
+    #[test]
+    fn characters_xml_cannot_carry_or_that_reorder_text_are_escaped() {
+        assert_eq!(
+            escape("a\u{FFFE}b\u{202E}c\u{85}"),
+            "a\\u{fffe}b\\u{202e}c\\u{0085}"
+        );
     }
 
     #[test]

@@ -5,17 +5,40 @@ use std::fmt::Write;
 use super::view::{CellView, View};
 use super::*;
 
-/// Text safe inside a table cell: pipes escaped, newlines flattened, and
-/// characters GitHub would read as markup escaped (`_` and `#` are left alone:
-/// inside words and mid-line GitHub does not treat them as markup).
+/// Report text as Markdown: it shows as itself wherever it lands (a table
+/// cell, a list item, a heading) and opens nothing. `<`, `>` and `&` become
+/// entities, so no tag or entity in it is parsed (GitHub renders inline
+/// HTML in job summaries); what GitHub reads as inline markup (emphasis,
+/// strikethrough, links, images, code, math, table cells) is
+/// backslash-escaped; a line break becomes a space, so no text starts a
+/// block (the renderers' input holds none: `text::visible_value`).
 fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
-            '|' | '\\' | '`' | '*' | '[' | ']' | '<' | '>' => {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' | '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '!' | '#' | '$' => {
                 out.push('\\');
                 out.push(ch);
             }
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Report text inside a raw HTML line (`<details><summary>…`), where
+/// Markdown's backslash escapes do not apply: entities only.
+fn md_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
             '\n' | '\r' => out.push(' '),
             c => out.push(c),
         }
@@ -107,11 +130,27 @@ fn header(out: &mut String, v: &View) {
         code(v.candidate_image.as_deref().unwrap_or(DASH)),
         code(v.schema.as_deref().unwrap_or(DASH)),
     );
-    let _ = writeln!(out, "```text");
-    for line in v.verdict_lines() {
-        let _ = writeln!(out, "{line}");
+    let lines = v.verdict_lines();
+    let fence = fence_for(&lines);
+    let _ = writeln!(out, "{fence}text");
+    for line in &lines {
+        // No line break may end the block early (its text holds none:
+        // `text::visible_value`; the renderer's lines are single lines).
+        let _ = writeln!(out, "{}", line.replace(['\n', '\r'], " "));
     }
-    let _ = writeln!(out, "```\n");
+    let _ = writeln!(out, "{fence}\n");
+}
+
+/// A code fence longer than any run of backticks in `lines`: report text
+/// inside the block cannot close it.
+fn fence_for(lines: &[String]) -> String {
+    let longest = lines
+        .iter()
+        .flat_map(|l| l.split(|c| c != '`'))
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
 }
 
 /// The gate table: every gate, those that decide nothing marked so.
@@ -122,7 +161,7 @@ fn gates(out: &mut String, v: &View) {
             out,
             &[
                 g.name.to_string(),
-                format!("{} {}", gate_mark(&g), g.outcome),
+                format!("{} {}", gate_mark(&g), md(&g.outcome)),
                 md(&g.note),
             ],
         );
@@ -135,7 +174,7 @@ fn failed_checks(out: &mut String, v: &View) {
     if !failed.is_empty() {
         let _ = writeln!(out, "Failed checks:\n");
         for (gate, subject, reason) in failed {
-            let _ = writeln!(out, "- {gate}: {}: {}", code(&subject), md(&reason));
+            let _ = writeln!(out, "- {}: {}: {}", md(&gate), code(&subject), md(&reason));
         }
         let _ = writeln!(out);
     }
@@ -167,7 +206,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
     let server = c.server_lines();
     if !server.is_empty() {
         let summary = c.server_summary_lines("inside").join("; ");
-        let _ = writeln!(out, "\n<details><summary>{}</summary>\n", md(&summary));
+        let _ = writeln!(out, "\n<details><summary>{}</summary>\n", md_html(&summary));
         for line in server {
             let _ = writeln!(out, "- {}", md(&line));
         }
@@ -387,5 +426,21 @@ mod tests {
         assert_eq!(code("a`b"), "`a'b`");
         // A backslash before a pipe would pair with the pipe's escape.
         assert_eq!(code("a\\|b"), "a\\\\\\|b");
+    }
+
+    #[test]
+    fn text_opens_no_tag_entity_or_inline_markup() {
+        assert_eq!(
+            md("<img src=x> &lt; *a* _b_ ~c~ [d](e) !f #g $h$ |i \\j `k`\nl"),
+            "&lt;img src=x&gt; &amp;lt; \\*a\\* \\_b\\_ \\~c\\~ \\[d\\](e) \\!f \\#g \\$h\\$ \\|i \\\\j \\`k\\` l"
+        );
+        // A `<details>` line is raw HTML: backslashes would show, tags would not.
+        assert_eq!(md_html("<b>*x*</b> & y"), "&lt;b&gt;*x*&lt;/b&gt; &amp; y");
+    }
+
+    #[test]
+    fn the_verdict_fence_outlasts_any_backticks_in_it() {
+        assert_eq!(fence_for(&["a".into()]), "```");
+        assert_eq!(fence_for(&["x ``` y".into(), "````z".into()]), "`````");
     }
 }

@@ -59,9 +59,7 @@ impl TerminalOptions {
 
 /// Aligned tables per cell, the turnover table and the gate summary.
 pub fn terminal<R: ReportSource + ?Sized>(report: &R, opts: TerminalOptions) -> String {
-    // A report is untrusted text: its strings must not drive the terminal.
-    let shown = printable(&report.report_json());
-    terminal::render(&view_of(&shown), opts)
+    terminal::render(&view_of(&shown(report)), opts)
 }
 
 /// What the renderers display: the report as read, with what is computed
@@ -70,53 +68,34 @@ fn view_of(root: &Value) -> view::View {
     view::View::from_value(root, view::Checks::of(root))
 }
 
-/// `v` with every string (and key) made safe to print on a terminal: control
-/// characters (ESC sequences, CR, BEL, newlines that would break a table) and
-/// bidirectional overrides become visible `\u{…}` escapes.
-fn printable(v: &Value) -> Value {
-    fn text(s: &str) -> String {
-        let unsafe_char = |c: char| {
-            c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-        };
-        if !s.chars().any(unsafe_char) {
-            return s.to_string();
-        }
-        s.chars()
-            .map(|c| {
-                if unsafe_char(c) {
-                    format!("\\u{{{:04x}}}", c as u32)
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    }
-    match v {
-        Value::String(s) => Value::String(text(s)),
-        Value::Array(a) => Value::Array(a.iter().map(printable).collect()),
-        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (text(k), printable(v))).collect()),
-        other => other.clone(),
-    }
+/// The report every format draws from: each string and key with its control
+/// characters and bidirectional overrides as visible `\u{…}` escapes
+/// ([`crate::text::visible_value`]). A report file is untrusted text: a
+/// name's line break would otherwise start a Markdown block or a CSV
+/// record, its ESC drive a terminal. Each format then escapes what is
+/// special to it.
+fn shown<R: ReportSource + ?Sized>(report: &R) -> Value {
+    crate::text::visible_value(&report.report_json())
 }
 
 /// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
 pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
-    markdown::render(&view_of(&report.report_json()))
+    markdown::render(&view_of(&shown(report)))
 }
 
 /// JUnit XML: the qualification and each part of each deciding gate a test case.
 pub fn junit<R: ReportSource + ?Sized>(report: &R) -> String {
-    junit::render(&report.report_json())
+    junit::render(&shown(report))
 }
 
 /// CSV: (`metrics.csv`, `requests.csv`), one row per cell metric and per recorded request.
 pub fn csv<R: ReportSource + ?Sized>(report: &R) -> (String, String) {
-    csv::render(&report.report_json())
+    csv::render(&shown(report))
 }
 
 /// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.
 pub fn html<R: ReportSource + ?Sized>(report: &R) -> String {
-    html::render(&view_of(&report.report_json()))
+    html::render(&view_of(&shown(report)))
 }
 
 const DASH: &str = "—";
@@ -193,4 +172,40 @@ fn ci_heading(v: &view::View) -> String {
         .or(v.statistics.as_ref().map(|s| s.bootstrap.confidence))
         .unwrap_or(CONFIDENCE_FALLBACK);
     format!("{}% CI", (c * 100.0).round())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn every_format_shows_control_characters_as_visible_escapes() {
+        let v = json!({
+            "schema": "runtime-profile-comparison/v1",
+            "cells": {"a\u{1b}[31mb\nc": {"metrics": {"ttft_p50_ms": {"baseline": 1.0, "candidate": 1.0}}}},
+            "qualification": "pass\u{202E}\u{7}"
+        });
+        let (metrics, _) = super::csv(&v);
+        for (format, out) in [
+            (
+                "terminal",
+                super::terminal(&v, super::TerminalOptions::default()),
+            ),
+            ("markdown", super::markdown(&v)),
+            ("html", super::html(&v)),
+            ("junit", super::junit(&v)),
+            ("csv", metrics),
+        ] {
+            assert!(
+                !out.contains(['\u{1b}', '\u{7}', '\u{202E}']),
+                "{format}: {out}"
+            );
+            // Shown as escapes (which each format may escape further).
+            // JUnit carries no cell names, CSV no qualification.
+            let cell = out.contains("u{001b}") && out.contains("u{000a}");
+            let qualification = out.contains("u{202e}") && out.contains("u{0007}");
+            assert!(cell || format == "junit", "{format}: {out}");
+            assert!(qualification || format == "csv", "{format}: {out}");
+        }
+    }
 }
