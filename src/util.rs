@@ -34,6 +34,22 @@ pub fn redact(text: &str) -> String {
     redact_passwords(&redact_userinfo(text))
 }
 
+/// [`redact`] every string in a JSON value, in place: what a ledger row
+/// written by an older infergate may hold is never shown.
+pub fn redact_json(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => {
+            let r = redact(s);
+            if r != *s {
+                *s = r;
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(redact_json),
+        serde_json::Value::Object(o) => o.values_mut().for_each(redact_json),
+        _ => {}
+    }
+}
+
 fn redact_userinfo(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;

@@ -130,10 +130,19 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
                 .map(|(_, h)| h)
                 .collect(),
             running_by,
-            entries: id.is_some().then_some(entries),
+            entries: id.is_some().then(|| shown(entries)),
         });
     }
     Ok(out)
+}
+
+/// Rows as shown: a credential a row holds (a URL's password or token) is
+/// redacted.
+fn shown(mut entries: Vec<Entry>) -> Vec<Entry> {
+    for e in &mut entries {
+        crate::util::redact_json(&mut e.detail);
+    }
+    entries
 }
 
 /// The Docker socket the qualification's plan names (containers are checked there).
@@ -364,5 +373,34 @@ mod tests {
         drop(held);
         let text = run(&opts).await.unwrap();
         assert!(!text.contains("RUNNING now"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_credential_a_row_holds_is_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite");
+        let ledger = Ledger::open(&path).unwrap();
+        ledger
+            .append(
+                "q",
+                "start",
+                Some("candidate"),
+                Status::Ok,
+                json!({"handle": {"base_url": "http://user:secret@127.0.0.1:1/?token=secret"}}),
+            )
+            .unwrap();
+        for json in [true, false] {
+            let text = run(&Options {
+                id: Some("q".into()),
+                ledger: Some(Location::Sqlite(path.clone())),
+                json,
+            })
+            .await
+            .unwrap();
+            if json {
+                assert!(text.contains("127.0.0.1:1"), "{text}");
+            }
+            assert!(!text.contains("secret"), "{text}");
+        }
     }
 }
