@@ -667,22 +667,31 @@ fn a_policy_can_gate_on_latency_from_the_scheduled_send() {
     assert!(r.performance_gate_passed);
 }
 
-/// Request rows for a cell's TTFT samples: the first `slow` requests take
-/// ten times as long (over a 500 ms SLO), the rest as sampled.
+/// Request rows for a cell's samples: the first `slow` requests take ten
+/// times as long to the first token (over a 500 ms SLO), the rest as
+/// sampled. Rows and samples agree, as a run's do (verify checks it).
 fn with_rows(mut c: CellResult, slow: usize) -> CellResult {
-    c.request_rows = c.samples[metric::TTFT_MS]
-        .iter()
-        .enumerate()
-        .map(|(i, &t)| infergate::artifact::RequestRow {
+    let ttft = c.samples.get_mut(metric::TTFT_MS).unwrap();
+    for t in ttft.iter_mut().take(slow) {
+        *t *= 10.0;
+    }
+    let (ttft, e2e) = (&c.samples[metric::TTFT_MS], &c.samples[metric::E2E_MS]);
+    c.request_rows = (0..ttft.len())
+        .map(|i| infergate::artifact::RequestRow {
             ok: true,
             send_offset_ms: i as f64 * 100.0,
             queue_ms: 0.0,
-            ttft_ms: Some(if i < slow { t * 10.0 } else { t }),
-            tpot_ms: Some(10.0),
-            e2e_ms: Some(t + 50.0),
+            ttft_ms: Some(ttft[i]),
+            tpot_ms: None,
+            e2e_ms: Some(e2e[i]),
             completion_tokens: Some(64),
             cluster: 0,
         })
+        .collect();
+    c.metrics = c
+        .samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
         .collect();
     c
 }

@@ -296,6 +296,25 @@ fn commands_that_read_a_ledger_change_no_other_database_and_make_none() {
     );
     assert!(!o.status.success());
     assert!(stderr(&o).contains("no ledger at"), "{}", stderr(&o));
+    // Who decided is a name: no escape sequence in it.
+    let o = infergate(
+        d,
+        &[
+            "decide",
+            "q/report.json",
+            "--retain-baseline",
+            "--note",
+            "x",
+            "--who",
+            "a\u{1b}[2Jb",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--who: an escape (ESC)"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!d.join("missing.sqlite").exists(), "decide made a ledger");
 }
 

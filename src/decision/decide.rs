@@ -69,6 +69,10 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
     if opts.note.trim().is_empty() {
         bail!("decide: --note must say why");
     }
+    // The note is prose, escaped where shown; who decided is a name.
+    if let Some(problem) = opts.who.as_deref().and_then(report::text::name_problem) {
+        bail!("decide: --who: {problem}");
+    }
     let out_dir = match opts.report.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
