@@ -31,7 +31,7 @@ pub fn check_http_url(url: &str, password: Password) -> Result<(), String> {
     }
     if password == Password::Refused && parsed.password().is_some() {
         return Err(format!(
-            "{shown:?} holds a password, which would be kept in the ledger and the qualification's plan copy: give the credential with api_key_env (an environment variable's name)"
+            "{shown:?} (its userinfo not shown) holds a password, which would be kept in the ledger and the qualification's plan copy: give the credential with api_key_env (an environment variable's name)"
         ));
     }
     Ok(())

@@ -197,7 +197,8 @@ pub async fn run(opts: &Options) -> Result<String> {
         let state = match (&q.verdict, &q.failure) {
             (Some(v), Some(f)) => format!("{v}: {f}"),
             (Some(v), None) => v.clone(),
-            (None, _) => "unfinished (running, or interrupted: rerun `infergate qualify PLAN --id ID` to resume, add --rollback to abandon)".into(),
+            (None, _) if q.running_by.is_some() => "running".into(),
+            (None, _) => "unfinished (interrupted: rerun `infergate qualify PLAN --id ID` to resume, add --rollback to abandon)".into(),
         };
         let _ = writeln!(s, "  state:     {state}");
         if let Some(r) = &q.report {
@@ -370,9 +371,14 @@ mod tests {
         let text = run(&opts).await.unwrap();
         let want = format!("RUNNING now, by process {} (", std::process::id());
         assert!(text.contains(&want), "{text}");
+        assert!(text.contains("state:     running\n"), "{text}");
         drop(held);
         let text = run(&opts).await.unwrap();
         assert!(!text.contains("RUNNING now"), "{text}");
+        assert!(
+            text.contains("state:     unfinished (interrupted"),
+            "{text}"
+        );
     }
 
     #[tokio::test]
