@@ -382,6 +382,68 @@ fn a_resumed_run_must_be_the_run_its_directory_holds() {
     assert!(stderr(&o).contains("discovering"), "{}", stderr(&o));
 }
 
+#[test]
+fn qualify_check_names_what_is_wrong_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A cell too large for the baseline profile's 4096 tokens per slot, an
+    // API key variable that is not set, an image not present locally.
+    std::fs::write(
+        d.join("suite.toml"),
+        "name = \"big\"\n[[cell]]\nname = \"big\"\nprompt_tokens = 6000\nmax_tokens = 8\nconcurrency = 1\nrequests = 3\n",
+    )
+    .unwrap();
+    let digest = "0".repeat(64);
+    std::fs::write(
+        d.join("plan.toml"),
+        format!(
+            "name = \"c\"\nsuite = \"suite.toml\"\n[baseline]\ndriver = \"process\"\nengine_profile = \"baseline\"\n\
+             api_key_env = \"INFERGATE_CHECK_UNSET_KEY\"\n[candidate]\ndriver = \"container\"\n\
+             image = \"example.invalid/engine@sha256:{digest}\"\nport = 18080\n"
+        ),
+    )
+    .unwrap();
+    let before: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let o = infergate(
+        d,
+        &["qualify", "plan.toml", "--ledger", "L.sqlite", "--check"],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
+    for want in [
+        "WRONG     baseline context: cell 'big' cannot fit",
+        "WRONG     baseline.api_key_env INFERGATE_CHECK_UNSET_KEY: not set",
+        "checked   ledger: L.sqlite does not exist yet",
+        "checked   spend per side: 3 requests (+0 warmup) over 1 cell(s)",
+        "not ready: ",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    // The image is never pulled: absent is wrong, or unchecked without Docker.
+    assert!(
+        out.contains("WRONG     candidate runtime: image example.invalid/engine@sha256:")
+            || out.contains("unchecked candidate runtime: image"),
+        "{out}"
+    );
+    let after: Vec<_> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after, "--check wrote nothing: no ledger, no out/");
+    // A plan that does not read is one wrong line, with its file and line.
+    std::fs::write(d.join("bad.toml"), "name = \"x\"\nsuite = 3\n").unwrap();
+    let o = infergate(d, &["qualify", "bad.toml", "--check"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("WRONG     plan: bad.toml"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
 fn infergate_sqlite(path: &Path) {
     let c = rusqlite::Connection::open(path).unwrap();
     c.execute_batch("CREATE TABLE accounts (id INTEGER);")

@@ -53,6 +53,10 @@ pub struct QualifyArgs {
     /// Also write the report as JUnit XML here (each deciding gate part a test case).
     #[arg(long)]
     pub junit: Option<PathBuf>,
+    /// Check the plan and what it needs, spending nothing: no pull, no
+    /// runtime started, no ledger or file written. Exit 0 ready, 2 not.
+    #[arg(long, conflicts_with_all = ["rollback", "then_stop", "junit", "adaptive"])]
+    pub check: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -106,6 +110,11 @@ pub struct StopArgs {
 
 pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     let ledger = location(a.ledger)?;
+    if a.check {
+        let c = qualify::check::check(&a.plan, ledger.as_ref()).await;
+        print!("{c}");
+        return Ok(ExitCode::from(if c.is_wrong() { 2 } else { 0 }));
+    }
     if let Some(junit) = &a.junit {
         refuse_junit_over_inputs(junit, &a.plan, ledger.as_ref())?;
     }

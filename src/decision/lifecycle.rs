@@ -271,7 +271,8 @@ pub async fn presence(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Value> {
     }
 }
 
-fn engine_profile(name: &str, file: Option<&Path>) -> Result<EngineProfile> {
+/// The engine profile `name`, from `file` or the built-in ones.
+pub fn engine_profile(name: &str, file: Option<&Path>) -> Result<EngineProfile> {
     let profiles = match file {
         Some(f) => engine::load_profiles(f)?,
         None => engine::builtin_profiles()?,
@@ -764,7 +765,8 @@ pub fn which(command: &str) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
-fn file_sha256(path: &Path) -> Result<String> {
+/// The sha256 of a file's bytes, as a plan pins a command.
+pub fn file_sha256(path: &Path) -> Result<String> {
     use sha2::Digest;
     use std::io::Read;
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;

@@ -43,6 +43,7 @@ use outcome::{PassFailure, StepEnd};
 use preflight::preflight;
 use workdir::{check_id, load_plan, record_plan, record_resume, resolve_out_dir};
 
+pub mod check;
 mod compare;
 mod finish;
 pub mod interleave;

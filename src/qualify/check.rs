@@ -1,0 +1,426 @@
+//! `infergate qualify PLAN --check`: what a qualification would need, checked
+//! before it spends anything. Nothing is pulled, started, created or
+//! written: the plan, suite and policy are read; each runtime's files,
+//! command or image (present locally, by digest) looked up; the environment
+//! variables the plan names read; each cell held against the context a
+//! runtime's profile states; the ledger opened read-only. Each line says
+//! checked, unchecked (and why) or wrong (and what to change).
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, Runtime};
+use crate::config::suite::LoadedSuite;
+use crate::decision::ledger::{Ledger, Location};
+use crate::decision::lifecycle::engine_profile;
+use crate::driver::container::{self, Docker};
+use crate::driver::engine;
+
+/// What one line of the check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Found {
+    Checked,
+    Unchecked,
+    Wrong,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckLine {
+    pub what: String,
+    pub found: Found,
+    pub detail: String,
+}
+
+/// Every line, in the order a qualification meets them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Check {
+    pub lines: Vec<CheckLine>,
+}
+
+impl Check {
+    fn add(&mut self, what: impl Into<String>, found: Found, detail: impl Into<String>) {
+        self.lines.push(CheckLine {
+            what: what.into(),
+            found,
+            detail: detail.into(),
+        });
+    }
+
+    pub fn is_wrong(&self) -> bool {
+        self.lines.iter().any(|l| l.found == Found::Wrong)
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for l in &self.lines {
+            let tag = match l.found {
+                Found::Checked => "checked  ",
+                Found::Unchecked => "unchecked",
+                Found::Wrong => "WRONG    ",
+            };
+            writeln!(f, "{tag} {}: {}", l.what, l.detail)?;
+        }
+        let wrong = self
+            .lines
+            .iter()
+            .filter(|l| l.found == Found::Wrong)
+            .count();
+        let unchecked = self
+            .lines
+            .iter()
+            .filter(|l| l.found == Found::Unchecked)
+            .count();
+        writeln!(
+            f,
+            "{}: {wrong} wrong, {unchecked} unchecked, {} checked",
+            if wrong == 0 { "ready" } else { "not ready" },
+            self.lines.len() - wrong - unchecked
+        )
+    }
+}
+
+/// Check `plan_path` with the ledger the qualification would use (`given`
+/// on the command line, else the plan's, else the default).
+pub async fn check(plan_path: &Path, given: Option<&Location>) -> Check {
+    let mut c = Check::default();
+    let plan = match Plan::load(plan_path) {
+        Ok(p) => {
+            c.add(
+                "plan",
+                Found::Checked,
+                format!("{} reads ({})", plan_path.display(), p.name),
+            );
+            c.add(
+                "policy",
+                Found::Checked,
+                format!("{} gating metric(s)", p.gate_policy.metrics.len()),
+            );
+            p
+        }
+        Err(e) => {
+            c.add("plan", Found::Wrong, e.to_string());
+            return c;
+        }
+    };
+    let suite = match LoadedSuite::read(&plan.suite) {
+        Ok(s) => {
+            c.add(
+                "suite",
+                Found::Checked,
+                format!(
+                    "{} reads: {} cell(s), {} turnover workload(s)",
+                    plan.suite.display(),
+                    s.suite.cells.len(),
+                    s.suite.turnover_specs.len()
+                ),
+            );
+            Some(s)
+        }
+        Err(e) => {
+            c.add("suite", Found::Wrong, format!("{e:#}"));
+            None
+        }
+    };
+    let docker = Docker::new(&plan.docker.socket);
+    for rt in [&plan.baseline, &plan.candidate] {
+        runtime(&mut c, &plan, rt, &docker).await;
+        environment(&mut c, rt);
+        if let Some(s) = &suite {
+            context(&mut c, rt, s);
+        }
+    }
+    schedule(&mut c, &plan);
+    ledger(&mut c, &plan, given);
+    if let Some(s) = &suite {
+        spend(&mut c, &plan, s);
+    }
+    c
+}
+
+/// The runtime's files, command or image, looked up without changing anything.
+async fn runtime(c: &mut Check, plan: &Plan, rt: &Runtime, docker: &Docker) {
+    let what = format!("{} runtime", rt.label);
+    match &rt.driver {
+        Driver::External { url, .. } => c.add(
+            what,
+            Found::Unchecked,
+            format!(
+                "external {}: not contacted by --check (it is reached when the qualification runs)",
+                crate::util::redact_url(url)
+            ),
+        ),
+        Driver::Process(ProcessDriver::Engine {
+            profile,
+            profiles_file,
+        }) => match engine_profile(profile, profiles_file.as_deref()) {
+            Err(e) => c.add(what, Found::Wrong, format!("{e:#}")),
+            Ok(p) => match engine::EngineInstall::locate() {
+                Err(e) => c.add(
+                    what,
+                    Found::Wrong,
+                    format!("{e:#} (scripts/setup-engine.sh installs it)"),
+                ),
+                Ok(install) => {
+                    let model = p.model.clone().unwrap_or_else(|| install.model.clone());
+                    if model.is_file() {
+                        c.add(
+                            what,
+                            Found::Checked,
+                            format!("engine profile {profile}, model {}", model.display()),
+                        );
+                    } else {
+                        c.add(
+                            what,
+                            Found::Wrong,
+                            format!(
+                                "engine profile {profile}: model {} does not exist",
+                                model.display()
+                            ),
+                        );
+                    }
+                }
+            },
+        },
+        Driver::Process(ProcessDriver::Command(cmd)) => {
+            match crate::decision::lifecycle::which(&cmd.command) {
+                None => c.add(
+                    what,
+                    Found::Wrong,
+                    format!("command {:?} not found", cmd.command),
+                ),
+                Some(path) => match (crate::decision::lifecycle::file_sha256(&path), &cmd.sha256) {
+                    (Ok(sha), Some(want)) if &sha != want => c.add(
+                        what,
+                        Found::Wrong,
+                        format!(
+                            "{} has sha256 {sha}, but the plan pins {want}",
+                            path.display()
+                        ),
+                    ),
+                    (Ok(_), pinned) => c.add(
+                        what,
+                        Found::Checked,
+                        format!(
+                            "command {}{}",
+                            path.display(),
+                            if pinned.is_some() {
+                                ", sha256 as pinned"
+                            } else {
+                                " (no sha256 pinned)"
+                            }
+                        ),
+                    ),
+                    (Err(e), _) => c.add(what, Found::Wrong, format!("{e:#}")),
+                },
+            }
+        }
+        Driver::Container(ct) => image(c, plan, &what, &ct.image, docker).await,
+    }
+}
+
+/// An image present locally by its digest; never pulled here.
+async fn image(
+    c: &mut Check,
+    plan: &Plan,
+    what: &str,
+    image: &crate::config::plan::ImageRef,
+    docker: &Docker,
+) {
+    if let Err(e) = docker.ping().await {
+        c.add(
+            what,
+            Found::Unchecked,
+            format!("image {image}: Docker is not reachable here ({e:#})"),
+        );
+        return;
+    }
+    match container::resolve_image(docker, image).await {
+        Ok(Some(id)) => c.add(
+            what,
+            Found::Checked,
+            format!("image {image} present locally (ID {id})"),
+        ),
+        Ok(None) if plan.docker.registry.is_some() => c.add(
+            what,
+            Found::Unchecked,
+            format!(
+                "image {image} is not present locally; qualify will pull it by digest from {} (--check reaches no registry)",
+                plan.docker.registry.as_deref().unwrap_or_default()
+            ),
+        ),
+        Ok(None) => c.add(
+            what,
+            Found::Wrong,
+            format!(
+                "image {image} is not present locally and no [docker] registry allows a pull by digest: load the image, or set the registry"
+            ),
+        ),
+        Err(e) => c.add(what, Found::Wrong, format!("image {image}: {e:#}")),
+    }
+}
+
+/// The environment variables the plan reads for this runtime: set, or wrong.
+fn environment(c: &mut Check, rt: &Runtime) {
+    let mut names: Vec<(&str, String)> = Vec::new();
+    if let Some(k) = &rt.api_key_env {
+        names.push(("api_key_env", k.clone()));
+    }
+    if let Driver::Container(ct) = &rt.driver {
+        names.extend(
+            ct.env_from_host
+                .iter()
+                .map(|n| ("env_from_host", n.clone())),
+        );
+    }
+    for (field, name) in names {
+        let what = format!("{}.{field} {name}", rt.label);
+        match std::env::var(&name) {
+            Ok(v) if !v.is_empty() => c.add(what, Found::Checked, "set (its value is not shown)"),
+            _ => c.add(what, Found::Wrong, "not set or empty in this environment"),
+        }
+    }
+}
+
+/// Each cell against the context per request the runtime's profile gives
+/// (engine profiles); other runtimes report theirs only when they serve.
+fn context(c: &mut Check, rt: &Runtime, suite: &LoadedSuite) {
+    let what = format!("{} context", rt.label);
+    let Driver::Process(ProcessDriver::Engine {
+        profile,
+        profiles_file,
+    }) = &rt.driver
+    else {
+        c.add(
+            what,
+            Found::Unchecked,
+            "the plan does not state it; each cell is checked against what the server reports before its first request",
+        );
+        return;
+    };
+    let Ok(p) = engine_profile(profile, profiles_file.as_deref()) else {
+        return;
+    };
+    let per_slot = u64::from(p.ctx_size / p.parallel.max(1));
+    let misfits: Vec<String> = suite
+        .suite
+        .cells
+        .iter()
+        .filter_map(|cell| cell.check_fits(per_slot).err().map(|e| e.to_string()))
+        .collect();
+    if misfits.is_empty() {
+        c.add(
+            what,
+            Found::Checked,
+            format!(
+                "every cell fits {per_slot} tokens per request (profile {profile}: {} over {} slots)",
+                p.ctx_size, p.parallel
+            ),
+        );
+    } else {
+        c.add(what, Found::Wrong, misfits.join("; "));
+    }
+}
+
+/// Whether the schedule keeps both runtimes up at once, and what that asks
+/// of the host.
+fn schedule(c: &mut Check, plan: &Plan) {
+    let both_containers = matches!(plan.baseline.driver, Driver::Container(_))
+        && matches!(plan.candidate.driver, Driver::Container(_));
+    match plan.schedule {
+        PlanSchedule::Interleaved if both_containers => c.add(
+            "schedule",
+            Found::Unchecked,
+            "interleaved: both containers are up at once, each with its share of the host's memory and accelerators; whether they fit is not known here (the alternating schedule runs one at a time)",
+        ),
+        PlanSchedule::Interleaved => c.add(
+            "schedule",
+            Found::Checked,
+            "interleaved: both runtimes up at once, requests alternating in blocks",
+        ),
+        PlanSchedule::Alternating => c.add(
+            "schedule",
+            Found::Checked,
+            format!(
+                "alternating: one runtime at a time, {} pass(es) each",
+                plan.repeats
+            ),
+        ),
+    }
+}
+
+/// The ledger the qualification would record in: opened read-only if it
+/// exists, else where it would be made. A shared ledger is not contacted.
+fn ledger(c: &mut Check, plan: &Plan, given: Option<&Location>) {
+    let location = match super::ledger_for(plan, given) {
+        Ok(l) => l,
+        Err(e) => {
+            c.add("ledger", Found::Wrong, format!("{e:#}"));
+            return;
+        }
+    };
+    match &location {
+        Location::Postgres(_) => c.add(
+            "ledger",
+            Found::Unchecked,
+            format!("{location}: a shared ledger is not contacted by --check (opening one brings its schema up to date)"),
+        ),
+        Location::Sqlite(p) if p.exists() => match Ledger::connect_read_only(&location) {
+            Ok(l) => c.add(
+                "ledger",
+                Found::Checked,
+                format!(
+                    "{location} opens ({} qualification(s) recorded)",
+                    l.qualifications().map(|q| q.len()).unwrap_or(0)
+                ),
+            ),
+            Err(e) => c.add("ledger", Found::Wrong, format!("{e:#}")),
+        },
+        Location::Sqlite(_) => c.add(
+            "ledger",
+            Found::Checked,
+            format!("{location} does not exist yet; qualify will create it"),
+        ),
+    }
+}
+
+/// What the measuring will spend, per side, from the suite and the plan.
+fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
+    let cells = &suite.suite.cells;
+    let requests: usize = cells.iter().map(|c| c.requests).sum();
+    let warmup: usize = cells.iter().map(|c| c.warmup).sum();
+    let turnover: usize = if plan.skip_turnover {
+        0
+    } else {
+        suite
+            .suite
+            .turnover_specs
+            .iter()
+            .map(|t| t.requests * t.repeats.max(1))
+            .sum()
+    };
+    let measured = if plan.adaptive.enabled {
+        format!(
+            "adaptive: up to {} requests per cell ({} cell(s)) or {} minutes of rounds, whichever ends first",
+            plan.adaptive.max_requests,
+            cells.len(),
+            plan.adaptive.max_minutes
+        )
+    } else {
+        format!(
+            "{} requests (+{} warmup) over {} cell(s), × {} pass(es)",
+            requests,
+            warmup,
+            cells.len(),
+            plan.repeats
+        )
+    };
+    c.add(
+        "spend per side",
+        Found::Checked,
+        format!("{measured}; {turnover} turnover requests"),
+    );
+}
