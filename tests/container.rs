@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use infergate::config::plan::ContainerDriver;
+use infergate::config::plan::{ContainerDriver, ContainerHost};
 use infergate::decision::decide;
 use infergate::decision::lifecycle::{self, Handle};
 use infergate::decision::status;
@@ -328,6 +328,7 @@ async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
         binds: binds(&install),
         port: free_port(),
         health_path: "/health".into(),
+        host: Default::default(),
     };
     let log: PathBuf = env.path("failed.log");
     let labels = [(
@@ -357,5 +358,127 @@ async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
     assert!(
         d.inspect(&name).await.unwrap().is_none(),
         "failed container {name} was not removed"
+    );
+}
+
+/// The reference engine in the test image on `port`, with `host` settings.
+fn engine_spec(
+    image: &str,
+    install: &EngineInstall,
+    port: u16,
+    host: ContainerHost,
+) -> ContainerDriver {
+    let p = engine::builtin_profiles()
+        .unwrap()
+        .remove("baseline")
+        .unwrap();
+    let mut args: Vec<String> = vec!["/engine/serve.py".into()];
+    args.extend(
+        p.serve_args(&install.model)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    args.extend(["--port".into(), port.to_string()]);
+    ContainerDriver {
+        image: infergate::config::plan::ImageRef::parse(image).unwrap(),
+        args,
+        entrypoint: Some(vec![install.python.display().to_string()]),
+        env: Default::default(),
+        env_from_host: vec![],
+        binds: binds(install),
+        port,
+        health_path: "/health".into(),
+        host,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_settings_reach_the_container_and_a_gpu_the_host_lacks_is_named() {
+    use infergate::config::plan::{DeviceMapping, Gpus, Ulimit};
+    let _serial = serial().await;
+    let d = docker().await;
+    let _cleanup = Containers("q-container-host");
+    let env = Env::new();
+    let install = EngineInstall::locate().unwrap();
+    let image = build_image();
+    let labels = [(
+        "infergate.qualification".to_string(),
+        "q-container-host".to_string(),
+    )]
+    .into();
+
+    // Devices, shared memory, IPC and ulimits: the daemon applies what the
+    // plan asked (its own record of the container), and the engine serves.
+    let host = ContainerHost {
+        devices: vec![DeviceMapping {
+            host: "/dev/null".into(),
+            container: "/dev/infergate-null".into(),
+            permissions: "rw".into(),
+        }],
+        shm_size: Some(96 << 20),
+        ipc: Some("private".into()),
+        ulimits: vec![Ulimit {
+            name: "nofile".into(),
+            soft: 4096,
+            hard: 8192,
+        }],
+        ..ContainerHost::default()
+    };
+    let port = free_port();
+    let name = container::container_name(&["infergate-test", "q-container-host", "ok"]);
+    let c = container::start(
+        &d,
+        &engine_spec(&image, &install, port, host),
+        &name,
+        &image,
+        &labels,
+        Duration::from_secs(120),
+        &env.path("host.log"),
+    )
+    .await
+    .expect("the engine serves with the host settings");
+    let raw = inspect_raw(&d, &c.id).await;
+    let h = &raw["HostConfig"];
+    assert_eq!(
+        h["Devices"][0]["PathInContainer"], "/dev/infergate-null",
+        "{h}"
+    );
+    assert_eq!(h["Devices"][0]["CgroupPermissions"], "rw");
+    assert_eq!(h["ShmSize"], 96 << 20);
+    assert_eq!(h["IpcMode"], "private");
+    assert_eq!(
+        h["Ulimits"][0],
+        serde_json::json!({"Name": "nofile", "Soft": 4096, "Hard": 8192})
+    );
+    c.stop(&d, Duration::from_secs(10)).await.unwrap();
+
+    // A GPU on a daemon without the NVIDIA Container Toolkit: refused when
+    // the container starts, naming the plan field and what is missing;
+    // nothing is left behind.
+    let name = container::container_name(&["infergate-test", "q-container-host", "gpu"]);
+    let gpu = ContainerHost {
+        gpus: Some(Gpus::All),
+        ..ContainerHost::default()
+    };
+    let err = container::start(
+        &d,
+        &engine_spec(&image, &install, free_port(), gpu),
+        &name,
+        &image,
+        &labels,
+        Duration::from_secs(60),
+        &env.path("gpu.log"),
+    )
+    .await
+    .expect_err("this daemon has no GPU driver");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("the plan's `gpus`") && msg.contains("NVIDIA Container Toolkit"),
+        "{msg}"
+    );
+    assert!(msg.contains("could not select device driver"), "{msg}");
+    assert!(
+        d.inspect(&name).await.unwrap().is_none(),
+        "{name} left behind"
     );
 }

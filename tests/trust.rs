@@ -399,7 +399,7 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
         format!(
             "name = \"c\"\nsuite = \"suite.toml\"\n[baseline]\ndriver = \"process\"\nengine_profile = \"baseline\"\n\
              api_key_env = \"INFERGATE_CHECK_UNSET_KEY\"\n[candidate]\ndriver = \"container\"\n\
-             image = \"example.invalid/engine@sha256:{digest}\"\nport = 18080\n"
+             image = \"example.invalid/engine@sha256:{digest}\"\nport = 18080\ngpus = \"all\"\nruntime = \"nvidia\"\n"
         ),
     )
     .unwrap();
@@ -426,6 +426,17 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
     assert!(
         out.contains("WRONG     candidate runtime: image example.invalid/engine@sha256:")
             || out.contains("unchecked candidate runtime: image"),
+        "{out}"
+    );
+    // A GPU the host cannot grant (no NVIDIA Container Toolkit here), and a
+    // runtime the daemon does not know (or unchecked without a daemon).
+    assert!(
+        out.contains("WRONG     candidate.gpus: gpus = all: nvidia-container-runtime-hook is not on this host's PATH"),
+        "{out}"
+    );
+    assert!(
+        out.contains("WRONG     candidate.runtime: nvidia: the daemon knows only")
+            || out.contains("unchecked candidate.runtime"),
         "{out}"
     );
     let after: Vec<_> = std::fs::read_dir(d)

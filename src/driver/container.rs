@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use crate::config::plan::{ContainerDriver, DockerSettings, ImageRef};
+use crate::config::plan::{ContainerDriver, ContainerHost, DockerSettings, Gpus, ImageRef};
 
 /// Bound on one API call that does no long work.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -484,6 +484,42 @@ pub async fn start(
             .with_context(|| format!("environment variable {name} (env_from_host) is not set"))?;
         env.push(format!("{name}={v}"));
     }
+    let config = create_config(spec, image_id, &env, labels);
+    let id = docker.create(name, &config).await?;
+    let running = RunningContainer {
+        id: id.clone(),
+        name: name.to_string(),
+        image_id: image_id.to_string(),
+        base_url: format!("http://127.0.0.1:{}", spec.port),
+        log_path: log_path.to_path_buf(),
+    };
+    match bring_up(docker, &running, &spec.health_path, ready_timeout).await {
+        Ok(()) => Ok(running),
+        Err(e) => {
+            let e = what_the_host_lacks(e, &spec.host);
+            let saved = running.save_logs(docker).await;
+            let _ = docker.remove(&id).await;
+            let tail = match saved {
+                Ok(text) => last_lines(&text, 30),
+                Err(le) => format!("(logs unavailable: {le:#})"),
+            };
+            Err(e.context(format!(
+                "container {name} ({}) failed and was removed; its logs are in {}; last lines:\n{tail}",
+                short(&id),
+                log_path.display()
+            )))
+        }
+    }
+}
+
+/// The body of `POST /containers/create`: the image by ID, host
+/// networking, and the host settings as `docker run` sends them.
+pub fn create_config(
+    spec: &ContainerDriver,
+    image_id: &str,
+    env: &[String],
+    labels: &BTreeMap<String, String>,
+) -> Value {
     let mut config = json!({
         // The ID, not the reference: what runs is exactly what was verified.
         "Image": image_id,
@@ -499,30 +535,77 @@ pub async fn start(
     if let Some(ep) = &spec.entrypoint {
         config["Entrypoint"] = json!(ep);
     }
-    let id = docker.create(name, &config).await?;
-    let running = RunningContainer {
-        id: id.clone(),
-        name: name.to_string(),
-        image_id: image_id.to_string(),
-        base_url: format!("http://127.0.0.1:{}", spec.port),
-        log_path: log_path.to_path_buf(),
-    };
-    match bring_up(docker, &running, &spec.health_path, ready_timeout).await {
-        Ok(()) => Ok(running),
-        Err(e) => {
-            let saved = running.save_logs(docker).await;
-            let _ = docker.remove(&id).await;
-            let tail = match saved {
-                Ok(text) => last_lines(&text, 30),
-                Err(le) => format!("(logs unavailable: {le:#})"),
-            };
-            Err(e.context(format!(
-                "container {name} ({}) failed and was removed; its logs are in {}; last lines:\n{tail}",
-                short(&id),
-                log_path.display()
-            )))
-        }
+    if let Some(u) = &spec.host.user {
+        config["User"] = json!(u);
     }
+    let host = &mut config["HostConfig"];
+    let h = &spec.host;
+    if let Some(g) = &h.gpus {
+        // Exactly what `docker run --gpus` sends: the empty driver and the
+        // `gpu` capability let the daemon pick its NVIDIA device driver.
+        let (count, ids) = match g {
+            Gpus::All => (-1, Value::Null),
+            Gpus::Count(n) => (i64::from(*n), Value::Null),
+            Gpus::Ids(ids) => (0, json!(ids)),
+        };
+        host["DeviceRequests"] = json!([{
+            "Driver": "",
+            "Count": count,
+            "DeviceIDs": ids,
+            "Capabilities": [["gpu"]],
+            "Options": {},
+        }]);
+    }
+    if !h.devices.is_empty() {
+        host["Devices"] = h
+            .devices
+            .iter()
+            .map(|d| {
+                json!({
+                    "PathOnHost": d.host,
+                    "PathInContainer": d.container,
+                    "CgroupPermissions": d.permissions,
+                })
+            })
+            .collect();
+    }
+    if let Some(n) = h.shm_size {
+        host["ShmSize"] = json!(n);
+    }
+    if let Some(ipc) = &h.ipc {
+        host["IpcMode"] = json!(ipc);
+    }
+    if !h.ulimits.is_empty() {
+        host["Ulimits"] = h
+            .ulimits
+            .iter()
+            .map(|u| json!({"Name": u.name, "Soft": u.soft, "Hard": u.hard}))
+            .collect();
+    }
+    if let Some(rt) = &h.runtime {
+        host["Runtime"] = json!(rt);
+    }
+    config
+}
+
+/// Name the plan field and what the host lacks when the daemon refuses a
+/// GPU request or a runtime: a GPU host without the NVIDIA Container
+/// Toolkit fails here, before any measured request.
+fn what_the_host_lacks(e: anyhow::Error, host: &ContainerHost) -> anyhow::Error {
+    let text = format!("{e:#}");
+    if host.gpus.is_some() && text.contains("could not select device driver") {
+        return e.context(
+            "the plan's `gpus`: this Docker daemon has no GPU device driver registered; install the NVIDIA Container Toolkit (it puts nvidia-container-runtime-hook on the daemon's PATH) and restart dockerd",
+        );
+    }
+    if let Some(rt) = &host.runtime
+        && text.contains("runtime")
+    {
+        return e.context(format!(
+            "the plan's `runtime = {rt:?}`: this Docker daemon does not know that runtime (`docker info` lists the ones it has)"
+        ));
+    }
+    e
 }
 
 async fn bring_up(
@@ -755,6 +838,99 @@ fn demux_logs(data: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec(host: ContainerHost) -> ContainerDriver {
+        ContainerDriver {
+            image: ImageRef::parse(&format!("sha256:{}", "b".repeat(64))).unwrap(),
+            args: vec!["--port".into(), "30000".into()],
+            entrypoint: None,
+            env: BTreeMap::new(),
+            env_from_host: vec![],
+            binds: vec!["/models:/models:ro".into()],
+            port: 30000,
+            health_path: "/health".into(),
+            host,
+        }
+    }
+
+    #[test]
+    fn host_settings_reach_the_create_body_as_docker_run_sends_them() {
+        use crate::config::plan::{DeviceMapping, Ulimit};
+        let host = ContainerHost {
+            gpus: Some(Gpus::All),
+            devices: vec![DeviceMapping {
+                host: "/dev/x".into(),
+                container: "/dev/y".into(),
+                permissions: "rw".into(),
+            }],
+            shm_size: Some(32 << 30),
+            ipc: Some("host".into()),
+            ulimits: vec![Ulimit {
+                name: "memlock".into(),
+                soft: -1,
+                hard: -1,
+            }],
+            runtime: Some("nvidia".into()),
+            user: Some("1000:1000".into()),
+        };
+        let c = create_config(&spec(host), "sha256:i", &[], &BTreeMap::new());
+        let h = &c["HostConfig"];
+        assert_eq!(
+            h["DeviceRequests"],
+            json!([{"Driver": "", "Count": -1, "DeviceIDs": null, "Capabilities": [["gpu"]], "Options": {}}])
+        );
+        assert_eq!(
+            h["Devices"],
+            json!([{"PathOnHost": "/dev/x", "PathInContainer": "/dev/y", "CgroupPermissions": "rw"}])
+        );
+        assert_eq!(h["ShmSize"], json!(34359738368u64));
+        assert_eq!(h["IpcMode"], "host");
+        assert_eq!(
+            h["Ulimits"],
+            json!([{"Name": "memlock", "Soft": -1, "Hard": -1}])
+        );
+        assert_eq!(h["Runtime"], "nvidia");
+        assert_eq!(c["User"], "1000:1000");
+        assert_eq!(h["NetworkMode"], "host");
+        for (g, count, ids) in [
+            (Gpus::Count(2), json!(2), json!(null)),
+            (
+                Gpus::Ids(vec!["0".into(), "GPU-1".into()]),
+                json!(0),
+                json!(["0", "GPU-1"]),
+            ),
+        ] {
+            let c = create_config(
+                &spec(ContainerHost {
+                    gpus: Some(g),
+                    ..ContainerHost::default()
+                }),
+                "sha256:i",
+                &[],
+                &BTreeMap::new(),
+            );
+            let r = &c["HostConfig"]["DeviceRequests"][0];
+            assert_eq!((&r["Count"], &r["DeviceIDs"]), (&count, &ids));
+        }
+        // Nothing asked, nothing sent: the daemon's defaults stand.
+        let plain = create_config(
+            &spec(ContainerHost::default()),
+            "sha256:i",
+            &[],
+            &BTreeMap::new(),
+        );
+        for k in [
+            "DeviceRequests",
+            "Devices",
+            "ShmSize",
+            "IpcMode",
+            "Ulimits",
+            "Runtime",
+        ] {
+            assert!(plain["HostConfig"].get(k).is_none(), "{k}");
+        }
+        assert!(plain.get("User").is_none());
+    }
 
     #[test]
     fn parses_chunked_and_sized_responses() {

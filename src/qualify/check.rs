@@ -218,7 +218,75 @@ async fn runtime(c: &mut Check, plan: &Plan, rt: &Runtime, docker: &Docker) {
                 },
             }
         }
-        Driver::Container(ct) => image(c, plan, &what, &ct.image, docker).await,
+        Driver::Container(ct) => {
+            image(c, plan, &what, &ct.image, docker).await;
+            host_settings(c, rt, &ct.host, docker).await;
+        }
+    }
+}
+
+/// What the daemon must grant the container: a GPU device driver for
+/// `gpus`, the named OCI `runtime`.
+async fn host_settings(
+    c: &mut Check,
+    rt: &Runtime,
+    host: &crate::config::plan::ContainerHost,
+    docker: &Docker,
+) {
+    if let Some(g) = &host.gpus {
+        let what = format!("{}.gpus", rt.label);
+        // Docker registers its NVIDIA device driver only when this hook is
+        // on its PATH (the NVIDIA Container Toolkit installs it).
+        match crate::decision::lifecycle::which("nvidia-container-runtime-hook") {
+            Some(p) => c.add(
+                what,
+                Found::Checked,
+                format!("gpus = {g}: {} is installed, so the daemon can grant GPUs", p.display()),
+            ),
+            None => c.add(
+                what,
+                Found::Wrong,
+                format!(
+                    "gpus = {g}: nvidia-container-runtime-hook is not on this host's PATH, so Docker has no GPU device driver: install the NVIDIA Container Toolkit and restart dockerd"
+                ),
+            ),
+        }
+    }
+    if let Some(name) = &host.runtime {
+        let what = format!("{}.runtime", rt.label);
+        let info = docker
+            .call(
+                "GET",
+                "/info",
+                None,
+                &[],
+                std::time::Duration::from_secs(10),
+            )
+            .await
+            .ok()
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok());
+        match info
+            .as_ref()
+            .and_then(|i| i.get("Runtimes"))
+            .and_then(|r| r.as_object())
+        {
+            None => c.add(
+                what,
+                Found::Unchecked,
+                format!("{name}: the daemon's runtimes could not be read"),
+            ),
+            Some(known) if known.contains_key(name) => {
+                c.add(what, Found::Checked, format!("{name}: the daemon knows it"))
+            }
+            Some(known) => c.add(
+                what,
+                Found::Wrong,
+                format!(
+                    "{name}: the daemon knows only {}",
+                    known.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ),
+        }
     }
 }
 

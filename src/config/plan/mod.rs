@@ -31,6 +31,14 @@
 //! image = "ghcr.io/org/engine@sha256:…"    # pinned by digest (or a local image ID "sha256:…")
 //! args = ["--port", "8080"]
 //! port = 8080
+//! # What GPU serving asks of the host, as `docker run` takes it (all optional):
+//! gpus = "all"                       # or a count (2), or ids [0, "GPU-8f6c…"]
+//! devices = ["/dev/infiniband/uverbs0"]   # HOST[:CONTAINER[:rwm]]
+//! shm_size = "32g"                   # bytes, or with b/k/m/g
+//! ipc = "host"                       # host | private | shareable
+//! ulimits = { memlock = -1, stack = 67108864 }   # memlock, stack, nofile; [soft, hard]
+//! # runtime = "nvidia"               # an OCI runtime the daemon knows
+//! # user = "1000:1000"
 //!
 //! [readmission]
 //! expected_model = "SmolLM2-135M-Instruct-Q4_1"

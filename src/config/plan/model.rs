@@ -264,6 +264,63 @@ pub struct ContainerDriver {
     /// The server's port on 127.0.0.1 (host networking).
     pub port: u16,
     pub health_path: String,
+    /// What GPU serving asks of the host: accelerators, devices, shared
+    /// memory, IPC, ulimits, an OCI runtime, a user.
+    pub host: ContainerHost,
+}
+
+/// A container's host settings beyond networking and binds, each as
+/// `docker run` takes it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerHost {
+    /// `--gpus`: Docker's `DeviceRequests`.
+    pub gpus: Option<Gpus>,
+    /// `--device HOST[:CONTAINER[:PERMISSIONS]]`.
+    pub devices: Vec<DeviceMapping>,
+    /// `--shm-size`, bytes.
+    pub shm_size: Option<u64>,
+    /// `--ipc`: `host`, `private` or `shareable`.
+    pub ipc: Option<String>,
+    /// `--ulimit NAME=SOFT:HARD` (memlock, stack, nofile); -1 is unlimited.
+    pub ulimits: Vec<Ulimit>,
+    /// `--runtime` (an OCI runtime the daemon knows, e.g. `nvidia`).
+    pub runtime: Option<String>,
+    /// `--user USER[:GROUP]`.
+    pub user: Option<String>,
+}
+
+/// Which GPUs a container is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gpus {
+    All,
+    Count(u32),
+    /// Device indices or UUIDs (`GPU-…`).
+    Ids(Vec<String>),
+}
+
+impl std::fmt::Display for Gpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gpus::All => write!(f, "all"),
+            Gpus::Count(n) => write!(f, "{n}"),
+            Gpus::Ids(ids) => write!(f, "[{}]", ids.join(", ")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceMapping {
+    pub host: String,
+    pub container: String,
+    /// A subset of `rwm`.
+    pub permissions: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
 }
 
 /// An image pinned by digest: `name@sha256:<64 hex>`, or a local image ID `sha256:<64 hex>`.

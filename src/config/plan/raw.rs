@@ -85,6 +85,13 @@ pub(super) struct RawRuntime {
     pub(super) binds: Option<Vec<String>>,
     pub(super) port: Option<Spanned<i64>>,
     pub(super) health_path: Option<String>,
+    pub(super) gpus: Option<Spanned<toml::Value>>,
+    pub(super) devices: Option<Vec<String>>,
+    pub(super) shm_size: Option<Spanned<toml::Value>>,
+    pub(super) ipc: Option<String>,
+    pub(super) ulimits: Option<BTreeMap<String, toml::Value>>,
+    pub(super) runtime: Option<String>,
+    pub(super) user: Option<String>,
     // any
     pub(super) expected_model: Option<String>,
     pub(super) api_key_env: Option<String>,

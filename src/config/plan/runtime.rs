@@ -35,6 +35,13 @@ pub(super) const CONTAINER_FIELDS: &[&str] = &[
     "binds",
     "port",
     "health_path",
+    "gpus",
+    "devices",
+    "shm_size",
+    "ipc",
+    "ulimits",
+    "runtime",
+    "user",
 ];
 
 /// A `[baseline]` or `[candidate]` table being read: errors name
@@ -300,7 +307,193 @@ pub(super) fn container_driver(
         binds,
         port,
         health_path,
+        host: container_host(t, r)?,
     }))
+}
+
+/// The host settings GPU serving needs, each checked as `docker run` would.
+fn container_host(t: &RuntimeTable, r: &RawRuntime) -> Result<ContainerHost, ConfigError> {
+    let gpus = match &r.gpus {
+        None => None,
+        Some(v) => Some(gpus(v.get_ref()).map_err(|m| t.bad("gpus", m))?),
+    };
+    let devices = r
+        .devices
+        .iter()
+        .flatten()
+        .map(|d| device(d).map_err(|m| t.bad("devices", m)))
+        .collect::<Result<_, _>>()?;
+    let shm_size = match &r.shm_size {
+        None => None,
+        Some(v) => Some(bytes(v.get_ref()).map_err(|m| t.bad("shm_size", m))?),
+    };
+    if let Some(ipc) = &r.ipc
+        && !matches!(ipc.as_str(), "host" | "private" | "shareable")
+    {
+        return Err(t.bad(
+            "ipc",
+            format!("{ipc:?}: expected \"host\", \"private\" or \"shareable\""),
+        ));
+    }
+    let ulimits = r
+        .ulimits
+        .iter()
+        .flatten()
+        .map(|(name, v)| ulimit(name, v).map_err(|m| t.bad("ulimits", m)))
+        .collect::<Result<_, _>>()?;
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-:".contains(c))
+    };
+    if let Some(rt) = r.runtime.as_deref().filter(|s| !word(s) || s.contains(':')) {
+        return Err(t.bad(
+            "runtime",
+            format!("{rt:?}: expected a runtime name the daemon knows (e.g. \"nvidia\")"),
+        ));
+    }
+    if let Some(u) = r.user.as_deref().filter(|s| !word(s)) {
+        return Err(t.bad(
+            "user",
+            format!("{u:?}: expected USER or USER:GROUP (names or ids)"),
+        ));
+    }
+    Ok(ContainerHost {
+        gpus,
+        devices,
+        shm_size,
+        ipc: r.ipc.clone(),
+        ulimits,
+        runtime: r.runtime.clone(),
+        user: r.user.clone(),
+    })
+}
+
+/// `"all"`, a count, or a list of device indices or UUIDs.
+fn gpus(v: &toml::Value) -> Result<Gpus, String> {
+    match v {
+        toml::Value::String(s) if s == "all" => Ok(Gpus::All),
+        toml::Value::Integer(n) if *n > 0 && *n <= 1024 => Ok(Gpus::Count(*n as u32)),
+        toml::Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|x| match x {
+                toml::Value::String(s)
+                    if !s.is_empty()
+                        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+                {
+                    Ok(s.clone())
+                }
+                toml::Value::Integer(n) if *n >= 0 => Ok(n.to_string()),
+                other => Err(format!("{other}: expected a GPU index or UUID")),
+            })
+            .collect::<Result<_, _>>()
+            .map(Gpus::Ids),
+        other => Err(format!(
+            "{other}: expected \"all\", a count from 1, or a list of GPU indices or UUIDs"
+        )),
+    }
+}
+
+/// `HOST[:CONTAINER[:PERMISSIONS]]`, both paths absolute, permissions of `rwm`.
+fn device(s: &str) -> Result<DeviceMapping, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let (host, container, permissions) = match parts.as_slice() {
+        [h] => (*h, *h, "rwm"),
+        [h, c] => (*h, *c, "rwm"),
+        [h, c, p] => (*h, *c, *p),
+        _ => return Err(format!("{s:?}: expected HOST[:CONTAINER[:PERMISSIONS]]")),
+    };
+    let perms_ok = !permissions.is_empty()
+        && permissions.chars().all(|c| "rwm".contains(c))
+        && permissions.len()
+            == permissions
+                .chars()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
+    if !host.starts_with('/') || !container.starts_with('/') || !perms_ok {
+        return Err(format!(
+            "{s:?}: expected absolute device paths and permissions made of r, w and m"
+        ));
+    }
+    Ok(DeviceMapping {
+        host: host.into(),
+        container: container.into(),
+        permissions: permissions.into(),
+    })
+}
+
+/// Bytes as `docker run --shm-size` takes them: a number of bytes, or a
+/// string with a `b`, `k`, `m` or `g` suffix (powers of 1024).
+fn bytes(v: &toml::Value) -> Result<u64, String> {
+    let too_big = || format!("{v}: larger than 1 TiB");
+    let n = match v {
+        toml::Value::Integer(n) if *n > 0 => *n as u64,
+        toml::Value::String(s) => {
+            let lower = s.to_ascii_lowercase();
+            let (digits, unit) = match lower.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+                Some((i, _)) => lower.split_at(i),
+                None => (lower.as_str(), ""),
+            };
+            let scale: u64 = match unit {
+                "" | "b" => 1,
+                "k" | "kb" => 1 << 10,
+                "m" | "mb" => 1 << 20,
+                "g" | "gb" => 1 << 30,
+                _ => {
+                    return Err(format!(
+                        "{s:?}: expected a size such as \"32g\" or \"512m\""
+                    ));
+                }
+            };
+            let n: u64 = digits
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{s:?}: expected a size such as \"32g\" or \"512m\""))?;
+            n.checked_mul(scale).ok_or_else(too_big)?
+        }
+        other => {
+            return Err(format!(
+                "{other}: expected bytes, or a size such as \"32g\""
+            ));
+        }
+    };
+    if n > 1 << 40 {
+        return Err(too_big());
+    }
+    Ok(n)
+}
+
+/// `NAME = LIMIT` or `NAME = [SOFT, HARD]` for memlock, stack or nofile;
+/// -1 is unlimited.
+fn ulimit(name: &str, v: &toml::Value) -> Result<Ulimit, String> {
+    if !matches!(name, "memlock" | "stack" | "nofile") {
+        return Err(format!("{name:?}: expected memlock, stack or nofile"));
+    }
+    let one = |x: &toml::Value| match x {
+        toml::Value::Integer(n) if *n >= -1 => Ok(*n),
+        other => Err(format!(
+            "{name} = {other}: expected a limit ≥ 0, or -1 for unlimited"
+        )),
+    };
+    let (soft, hard) = match v {
+        toml::Value::Array(a) if a.len() == 2 => (one(&a[0])?, one(&a[1])?),
+        x => {
+            let n = one(x)?;
+            (n, n)
+        }
+    };
+    let unlimited = |n: i64| n == -1;
+    if !unlimited(hard) && (unlimited(soft) || soft > hard) {
+        return Err(format!(
+            "{name}: the soft limit {soft} is above the hard limit {hard}"
+        ));
+    }
+    Ok(Ulimit {
+        name: name.into(),
+        soft,
+        hard,
+    })
 }
 
 /// Extra metrics endpoints: each an http(s) URL, by a name that is not `target`.

@@ -427,3 +427,102 @@ fn a_plan_name_with_a_control_character_is_refused_by_line_and_field() {
         "{e}"
     );
 }
+
+#[test]
+fn container_host_settings_are_read_as_docker_run_takes_them() {
+    let with = |extra: &str| {
+        minimal("").replace(
+            "driver = \"process\"\nengine_profile = \"candidate\"",
+            &format!(
+                "driver = \"container\"\nimage = \"ghcr.io/o/e@sha256:{}\"\nport = 30000\n{extra}",
+                "a".repeat(64)
+            ),
+        )
+    };
+    let plan = parse(&with(
+        "gpus = \"all\"\ndevices = [\"/dev/infiniband/uverbs0\", \"/dev/x:/dev/y:rw\"]\nshm_size = \"32g\"\n\
+         ipc = \"host\"\nulimits = { memlock = -1, stack = 67108864, nofile = [1024, 65536] }\nruntime = \"nvidia\"\nuser = \"1000:1000\"",
+    ))
+    .unwrap();
+    let Driver::Container(c) = &plan.candidate.driver else {
+        panic!()
+    };
+    let h = &c.host;
+    assert_eq!(h.gpus, Some(Gpus::All));
+    assert_eq!(
+        h.devices,
+        [
+            DeviceMapping {
+                host: "/dev/infiniband/uverbs0".into(),
+                container: "/dev/infiniband/uverbs0".into(),
+                permissions: "rwm".into()
+            },
+            DeviceMapping {
+                host: "/dev/x".into(),
+                container: "/dev/y".into(),
+                permissions: "rw".into()
+            }
+        ]
+    );
+    assert_eq!(h.shm_size, Some(32 << 30));
+    assert_eq!(h.ipc.as_deref(), Some("host"));
+    let limits: Vec<(&str, i64, i64)> = h
+        .ulimits
+        .iter()
+        .map(|u| (u.name.as_str(), u.soft, u.hard))
+        .collect();
+    assert_eq!(
+        limits,
+        [
+            ("memlock", -1, -1),
+            ("nofile", 1024, 65536),
+            ("stack", 67108864, 67108864)
+        ]
+    );
+    assert_eq!(h.runtime.as_deref(), Some("nvidia"));
+    assert_eq!(h.user.as_deref(), Some("1000:1000"));
+    for (text, want) in [
+        ("gpus = 2", Gpus::Count(2)),
+        (
+            "gpus = [0, \"GPU-8f6c\"]",
+            Gpus::Ids(vec!["0".into(), "GPU-8f6c".into()]),
+        ),
+    ] {
+        let plan = parse(&with(text)).unwrap();
+        let Driver::Container(c) = &plan.candidate.driver else {
+            panic!()
+        };
+        assert_eq!(c.host.gpus.as_ref(), Some(&want), "{text}");
+    }
+    for (text, field, why) in [
+        ("gpus = 0", "gpus", "expected \"all\""),
+        ("gpus = \"some\"", "gpus", "expected \"all\""),
+        ("gpus = [\"0;rm\"]", "gpus", "GPU index or UUID"),
+        ("devices = [\"dev/x\"]", "devices", "absolute device paths"),
+        ("devices = [\"/dev/x:/dev/y:rwx\"]", "devices", "r, w and m"),
+        ("shm_size = \"32q\"", "shm_size", "a size such as"),
+        ("shm_size = \"9999g\"", "shm_size", "larger than 1 TiB"),
+        ("ipc = \"container:x\"", "ipc", "\"shareable\""),
+        (
+            "ulimits = { core = 0 }",
+            "ulimits",
+            "memlock, stack or nofile",
+        ),
+        (
+            "ulimits = { nofile = [2, 1] }",
+            "ulimits",
+            "above the hard limit",
+        ),
+        ("runtime = \"nv idia\"", "runtime", "runtime name"),
+        ("user = \"\"", "user", "USER or USER:GROUP"),
+    ] {
+        let e = parse(&with(text)).unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some(format!("candidate.{field}").as_str()),
+            "{text}: {e}"
+        );
+        assert_eq!(e.line, Some(9), "{text}: {e}");
+        assert!(e.message.contains(why), "{text}: {e}");
+    }
+}
