@@ -398,6 +398,30 @@ fn context(c: &mut Check, rt: &Runtime, suite: &LoadedSuite) {
 fn schedule(c: &mut Check, plan: &Plan) {
     let both_containers = matches!(plan.baseline.driver, Driver::Container(_))
         && matches!(plan.candidate.driver, Driver::Container(_));
+    let gpus = |rt: &Runtime| match &rt.driver {
+        Driver::Container(ct) => ct.host.gpus.clone(),
+        _ => None,
+    };
+    if plan.schedule == PlanSchedule::Interleaved
+        && let (Some(b), Some(cand)) = (gpus(&plan.baseline), gpus(&plan.candidate))
+    {
+        if share_gpus(&b, &cand) {
+            c.add(
+                "schedule",
+                Found::Wrong,
+                format!(
+                    "interleaved: both runtimes are up at once on the same GPUs (baseline gpus = {b}, candidate gpus = {cand}), each with part of their memory, so neither has production's KV capacity: set schedule = \"alternating\", or give each its own GPUs (e.g. gpus = [0] and gpus = [1])"
+                ),
+            );
+        } else {
+            c.add(
+                "schedule",
+                Found::Checked,
+                format!("interleaved on separate GPUs (baseline {b}, candidate {cand})"),
+            );
+        }
+        return;
+    }
     match plan.schedule {
         PlanSchedule::Interleaved if both_containers => c.add(
             "schedule",
@@ -417,6 +441,16 @@ fn schedule(c: &mut Check, plan: &Plan) {
                 plan.repeats
             ),
         ),
+    }
+}
+
+/// Whether two GPU requests may land on one device: `all` or a count can
+/// be any device; listed ids share when a device is in both lists.
+fn share_gpus(a: &crate::config::plan::Gpus, b: &crate::config::plan::Gpus) -> bool {
+    use crate::config::plan::Gpus;
+    match (a, b) {
+        (Gpus::Ids(x), Gpus::Ids(y)) => x.iter().any(|id| y.contains(id)),
+        _ => true,
     }
 }
 
@@ -491,4 +525,49 @@ fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
         Found::Checked,
         format!("{measured}; {turnover} turnover requests"),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(schedule: &str, b: &str, c: &str) -> Plan {
+        let table = |gpus: &str| {
+            format!(
+                "driver = \"container\"\nimage = \"sha256:{}\"\nport = 30000\ngpus = {gpus}\n",
+                "c".repeat(64)
+            )
+        };
+        let text = format!(
+            "suite = \"s.toml\"\nschedule = \"{schedule}\"\n[baseline]\n{}[candidate]\n{}",
+            table(b),
+            table(c).replace("30000", "30001")
+        );
+        Plan::parse(&text, Path::new("p.toml"), Path::new("/")).unwrap()
+    }
+
+    fn line(p: &Plan) -> CheckLine {
+        let mut c = Check::default();
+        schedule(&mut c, p);
+        c.lines.remove(0)
+    }
+
+    #[test]
+    fn interleaved_runtimes_on_the_same_gpus_are_named_with_the_way_out() {
+        for (b, c) in [("\"all\"", "[1]"), ("1", "1"), ("[0, 1]", "[1, 2]")] {
+            let l = line(&plan("interleaved", b, c));
+            assert_eq!(l.found, Found::Wrong, "{b} {c}: {}", l.detail);
+            assert!(
+                l.detail.contains("schedule = \"alternating\"") && l.detail.contains("own GPUs"),
+                "{}",
+                l.detail
+            );
+        }
+        let l = line(&plan("interleaved", "[0]", "[\"1\"]"));
+        assert_eq!(l.found, Found::Checked, "{}", l.detail);
+        assert!(l.detail.contains("separate GPUs"), "{}", l.detail);
+        // One at a time: sharing every GPU is what production does.
+        let l = line(&plan("alternating", "\"all\"", "\"all\""));
+        assert_eq!(l.found, Found::Checked, "{}", l.detail);
+    }
 }
