@@ -7,6 +7,7 @@
 
 mod qualify_support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -450,6 +451,25 @@ async fn host_settings_reach_the_container_and_a_gpu_the_host_lacks_is_named() {
         h["Ulimits"][0],
         serde_json::json!({"Name": "nofile", "Soft": 4096, "Hard": 8192})
     );
+    // Inside the container (a second client: the docker CLI): the device
+    // node is there, /dev/shm has the size asked, the file limit holds.
+    let inside = |script: &str| {
+        let o = Command::new("docker")
+            .args(["exec", &c.id, "/bin/sh", "-c", script])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(inside("test -c /dev/infergate-null && echo char"), "char");
+    let df = inside("df -k /dev/shm");
+    let kib = df.lines().last().and_then(|l| l.split_whitespace().nth(1));
+    assert_eq!(kib, Some((96 * 1024).to_string().as_str()), "{df}");
+    assert_eq!(inside("ulimit -n"), "4096");
     c.stop(&d, Duration::from_secs(10)).await.unwrap();
 
     // A GPU on a daemon without the NVIDIA Container Toolkit: refused when
@@ -481,4 +501,181 @@ async fn host_settings_reach_the_container_and_a_gpu_the_host_lacks_is_named() {
         d.inspect(&name).await.unwrap().is_none(),
         "{name} left behind"
     );
+}
+
+/// A Docker daemon of the test's own: its socket, data and exec roots in a
+/// temporary directory, and a stand-in `nvidia-container-runtime-hook`
+/// first on its PATH, so it registers its NVIDIA device driver as it would
+/// on a GPU host. The stand-in records what it is called with (its
+/// arguments, and the OCI config of the container it runs for) and lets
+/// the container start. Stopped when dropped.
+struct GpuDaemon {
+    dir: tempfile::TempDir,
+    pid: u32,
+}
+
+impl GpuDaemon {
+    fn start() -> GpuDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let out = dir.path().join("hook");
+        std::fs::create_dir(&out).unwrap();
+        let hook = bin.join("nvidia-container-runtime-hook");
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {o}/args\ncat > {o}/state.json\n\
+                 exec python3 -c 'import json,sys,shutil; shutil.copy(json.load(open(sys.argv[1]))[\"bundle\"] + \"/config.json\", sys.argv[2])' {o}/state.json {o}/config.json\n",
+                o = out.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sock = dir.path().join("docker.sock");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
+        let child = Command::new("dockerd")
+            .arg("--host")
+            .arg(format!("unix://{}", sock.display()))
+            .arg("--data-root")
+            .arg(dir.path().join("data"))
+            .arg("--exec-root")
+            .arg(dir.path().join("exec"))
+            .arg("--pidfile")
+            .arg(dir.path().join("dockerd.pid"))
+            .args(["--bridge=none", "--iptables=false", "--ip6tables=false"])
+            .env("PATH", path)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run dockerd for the GPU stand-in: {e}"));
+        GpuDaemon {
+            pid: child.id(),
+            dir,
+        }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("docker.sock")
+    }
+
+    fn hook_file(&self, name: &str) -> PathBuf {
+        self.dir.path().join("hook").join(name)
+    }
+
+    async fn ready(&self) -> Docker {
+        let d = Docker::new(self.socket());
+        for _ in 0..120 {
+            if d.ping().await.is_ok() {
+                return d;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let log = std::fs::read_to_string(self.dir.path().join("dockerd.log")).unwrap_or_default();
+        panic!("the test's own dockerd did not answer within 30 s:\n{log}");
+    }
+}
+
+impl Drop for GpuDaemon {
+    fn drop(&mut self) {
+        // SIGTERM: dockerd stops its containers and unmounts its layers
+        // before it exits; then the directory can go.
+        let _ = Command::new("kill").arg(self.pid.to_string()).status();
+        for _ in 0..150 {
+            let state =
+                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+            // Gone, or a zombie waiting for this process to reap it.
+            if state.is_empty() || state.contains(") Z ") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // dockerd leaves its network namespace's bind mount under the exec
+        // root: unmount what is still mounted below the directory, deepest
+        // first, so the directory can be removed.
+        let root = self.dir.path().display().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut below: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&root))
+            .collect();
+        below.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in below {
+            let _ = Command::new("umount").arg(m).status();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_request_reaches_the_nvidia_hook_exactly_as_asked() {
+    let _serial = serial().await;
+    let daemon = GpuDaemon::start();
+    let d = daemon.ready().await;
+    let install = EngineInstall::locate().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
+    let built = Command::new(&script)
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", daemon.socket().display()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let image = String::from_utf8_lossy(&built.stdout).trim().to_string();
+
+    let env = Env::new();
+    let gpus = ContainerHost {
+        gpus: Some(infergate::config::plan::Gpus::Ids(vec![
+            "0".into(),
+            "GPU-8f6c".into(),
+        ])),
+        ..ContainerHost::default()
+    };
+    let name = container::container_name(&["infergate-test", "gpu-hook"]);
+    let c = container::start(
+        &d,
+        &engine_spec(&image, &install, free_port(), gpus),
+        &name,
+        &image,
+        &BTreeMap::new(),
+        Duration::from_secs(120),
+        &env.path("gpu-hook.log"),
+    )
+    .await
+    .expect("with the driver registered, the container starts and serves");
+    // The daemon asked its NVIDIA driver for exactly these devices: the
+    // prestart hook ran, and the container's environment names them.
+    let args = std::fs::read_to_string(daemon.hook_file("args")).expect("the hook ran");
+    assert_eq!(args.lines().collect::<Vec<_>>(), ["prestart"], "{args}");
+    let oci: Value =
+        serde_json::from_slice(&std::fs::read(daemon.hook_file("config.json")).unwrap()).unwrap();
+    let env_list: Vec<&str> = oci["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        env_list.contains(&"NVIDIA_VISIBLE_DEVICES=0,GPU-8f6c"),
+        "{env_list:?}"
+    );
+    let hooks = oci["hooks"]["prestart"].as_array().unwrap();
+    assert!(
+        hooks.iter().any(|h| h["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("/bin/nvidia-container-runtime-hook"))),
+        "{hooks:?}"
+    );
+    c.stop(&d, Duration::from_secs(10)).await.unwrap();
 }
