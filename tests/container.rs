@@ -511,7 +511,7 @@ async fn host_settings_reach_the_container_and_a_gpu_the_host_lacks_is_named() {
 /// the container start. Stopped when dropped.
 struct GpuDaemon {
     dir: tempfile::TempDir,
-    pid: u32,
+    child: std::process::Child,
 }
 
 impl GpuDaemon {
@@ -555,10 +555,7 @@ impl GpuDaemon {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run dockerd for the GPU stand-in: {e}"));
-        GpuDaemon {
-            pid: child.id(),
-            dir,
-        }
+        GpuDaemon { child, dir }
     }
 
     fn socket(&self) -> PathBuf {
@@ -585,16 +582,21 @@ impl GpuDaemon {
 impl Drop for GpuDaemon {
     fn drop(&mut self) {
         // SIGTERM: dockerd stops its containers and unmounts its layers
-        // before it exits; then the directory can go.
-        let _ = Command::new("kill").arg(self.pid.to_string()).status();
+        // before it exits; SIGKILL only if it has not within 15 s.
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let mut exited = false;
         for _ in 0..150 {
-            let state =
-                std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-            // Gone, or a zombie waiting for this process to reap it.
-            if state.is_empty() || state.contains(") Z ") {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                exited = true;
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
         // dockerd leaves its network namespace's bind mount under the exec
         // root: unmount what is still mounted below the directory, deepest
