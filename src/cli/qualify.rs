@@ -128,19 +128,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     };
     let mut o = qualify::run(&a.plan, &opts).await?;
     if a.then_stop && o.serving.is_some() {
-        status::stop(&o.id, Some(o.ledger.clone()), a.quiet).await?;
-        o.serving = None;
-        // The report says what serves; keep it true.
-        if let Some(r) = &o.report {
-            let mut rep: report::Report = serde_json::from_value(report::read_report_value(r)?)?;
-            let note = format!(
-                "{}; then retired (--then-stop), nothing serving",
-                rep.promotion
-            );
-            rep.set_promotion(note);
-            report::write_report_atomic(r, &rep)?;
-            Ledger::connect_existing(&o.ledger)?.record_report(&o.id, r, "then-stop")?;
-        }
+        retire_what_serves(&mut o, a.quiet).await?;
     }
     // Read once: the exports and the rendering below show the same report.
     let value = match &o.report {
@@ -201,6 +189,24 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         Verdict::NotQualified => 1,
         _ => 2,
     }))
+}
+
+/// `--then-stop`: retire what the qualification left serving, and say so
+/// in its report (rewritten, and recorded in the ledger as its latest).
+async fn retire_what_serves(o: &mut qualify::Outcome, quiet: bool) -> anyhow::Result<()> {
+    status::stop(&o.id, Some(o.ledger.clone()), quiet).await?;
+    o.serving = None;
+    if let Some(r) = &o.report {
+        let mut rep: report::Report = serde_json::from_value(report::read_report_value(r)?)?;
+        let note = format!(
+            "{}; then retired (--then-stop), nothing serving",
+            rep.promotion
+        );
+        rep.set_promotion(note);
+        report::write_report_atomic(r, &rep)?;
+        Ledger::connect_existing(&o.ledger)?.record_report(&o.id, r, "then-stop")?;
+    }
+    Ok(())
 }
 
 fn verdict_text(v: &Verdict) -> &'static str {
