@@ -2,6 +2,7 @@
 # All tests, from a fresh machine: sets up the reference engine and vLLM's
 # CPU build (both cached after the first run), SGLang when
 # INFERGATE_TEST_SGLANG=1 (the third engine family's lane, tests/sglang.rs),
+# the long-context lane when INFERGATE_TEST_LONG=1 (tests/long_context.rs),
 # a Docker daemon (for the container-driver test), a headless Chromium (for
 # the HTML report in a real browser) and a PostgreSQL server of its own (for
 # the shared ledger), then formatting, lints, and every test against the real
@@ -99,6 +100,13 @@ phase "tests"
 # opt-in, since its install is ~4.5 minutes and 6.9 GB and it decodes slowly.
 # Its tests are #[ignore]d in the command above; here they run with
 # --ignored, and fail (never skip) if SGLang cannot be installed or started.
+# Long context (tests/long_context.rs): 7.5k-token prompts on the `long`
+# engine profile; opt-in, since it takes about 9 minutes on one engine thread.
+if [[ "${INFERGATE_TEST_LONG:-0}" == 1 ]]; then
+    cargo test --all-features --test long_context -- --ignored
+    phase "long-context lane"
+fi
+
 if [[ "${INFERGATE_TEST_SGLANG:-0}" == 1 ]]; then
     scripts/setup-sglang.sh >/dev/null
     # --all-features: the build the command above made, not another.

@@ -372,7 +372,7 @@ fn context(c: &mut Check, rt: &Runtime, suite: &LoadedSuite) {
     let Ok(p) = engine_profile(profile, profiles_file.as_deref()) else {
         return;
     };
-    let per_slot = u64::from(p.ctx_size / p.parallel.max(1));
+    let per_slot = u64::from(p.context_per_slot());
     let misfits: Vec<String> = suite
         .suite
         .cells
