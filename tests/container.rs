@@ -101,7 +101,7 @@ fn container_table(image: &str, profile: &str, install: &EngineInstall, port: u1
         )
     };
     format!(
-        "driver = \"container\"\nimage = \"{image}\"\nentrypoint = {}\nargs = {}\nbinds = {}\nport = {port}\nready_timeout_s = 180\n",
+        "driver = \"container\"\nimage = \"{image}\"\nentrypoint = {}\nargs = {}\nbinds = {}\nport = {port}\nready_timeout_s = 180\nshm_size = \"64m\"\n",
         list(&[
             install.python.display().to_string(),
             "/engine/serve.py".into()
@@ -190,6 +190,16 @@ async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
         .await
         .expect("qualify");
     let entries = env.entries("q-container");
+    // Each start records what its container was given.
+    let started: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e.step == "start" && e.status.as_str() == "ok")
+        .map(|e| &e.detail["host"])
+        .collect();
+    assert!(!started.is_empty());
+    for host in started {
+        assert_eq!(*host, serde_json::json!({"shm_size": 64 << 20}), "{host}");
+    }
     let s = steps(&entries).join("\n");
     assert!(
         matches!(o.verdict, Verdict::Qualified | Verdict::NotQualified),

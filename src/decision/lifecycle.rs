@@ -299,12 +299,13 @@ pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
     match start_inner(ctx, rt, tag).await {
         Ok((handle, process)) => {
             let startup_s = t0.elapsed().as_secs_f64();
-            ctx.log(
-                "start",
-                Some(label),
-                Status::Ok,
-                json!({"tag": tag, "handle": handle.to_value(), "startup_s": startup_s}),
-            )?;
+            let mut detail =
+                json!({"tag": tag, "handle": handle.to_value(), "startup_s": startup_s});
+            if let Driver::Container(c) = &rt.driver {
+                // What the container was given: GPUs, devices, shared memory…
+                detail["host"] = container::host_record(&c.host);
+            }
+            ctx.log("start", Some(label), Status::Ok, detail)?;
             ctx.say(&format!(
                 "{label}: ready in {startup_s:.1} s: {}",
                 handle.describe()

@@ -588,6 +588,44 @@ pub fn create_config(
     config
 }
 
+/// What a container was given beyond networking and binds, for the ledger:
+/// only the settings the plan asked for, as `docker run` spells them.
+pub fn host_record(h: &ContainerHost) -> Value {
+    let mut m = serde_json::Map::new();
+    if let Some(g) = &h.gpus {
+        m.insert("gpus".into(), json!(g.to_string()));
+    }
+    if !h.devices.is_empty() {
+        let d: Vec<String> = h
+            .devices
+            .iter()
+            .map(|d| format!("{}:{}:{}", d.host, d.container, d.permissions))
+            .collect();
+        m.insert("devices".into(), json!(d));
+    }
+    if let Some(n) = h.shm_size {
+        m.insert("shm_size".into(), json!(n));
+    }
+    if let Some(ipc) = &h.ipc {
+        m.insert("ipc".into(), json!(ipc));
+    }
+    if !h.ulimits.is_empty() {
+        let u: Vec<String> = h
+            .ulimits
+            .iter()
+            .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
+            .collect();
+        m.insert("ulimits".into(), json!(u));
+    }
+    if let Some(rt) = &h.runtime {
+        m.insert("runtime".into(), json!(rt));
+    }
+    if let Some(u) = &h.user {
+        m.insert("user".into(), json!(u));
+    }
+    Value::Object(m)
+}
+
 /// Name the plan field and what the host lacks when the daemon refuses a
 /// GPU request or a runtime: a GPU host without the NVIDIA Container
 /// Toolkit fails here, before any measured request.
@@ -853,10 +891,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn host_settings_reach_the_create_body_as_docker_run_sends_them() {
+    /// Every host setting asked for.
+    fn host_of_all() -> ContainerHost {
         use crate::config::plan::{DeviceMapping, Ulimit};
-        let host = ContainerHost {
+        ContainerHost {
             gpus: Some(Gpus::All),
             devices: vec![DeviceMapping {
                 host: "/dev/x".into(),
@@ -872,7 +910,12 @@ mod tests {
             }],
             runtime: Some("nvidia".into()),
             user: Some("1000:1000".into()),
-        };
+        }
+    }
+
+    #[test]
+    fn host_settings_reach_the_create_body_as_docker_run_sends_them() {
+        let host = host_of_all();
         let c = create_config(&spec(host), "sha256:i", &[], &BTreeMap::new());
         let h = &c["HostConfig"];
         assert_eq!(
@@ -912,6 +955,12 @@ mod tests {
             let r = &c["HostConfig"]["DeviceRequests"][0];
             assert_eq!((&r["Count"], &r["DeviceIDs"]), (&count, &ids));
         }
+        assert_eq!(
+            host_record(&host_of_all()),
+            json!({"gpus": "all", "devices": ["/dev/x:/dev/y:rw"], "shm_size": 34359738368u64,
+                "ipc": "host", "ulimits": ["memlock=-1:-1"], "runtime": "nvidia", "user": "1000:1000"})
+        );
+        assert_eq!(host_record(&ContainerHost::default()), json!({}));
         // Nothing asked, nothing sent: the daemon's defaults stand.
         let plain = create_config(
             &spec(ContainerHost::default()),
