@@ -146,7 +146,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     std::fs::write(&journal, original).unwrap();
 
     // A decision on a forged copy is refused, naming the digests, and
-    // records nothing (issue #47).
+    // records nothing.
     let copy = env.dir.path().join("forged");
     copy_dir(&o.out_dir, &copy);
     let forged = copy.join(report_path.file_name().unwrap());

@@ -214,20 +214,16 @@ fn a_killed_run_keeps_every_finished_request() {
         .unwrap()
         .expect("identity");
     assert_eq!(id.target, engine.base_url.trim_end_matches('/'));
-    let other = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args([
-            "run",
-            "--quiet",
-            "--resume",
-            "--target",
-            "http://127.0.0.1:9",
-            "--suite",
-        ])
-        .arg(&suite_path)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let resume = |target: &str| {
+        Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args(["run", "--quiet", "--resume", "--target", target, "--suite"])
+            .arg(&suite_path)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let other = resume("http://127.0.0.1:9");
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(err.contains("holds another run"), "{err}");
@@ -241,20 +237,7 @@ fn a_killed_run_keeps_every_finished_request() {
     f.write_all(br#"{"cell":"small","index":39,"send_"#)
         .unwrap();
     drop(f);
-    let res = Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args([
-            "run",
-            "--quiet",
-            "--resume",
-            "--target",
-            &engine.base_url,
-            "--suite",
-        ])
-        .arg(&suite_path)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let res = resume(&engine.base_url);
     assert!(!res.status.success());
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(

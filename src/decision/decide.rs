@@ -126,7 +126,15 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         docker: Docker::new(&plan.docker.socket),
         quiet: opts.quiet,
     };
-    let applied = decide_and_apply(&ctx, &opts.report, opts.action, &who, opts.note.trim()).await?;
+    let applied = decide_and_apply(
+        &ctx,
+        report,
+        &opts.report,
+        opts.action,
+        &who,
+        opts.note.trim(),
+    )
+    .await?;
     Ok(Outcome {
         qualification: qf.id.clone(),
         carried_out: applied.carried_out,
@@ -183,22 +191,17 @@ fn checked_report(
         .with_context(|| format!("{}: not a report infergate can update", path.display()))
 }
 
-/// Record `action` in the report and the ledger, carry it out, and record
-/// what was done. Shared with `qualify` for decisions a plan's policy makes.
+/// Record `action` in `report` (as written at `report_path`) and the
+/// ledger, carry it out, and record what was done. Shared with `qualify`
+/// for decisions a plan's policy makes.
 pub async fn decide_and_apply(
     ctx: &Ctx<'_>,
+    mut report: Report,
     report_path: &Path,
     action: DecisionAction,
     who: &str,
     note: &str,
 ) -> Result<Applied> {
-    let value = report::read_report_value(report_path)?;
-    let mut report: Report = serde_json::from_value(value).with_context(|| {
-        format!(
-            "{}: not a report infergate can update",
-            report_path.display()
-        )
-    })?;
     let context = decision_context(&report, action);
     let when = crate::util::now_rfc3339();
     ctx.log(

@@ -224,6 +224,19 @@ impl Ctx<'_> {
 /// digest (pulled by digest when a registry allows). Changes nothing except a pull.
 pub async fn presence(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Value> {
     match &rt.driver {
+        Driver::Container(c) => {
+            ctx.docker.ping().await?;
+            let image_id = container::ensure_image(&ctx.docker, &c.image, &ctx.plan.docker).await?;
+            Ok(json!({"driver": "container", "image": c.image.to_string(), "image_id": image_id}))
+        }
+        _ => local_presence(rt),
+    }
+}
+
+/// [`presence`] for the drivers that need no daemon (external, process):
+/// files and commands looked up, nothing changed.
+pub fn local_presence(rt: &Runtime) -> Result<Value> {
+    match &rt.driver {
         Driver::External { url, .. } => {
             Ok(json!({"driver": "external", "url": crate::util::redact_url(url)}))
         }
@@ -263,11 +276,11 @@ pub async fn presence(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Value> {
             }
             Ok(json!({"driver": "process", "command": path, "sha256": sha}))
         }
-        Driver::Container(c) => {
-            ctx.docker.ping().await?;
-            let image_id = container::ensure_image(&ctx.docker, &c.image, &ctx.plan.docker).await?;
-            Ok(json!({"driver": "container", "image": c.image.to_string(), "image_id": image_id}))
-        }
+        Driver::Container(c) => bail!(
+            "{}: image {} needs the Docker daemon to be looked up",
+            rt.label,
+            c.image
+        ),
     }
 }
 
@@ -766,8 +779,7 @@ pub fn which(command: &str) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
-/// The sha256 of a file's bytes, as a plan pins a command.
-pub fn file_sha256(path: &Path) -> Result<String> {
+fn file_sha256(path: &Path) -> Result<String> {
     use sha2::Digest;
     use std::io::Read;
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;

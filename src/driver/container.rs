@@ -420,6 +420,15 @@ pub async fn resolve_image(docker: &Docker, image: &ImageRef) -> Result<Option<S
 
 /// The image's ID, pulling it by digest first when it is missing and a
 /// registry is configured. Never pulls by tag.
+/// Whether the plan's `[docker] registry` lets `image` be pulled by digest:
+/// its repository is on that registry.
+pub fn registry_allows(image: &ImageRef, settings: &DockerSettings) -> bool {
+    match (&settings.registry, &image.repository) {
+        (Some(reg), Some(repo)) => repo.starts_with(&format!("{reg}/")) || repo == reg,
+        _ => false,
+    }
+}
+
 pub async fn ensure_image(
     docker: &Docker,
     image: &ImageRef,
@@ -428,11 +437,7 @@ pub async fn ensure_image(
     if let Some(id) = resolve_image(docker, image).await? {
         return Ok(id);
     }
-    let registry_allows = match (&settings.registry, &image.repository) {
-        (Some(reg), Some(repo)) => repo.starts_with(&format!("{reg}/")) || repo == reg,
-        _ => false,
-    };
-    if !registry_allows {
+    if !registry_allows(image, settings) {
         bail!(
             "image {image} is not present locally and no registry is configured to pull it from \
              (set [docker] registry in the plan to allow a pull by digest)"

@@ -14,9 +14,8 @@ use serde::Serialize;
 use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, Runtime};
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::{Ledger, Location};
-use crate::decision::lifecycle::engine_profile;
+use crate::decision::lifecycle::{self, engine_profile};
 use crate::driver::container::{self, Docker};
-use crate::driver::engine;
 
 /// What one line of the check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,7 +140,9 @@ pub async fn check(plan_path: &Path, given: Option<&Location>) -> Check {
     c
 }
 
-/// The runtime's files, command or image, looked up without changing anything.
+/// The runtime's files, command or image, looked up without changing
+/// anything: what preflight checks ([`lifecycle::local_presence`]), less
+/// the pull.
 async fn runtime(c: &mut Check, plan: &Plan, rt: &Runtime, docker: &Docker) {
     let what = format!("{} runtime", rt.label);
     match &rt.driver {
@@ -153,71 +154,10 @@ async fn runtime(c: &mut Check, plan: &Plan, rt: &Runtime, docker: &Docker) {
                 crate::util::redact_url(url)
             ),
         ),
-        Driver::Process(ProcessDriver::Engine {
-            profile,
-            profiles_file,
-        }) => match engine_profile(profile, profiles_file.as_deref()) {
+        Driver::Process(_) => match lifecycle::local_presence(rt) {
+            Ok(found) => c.add(what, Found::Checked, describe(&found)),
             Err(e) => c.add(what, Found::Wrong, format!("{e:#}")),
-            Ok(p) => match engine::EngineInstall::locate() {
-                Err(e) => c.add(
-                    what,
-                    Found::Wrong,
-                    format!("{e:#} (scripts/setup-engine.sh installs it)"),
-                ),
-                Ok(install) => {
-                    let model = p.model.clone().unwrap_or_else(|| install.model.clone());
-                    if model.is_file() {
-                        c.add(
-                            what,
-                            Found::Checked,
-                            format!("engine profile {profile}, model {}", model.display()),
-                        );
-                    } else {
-                        c.add(
-                            what,
-                            Found::Wrong,
-                            format!(
-                                "engine profile {profile}: model {} does not exist",
-                                model.display()
-                            ),
-                        );
-                    }
-                }
-            },
         },
-        Driver::Process(ProcessDriver::Command(cmd)) => {
-            match crate::decision::lifecycle::which(&cmd.command) {
-                None => c.add(
-                    what,
-                    Found::Wrong,
-                    format!("command {:?} not found", cmd.command),
-                ),
-                Some(path) => match (crate::decision::lifecycle::file_sha256(&path), &cmd.sha256) {
-                    (Ok(sha), Some(want)) if &sha != want => c.add(
-                        what,
-                        Found::Wrong,
-                        format!(
-                            "{} has sha256 {sha}, but the plan pins {want}",
-                            path.display()
-                        ),
-                    ),
-                    (Ok(_), pinned) => c.add(
-                        what,
-                        Found::Checked,
-                        format!(
-                            "command {}{}",
-                            path.display(),
-                            if pinned.is_some() {
-                                ", sha256 as pinned"
-                            } else {
-                                " (no sha256 pinned)"
-                            }
-                        ),
-                    ),
-                    (Err(e), _) => c.add(what, Found::Wrong, format!("{e:#}")),
-                },
-            }
-        }
         Driver::Container(ct) => {
             image(c, plan, &what, &ct.image, docker).await;
             host_settings(c, rt, &ct.host, docker).await;
@@ -290,6 +230,22 @@ async fn host_settings(
     }
 }
 
+/// What preflight found, as `key value` pairs.
+fn describe(found: &serde_json::Value) -> String {
+    match found.as_object() {
+        Some(m) => m
+            .iter()
+            .filter(|(k, _)| *k != "driver")
+            .map(|(k, v)| match v.as_str() {
+                Some(s) => format!("{k} {s}"),
+                None => format!("{k} {v}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => found.to_string(),
+    }
+}
+
 /// An image present locally by its digest; never pulled here.
 async fn image(
     c: &mut Check,
@@ -312,7 +268,7 @@ async fn image(
             Found::Checked,
             format!("image {image} present locally (ID {id})"),
         ),
-        Ok(None) if plan.docker.registry.is_some() => c.add(
+        Ok(None) if container::registry_allows(image, &plan.docker) => c.add(
             what,
             Found::Unchecked,
             format!(

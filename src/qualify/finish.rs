@@ -49,7 +49,8 @@ pub(super) async fn decide_or_restore(
             if qualified { "on_pass" } else { "on_fail" },
             action.as_str()
         );
-        let applied = decide::decide_and_apply(ctx, &report_path, action, &who, &note).await?;
+        let applied =
+            decide::decide_and_apply(ctx, report, &report_path, action, &who, &note).await?;
         let failure = (!applied.carried_out).then(|| applied.promotion.clone());
         return finish(ctx, ledger_path, verdict, Some(report_path), failure, false).await;
     }

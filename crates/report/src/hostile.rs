@@ -30,7 +30,8 @@ use crate::stats::Direction;
 use crate::text::{is_unsafe, visible};
 use crate::{TerminalOptions, compare, csv, html, junit, markdown, terminal};
 
-/// Names that attack each format, the first from issue #47.
+/// Names that attack each format; the first closes a Markdown code fence
+/// and opens a forged verdict heading and an `<img>` tag.
 pub const NAMES: &[&str] = &[
     "x\n```\n\n## ✅ QUALIFIED: pass — promote now\n\n<img src=x onerror=alert(1)>\n```text",
     "\u{1b}[2J\u{1b}[31mPASS\u{1b}]8;;http://evil\u{7}link\u{1b}]8;;\u{7}\u{9b}0m",
@@ -605,8 +606,8 @@ mod tests {
 
     #[test]
     fn a_cell_name_cannot_forge_a_verdict_in_the_job_summary() {
-        // Issue #47: a cell name with a line break closed the verdict's code
-        // block and put its own heading and `<img>` in the summary.
+        // A cell name with a line break and a fence must not close the
+        // verdict's code block and put its own heading and `<img>` in the summary.
         let names: Vec<String> = [NAMES[0], "b", "c"].map(String::from).to_vec();
         let (hostile, _) = reports(&names).unwrap();
         let out = markdown(&hostile);

@@ -89,71 +89,88 @@ pub fn read_report_value(path: &Path) -> Result<serde_json::Value> {
 /// [`read_report_value`] on bytes already in memory; `name` stands for the
 /// file in errors.
 pub fn parse_report_value(bytes: &[u8], name: &str) -> Result<serde_json::Value> {
-    let value = parse_json(bytes, name, "JSON report")?;
-    refuse_duplicate_keys(bytes, name)?;
-    Ok(value)
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(without_bom(bytes));
+    UniqueKeys
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| {
+            IoError::Invalid(format!(
+                "{name}:{}:{}: not a valid JSON report: {e}",
+                e.line(),
+                e.column()
+            ))
+        })
 }
 
-/// Walk the JSON once more and fail, with line and column, at the first key
-/// an object holds twice (serde_json's `Value` keeps the last silently).
-fn refuse_duplicate_keys(bytes: &[u8], name: &str) -> Result<()> {
-    use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
-    struct Unique;
-    impl<'de> DeserializeSeed<'de> for Unique {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
+/// JSON into a `serde_json::Value`, as `Value`'s own deserializer builds it,
+/// but failing at the first key an object holds twice (`Value` keeps the
+/// last silently). One pass: the report is parsed once.
+struct UniqueKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys {
+    type Value = serde_json::Value;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<serde_json::Value, D::Error> {
+        d.deserialize_any(self)
     }
-    impl<'de> Visitor<'de> for Unique {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("JSON")
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = serde_json::Value;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, v: bool) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_i64<E>(self, v: i64) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_string<E>(self, v: String) -> std::result::Result<Self::Value, E> {
+        Ok(v.into())
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut s: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = s.next_element_seed(UniqueKeys)? {
+            out.push(v);
         }
-        fn visit_bool<E>(self, _: bool) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_str<E>(self, _: &str) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> std::result::Result<(), E> {
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> std::result::Result<(), A::Error> {
-            while s.next_element_seed(Unique)?.is_some() {}
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<(), A::Error> {
-            let mut seen = std::collections::HashSet::new();
-            while let Some(k) = m.next_key::<String>()? {
-                if !seen.insert(k.clone()) {
-                    return Err(A::Error::custom(format!(
-                        "the key {k:?} appears twice in one object"
-                    )));
-                }
-                m.next_value_seed(Unique)?;
+        Ok(serde_json::Value::Array(out))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut m: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut out = serde_json::Map::new();
+        while let Some(k) = m.next_key::<String>()? {
+            if out.contains_key(&k) {
+                return Err(A::Error::custom(format!(
+                    "the key {k:?} appears twice in one object"
+                )));
             }
-            Ok(())
+            let v = m.next_value_seed(UniqueKeys)?;
+            out.insert(k, v);
         }
+        Ok(serde_json::Value::Object(out))
     }
-    let mut de = serde_json::Deserializer::from_slice(without_bom(bytes));
-    Unique.deserialize(&mut de).map_err(|e| {
-        IoError::Invalid(format!(
-            "{name}:{}:{}: not a valid JSON report: {}",
-            e.line(),
-            e.column(),
-            e.to_string().split(" at line ").next().unwrap_or_default()
-        ))
-    })
 }
 
 /// Read both run artifacts and the policy (defaults when `policy` is None),

@@ -104,36 +104,30 @@ impl Ledger {
 
     /// Open the ledger at `location`, its schema brought up to date.
     pub fn connect(location: &Location) -> Result<Ledger> {
-        let backend = match location {
-            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open(p)?),
-            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
-        };
-        Ok(Ledger {
-            backend,
-            location: location.clone(),
-        })
+        Ledger::with_sqlite(location, sqlite::Sqlite::open)
     }
 
     /// [`Ledger::connect`] for commands that act on what a ledger holds
     /// (`decide`, `stop`): a SQLite ledger that does not exist is an error,
     /// never created.
     pub fn connect_existing(location: &Location) -> Result<Ledger> {
-        let backend = match location {
-            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_existing(p)?),
-            Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
-        };
-        Ok(Ledger {
-            backend,
-            location: location.clone(),
-        })
+        Ledger::with_sqlite(location, sqlite::Sqlite::open_existing)
     }
 
     /// [`Ledger::connect_existing`] for commands that only read (`status`,
     /// `ledger migrate`'s source): nothing is written, not even the schema,
     /// so a ledger on a read-only mount can be read.
     pub fn connect_read_only(location: &Location) -> Result<Ledger> {
+        Ledger::with_sqlite(location, sqlite::Sqlite::open_read_only)
+    }
+
+    /// The ledger at `location`, a SQLite file opened by `open`.
+    fn with_sqlite(
+        location: &Location,
+        open: fn(&Path) -> Result<sqlite::Sqlite>,
+    ) -> Result<Ledger> {
         let backend = match location {
-            Location::Sqlite(p) => Backend::Sqlite(sqlite::Sqlite::open_read_only(p)?),
+            Location::Sqlite(p) => Backend::Sqlite(open(p)?),
             Location::Postgres(u) => Backend::Postgres(pg::Postgres::connect(u)?),
         };
         Ok(Ledger {

@@ -15,19 +15,30 @@ use super::*;
 fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '|' | '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '!' | '#' | '$' => {
+        if !push_entity(&mut out, ch) {
+            if matches!(
+                ch,
+                '|' | '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '!' | '#' | '$'
+            ) {
                 out.push('\\');
-                out.push(ch);
             }
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
+            out.push(ch);
         }
     }
     out
+}
+
+/// The escapes Markdown and raw HTML share: `&`, `<` and `>` as entities, a
+/// line break as a space. False when `ch` is none of them.
+fn push_entity(out: &mut String, ch: char) -> bool {
+    match ch {
+        '&' => out.push_str("&amp;"),
+        '<' => out.push_str("&lt;"),
+        '>' => out.push_str("&gt;"),
+        '\n' | '\r' => out.push(' '),
+        _ => return false,
+    }
+    true
 }
 
 /// Report text inside a raw HTML line (`<details><summary>…`), where
@@ -35,12 +46,8 @@ fn md(s: &str) -> String {
 fn md_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' | '\r' => out.push(' '),
-            c => out.push(c),
+        if !push_entity(&mut out, ch) {
+            out.push(ch);
         }
     }
     out
