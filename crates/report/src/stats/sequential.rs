@@ -52,10 +52,14 @@ pub fn nominal_level(looks: &[LookSpend]) -> f64 {
     if share <= 0.0 || !share.is_finite() {
         return 0.0;
     }
-    let earlier = boundaries_before(looks);
-    let level = match earlier.last() {
+    let paths = boundaries_before(looks);
+    let level = match paths.done.last() {
         None => share,
-        Some(_) => level_after(&earlier, last.fraction, share),
+        Some(_) => level_after(
+            paths.carried_to(last.fraction).as_ref(),
+            last.fraction,
+            share,
+        ),
     };
     level.max(share).min(1.0)
 }
@@ -68,10 +72,11 @@ struct Boundary {
     score: f64,
 }
 
-/// The boundaries of every look before the last, computed in turn; looks
-/// that spend nothing or do not advance the fraction are left out.
-fn boundaries_before(looks: &[LookSpend]) -> Vec<Boundary> {
-    let mut done: Vec<Boundary> = Vec::new();
+/// The boundaries of every look before the last, computed in turn (looks
+/// that spend nothing or do not advance the fraction are left out), and the
+/// paths carried through all of them but the last one's step.
+fn boundaries_before(looks: &[LookSpend]) -> Paths {
+    let mut paths = Paths::default();
     let mut spent_before = 0.0f64;
     let mut t_before = 0.0f64;
     for look in &looks[..looks.len().saturating_sub(1)] {
@@ -79,26 +84,49 @@ fn boundaries_before(looks: &[LookSpend]) -> Vec<Boundary> {
         if share <= 0.0 || look.fraction <= t_before || look.fraction > 1.0 {
             continue;
         }
-        let level = match done.last() {
+        let density = paths.carried_to(look.fraction);
+        let level = match paths.done.last() {
             None => share,
-            Some(_) => level_after(&done, look.fraction, share),
+            Some(_) => level_after(density.as_ref(), look.fraction, share),
         };
-        done.push(Boundary {
+        paths.done.push(Boundary {
             fraction: look.fraction,
             score: z_of(level) * look.fraction.sqrt(),
         });
+        paths.density = density;
         spent_before = look.spent;
         t_before = look.fraction;
     }
-    done
+    paths
+}
+
+/// The boundaries so far, with the density carried through every one of
+/// them but the last (whose grid depends on the step to the next look).
+/// Carrying it look by look keeps a schedule's cost linear in its looks.
+#[derive(Default)]
+struct Paths {
+    done: Vec<Boundary>,
+    density: Option<Density>,
+}
+
+impl Paths {
+    /// The sub-density at the last boundary, on a grid fine enough for the
+    /// step to `t`: what [`level_after`] integrates. None: no look
+    /// truncated the paths.
+    fn carried_to(&self, t: f64) -> Option<Density> {
+        match self.done.last() {
+            None => None,
+            Some(b) => Density::step(self.density.as_ref(), b, t),
+        }
+    }
 }
 
 /// The nominal level at fraction `t` that crosses with probability `share`
-/// beyond the boundaries `earlier`.
-fn level_after(earlier: &[Boundary], t: f64, share: f64) -> f64 {
+/// beyond the boundaries `density` was carried through.
+fn level_after(density: Option<&Density>, t: f64, share: f64) -> f64 {
     // No boundary could be integrated: the paths are untouched, and the
     // level is the share itself.
-    let Some(density) = Density::through(earlier, t) else {
+    let Some(density) = density else {
         return share;
     };
     let crossing = |c: f64| density.beyond(c, t);
@@ -125,6 +153,7 @@ fn z_of(p: f64) -> f64 {
 
 /// The sub-density of `S` at the last of the `earlier` looks on the region
 /// below its boundary (mass not yet crossed), on a Simpson grid.
+#[derive(Clone)]
 struct Density {
     fraction: f64,
     points: Vec<f64>,
@@ -133,44 +162,56 @@ struct Density {
 }
 
 impl Density {
-    /// Carried through every look of `earlier`, on grids fine enough for the
-    /// step to the next look (the last one's step is to `t`). A look whose
-    /// step is too short for [`MAX_POINTS`] is left out: its paths are
-    /// carried on untruncated, which overstates later crossings and so only
-    /// makes later boundaries stricter. None: no look truncated the paths.
-    fn through(earlier: &[Boundary], t: f64) -> Option<Density> {
-        let mut density: Option<Density> = None;
-        for (i, b) in earlier.iter().enumerate() {
-            let next = earlier.get(i + 1).map_or(t, |n| n.fraction);
-            let Some(points) = grid(b, next - b.fraction) else {
-                continue;
-            };
-            let values: Vec<f64> = match &density {
-                None => points.iter().map(|&s| normal_pdf(s, b.fraction)).collect(),
-                Some(d) => points.iter().map(|&s| d.carried(s, b.fraction)).collect(),
-            };
-            let weighted = simpson_weights(&points)
-                .zip(values)
-                .map(|(w, v)| w * v)
-                .collect();
-            density = Some(Density {
-                fraction: b.fraction,
-                points,
-                weighted,
-            });
-        }
-        density
+    /// `before` (None: no look before `b` truncated the paths) carried to
+    /// look `b` and truncated at its boundary, on a grid fine enough for the
+    /// step to `next`. A look whose step is too short for [`MAX_POINTS`] is
+    /// left out: its paths are carried on untruncated, which overstates
+    /// later crossings and so only makes later boundaries stricter.
+    fn step(before: Option<&Density>, b: &Boundary, next: f64) -> Option<Density> {
+        let Some(points) = grid(b, next - b.fraction) else {
+            return before.cloned();
+        };
+        let values: Vec<f64> = match before {
+            None => points.iter().map(|&s| normal_pdf(s, b.fraction)).collect(),
+            Some(d) => points.iter().map(|&s| d.carried(s, b.fraction)).collect(),
+        };
+        let weighted = simpson_weights(&points)
+            .zip(values)
+            .map(|(w, v)| w * v)
+            .collect();
+        Some(Density {
+            fraction: b.fraction,
+            points,
+            weighted,
+        })
     }
 
     /// The density at `s` at fraction `t` of paths that stayed below this
     /// look's boundary.
     fn carried(&self, s: f64, t: f64) -> f64 {
         let var = t - self.fraction;
-        self.points
+        let near = self.within(s, KERNEL_SD * var.sqrt());
+        self.points[near.clone()]
             .iter()
-            .zip(&self.weighted)
+            .zip(&self.weighted[near])
             .map(|(&u, &w)| w * normal_pdf(s - u, var))
             .sum()
+    }
+
+    /// The indices of the grid points within `reach` of `s` (a point more
+    /// beyond it may be included; none nearer is left out).
+    fn within(&self, s: f64, reach: f64) -> std::ops::Range<usize> {
+        let n = self.points.len();
+        let (first, last) = (self.points[0], self.points[n - 1]);
+        let h = (last - first) / (n - 1) as f64;
+        if !h.is_finite() || h <= 0.0 || !reach.is_finite() {
+            return 0..n;
+        }
+        let index = |x: f64| ((x - first) / h).clamp(0.0, (n - 1) as f64);
+        // One point of slack each side for the grid's rounding.
+        let lo = (index(s - reach).floor() as usize).saturating_sub(1);
+        let hi = (index(s + reach).ceil() as usize + 2).min(n);
+        lo..hi
     }
 
     /// Probability of being at or above `c` at fraction `t`, having stayed
@@ -180,7 +221,7 @@ impl Density {
         self.points
             .iter()
             .zip(&self.weighted)
-            .map(|(&u, &w)| w * normal_cdf((u - c) / sd))
+            .map(|(&u, &w)| w * saturated_normal_cdf((u - c) / sd))
             .sum()
     }
 }
@@ -229,6 +270,30 @@ fn simpson_weights(points: &[f64]) -> impl Iterator<Item = f64> + '_ {
         k * h / 3.0
     })
 }
+
+/// [`normal_cdf`] without calling `erfc` where its value in `f64` is exactly
+/// 0 or 1 (most of a grid lies there, and `beyond` runs once per bisection
+/// step): the same values, so the same sums.
+fn saturated_normal_cdf(z: f64) -> f64 {
+    if z >= CDF_IS_ONE {
+        1.0
+    } else if z <= -CDF_IS_ZERO {
+        0.0
+    } else {
+        normal_cdf(z)
+    }
+}
+
+/// `normal_cdf(z)` is exactly 1 in `f64` from here up (`erfc(-z/√2)` rounds
+/// to 2 once `erfc(z/√2)` is below half an ulp of 2).
+const CDF_IS_ONE: f64 = 9.0;
+/// `normal_cdf(-z)` is exactly 0 from here up (`erfc` underflows).
+const CDF_IS_ZERO: f64 = 40.0;
+
+/// The density carried from a grid point to another further than this many
+/// standard deviations of the step is below `e^-72` of its peak, beneath
+/// `f64`'s resolution of the sum it would join; such pairs are skipped.
+const KERNEL_SD: f64 = 12.0;
 
 /// The normal density with mean 0 and variance `var` at `x`.
 fn normal_pdf(x: f64, var: f64) -> f64 {
@@ -391,5 +456,134 @@ mod tests {
                 );
             }
         }
+    }
+    /// The levels as first written: every boundary's density carried again
+    /// from the first look, every grid point to every other, `erfc` at every
+    /// point. The product's shortcuts (the density carried look by look,
+    /// the kernel cut at [`KERNEL_SD`], the saturated CDF) must agree.
+    fn plain_level(looks: &[LookSpend]) -> f64 {
+        fn through(earlier: &[Boundary], t: f64) -> Option<(f64, Vec<f64>, Vec<f64>)> {
+            let mut density: Option<(f64, Vec<f64>, Vec<f64>)> = None;
+            for (i, b) in earlier.iter().enumerate() {
+                let next = earlier.get(i + 1).map_or(t, |n| n.fraction);
+                let Some(points) = grid(b, next - b.fraction) else {
+                    continue;
+                };
+                let values: Vec<f64> = points
+                    .iter()
+                    .map(|&s| match &density {
+                        None => normal_pdf(s, b.fraction),
+                        Some((f, p, w)) => p
+                            .iter()
+                            .zip(w)
+                            .map(|(&u, &w)| w * normal_pdf(s - u, b.fraction - f))
+                            .sum(),
+                    })
+                    .collect();
+                let weighted = simpson_weights(&points)
+                    .zip(values)
+                    .map(|(w, v)| w * v)
+                    .collect();
+                density = Some((b.fraction, points, weighted));
+            }
+            density
+        }
+        fn level(earlier: &[Boundary], t: f64, share: f64) -> f64 {
+            let Some((f, p, w)) = through(earlier, t) else {
+                return share;
+            };
+            let sd = (t - f).sqrt();
+            let crossing = |c: f64| -> f64 {
+                p.iter()
+                    .zip(&w)
+                    .map(|(&u, &w)| w * normal_cdf((u - c) / sd))
+                    .sum()
+            };
+            let (mut lo, mut hi) = (-10.0f64, 40.0f64);
+            for _ in 0..200 {
+                let mid = 0.5 * (lo + hi);
+                if crossing(mid * t.sqrt()) > share {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+                if hi - lo < 1e-10 {
+                    break;
+                }
+            }
+            normal_cdf(-hi)
+        }
+        let mut done: Vec<Boundary> = Vec::new();
+        let (mut spent_before, mut t_before) = (0.0f64, 0.0f64);
+        let last = looks.len() - 1;
+        for (k, look) in looks.iter().enumerate() {
+            let share = look.spent - spent_before;
+            if k == last {
+                return level(&done, look.fraction, share).max(share).min(1.0);
+            }
+            if share <= 0.0 || look.fraction <= t_before || look.fraction > 1.0 {
+                continue;
+            }
+            let level = level(&done, look.fraction, share);
+            done.push(Boundary {
+                fraction: look.fraction,
+                score: z_of(level) * look.fraction.sqrt(),
+            });
+            spent_before = look.spent;
+            t_before = look.fraction;
+        }
+        unreachable!()
+    }
+
+    /// The shortcuts change no level beyond the bisection's own tolerance,
+    /// on even, uneven and re-planned schedules, including a look too close
+    /// to the next to integrate.
+    #[test]
+    fn the_carried_density_gives_the_levels_of_the_plain_integration() {
+        let schedules: [&[f64]; 4] = [
+            &[0.2, 0.4, 0.6, 0.8, 1.0],
+            &[
+                1.0 / 15.0,
+                2.0 / 15.0,
+                3.0 / 14.0,
+                4.0 / 14.0,
+                5.0 / 13.0,
+                6.0 / 12.0,
+                1.0,
+            ],
+            &[
+                0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 1.0,
+            ],
+            &[0.3, 0.5, 0.5 + 1e-7, 0.9, 1.0],
+        ];
+        for t in schedules {
+            for spending in [Spending::OBrienFleming, Spending::Pocock] {
+                let all = looks(0.05, t, spending);
+                for k in 1..=all.len() {
+                    let (fast, plain) = (nominal_level(&all[..k]), plain_level(&all[..k]));
+                    assert!(
+                        fast == plain || (z_of(fast) - z_of(plain)).abs() < 1e-8,
+                        "{t:?} {spending:?} look {k}: {fast} vs {plain}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Where [`saturated_normal_cdf`] skips `erfc`, `erfc` gives exactly what
+    /// it returns instead.
+    #[test]
+    fn the_normal_cdf_is_saturated_where_the_shortcut_says() {
+        let mut z = CDF_IS_ONE;
+        while z < 60.0 {
+            assert_eq!(normal_cdf(z), 1.0, "{z}");
+            z += 1.0 / 64.0;
+        }
+        let mut z = CDF_IS_ZERO;
+        while z < 80.0 {
+            assert_eq!(normal_cdf(-z), 0.0, "{z}");
+            z += 1.0 / 64.0;
+        }
+        assert!(normal_cdf(CDF_IS_ONE - 1.5) < 1.0 && normal_cdf(3.0 - CDF_IS_ZERO) > 0.0);
     }
 }
