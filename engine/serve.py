@@ -35,6 +35,7 @@ def parse_args(argv):
     ap.add_argument("--kv-unified", action="store_true", help="one KV buffer shared by all slots (per-slot context is then not c/np)")
     ap.add_argument("--rope-freq-base", type=float, default=None, help="RoPE base frequency (default: the model's own)")
     ap.add_argument("--no-metrics", action="store_true", help="disable the Prometheus /metrics endpoint")
+    ap.add_argument("--no-jinja", action="store_true", help="chat templates without Jinja: requests with OpenAI tools are refused")
     ap.add_argument("--no-warmup", action="store_true", help="skip the empty warm-up run at load")
     ap.add_argument("--verbosity", type=int, default=None, help="llama.cpp log verbosity (default: the library's)")
     args = ap.parse_args(argv)
@@ -67,6 +68,7 @@ def params(x, args):
     p.cont_batching = not args.no_cont_batching
     p.kv_unified = args.kv_unified
     p.endpoint_metrics = not args.no_metrics
+    p.use_jinja = not args.no_jinja
     p.warmup = not args.no_warmup
     if args.rope_freq_base is not None:
         p.rope_freq_base = args.rope_freq_base

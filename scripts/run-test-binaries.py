@@ -34,16 +34,19 @@ from pathlib import Path
 # Started first, longest first (docs/testing.md has their times); any binary
 # not named here follows in cargo's order.
 SLOWEST_FIRST = [
-    "infergate-report/lib",
-    "infergate/test/turnover",
     "infergate/test/quality",
+    "infergate-report/lib",
     "infergate/test/sizing",
     "infergate/test/vllm",
-    "infergate/test/ledger",
     "infergate/test/qualify",
-    "infergate/test/run",
-    "infergate/test/engine",
     "infergate/test/workloads",
+    "infergate/test/features",
+    "infergate/test/run",
+    "infergate/test/qualify_failures",
+    "infergate/test/container",
+    "infergate/test/faults",
+    "infergate/test/turnover",
+    "infergate/test/ledger",
 ]
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored")
 CARGO = os.environ.get("CARGO", "cargo")

@@ -204,6 +204,7 @@ fn a_reference_comparison_validates() {
         reference_tokens: toks,
         task_answers: String::new(),
         task_set_sha256: None,
+        features: Default::default(),
     };
     let b = run(
         &["ab", "x", "\u{fffd}", "q"],
@@ -262,8 +263,15 @@ fn a_reference_comparison_validates() {
         cross_runtime: infergate::report::agreement::CrossRuntime::Rate,
         ..QualityPolicy::default()
     };
+    let features = vec![infergate::report::quality::FeaturePair {
+        workload: "json".into(),
+        feature: "structured_output".into(),
+        baseline: "11111s1".into(),
+        candidate: "1jjc-11".into(),
+    }];
     let (q, gate) =
-        infergate::report::quality::judge(Some(&cmp), &tasks, &rate, 0.0125, 0.0125).unwrap();
+        infergate::report::quality::judge(Some(&cmp), &tasks, &features, &rate, 0.0125, 0.0125)
+            .unwrap();
     report["quality"] = serde_json::to_value(&q).unwrap();
     report["gates"] = serde_json::json!({
         "performance": {"rule": "r", "passed": true, "parts": []},

@@ -859,6 +859,37 @@ arrival = "poisson:2.5"
     }
 
     #[test]
+    fn a_response_format_that_is_not_a_json_schema_is_refused_with_file_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("bad.json"), "{\"type\": 12}").unwrap();
+        let suite = |extra: &str| {
+            let p = dir.path().join("s.toml");
+            std::fs::write(
+                &p,
+                format!("name = \"t\"\n\n[[turnover]]\nname = \"json\"\ncontract = \"reference\"\nprompt = \"task\"\ngenerate = {{ kind = \"arithmetic\" }}\nrequests = 4\n{extra}\n"),
+            )
+            .unwrap();
+            Suite::load(&p).map(|_| ()).map_err(|e| format!("{e:#}"))
+        };
+        let e = suite("response_format = { schema = \"bad.json\" }").unwrap_err();
+        assert!(e.contains("s.toml: line 3: [[turnover]] 'json'"), "{e}");
+        assert!(e.contains("field `response_format`"), "{e}");
+        assert!(
+            e.contains("bad.json") && e.contains("not a JSON Schema"),
+            "{e}"
+        );
+        let e = suite("response_format = \"yaml\"").unwrap_err();
+        assert!(
+            e.contains("field `response_format`") && e.contains("json_object"),
+            "{e}"
+        );
+        let e = suite("response_format = \"json_object\"\nextra = { response_format = { type = \"json_object\" } }")
+            .unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+        suite("response_format = \"json_object\"").unwrap();
+    }
+
+    #[test]
     fn unknown_field_is_an_error() {
         let bad = SUITE.replace("requests = 4", "requests = 4\nrequets = 5");
         let err = Suite::parse(&bad, "t").unwrap_err().to_string();

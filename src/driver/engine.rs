@@ -72,6 +72,10 @@ pub struct EngineProfile {
     pub cont_batching: bool,
     #[serde(default = "yes")]
     pub metrics: bool,
+    /// Chat templates through Jinja (llama.cpp's `--jinja`, on by default):
+    /// what OpenAI `tools` need; off, a request with `tools` is refused.
+    #[serde(default = "yes")]
+    pub jinja: bool,
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
@@ -176,6 +180,7 @@ impl EngineProfile {
             (self.cache_prompt, "--no-cache-prompt"),
             (self.cont_batching, "--no-cont-batching"),
             (self.metrics, "--no-metrics"),
+            (self.jinja, "--no-jinja"),
         ] {
             if !on {
                 args.push(flag.into());

@@ -12,6 +12,7 @@ pub mod aggregate;
 pub mod client;
 pub mod discover;
 pub mod exact;
+pub mod features;
 pub mod filler;
 pub mod journal;
 pub mod loadgen;

@@ -58,6 +58,21 @@ pub struct StreamCapture {
     /// logprobs were unreadable (never a partial list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<crate::report::agreement::TokenLogprob>,
+    /// Tool calls, assembled from the streamed deltas as a client would
+    /// (by index: the name, then the arguments' text appended, capped like
+    /// content).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// One tool call of an answer, as assembled from its deltas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub name: String,
+    /// The arguments' JSON text, as streamed (parsed by the check, not here).
+    pub arguments: String,
 }
 
 /// What a server measured of one request itself (llama.cpp: `timings` in the

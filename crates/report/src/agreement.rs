@@ -300,6 +300,9 @@ pub struct QualityPolicy {
     pub hard_margin_percent: f64,
     /// Largest task-accuracy drop (points) the quality gate passes.
     pub accuracy_margin_points: f64,
+    /// Largest drop (points) in a feature's delivered share (structured
+    /// output valid, …) the quality gate passes.
+    pub feature_margin_points: f64,
 }
 
 /// Default hard-divergence margin: a runtime against itself shows none, so
@@ -307,8 +310,13 @@ pub struct QualityPolicy {
 /// the default levels (the upper bound of 0/44 at α = 0.0125 is 9.5 %).
 pub const DEFAULT_HARD_MARGIN_PERCENT: f64 = 10.0;
 /// Default accuracy margin: 5 points, the usual non-inferiority margin of
-/// a model evaluation; a paired A/A of 60 items passes it.
+/// a model evaluation; a paired A/A with no discordant item passes it from
+/// 52 items at one-sided 0.05, 96 at 0.0125 (four gating pairs).
 pub const DEFAULT_ACCURACY_MARGIN_POINTS: f64 = 5.0;
+/// Default feature margin: 5 points, as for accuracy: with every answer
+/// delivered on both sides, 52 requests pass it at one-sided 0.05, 96 at
+/// 0.0125 (docs/features.md).
+pub const DEFAULT_FEATURE_MARGIN_POINTS: f64 = 5.0;
 
 impl QualityPolicy {
     /// Whether the hard-divergence share gates (else it is reported only).
@@ -324,6 +332,7 @@ impl Default for QualityPolicy {
             near_tie_nats: DEFAULT_NEAR_TIE_NATS,
             hard_margin_percent: DEFAULT_HARD_MARGIN_PERCENT,
             accuracy_margin_points: DEFAULT_ACCURACY_MARGIN_POINTS,
+            feature_margin_points: DEFAULT_FEATURE_MARGIN_POINTS,
         }
     }
 }

@@ -482,6 +482,12 @@ pub struct TurnoverRun {
     /// the same items.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_set_sha256: Option<String>,
+    /// Features the workload asked for beyond plain text, each reference
+    /// answer marked by what came back: `structured_output` → `1` valid,
+    /// `s` not valid against the schema, `j` not JSON, `c` cut at
+    /// `max_tokens`, `-` no answer (the request failed).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub features: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

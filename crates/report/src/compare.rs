@@ -1043,7 +1043,9 @@ pub(crate) fn compare_given(
         reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
     let quality_refs = given_references.or(reference_comparison.as_ref());
     let tasks = quality::task_pairs(&baseline.turnover, &candidate.turnover);
-    let quality_pairs = quality::gating_parts(tasks.len(), quality_refs, &policy.quality);
+    let features = quality::feature_pairs(&baseline.turnover, &candidate.turnover);
+    let quality_pairs =
+        quality::gating_parts(tasks.len() + features.len(), quality_refs, &policy.quality);
     let family = Family::of(baseline, policy, quality_pairs);
     let design = design_choice(schedule, resampling, &family, policy);
     let cells = compare_cells(baseline, candidate, &design, policy)?;
@@ -1051,6 +1053,7 @@ pub(crate) fn compare_given(
     let quality = quality::judge(
         quality_refs,
         &tasks,
+        &features,
         &policy.quality,
         design.alpha_pass,
         design.alpha_fail,

@@ -114,6 +114,7 @@ pub fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
         reference_tokens: vec![],
         task_answers: String::new(),
         task_set_sha256: None,
+        features: Default::default(),
         name: "turnover".into(),
         repeat,
         contract: "words".into(),

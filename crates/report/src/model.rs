@@ -1059,6 +1059,23 @@ pub struct QualityComparison {
     pub hard_divergence: Option<HardDivergence>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<TaskAccuracy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<FeatureRate>,
+}
+
+/// One feature's delivered share on one workload, paired by request and
+/// decided like a task's accuracy: `*_correct` counts the answers that
+/// delivered the feature (mark `1`), `*_answers` are the marks themselves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureRate {
+    /// `structured_output`.
+    pub feature: String,
+    /// Per side, how many answers carried each mark, by its name (`valid`,
+    /// `schema_invalid`, `invalid_json`, `cut_off`, `no_answer`).
+    pub baseline_marks: std::collections::BTreeMap<String, u64>,
+    pub candidate_marks: std::collections::BTreeMap<String, u64>,
+    #[serde(flatten)]
+    pub rate: TaskAccuracy,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

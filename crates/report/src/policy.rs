@@ -29,6 +29,7 @@
 //! near_tie_nats = 0.5              # tolerance of a near-tie divergence
 //! hard_margin_percent = 10         # "rate": the hard-divergence share's margin
 //! accuracy_margin_points = 5       # task accuracy may drop at most 5 points
+//! feature_margin_points = 5        # a feature's delivered share (valid JSON, …) likewise
 //! ```
 
 use std::ops::Range;
@@ -354,6 +355,8 @@ struct RawQuality {
     hard_margin_percent: Option<Spanned<f64>>,
     #[serde(default)]
     accuracy_margin_points: Option<Spanned<f64>>,
+    #[serde(default)]
+    feature_margin_points: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -815,6 +818,15 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
             percent_ok,
             "points in [0, 100)",
         )?;
+        src.check(
+            &q.feature_margin_points,
+            "quality.feature_margin_points".into(),
+            percent_ok,
+            "points in [0, 100)",
+        )?;
+        quality.feature_margin_points = q
+            .feature_margin_points
+            .map_or(quality.feature_margin_points, |s| *s.get_ref());
         quality.hard_margin_percent = q
             .hard_margin_percent
             .map_or(quality.hard_margin_percent, |s| *s.get_ref());

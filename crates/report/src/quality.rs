@@ -19,10 +19,14 @@
 //!   the discordant items (lost, gained) carry variance; bounds invert
 //!   Tango's score test for paired proportions (`stats::paired`). An item a side did not answer (its request
 //!   failed) counts as wrong on that side, and is named.
+//! - **features:** per workload that asked for one (structured output),
+//!   the drop in the share of answers that delivered it, paired by request
+//!   and bounded as task accuracy is; each side's answers that did not are
+//!   counted by how they failed (not JSON, not valid, cut off, none).
 
 use crate::artifact::TurnoverRun;
 use crate::model::{EvidenceGate, EvidencePart};
-pub use crate::model::{HardDivergence, QualityComparison, TaskAccuracy};
+pub use crate::model::{FeatureRate, HardDivergence, QualityComparison, TaskAccuracy};
 use crate::policy::QualityPolicy;
 use crate::reference::ReferenceComparison;
 use crate::stats::{
@@ -63,8 +67,49 @@ pub fn task_pairs(
         .collect()
 }
 
+/// One feature's marks on both sides, for the same workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeaturePair {
+    pub workload: String,
+    pub feature: String,
+    pub baseline: String,
+    pub candidate: String,
+}
+
+/// The features both sides marked for the same workload (its first
+/// repeat), in the baseline's order.
+pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec<FeaturePair> {
+    let first = |runs: &[TurnoverRun], name: &str| {
+        runs.iter()
+            .filter(|r| r.name == name)
+            .min_by_key(|r| r.repeat)
+            .map(|r| r.features.clone())
+    };
+    let mut out: Vec<FeaturePair> = Vec::new();
+    for r in baseline {
+        if out.iter().any(|p| p.workload == r.name) {
+            continue;
+        }
+        let (Some(b), Some(c)) = (first(baseline, &r.name), first(candidate, &r.name)) else {
+            continue;
+        };
+        for (feature, marks) in &b {
+            if let Some(theirs) = c.get(feature) {
+                out.push(FeaturePair {
+                    workload: r.name.clone(),
+                    feature: feature.clone(),
+                    baseline: marks.clone(),
+                    candidate: theirs.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// How many quality parts gate under `policy`: one per task both sides
-/// ran, and the hard-divergence share when it gates and there are pairs.
+/// ran and per feature both marked, and the hard-divergence share when it
+/// gates and there are pairs.
 pub fn gating_parts(
     tasks: usize,
     refs: Option<&ReferenceComparison>,
@@ -74,11 +119,12 @@ pub fn gating_parts(
 }
 
 /// The quality comparison and its gate (None when there is nothing to
-/// judge: no reference pairs and no tasks). `alpha_pass` / `alpha_fail` are
-/// the one-sided levels every gating pair gets.
+/// judge: no reference pairs, no tasks and no features). `alpha_pass` /
+/// `alpha_fail` are the one-sided levels every gating pair gets.
 pub fn judge(
     refs: Option<&ReferenceComparison>,
     tasks: &[(String, String, String)],
+    features: &[FeaturePair],
     policy: &QualityPolicy,
     alpha_pass: f64,
     alpha_fail: f64,
@@ -99,7 +145,11 @@ pub fn judge(
             )
         })
         .collect();
-    if hard.is_none() && tasks.is_empty() {
+    let features: Vec<FeatureRate> = features
+        .iter()
+        .map(|p| feature_rate(p, policy.feature_margin_points, alpha_pass, alpha_fail))
+        .collect();
+    if hard.is_none() && tasks.is_empty() && features.is_empty() {
         return None;
     }
     let mut parts: Vec<EvidencePart> = Vec::new();
@@ -115,11 +165,22 @@ pub fn judge(
             ..EvidencePart::new(format!("quality: task {}", t.name), t.outcome, t.reason())
         });
     }
+    for f in &features {
+        parts.push(EvidencePart {
+            requests_to_resolve: f.rate.items_to_resolve.map(|n| n as usize),
+            ..EvidencePart::new(
+                format!("quality: {} {}", f.feature, f.rate.name),
+                f.rate.outcome,
+                f.reason(),
+            )
+        });
+    }
     let gate = (!parts.is_empty()).then(|| crate::gate::gate_of_parts(QUALITY_RULE, parts));
     Some((
         QualityComparison {
             hard_divergence: hard,
             tasks,
+            features,
         },
         gate,
     ))
@@ -156,6 +217,112 @@ impl TaskAccuracy {
             self.margin_points
         )
     }
+}
+
+impl FeatureRate {
+    pub fn reason(&self) -> String {
+        let t = &self.rate;
+        let pct = |k: u64| 100.0 * k as f64 / t.items.max(1) as f64;
+        let missed = |marks: &std::collections::BTreeMap<String, u64>| {
+            let parts: Vec<String> = marks
+                .iter()
+                .filter(|(k, _)| k.as_str() != "valid")
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            if parts.is_empty() {
+                "none".to_string()
+            } else {
+                parts.join(", ")
+            }
+        };
+        format!(
+            "delivered {}/{} ({:.1} %) → {}/{} ({:.1} %), drop {:+.1} points; one-sided bounds [{:+.1}, {:+.1}] against a margin of {} points; not delivered: baseline {}, candidate {}",
+            t.baseline_correct,
+            t.items,
+            pct(t.baseline_correct),
+            t.candidate_correct,
+            t.items,
+            pct(t.candidate_correct),
+            t.drop_points,
+            t.lower_bound_points,
+            t.upper_bound_points,
+            t.margin_points,
+            missed(&self.baseline_marks),
+            missed(&self.candidate_marks),
+        )
+    }
+}
+
+/// A feature's rate: its marks paired as a task's answers are (`1` is
+/// delivered), each side's marks counted by name.
+pub fn feature_rate(
+    p: &FeaturePair,
+    margin_points: f64,
+    alpha_pass: f64,
+    alpha_fail: f64,
+) -> FeatureRate {
+    let rate = task_accuracy(
+        &p.workload,
+        &p.baseline,
+        &p.candidate,
+        margin_points,
+        alpha_pass,
+        alpha_fail,
+    );
+    FeatureRate {
+        feature: p.feature.clone(),
+        baseline_marks: mark_counts(&rate.baseline_answers),
+        candidate_marks: mark_counts(&rate.candidate_answers),
+        rate,
+    }
+}
+
+/// A feature's marks, one per answer (`measure::features` writes them).
+/// For a tool call, "JSON" and "schema" are its arguments' and its
+/// function's parameters'.
+pub mod mark {
+    /// Delivered: valid JSON (against the schema, when one was asked); a
+    /// tool call of a known function whose arguments validate.
+    pub const VALID: char = '1';
+    /// JSON, but not valid against the schema.
+    pub const SCHEMA_INVALID: char = 's';
+    /// Not JSON, and the server said it was done.
+    pub const INVALID_JSON: char = 'j';
+    /// Not JSON, cut at `max_tokens` (`finish_reason = "length"`).
+    pub const CUT_OFF: char = 'c';
+    /// A tool workload's answer without a tool call.
+    pub const NO_CALL: char = 'n';
+    /// A call of a function the request did not offer (or not the one it named).
+    pub const UNKNOWN_FUNCTION: char = 'f';
+    /// Valid calls, but the stream did not finish with `"tool_calls"`.
+    pub const WRONG_FINISH: char = 'r';
+    /// No answer: the request failed, or its text hit the capture cap.
+    pub const NO_ANSWER: char = '-';
+    /// Every mark with the name a report counts it under.
+    pub const NAMES: [(char, &str); 8] = [
+        (VALID, "valid"),
+        (SCHEMA_INVALID, "schema_invalid"),
+        (INVALID_JSON, "invalid_json"),
+        (CUT_OFF, "cut_off"),
+        (NO_CALL, "no_call"),
+        (UNKNOWN_FUNCTION, "unknown_function"),
+        (WRONG_FINISH, "wrong_finish_reason"),
+        (NO_ANSWER, "no_answer"),
+    ];
+}
+
+/// How many of `marks` carry each mark, by name (an unknown mark under
+/// its own character).
+pub fn mark_counts(marks: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for m in marks.chars() {
+        let name = mark::NAMES
+            .iter()
+            .find(|(c, _)| *c == m)
+            .map_or_else(|| m.to_string(), |(_, n)| (*n).to_string());
+        *out.entry(name).or_insert(0) += 1;
+    }
+    out
 }
 
 fn outcome(lower: f64, upper: f64, margin: f64) -> GateOutcome {

@@ -264,6 +264,7 @@ mod tests {
             reference_tokens: vec![],
             task_answers: String::new(),
             task_set_sha256: None,
+            features: Default::default(),
         }
     }
 

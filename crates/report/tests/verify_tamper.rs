@@ -1102,6 +1102,7 @@ fn quality_report_with(cand: String) -> Value {
         failures: vec![],
         task_answers: answers,
         task_set_sha256: None,
+        features: Default::default(),
         ..turnover(0, 0)
     };
     let base = "1".repeat(60) + &"0".repeat(40);
@@ -1174,6 +1175,68 @@ fn an_edited_accuracy_count_or_answer_is_named() {
     names(&p, "quality.hard_divergence.hard");
     let p = paths(v, |v| v["gates"]["quality"]["outcome"] = json!("pass"));
     names(&p, "gates.quality.outcome");
+}
+
+/// [`runs`] with a structured-output workload of 60 requests: the baseline
+/// valid on all but one (cut off), the candidate on `cand`'s `1`s.
+fn feature_report(cand: &str) -> Value {
+    let (mut b, mut c) = runs();
+    let json = |marks: &str| TurnoverRun {
+        name: "json".into(),
+        contract: "reference".into(),
+        requests: 60,
+        exact_output_passed: 60,
+        responses_received: 60,
+        failed: 0,
+        failures: vec![],
+        features: [("structured_output".to_string(), marks.to_string())].into(),
+        ..turnover(0, 0)
+    };
+    b.turnover.push(json(&("1".repeat(59) + "c")));
+    c.turnover.push(json(cand));
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
+    v
+}
+
+#[test]
+fn a_feature_rate_is_gated_recomputed_and_its_edits_named() {
+    // The candidate's answers stop validating: its own part fails.
+    let v = feature_report(
+        &"s".repeat(30)
+            .chars()
+            .chain("1".repeat(30).chars())
+            .collect::<String>(),
+    );
+    let f = &v["quality"]["features"][0];
+    assert_eq!(f["feature"], "structured_output");
+    assert_eq!(
+        (&f["baseline_correct"], &f["candidate_correct"]),
+        (&json!(59), &json!(30))
+    );
+    assert_eq!(f["candidate_marks"]["schema_invalid"], json!(30));
+    assert_eq!(f["baseline_marks"]["cut_off"], json!(1));
+    assert_eq!(v["gates"]["quality"]["outcome"], "fail");
+    let parts = v["gates"]["quality"]["parts"].as_array().unwrap();
+    assert_eq!(parts[0]["subject"], "quality: structured_output json");
+    assert_eq!(v["gates"]["qualified"], json!(false));
+    // The marks edited to all valid, the counts left: named.
+    let p = paths(v.clone(), |v| {
+        v["quality"]["features"][0]["candidate_answers"] = json!("1".repeat(60))
+    });
+    names(&p, "quality.features[0].candidate_correct");
+    let p = paths(v, |v| {
+        v["quality"]["features"][0]["outcome"] = json!("pass")
+    });
+    names(&p, "quality.features[0].outcome");
+    // The same answers on both sides pass at the default margin with 60.
+    let same = feature_report(&("1".repeat(59) + "c"));
+    assert_eq!(
+        same["quality"]["features"][0]["outcome"], "pass",
+        "{}",
+        same["quality"]
+    );
 }
 
 #[test]

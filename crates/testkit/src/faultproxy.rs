@@ -27,6 +27,8 @@
 //!   200 stream (what vLLM and SGLang send when generation fails midway).
 //! - [`Fault::DuplicateDone`], [`Fault::MissingDone`]: `[DONE]` twice, or never
 //!   (the connection closes after the final chunk).
+//! - [`Fault::CapMaxTokens`], [`Fault::DropField`]: the request body changed
+//!   on its way (`max_tokens` lowered, a field removed), the stream untouched.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,6 +73,10 @@ pub enum Fault {
     DuplicateDone,
     /// Drop the `[DONE]` event; the connection closes after the final chunk.
     MissingDone,
+    /// Forward the request without this top-level body field, then stream
+    /// untouched: a runtime that ignores what it was asked (a grammar
+    /// backend that drops `response_format`).
+    DropField(&'static str),
     /// Forward the request with `max_tokens` lowered to this, then stream
     /// untouched: a runtime that stops early, whatever length was asked for.
     CapMaxTokens(u64),
@@ -310,6 +316,15 @@ fn cap_max_tokens(body: &[u8], n: u64) -> Result<Vec<u8>> {
     Ok(serde_json::to_vec(&v)?)
 }
 
+/// The JSON body without its top-level `field`.
+fn drop_field(body: &[u8], field: &str) -> Result<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(body).context("DropField: body is not JSON")?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove(field);
+    }
+    Ok(serde_json::to_vec(&v)?)
+}
+
 /// How the proxy ends a connection.
 enum End {
     Close,
@@ -335,6 +350,9 @@ async fn respond(
     if let Fault::CapMaxTokens(n) = event.fault {
         req.body = cap_max_tokens(&req.body, n)?;
     }
+    if let Fault::DropField(field) = event.fault {
+        req.body = drop_field(&req.body, field)?;
+    }
     let method = reqwest::Method::from_bytes(req.method.as_bytes())
         .with_context(|| format!("method {:?}", req.method))?;
     let mut up = shared
@@ -358,7 +376,11 @@ async fn respond(
 
     let end = match event.fault {
         // Status was answered above; Delay waited before the upstream call.
-        Fault::Pass | Fault::Status(_) | Fault::Delay(_) | Fault::CapMaxTokens(_) => {
+        Fault::Pass
+        | Fault::Status(_)
+        | Fault::Delay(_)
+        | Fault::CapMaxTokens(_)
+        | Fault::DropField(_) => {
             sock.write_all(head.as_bytes()).await?;
             while let Some(chunk) = resp.chunk().await? {
                 sock.write_all(&chunk).await?;

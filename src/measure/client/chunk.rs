@@ -55,6 +55,29 @@ pub(super) struct Delta<'a> {
     pub(super) reasoning_content: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub(super) reasoning: Option<Str<'a>>,
+    /// Streamed tool calls: pieces of each call (by `index`) to append.
+    #[serde(default)]
+    pub(super) tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// One piece of a streamed tool call (OpenAI's shape): the first piece of a
+/// call names it, later ones carry more of its arguments' text.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ToolCallDelta {
+    #[serde(default)]
+    pub(super) index: Option<usize>,
+    #[serde(default)]
+    pub(super) id: Option<String>,
+    #[serde(default)]
+    pub(super) function: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct FunctionDelta {
+    #[serde(default)]
+    pub(super) name: Option<String>,
+    #[serde(default)]
+    pub(super) arguments: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

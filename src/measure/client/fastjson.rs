@@ -6,7 +6,8 @@
 //! and gives up — returning `None`, so the caller parses with serde_json —
 //! on anything it is not sure to read exactly as serde would: any backslash
 //! (escapes), a repeated known field, a known field of an unexpected type, an
-//! `error` field, a number that is not a plain `u64` where one is read,
+//! `error` field, a `tool_calls` delta that is not `null`, a number that is
+//! not a plain `u64` where one is read,
 //! nesting deeper than serde's limit, or any JSON syntax error. So it never
 //! accepts what serde rejects, and what it accepts equals serde's result
 //! (strings always borrowed, as serde borrows unescaped strings).
@@ -332,6 +333,11 @@ impl<'a> Parser<'a> {
                 seen.first(4)?;
                 d.reasoning = p.opt_str()?;
                 Some(())
+            }
+            // Tool-call deltas are assembled from serde's reading.
+            "tool_calls" => {
+                seen.first(8)?;
+                p.literal(b"null")
             }
             _ => p.skip(3),
         })

@@ -563,6 +563,76 @@ mod tests {
         assert!(!c.completion_tokens_estimated);
     }
 
+    /// Tool calls streamed in pieces, as llama.cpp and vLLM send them: the
+    /// first piece names the call, later ones carry its arguments' text; two
+    /// calls by index. Assembled as a client would, and timed as output.
+    #[test]
+    fn streamed_tool_calls_are_assembled_by_index() {
+        let piece = |json: &str| chat(&format!("{{\"tool_calls\":[{json}]}}"), "null");
+        let first = piece(
+            r#"{"index":0,"id":"call_a","type":"function","function":{"name":"submit_answer","arguments":""}}"#,
+        );
+        let args1 = piece(r#"{"index":0,"function":{"arguments":"{\"answer\": "}}"#);
+        let args2 = piece(r#"{"index":0,"function":{"arguments":"42}"}}"#);
+        let second =
+            piece(r#"{"index":1,"id":"call_b","function":{"name":"lookup","arguments":"{}"}}"#);
+        let fin = chat("{}", r#""tool_calls""#);
+        let c = capture(
+            Endpoint::Chat,
+            1024,
+            &[
+                (&first, 4.0),
+                (&args1, 5.0),
+                (&args2, 6.0),
+                (&second, 7.0),
+                (&fin, 8.0),
+                ("data: [DONE]\n\n", 9.0),
+            ],
+            10.0,
+        );
+        assert_eq!(c.failure, None);
+        assert_eq!(c.content, "");
+        assert_eq!(c.tool_calls.len(), 2, "{:?}", c.tool_calls);
+        assert_eq!(c.tool_calls[0].name, "submit_answer");
+        assert_eq!(c.tool_calls[0].id.as_deref(), Some("call_a"));
+        assert_eq!(c.tool_calls[0].arguments, "{\"answer\": 42}");
+        assert_eq!(
+            (
+                c.tool_calls[1].name.as_str(),
+                c.tool_calls[1].arguments.as_str()
+            ),
+            ("lookup", "{}")
+        );
+        assert_eq!(c.finish_reasons, vec!["tool_calls"]);
+        assert_eq!((c.ttfo_ms, c.ttft_ms), (Some(4.0), Some(4.0)));
+        assert_eq!(c.chunk_ms, vec![4.0, 5.0, 6.0, 7.0]);
+    }
+
+    /// Malformed tool-call deltas fail the request, classified as a broken
+    /// stream: a piece that skips an index, a call renamed midway, and
+    /// arguments that are not a string.
+    #[test]
+    fn malformed_tool_call_deltas_fail_the_request() {
+        let piece = |json: &str| chat(&format!("{{\"tool_calls\":[{json}]}}"), "null");
+        let named = piece(r#"{"index":0,"function":{"name":"a","arguments":""}}"#);
+        for (bad, says) in [
+            (
+                piece(r#"{"index":2,"function":{"arguments":"{}"}}"#),
+                "index 2",
+            ),
+            (piece(r#"{"index":0,"function":{"name":"b"}}"#), "named"),
+            (
+                piece(r#"{"index":0,"function":{"arguments":{"x":1}}}"#),
+                "malformed chunk",
+            ),
+        ] {
+            let c = capture(Endpoint::Chat, 1024, &[(&named, 1.0), (&bad, 2.0)], 3.0);
+            let f = c.failure.as_ref().expect("failed");
+            assert_eq!(f.class, Outcome::StreamValidationFailed, "{f:?}");
+            assert!(f.message.contains(says), "{says}: {f:?}");
+        }
+    }
+
     #[test]
     fn completions_text_is_read_from_choices_text() {
         let ev = |t: &str, f: &str| {

@@ -3,10 +3,10 @@
 
 use serde_json::Value;
 
-use crate::measure::record::{Failure, Outcome, ServerTimings, StreamCapture};
+use crate::measure::record::{Failure, Outcome, ServerTimings, StreamCapture, ToolCall};
 use crate::measure::sse::{Event, SseError};
 
-use super::chunk::{Chunk, Str, Timings, Usage};
+use super::chunk::{Chunk, Str, Timings, ToolCallDelta, Usage};
 use super::config::{Endpoint, SNIPPET_BYTES};
 use super::{fastjson, logprobs};
 
@@ -32,6 +32,8 @@ pub(super) struct Sink<'c> {
     pub(super) state: State,
     pub(super) content_full: bool,
     pub(super) reasoning_full: bool,
+    /// A tool call's arguments hit the cap (each call capped like content).
+    pub(super) tools_full: bool,
     /// A chunk's logprobs were unreadable: the token list is dropped whole.
     pub(super) tokens_broken: bool,
 }
@@ -47,6 +49,7 @@ impl<'c> Sink<'c> {
             state: State::Streaming,
             content_full: false,
             reasoning_full: false,
+            tools_full: false,
             tokens_broken: false,
         }
     }
@@ -85,7 +88,7 @@ impl<'c> Sink<'c> {
         self.note_identity(&mut chunk);
         if self.take_choices(&chunk, at_ms) {
             self.cap.chunk_ms.push(at_ms);
-            self.cap.truncated = self.content_full || self.reasoning_full;
+            self.cap.truncated = self.content_full || self.reasoning_full || self.tools_full;
         }
         self.take_usage(chunk.usage.take());
         self.take_timings(chunk.timings.take());
@@ -208,6 +211,14 @@ impl<'c> Sink<'c> {
                     &mut self.content_full,
                 );
             }
+            if let Some(calls) = c.delta.as_ref().and_then(|d| d.tool_calls.as_deref())
+                && self.take_tool_calls(calls)
+            {
+                // A call is the answer's output, as content is.
+                bearing = true;
+                self.cap.ttfo_ms.get_or_insert(at_ms);
+                self.cap.ttft_ms.get_or_insert(at_ms);
+            }
             // Tokens while the text is kept whole: a cut text is not compared.
             if let Some(lp) = c.logprobs.as_ref().filter(|v| !v.is_null())
                 && !self.tokens_broken
@@ -223,6 +234,63 @@ impl<'c> Sink<'c> {
             }
             if let Some(fr) = &c.finish_reason {
                 self.cap.finish_reasons.push(fr.0.as_ref().to_owned());
+            }
+        }
+        bearing
+    }
+
+    /// Each piece appended to its call, by `index` (else its place in the
+    /// list), as a client assembles them: the name once, the arguments'
+    /// text piece by piece. A piece that skips past the next new call, or a
+    /// second name for a named call, fails the request. Whether any piece
+    /// carried output.
+    fn take_tool_calls(&mut self, pieces: &[ToolCallDelta]) -> bool {
+        let mut bearing = false;
+        for (k, piece) in pieces.iter().enumerate() {
+            let i = piece.index.unwrap_or(k);
+            let known = self.cap.tool_calls.len();
+            if i > known || i >= MAX_TOOL_CALLS {
+                self.fail(
+                    Outcome::StreamValidationFailed,
+                    format!("tool call delta for index {i}, after {known} call(s)"),
+                );
+                return bearing;
+            }
+            if i == known {
+                self.cap.tool_calls.push(ToolCall::default());
+            }
+            let call = &mut self.cap.tool_calls[i];
+            if call.id.is_none() {
+                call.id = piece.id.clone();
+            }
+            let Some(f) = &piece.function else {
+                continue;
+            };
+            if let Some(name) = f.name.as_deref().filter(|n| !n.is_empty()) {
+                if call.name.is_empty() {
+                    call.name = name.to_owned();
+                    bearing = true;
+                } else if call.name != name {
+                    let was = bounded(&call.name, SNIPPET_BYTES);
+                    self.fail(
+                        Outcome::StreamValidationFailed,
+                        format!(
+                            "tool call {i} named {was:?}, then {:?}",
+                            bounded(name, SNIPPET_BYTES)
+                        ),
+                    );
+                    return bearing;
+                }
+            }
+            if let Some(args) = f.arguments.as_deref().filter(|a| !a.is_empty()) {
+                let call = &mut self.cap.tool_calls[i];
+                append_capped(
+                    &mut call.arguments,
+                    args,
+                    self.cap_bytes,
+                    &mut self.tools_full,
+                );
+                bearing = true;
             }
         }
         bearing
@@ -286,6 +354,9 @@ impl<'c> Sink<'c> {
         }
     }
 }
+
+/// Most tool calls one answer may carry.
+const MAX_TOOL_CALLS: usize = 64;
 
 /// Append within `cap` bytes; once something did not fit, `full` stops all
 /// later appends, so the capture is always a prefix of the real text.

@@ -29,6 +29,10 @@
 //! # seed = 1                # sent as the request seed; also picks the markers
 //! # model = "…"             # request `model`; the runner fills in the served id
 //! # extra = { cache_prompt = true }   # more body fields
+//! # response_format = { schema = "schemas/answer.json" }   # or "json_object": structured
+//! #                         # output asked of every request, each reference answer
+//! #                         # marked by what came back (reference contract only; features)
+//! # tools = { file = "tools/answer.json", choice = "required" }   # tool calls, likewise
 //! ```
 //!
 //! Pure parts (markers, contracts, judging, the run record) are unit tested in
@@ -49,6 +53,7 @@ use serde_json::{Map, Value};
 use crate::artifact::{Divergence, TurnoverFailure, TurnoverRun};
 use crate::config::tasks::TaskItem;
 use crate::measure::client::{Client, Endpoint, chat_body};
+use crate::measure::features;
 use crate::measure::record::{Outcome, RequestRecord, StreamCapture, bounded};
 use crate::report::agreement::TokenLogprob;
 
@@ -131,6 +136,23 @@ pub struct TurnoverSpec {
     /// The task file's items, read by `Suite::load`.
     #[serde(skip)]
     pub task_items: std::sync::Arc<Vec<TaskItem>>,
+    /// Structured output asked of every request: `"json_object"`, or
+    /// `{ schema = "FILE.json" }` (from the suite's folder). Each reference
+    /// answer is marked ([`features`]) and `compare` gates the share valid.
+    #[serde(default)]
+    pub response_format: Option<features::ResponseFormatSpec>,
+    /// `response_format` read and compiled, by `Suite::load`.
+    #[serde(skip)]
+    pub structured: Option<features::StructuredOutput>,
+    /// Tools offered to every request: `{ file = "FILE.json", choice =
+    /// "required" }` (OpenAI's `tools` array; choice `auto`, `required` or
+    /// a function's name). Each reference answer's calls are marked
+    /// ([`features`]) and `compare` gates the share valid.
+    #[serde(default)]
+    pub tools: Option<features::ToolsSpec>,
+    /// `tools` read and compiled, by `Suite::load`.
+    #[serde(skip)]
+    pub tool_calling: Option<features::ToolCalling>,
     /// Every marker of the qualification: this workload's repeats once
     /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
     #[serde(skip)]
@@ -303,6 +325,28 @@ impl TurnoverSpec {
         } else if self.tasks.is_some() || self.generate.is_some() {
             bail!("tasks and generate are read only with prompt = \"task\"");
         }
+        if self.response_format.is_some() {
+            if self.contract != Contract::Reference {
+                bail!(
+                    "field `response_format`: needs contract = \"reference\" (the reference answers, taken alone at temperature 0, are the ones checked)"
+                );
+            }
+            if self.extra.contains_key("response_format") {
+                bail!("field `response_format` is given twice: here and in `extra`");
+            }
+        }
+        if self.tools.is_some() {
+            if self.contract != Contract::Reference {
+                bail!(
+                    "field `tools`: needs contract = \"reference\" (the reference answers, taken alone at temperature 0, are the ones checked)"
+                );
+            }
+            for field in ["tools", "tool_choice", "parallel_tool_calls"] {
+                if self.extra.contains_key(field) {
+                    bail!("field `{field}` is given twice: by `tools` and in `extra`");
+                }
+            }
+        }
         if self.shots() > prompt::MAX_SHOTS {
             bail!("shots must be at most {}", prompt::MAX_SHOTS);
         }
@@ -389,12 +433,16 @@ impl TurnoverSpec {
 
     /// The streamed chat body of `req` at `temperature`.
     /// The reference pass's body: temperature 0, and the per-token logprobs
-    /// with `top_logprobs` alternatives (unless `extra` says otherwise).
+    /// with `top_logprobs` alternatives (unless `extra` says otherwise, or
+    /// the workload offers tools).
     pub fn reference_body(&self, req: &PlannedRequest) -> Value {
         let mut body = self.request_body(req, 0.0);
+        // llama.cpp refuses logprobs with tools on a stream ("logprobs is
+        // not supported with tools + stream"): a tool workload asks for none.
         if let Some(o) = body.as_object_mut()
             && self.top_logprobs > 0
             && !self.extra.contains_key("logprobs")
+            && self.tool_calling.is_none()
         {
             o.insert("logprobs".into(), Value::Bool(true));
             o.insert("top_logprobs".into(), Value::from(self.top_logprobs));
@@ -406,6 +454,14 @@ impl TurnoverSpec {
         let mut extra = self.extra.clone();
         if let Some(m) = &self.model {
             extra.insert("model".into(), Value::from(m.as_str()));
+        }
+        if let Some(s) = &self.structured {
+            extra.insert("response_format".into(), s.body_field());
+        }
+        if let Some(t) = &self.tool_calling {
+            for (field, value) in t.body_fields() {
+                extra.insert(field.into(), value);
+            }
         }
         chat_body(
             req.messages.clone(),
@@ -507,6 +563,13 @@ pub fn judge_with(
                 // stronger than the marker. Foreign markers still fail it.
                 canary.begins_with_own = true;
             }
+            if problem.is_none()
+                && let Some(k) = differing_call(&reference.tool_calls, &capture.tool_calls)
+            {
+                problem = Some(format!(
+                    "tool call {k} differs from its reference's (alone, temperature 0)"
+                ));
+            }
         }
     }
 
@@ -590,6 +653,7 @@ pub fn summarize(
         reference_tokens: Vec::new(),
         task_answers: String::new(),
         task_set_sha256: spec.task_set_sha256(),
+        features: Default::default(),
     };
     for j in judged {
         run.requests += 1;
@@ -720,7 +784,20 @@ pub async fn run_turnover(
     run.references = reference_texts(references.iter().flatten());
     run.reference_tokens = reference_tokens(references.iter().flatten());
     run.task_answers = spec.task_answers(references.iter().flatten());
+    run.features = spec.feature_marks(references.iter().flatten());
     run
+}
+
+/// The first tool call (by position) whose function or arguments differ,
+/// a call missing on either side included; ids are the server's own and
+/// are not compared.
+fn differing_call(
+    reference: &[crate::measure::record::ToolCall],
+    answer: &[crate::measure::record::ToolCall],
+) -> Option<usize> {
+    let key = |c: &crate::measure::record::ToolCall| (c.name.clone(), c.arguments.clone());
+    (0..reference.len().max(answer.len()))
+        .find(|&k| reference.get(k).map(key) != answer.get(k).map(key))
 }
 
 /// The texts `compare` holds against the other runtime's: None where the
@@ -757,9 +834,14 @@ impl TurnoverSpec {
 
     /// Task prompts: each reference answer scored against its item's key,
     /// `1` right, `0` wrong, `-` no answer (failed, or cut at the capture
-    /// cap). Empty for other prompts.
+    /// cap). Empty for other prompts, and for a workload that asks for a
+    /// feature: its answers are JSON or tool calls, which the key's
+    /// first-line reading cannot score (the feature's marks gate it).
     pub fn task_answers<'a>(&self, refs: impl IntoIterator<Item = &'a StreamCapture>) -> String {
-        if self.prompt_style() != PromptStyle::Task {
+        if self.prompt_style() != PromptStyle::Task
+            || self.structured.is_some()
+            || self.tool_calling.is_some()
+        {
             return String::new();
         }
         refs.into_iter()
@@ -773,6 +855,27 @@ impl TurnoverSpec {
             .collect()
     }
 
+    /// Each feature the workload asked for, its marks over the reference
+    /// answers ([`features`]); empty when it asked for none.
+    pub fn feature_marks<'a>(
+        &self,
+        refs: impl IntoIterator<Item = &'a StreamCapture>,
+    ) -> std::collections::BTreeMap<String, String> {
+        let refs: Vec<&StreamCapture> = refs.into_iter().collect();
+        let mut out = std::collections::BTreeMap::new();
+        if let Some(s) = &self.structured {
+            out.insert(
+                features::STRUCTURED_OUTPUT.to_string(),
+                s.marks(refs.iter().copied()),
+            );
+        }
+        if let Some(t) = &self.tool_calling {
+            let marks = refs.iter().map(|c| t.mark(c)).collect();
+            out.insert(features::TOOL_CALL.to_string(), marks);
+        }
+        out
+    }
+
     /// Task prompts: the identity of the items asked (None for other prompts).
     pub fn task_set_sha256(&self) -> Option<String> {
         (self.prompt_style() == PromptStyle::Task).then(|| {
@@ -784,6 +887,14 @@ impl TurnoverSpec {
     /// Read the task file (a relative path from `dir`, the suite's folder)
     /// and check it has an item for every request.
     pub fn read_tasks(&mut self, dir: &std::path::Path) -> Result<()> {
+        if let Some(f) = &self.response_format {
+            let s = features::StructuredOutput::load(f, dir).context("field `response_format`")?;
+            self.structured = Some(s);
+        }
+        if let Some(t) = &self.tools {
+            let t = features::ToolCalling::load(t, dir).context("field `tools`")?;
+            self.tool_calling = Some(t);
+        }
         if let Some(g) = &self.generate {
             self.task_items = std::sync::Arc::new(g.items(self.requests, self.seed.unwrap_or(0)));
             return Ok(());
@@ -847,6 +958,7 @@ impl TurnoverSpec {
         run.references = reference_texts(references.iter().flatten().copied());
         run.reference_tokens = reference_tokens(references.iter().flatten().copied());
         run.task_answers = self.task_answers(references.iter().flatten().copied());
+        run.features = self.feature_marks(references.iter().flatten().copied());
         Some(run)
     }
 }

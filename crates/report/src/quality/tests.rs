@@ -221,7 +221,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
     let tasks = vec![("caps".to_string(), answers.clone(), answers)];
     assert_eq!(gating_parts(1, Some(&r), &policy(false)), 1);
     assert_eq!(gating_parts(1, Some(&r), &policy(true)), 2);
-    let (q, g) = judge(Some(&r), &tasks, &policy(false), A, A).unwrap();
+    let (q, g) = judge(Some(&r), &tasks, &[], &policy(false), A, A).unwrap();
     let g = g.unwrap();
     assert_eq!(
         g.parts.len(),
@@ -232,7 +232,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
     let h = q.hard_divergence.unwrap();
     assert!(!h.gating);
     assert_eq!(h.outcome, GateOutcome::Fail);
-    let (_, g) = judge(Some(&r), &tasks, &policy(true), A, A).unwrap();
+    let (_, g) = judge(Some(&r), &tasks, &[], &policy(true), A, A).unwrap();
     let g = g.unwrap();
     assert_eq!(g.outcome, GateOutcome::Fail);
     assert_eq!(g.parts[0].subject, "quality: hard divergences");
@@ -241,7 +241,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
         "{}",
         g.parts[0].reason
     );
-    assert!(judge(None, &[], &policy(true), A, A).is_none());
+    assert!(judge(None, &[], &[], &policy(true), A, A).is_none());
 }
 
 #[test]
@@ -300,4 +300,42 @@ fn a_failed_quality_gate_fails_the_qualification_and_is_named() {
         gate::with_quality(QUAL_PASS, true, None),
         (QUAL_PASS.to_string(), true)
     );
+}
+
+/// How many requests a feature part needs before every answer delivered on
+/// both sides can pass: with no discordant pair, Tango's one-sided upper
+/// bound is about z² / (n + z²), so n ≥ z² (1 − m) / m. The numbers
+/// docs/features.md quotes, and the A/A pair of `tests/features.rs` (20
+/// requests pass 25 points, not 20).
+#[test]
+fn a_feature_part_passes_an_a_a_pair_only_with_enough_requests() {
+    let smallest = |margin: f64, alpha: f64| {
+        (1..1000u64)
+            .find(|&n| {
+                let all = "1".repeat(n as usize);
+                let p = FeaturePair {
+                    workload: "w".into(),
+                    feature: "structured_output".into(),
+                    baseline: all.clone(),
+                    candidate: all,
+                };
+                feature_rate(&p, margin, alpha, alpha).rate.outcome == GateOutcome::Pass
+            })
+            .unwrap()
+    };
+    let (at_default, alone) = (smallest(5.0, A), smallest(5.0, 0.05));
+    eprintln!("5 points: {at_default} requests at {A}, {alone} at 0.05");
+    assert!((90..=100).contains(&at_default), "{at_default}");
+    assert!((48..=60).contains(&alone), "{alone}");
+    assert!(smallest(25.0, A) <= 20 && smallest(20.0, A) > 20);
+    // A part that lost every answer fails at once, whatever the margin.
+    let p = FeaturePair {
+        workload: "w".into(),
+        feature: "structured_output".into(),
+        baseline: "1".repeat(20),
+        candidate: "j".repeat(20),
+    };
+    let f = feature_rate(&p, 25.0, A, A);
+    assert_eq!(f.rate.outcome, GateOutcome::Fail);
+    assert_eq!(f.candidate_marks.get("invalid_json"), Some(&20));
 }

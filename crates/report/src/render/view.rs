@@ -1033,7 +1033,8 @@ impl View {
     }
 
     /// One line per quality part, with its outcome: the hard-divergence
-    /// share (saying when it is reported only) and each task's accuracy.
+    /// share (saying when it is reported only), each task's accuracy and
+    /// each feature's delivered share.
     pub fn quality_lines(q: &QualityComparison) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(h) = &q.hard_divergence {
@@ -1064,6 +1065,13 @@ impl View {
                 line.push_str(&format!("; about {n} items would decide it"));
             }
             out.push((t.outcome.as_str().to_string(), line));
+        }
+        for f in &q.features {
+            let mut line = format!("{} {}: {}", f.feature, f.rate.name, f.reason());
+            if let Some(n) = f.rate.items_to_resolve {
+                line.push_str(&format!("; about {n} requests would decide it"));
+            }
+            out.push((f.rate.outcome.as_str().to_string(), line));
         }
         out
     }

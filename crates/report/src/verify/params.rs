@@ -901,6 +901,12 @@ fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
     {
         q.accuracy_margin_points = m;
     }
+    if let Some(m) = qv
+        .and_then(|v| v.pointer("/features/0/margin_points"))
+        .and_then(Value::as_f64)
+    {
+        q.feature_margin_points = m;
+    }
     q
 }
 

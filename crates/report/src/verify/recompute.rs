@@ -445,6 +445,28 @@ fn task_answers(root: &Map<String, Value>, side: Side, name: &str) -> String {
         .to_string()
 }
 
+/// A workload's feature marks on `side`, as the report's `quality` kept
+/// them (`features[]` of that workload).
+fn feature_marks(
+    root: &Map<String, Value>,
+    side: Side,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let key = format!("{}_answers", side.as_str());
+    root.get("quality")
+        .and_then(|q| q.get("features"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|f| f.get("name").and_then(Value::as_str) == Some(name))
+        .filter_map(|f| {
+            let feature = f.get("feature").and_then(Value::as_str)?;
+            let marks = f.get(&key).and_then(Value::as_str)?;
+            Some((feature.to_string(), marks.to_string()))
+        })
+        .collect()
+}
+
 /// A side's turnover runs in key order.
 fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRun>, String> {
     let mut keyed: Vec<(usize, &str, &Value)> = root
@@ -476,6 +498,11 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             },
             // Same items on both sides was checked when the report was made.
             task_set_sha256: None,
+            features: if earlier == 0 {
+                feature_marks(root, side, &name)
+            } else {
+                Default::default()
+            },
             repeat: run.get("repeat").map_or(Ok(earlier), |_| num("repeat"))?,
             contract: match run.get("contract") {
                 Some(v) => parse(Some(v), &join(key, "contract"))?,

@@ -1,0 +1,608 @@
+//! What a runtime ships beyond plain text, checked answer by answer.
+//!
+//! A workload that asks for structured output (`response_format`: a JSON
+//! object, or a JSON Schema from a file) or for tool calls (`tools` from a
+//! file, with `tool_choice`) has each reference answer marked by what came
+//! back, one character per request in request order:
+//!
+//! | mark | structured output | tool call (every call of the answer) |
+//! |---|---|---|
+//! | `1` | parses as JSON and (with a schema) validates against it | a function offered (the one named, if `tool_choice` names one), arguments valid against its parameters, `finish_reason = "tool_calls"` |
+//! | `s` | JSON, but not valid against the schema | arguments JSON, not valid against the parameters |
+//! | `j` | not JSON, and the server said it was done | arguments not JSON |
+//! | `c` | not JSON, cut at `max_tokens` (`finish_reason = "length"`) | arguments cut at `max_tokens` |
+//! | `n` | | no tool call |
+//! | `f` | | a function not offered, or not the one named |
+//! | `r` | | valid calls, another finish reason |
+//! | `-` | no answer: the request failed, or its text hit the capture cap | the same |
+//!
+//! `compare` pairs the marks request by request across runtimes (only `1`
+//! counts as delivered) and gates the drop in the valid share like a task's
+//! accuracy (`report::quality`). Pure: a capture in, a mark out.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::measure::record::StreamCapture;
+
+/// The key of structured output's marks in a turnover run's `features`.
+pub const STRUCTURED_OUTPUT: &str = "structured_output";
+/// The key of tool calls' marks.
+pub const TOOL_CALL: &str = "tool_call";
+
+pub use crate::report::quality::{mark, mark_counts};
+
+/// `response_format` as a suite writes it: `"json_object"`, or
+/// `{ schema = "schemas/answer.json" }` (a path from the suite's folder;
+/// `name` defaults to the file's stem).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ResponseFormatSpec {
+    Named(String),
+    Schema {
+        schema: std::path::PathBuf,
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+/// A workload's structured-output request, read and compiled: what goes in
+/// the body, and how an answer is marked.
+#[derive(Clone)]
+pub struct StructuredOutput {
+    /// The schema's name as sent (`json_schema.name`); None: `json_object`.
+    name: Option<String>,
+    /// The schema as read from its file (None: `json_object`).
+    schema: Option<Arc<Value>>,
+    compiled: Option<Arc<(boon::Schemas, boon::SchemaIndex)>>,
+}
+
+impl std::fmt::Debug for StructuredOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructuredOutput")
+            .field("name", &self.name)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for StructuredOutput {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.schema == other.schema
+    }
+}
+
+impl StructuredOutput {
+    /// `spec` read (a schema path is from `dir`) and checked: `"json_object"`
+    /// is the only name; a schema file must hold a JSON Schema (its own
+    /// meta-schema says so), whose errors name the file and the place.
+    pub fn load(spec: &ResponseFormatSpec, dir: &Path) -> Result<StructuredOutput> {
+        match spec {
+            ResponseFormatSpec::Named(n) if n == "json_object" => Ok(StructuredOutput {
+                name: None,
+                schema: None,
+                compiled: None,
+            }),
+            ResponseFormatSpec::Named(n) => bail!(
+                "response_format = {n:?}: the choices are \"json_object\" or {{ schema = \"FILE.json\" }}"
+            ),
+            ResponseFormatSpec::Schema { schema, name } => {
+                let path = dir.join(schema);
+                let text = crate::config::dataset::read_bounded(&path)
+                    .with_context(|| format!("response_format.schema {}", path.display()))?;
+                let value: Value = serde_json::from_str(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: line {}, column {}: not JSON: {e}",
+                        path.display(),
+                        e.line(),
+                        e.column()
+                    )
+                })?;
+                let name = match name {
+                    Some(n) => n.clone(),
+                    None => path
+                        .file_stem()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or("schema")
+                        .to_string(),
+                };
+                Self::from_schema(name, value).with_context(|| path.display().to_string())
+            }
+        }
+    }
+
+    /// A JSON Schema given as a value, compiled (an object that its
+    /// meta-schema accepts; anything else is refused).
+    pub fn from_schema(name: String, schema: Value) -> Result<StructuredOutput> {
+        let compiled = compile(&schema)?;
+        Ok(StructuredOutput {
+            name: Some(name),
+            schema: Some(Arc::new(schema)),
+            compiled: Some(Arc::new(compiled)),
+        })
+    }
+
+    /// The request body's `response_format` (OpenAI's shape, which
+    /// llama.cpp, vLLM and SGLang read).
+    pub fn body_field(&self) -> Value {
+        match (&self.name, &self.schema) {
+            (Some(name), Some(schema)) => json!({
+                "type": "json_schema",
+                "json_schema": { "name": name, "schema": &**schema, "strict": true },
+            }),
+            _ => json!({ "type": "json_object" }),
+        }
+    }
+
+    /// The answer's mark (the module's table).
+    pub fn mark(&self, cap: &StreamCapture) -> char {
+        if cap.failure.is_some() || cap.truncated {
+            return mark::NO_ANSWER;
+        }
+        let Ok(value) = serde_json::from_str::<Value>(cap.content.trim()) else {
+            let cut = cap.finish_reasons.last().is_some_and(|r| r == "length");
+            return if cut {
+                mark::CUT_OFF
+            } else {
+                mark::INVALID_JSON
+            };
+        };
+        match &self.compiled {
+            Some(c) if !valid(c, &value) => mark::SCHEMA_INVALID,
+            Some(_) => mark::VALID,
+            // json_object asks for an object, not any JSON value.
+            None if value.is_object() => mark::VALID,
+            None => mark::SCHEMA_INVALID,
+        }
+    }
+
+    /// Every answer's mark, in request order.
+    pub fn marks<'a>(&self, caps: impl IntoIterator<Item = &'a StreamCapture>) -> String {
+        caps.into_iter().map(|c| self.mark(c)).collect()
+    }
+}
+
+/// A JSON Schema compiled by `boon`.
+type Compiled = (boon::Schemas, boon::SchemaIndex);
+
+/// `schema` compiled; refused unless it is an object its meta-schema
+/// accepts, with the meta-schema's findings (where it is wrong).
+fn compile(schema: &Value) -> Result<Compiled> {
+    if !schema.is_object() {
+        bail!("not a JSON Schema: a schema is a JSON object, this is {schema}");
+    }
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    let url = "urn:infergate:schema";
+    compiler
+        .add_resource(url, schema.clone())
+        .map_err(|e| anyhow::anyhow!("not a JSON Schema: {e}"))?;
+    let index = compiler.compile(url, &mut schemas).map_err(|e| match e {
+        boon::CompileError::ValidationError { src, .. } => {
+            anyhow::anyhow!("not a JSON Schema: {src}")
+        }
+        other => anyhow::anyhow!("not a JSON Schema: {other}"),
+    })?;
+    Ok((schemas, index))
+}
+
+fn valid(c: &Compiled, value: &Value) -> bool {
+    c.0.validate(value, c.1).is_ok()
+}
+
+/// `tools` as a suite writes it: `{ file = "tools/answer.json", choice =
+/// "required" }`. The file holds OpenAI's `tools` array; `choice` is
+/// `"auto"` (the default), `"required"`, or a function's name;
+/// `parallel` is sent as `parallel_tool_calls` when given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSpec {
+    pub file: std::path::PathBuf,
+    #[serde(default)]
+    pub choice: Option<String>,
+    #[serde(default)]
+    pub parallel: Option<bool>,
+}
+
+/// A workload's tools, read and their parameters compiled.
+#[derive(Clone)]
+pub struct ToolCalling {
+    tools: Arc<Value>,
+    /// Each function offered: its name and compiled parameters.
+    functions: Arc<Vec<(String, Compiled)>>,
+    choice: String,
+    parallel: Option<bool>,
+}
+
+impl std::fmt::Debug for ToolCalling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCalling")
+            .field("tools", &self.tools)
+            .field("choice", &self.choice)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ToolCalling {
+    fn eq(&self, other: &Self) -> bool {
+        self.tools == other.tools && self.choice == other.choice && self.parallel == other.parallel
+    }
+}
+
+impl ToolCalling {
+    /// `spec`'s file read (from `dir`) and checked: an array of
+    /// `{"type": "function", "function": {"name", "parameters"}}`, names
+    /// unique, each `parameters` a JSON Schema (a function that takes none
+    /// says so with `{"type": "object", "properties": {}}`); a named
+    /// `choice` must be one of them.
+    pub fn load(spec: &ToolsSpec, dir: &Path) -> Result<ToolCalling> {
+        let path = dir.join(&spec.file);
+        let file = path.display().to_string();
+        let text = crate::config::dataset::read_bounded(&path)
+            .with_context(|| format!("tools.file {file}"))?;
+        let tools: Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{file}: line {}, column {}: not JSON: {e}",
+                e.line(),
+                e.column()
+            )
+        })?;
+        let Some(list) = tools.as_array().filter(|l| !l.is_empty()) else {
+            bail!("{file}: an array of tools, as OpenAI's `tools`, with at least one");
+        };
+        let mut functions: Vec<(String, Compiled)> = Vec::new();
+        for (i, t) in list.iter().enumerate() {
+            let at = format!("{file}: tools[{i}]");
+            if t.get("type").and_then(Value::as_str) != Some("function") {
+                bail!("{at}: field `type` must be \"function\"");
+            }
+            let Some(name) = t.pointer("/function/name").and_then(Value::as_str) else {
+                bail!("{at}: field `function.name`: missing, or not a string");
+            };
+            if functions.iter().any(|(n, _)| n == name) {
+                bail!("{at}: function {name:?} is offered twice");
+            }
+            let Some(params) = t.pointer("/function/parameters") else {
+                bail!(
+                    "{at}: field `function.parameters`: missing; a function without arguments says so with {{\"type\": \"object\", \"properties\": {{}}}}"
+                );
+            };
+            let compiled =
+                compile(params).with_context(|| format!("{at}: field `function.parameters`"))?;
+            functions.push((name.to_string(), compiled));
+        }
+        let choice = spec.choice.clone().unwrap_or_else(|| "auto".into());
+        if !matches!(choice.as_str(), "auto" | "required")
+            && !functions.iter().any(|(n, _)| *n == choice)
+        {
+            bail!(
+                "field `tools.choice`: {choice:?} is neither \"auto\", \"required\" nor a function {file} offers"
+            );
+        }
+        Ok(ToolCalling {
+            tools: Arc::new(tools),
+            functions: Arc::new(functions),
+            choice,
+            parallel: spec.parallel,
+        })
+    }
+
+    /// The body fields: `tools`, `tool_choice` and, when given,
+    /// `parallel_tool_calls` (OpenAI's shapes).
+    pub fn body_fields(&self) -> Vec<(&'static str, Value)> {
+        let choice = match self.choice.as_str() {
+            c @ ("auto" | "required") => Value::from(c),
+            name => json!({ "type": "function", "function": { "name": name } }),
+        };
+        let mut out = vec![("tools", (*self.tools).clone()), ("tool_choice", choice)];
+        if let Some(p) = self.parallel {
+            out.push(("parallel_tool_calls", Value::Bool(p)));
+        }
+        out
+    }
+
+    /// The answer's mark (the module's table): the first call that falls
+    /// short decides it.
+    pub fn mark(&self, cap: &StreamCapture) -> char {
+        if cap.failure.is_some() || cap.truncated {
+            return mark::NO_ANSWER;
+        }
+        if cap.tool_calls.is_empty() {
+            return mark::NO_CALL;
+        }
+        let cut = cap.finish_reasons.last().is_some_and(|r| r == "length");
+        for call in &cap.tool_calls {
+            let named =
+                matches!(self.choice.as_str(), "auto" | "required") || call.name == self.choice;
+            let Some((_, params)) = self
+                .functions
+                .iter()
+                .find(|(n, _)| *n == call.name)
+                .filter(|_| named)
+            else {
+                return mark::UNKNOWN_FUNCTION;
+            };
+            let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else {
+                return if cut {
+                    mark::CUT_OFF
+                } else {
+                    mark::INVALID_JSON
+                };
+            };
+            if !valid(params, &args) {
+                return mark::SCHEMA_INVALID;
+            }
+        }
+        if cap.finish_reasons.last().is_some_and(|r| r == "tool_calls") {
+            mark::VALID
+        } else {
+            mark::WRONG_FINISH
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str, finish: &str) -> StreamCapture {
+        StreamCapture {
+            content: text.into(),
+            finish_reasons: vec![finish.into()],
+            ..Default::default()
+        }
+    }
+
+    fn answer_schema() -> StructuredOutput {
+        StructuredOutput::from_schema(
+            "answer".into(),
+            json!({
+                "type": "object",
+                "properties": { "answer": { "type": "integer" } },
+                "required": ["answer"],
+                "additionalProperties": false
+            }),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn each_answer_is_marked_by_what_came_back() {
+        let s = answer_schema();
+        assert_eq!(s.mark(&answer("{\"answer\": 42}", "stop")), mark::VALID);
+        assert_eq!(s.mark(&answer(" {\"answer\":42}\n", "stop")), mark::VALID);
+        assert_eq!(
+            s.mark(&answer("{\"answer\": \"42\"}", "stop")),
+            mark::SCHEMA_INVALID
+        );
+        assert_eq!(s.mark(&answer("{}", "stop")), mark::SCHEMA_INVALID);
+        assert_eq!(
+            s.mark(&answer("The answer is 42.", "stop")),
+            mark::INVALID_JSON
+        );
+        assert_eq!(s.mark(&answer("{\"answer\": 4", "length")), mark::CUT_OFF);
+        let failed = StreamCapture {
+            failure: Some(crate::measure::record::Failure {
+                class: crate::measure::record::Outcome::HttpError,
+                message: "400".into(),
+            }),
+            ..answer("{\"answer\": 1}", "stop")
+        };
+        assert_eq!(s.mark(&failed), mark::NO_ANSWER);
+        let capped = StreamCapture {
+            truncated: true,
+            ..answer("{\"answer\": 1}", "stop")
+        };
+        assert_eq!(s.mark(&capped), mark::NO_ANSWER);
+        let object = StructuredOutput::load(
+            &ResponseFormatSpec::Named("json_object".into()),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(object.mark(&answer("{\"x\": [1]}", "stop")), mark::VALID);
+        assert_eq!(object.mark(&answer("[1, 2]", "stop")), mark::SCHEMA_INVALID);
+        assert_eq!(
+            mark_counts("11sjc-1").into_iter().collect::<Vec<_>>(),
+            [
+                ("cut_off".to_string(), 1),
+                ("invalid_json".to_string(), 1),
+                ("no_answer".to_string(), 1),
+                ("schema_invalid".to_string(), 1),
+                ("valid".to_string(), 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_body_asks_in_openais_shape() {
+        let s = answer_schema();
+        let b = s.body_field();
+        assert_eq!(b["type"], "json_schema");
+        assert_eq!(b["json_schema"]["name"], "answer");
+        assert_eq!(b["json_schema"]["schema"]["required"][0], "answer");
+        let o = StructuredOutput::load(
+            &ResponseFormatSpec::Named("json_object".into()),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(o.body_field(), json!({"type": "json_object"}));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_json_schema_is_refused_with_its_name_and_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.path().join(name), text).unwrap();
+            ResponseFormatSpec::Schema {
+                schema: name.into(),
+                name: None,
+            }
+        };
+        let bad_json = write("broken.json", "{\n  \"type\": \"object\",\n  oops\n}");
+        let e = format!(
+            "{:#}",
+            StructuredOutput::load(&bad_json, dir.path()).unwrap_err()
+        );
+        assert!(e.contains("broken.json: line 3"), "{e}");
+        let not_schema = write("wrong.json", "{\"type\": \"objekt\"}");
+        let e = format!(
+            "{:#}",
+            StructuredOutput::load(&not_schema, dir.path()).unwrap_err()
+        );
+        assert!(
+            e.contains("wrong.json") && e.contains("not a JSON Schema"),
+            "{e}"
+        );
+        let array = write("array.json", "[1, 2]");
+        let e = format!(
+            "{:#}",
+            StructuredOutput::load(&array, dir.path()).unwrap_err()
+        );
+        assert!(
+            e.contains("array.json") && e.contains("not a JSON Schema"),
+            "{e}"
+        );
+        let named = ResponseFormatSpec::Named("json".into());
+        let e = format!(
+            "{:#}",
+            StructuredOutput::load(&named, dir.path()).unwrap_err()
+        );
+        assert!(e.contains("json_object"), "{e}");
+        let missing = ResponseFormatSpec::Schema {
+            schema: "absent.json".into(),
+            name: None,
+        };
+        let e = format!(
+            "{:#}",
+            StructuredOutput::load(&missing, dir.path()).unwrap_err()
+        );
+        assert!(e.contains("absent.json"), "{e}");
+        let fine = write("answer.json", "{\"type\": \"object\"}");
+        let ok = StructuredOutput::load(&fine, dir.path()).unwrap();
+        assert_eq!(ok.body_field()["json_schema"]["name"], "answer");
+    }
+
+    const ANSWER_TOOL: &str = r#"[{"type": "function", "function": {"name": "submit_answer",
+        "parameters": {"type": "object", "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "give_up", "parameters": {"type": "object", "properties": {}}}}]"#;
+
+    fn tools(dir: &Path, choice: Option<&str>) -> Result<ToolCalling> {
+        std::fs::write(dir.join("tools.json"), ANSWER_TOOL).unwrap();
+        ToolCalling::load(
+            &ToolsSpec {
+                file: "tools.json".into(),
+                choice: choice.map(str::to_string),
+                parallel: None,
+            },
+            dir,
+        )
+    }
+
+    fn called(calls: &[(&str, &str)], finish: &str) -> StreamCapture {
+        StreamCapture {
+            tool_calls: calls
+                .iter()
+                .map(|(n, a)| crate::measure::record::ToolCall {
+                    id: None,
+                    name: (*n).into(),
+                    arguments: (*a).into(),
+                })
+                .collect(),
+            ..answer("", finish)
+        }
+    }
+
+    #[test]
+    fn each_tool_call_answer_is_marked_by_its_calls() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tools(dir.path(), Some("required")).unwrap();
+        let ok = |calls: &[(&str, &str)]| t.mark(&called(calls, "tool_calls"));
+        assert_eq!(ok(&[("submit_answer", "{\"answer\": 4}")]), mark::VALID);
+        assert_eq!(
+            ok(&[("submit_answer", "{\"answer\": 4}"), ("give_up", "{}")]),
+            mark::VALID
+        );
+        assert_eq!(
+            ok(&[("submit_answer", "{\"answer\": \"4\"}")]),
+            mark::SCHEMA_INVALID
+        );
+        assert_eq!(
+            ok(&[("submit_answer", "{\"answer\": ")]),
+            mark::INVALID_JSON
+        );
+        assert_eq!(ok(&[("lookup", "{}")]), mark::UNKNOWN_FUNCTION);
+        assert_eq!(ok(&[]), mark::NO_CALL);
+        assert_eq!(
+            t.mark(&called(&[("submit_answer", "{\"answer\": ")], "length")),
+            mark::CUT_OFF
+        );
+        assert_eq!(
+            t.mark(&called(&[("submit_answer", "{\"answer\": 4}")], "stop")),
+            mark::WRONG_FINISH
+        );
+        let mut refused = called(&[], "stop");
+        refused.failure = Some(crate::measure::record::Failure {
+            class: crate::measure::record::Outcome::HttpError,
+            message: "HTTP 500: tools param requires --jinja flag".into(),
+        });
+        assert_eq!(t.mark(&refused), mark::NO_ANSWER);
+        // A named choice: any other function is the wrong one.
+        let named = tools(dir.path(), Some("submit_answer")).unwrap();
+        assert_eq!(
+            named.mark(&called(&[("give_up", "{}")], "tool_calls")),
+            mark::UNKNOWN_FUNCTION
+        );
+        let body = named.body_fields();
+        assert_eq!(
+            body[1].1,
+            json!({"type": "function", "function": {"name": "submit_answer"}})
+        );
+        assert_eq!(body[0].1.as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_bad_tools_file_is_refused_with_its_name_and_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = |text: &str, choice: Option<&str>| {
+            std::fs::write(dir.path().join("t.json"), text).unwrap();
+            let spec = ToolsSpec {
+                file: "t.json".into(),
+                choice: choice.map(str::to_string),
+                parallel: None,
+            };
+            format!("{:#}", ToolCalling::load(&spec, dir.path()).unwrap_err())
+        };
+        let e = load(r#"[{"type": "function", "function": {"name": "f"}}]"#, None);
+        assert!(
+            e.contains("t.json: tools[0]: field `function.parameters`: missing"),
+            "{e}"
+        );
+        let e = load(
+            r#"[{"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}]"#,
+            None,
+        );
+        assert!(
+            e.contains("tools[0]: field `function.parameters`") && e.contains("not a JSON Schema"),
+            "{e}"
+        );
+        let e = load(r#"{"type": "function"}"#, None);
+        assert!(e.contains("an array of tools"), "{e}");
+        let e = load(
+            r#"[{"type": "function", "function": {"parameters": {}}}]"#,
+            None,
+        );
+        assert!(e.contains("field `function.name`"), "{e}");
+        let e = load(ANSWER_TOOL, Some("lookup"));
+        assert!(
+            e.contains("field `tools.choice`") && e.contains("lookup"),
+            "{e}"
+        );
+        let e = load("[\n  oops", None);
+        assert!(e.contains("t.json: line 2"), "{e}");
+    }
+}
