@@ -886,6 +886,10 @@ arrival = "poisson:2.5"
         let e = suite("response_format = \"json_object\"\nextra = { response_format = { type = \"json_object\" } }")
             .unwrap_err();
         assert!(e.contains("given twice"), "{e}");
+        let e = suite("response_format = { schema = \"bad.json\", strict = false }").unwrap_err();
+        assert!(e.contains("unknown field `strict`"), "{e}");
+        let e = suite("response_format = 3").unwrap_err();
+        assert!(e.contains("\"json_object\" or { schema"), "{e}");
         suite("response_format = \"json_object\"").unwrap();
     }
 

@@ -38,16 +38,46 @@ pub use crate::report::quality::{mark, mark_counts};
 
 /// `response_format` as a suite writes it: `"json_object"`, or
 /// `{ schema = "schemas/answer.json" }` (a path from the suite's folder;
-/// `name` defaults to the file's stem).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `name` defaults to the file's stem). A table's unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ResponseFormatSpec {
     Named(String),
-    Schema {
-        schema: std::path::PathBuf,
-        #[serde(default)]
-        name: Option<String>,
-    },
+    Schema(SchemaSpec),
+}
+
+/// The table form of [`ResponseFormatSpec`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaSpec {
+    pub schema: std::path::PathBuf,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+// By hand rather than `untagged`, so a table's own error (an unknown key, a
+// missing `schema`) reaches the user instead of "did not match any variant".
+impl<'de> Deserialize<'de> for ResponseFormatSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ResponseFormatSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"json_object\" or { schema = \"FILE.json\" }")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(ResponseFormatSpec::Named(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                SchemaSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ResponseFormatSpec::Schema)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A workload's structured-output request, read and compiled: what goes in
@@ -90,7 +120,7 @@ impl StructuredOutput {
             ResponseFormatSpec::Named(n) => bail!(
                 "response_format = {n:?}: the choices are \"json_object\" or {{ schema = \"FILE.json\" }}"
             ),
-            ResponseFormatSpec::Schema { schema, name } => {
+            ResponseFormatSpec::Schema(SchemaSpec { schema, name }) => {
                 let path = dir.join(schema);
                 let text = crate::config::dataset::read_bounded(&path)
                     .with_context(|| format!("response_format.schema {}", path.display()))?;
@@ -437,10 +467,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let write = |name: &str, text: &str| {
             std::fs::write(dir.path().join(name), text).unwrap();
-            ResponseFormatSpec::Schema {
+            ResponseFormatSpec::Schema(SchemaSpec {
                 schema: name.into(),
                 name: None,
-            }
+            })
         };
         let bad_json = write("broken.json", "{\n  \"type\": \"object\",\n  oops\n}");
         let e = format!(
@@ -472,10 +502,10 @@ mod tests {
             StructuredOutput::load(&named, dir.path()).unwrap_err()
         );
         assert!(e.contains("json_object"), "{e}");
-        let missing = ResponseFormatSpec::Schema {
+        let missing = ResponseFormatSpec::Schema(SchemaSpec {
             schema: "absent.json".into(),
             name: None,
-        };
+        });
         let e = format!(
             "{:#}",
             StructuredOutput::load(&missing, dir.path()).unwrap_err()

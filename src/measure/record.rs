@@ -25,8 +25,13 @@ pub struct StreamCapture {
     pub chunk_ms: Vec<f64>,
     /// Visible text, capped (see `truncated`).
     pub content: String,
-    /// Reasoning text (`reasoning_content` or `reasoning`), kept apart, capped.
+    /// Reasoning text (`reasoning_content` or `reasoning`, or a `<think>`
+    /// block at the start of the content), kept apart, capped.
     pub reasoning: String,
+    /// The reasoning came inside the content, in a `<think>` block the
+    /// runtime did not separate, and was taken out of it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reasoning_from_content: bool,
     /// True when content or reasoning hit the capture cap.
     pub truncated: bool,
     /// `usage.prompt_tokens` as the server reported it.

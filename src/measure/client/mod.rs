@@ -563,6 +563,76 @@ mod tests {
         assert!(!c.completion_tokens_estimated);
     }
 
+    /// A runtime that leaves reasoning in the content: the `<think>` block
+    /// (its tags split across chunks) is taken out into the reasoning, TTFO
+    /// is its first chunk and TTFT the answer's first.
+    #[test]
+    fn a_think_block_in_the_content_is_reasoning_and_ttft_is_the_answers() {
+        let c = |t: &str| {
+            chat(
+                &format!("{{\"content\":{}}}", serde_json::to_string(t).unwrap()),
+                "null",
+            )
+        };
+        let fin = chat("{}", r#""stop""#);
+        let chunks = [
+            (c("<thi"), 1.0),
+            (c("nk>I should add"), 2.0),
+            (c(" 3 and 4.</th"), 3.0),
+            (c("ink>\n\n"), 4.0),
+            (c("7"), 5.0),
+            (fin.clone(), 6.0),
+        ];
+        let events: Vec<(&str, f64)> = chunks
+            .iter()
+            .map(|(e, t)| (e.as_str(), *t))
+            .chain([("data: [DONE]\n\n", 7.0)])
+            .collect();
+        let cap = capture(Endpoint::Chat, 1024, &events, 8.0);
+        assert_eq!(cap.failure, None);
+        assert_eq!(cap.reasoning, "I should add 3 and 4.");
+        assert_eq!(cap.content, "7");
+        assert!(cap.reasoning_from_content);
+        assert_eq!((cap.ttfo_ms, cap.ttft_ms), (Some(1.0), Some(5.0)));
+
+        // Content that only looks like a tag at first is the answer from its
+        // first chunk, untouched.
+        let (b1, b2) = (c("<b"), c(">bold</b>"));
+        let cap = capture(
+            Endpoint::Chat,
+            1024,
+            &[
+                (&b1, 1.0),
+                (&b2, 2.0),
+                (&fin, 3.0),
+                ("data: [DONE]\n\n", 4.0),
+            ],
+            5.0,
+        );
+        assert_eq!(
+            (cap.content.as_str(), cap.ttft_ms),
+            ("<b>bold</b>", Some(1.0))
+        );
+        assert!(!cap.reasoning_from_content && cap.reasoning.is_empty());
+
+        // A block never closed (max_tokens spent thinking): no answer at all.
+        let (t1, cut) = (
+            c("<think>hmm, let me"),
+            chat(r#"{"content":" see"}"#, r#""length""#),
+        );
+        let cap = capture(
+            Endpoint::Chat,
+            1024,
+            &[(&t1, 1.0), (&cut, 2.0), ("data: [DONE]\n\n", 3.0)],
+            4.0,
+        );
+        assert_eq!(
+            (cap.content.as_str(), cap.reasoning.as_str()),
+            ("", "hmm, let me see")
+        );
+        assert_eq!((cap.ttfo_ms, cap.ttft_ms), (Some(1.0), None));
+    }
+
     /// Tool calls streamed in pieces, as llama.cpp and vLLM send them: the
     /// first piece names the call, later ones carry its arguments' text; two
     /// calls by index. Assembled as a client would, and timed as output.

@@ -34,6 +34,11 @@ pub(super) struct Sink<'c> {
     pub(super) reasoning_full: bool,
     /// A tool call's arguments hit the cap (each call capped like content).
     pub(super) tools_full: bool,
+    /// Where the content stands with a `<think>` block at its start.
+    think: Think,
+    /// When the first content arrived (TTFT, once it is known not to be
+    /// a `<think>` block).
+    first_content_ms: Option<f64>,
     /// A chunk's logprobs were unreadable: the token list is dropped whole.
     pub(super) tokens_broken: bool,
 }
@@ -50,6 +55,11 @@ impl<'c> Sink<'c> {
             content_full: false,
             reasoning_full: false,
             tools_full: false,
+            think: match endpoint {
+                Endpoint::Chat => Think::Undecided,
+                Endpoint::Completions => Think::Absent,
+            },
+            first_content_ms: None,
             tokens_broken: false,
         }
     }
@@ -203,13 +213,16 @@ impl<'c> Sink<'c> {
             if let Some(Str(t)) = content.as_ref().filter(|t| !t.0.is_empty()) {
                 bearing = true;
                 self.cap.ttfo_ms.get_or_insert(at_ms);
-                self.cap.ttft_ms.get_or_insert(at_ms);
+                self.first_content_ms.get_or_insert(at_ms);
                 append_capped(
                     &mut self.cap.content,
                     t,
                     self.cap_bytes,
                     &mut self.content_full,
                 );
+                if self.answer_began() {
+                    self.cap.ttft_ms.get_or_insert(at_ms);
+                }
             }
             if let Some(calls) = c.delta.as_ref().and_then(|d| d.tool_calls.as_deref())
                 && self.take_tool_calls(calls)
@@ -331,8 +344,80 @@ impl<'c> Sink<'c> {
         self.cap.server_timings = Some(t);
     }
 
+    /// Whether the content so far holds answer text: not while it may
+    /// still open, or is inside, a `<think>` block (a runtime that leaves
+    /// reasoning in the content). Settles the block's state as it goes.
+    fn answer_began(&mut self) -> bool {
+        loop {
+            match self.think {
+                Think::Absent => return true,
+                Think::Undecided => {
+                    let lead = self.cap.content.trim_start();
+                    if lead.starts_with(THINK_OPEN) {
+                        let open = self.cap.content.len() - lead.len() + THINK_OPEN.len();
+                        self.think = Think::Inside { open, from: open };
+                    } else if THINK_OPEN.starts_with(lead) {
+                        return false;
+                    } else {
+                        // No block: the answer began with the first content.
+                        self.think = Think::Absent;
+                        if let Some(t) = self.first_content_ms {
+                            self.cap.ttft_ms.get_or_insert(t);
+                        }
+                    }
+                }
+                Think::Inside { open, from } => {
+                    let Some(at) = self.cap.content[from..].find(THINK_CLOSE) else {
+                        // Search again from where a tag split across chunks may start.
+                        let mut from = self.cap.content.len().saturating_sub(THINK_CLOSE.len());
+                        while !self.cap.content.is_char_boundary(from) {
+                            from -= 1;
+                        }
+                        self.think = Think::Inside {
+                            open,
+                            from: from.max(open),
+                        };
+                        return false;
+                    };
+                    let close = from + at;
+                    self.think = Think::Closed { open, close };
+                }
+                Think::Closed { close, .. } => {
+                    let answer = &self.cap.content[close + THINK_CLOSE.len()..];
+                    return !answer.trim().is_empty();
+                }
+            }
+        }
+    }
+
+    /// The `<think>` block taken out of the content into the reasoning (the
+    /// answer is what follows it, leading blank space dropped); a block never
+    /// closed is all reasoning and leaves no answer.
+    fn take_think_block(&mut self) {
+        let content = &self.cap.content;
+        let (inner, answer) = match self.think {
+            Think::Undecided => {
+                if let Some(t) = self.first_content_ms {
+                    self.cap.ttft_ms.get_or_insert(t);
+                }
+                return;
+            }
+            Think::Absent => return,
+            Think::Inside { open, .. } => (&content[open..], ""),
+            Think::Closed { open, close } => (
+                &content[open..close],
+                content[close + THINK_CLOSE.len()..].trim_start(),
+            ),
+        };
+        let (inner, answer) = (inner.to_owned(), answer.to_owned());
+        self.cap.reasoning.push_str(&inner);
+        self.cap.content = answer;
+        self.cap.reasoning_from_content = true;
+    }
+
     /// After `[DONE]`: a stream that never said why it finished is not valid.
     pub(super) fn finish_after_done(&mut self) {
+        self.take_think_block();
         if self.cap.finish_reasons.is_empty() {
             self.fail(
                 Outcome::StreamValidationFailed,
@@ -343,6 +428,7 @@ impl<'c> Sink<'c> {
 
     /// The body ended without `[DONE]`: fine after a final chunk, else a truncated stream.
     pub(super) fn finish_at_close(&mut self, closed_ms: f64) {
+        self.take_think_block();
         if self.cap.finish_reasons.is_empty() {
             self.fail(
                 Outcome::StreamValidationFailed,
@@ -354,6 +440,27 @@ impl<'c> Sink<'c> {
         }
     }
 }
+
+/// Where the content stands with a `<think>` block at its start (byte
+/// offsets into the content: `open` just after `<think>`, `close` at
+/// `</think>`, `from` where the search for it resumes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Think {
+    /// The content so far is blank, or a prefix of `<think>`.
+    Undecided,
+    Absent,
+    Inside {
+        open: usize,
+        from: usize,
+    },
+    Closed {
+        open: usize,
+        close: usize,
+    },
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
 
 /// Most tool calls one answer may carry.
 const MAX_TOOL_CALLS: usize = 64;
