@@ -9,7 +9,7 @@
 //!
 //! Cost: 5 runs of 20 requests, each asked alone and then at concurrency 4
 //! (200 requests of at most 24 output tokens; the refused ones cost
-//! nothing), 119 s in the suite beside another binary (docs/testing.md).
+//! nothing), 87 s in the suite beside another binary (docs/testing.md).
 
 mod support;
 
