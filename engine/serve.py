@@ -36,6 +36,7 @@ def parse_args(argv):
     ap.add_argument("--rope-freq-base", type=float, default=None, help="RoPE base frequency (default: the model's own)")
     ap.add_argument("--no-metrics", action="store_true", help="disable the Prometheus /metrics endpoint")
     ap.add_argument("--no-jinja", action="store_true", help="chat templates without Jinja: requests with OpenAI tools are refused")
+    ap.add_argument("--speculative", choices=["ngram_simple"], help="speculative decoding without a draft model: n-gram lookup in the context")
     ap.add_argument("--no-warmup", action="store_true", help="skip the empty warm-up run at load")
     ap.add_argument("--verbosity", type=int, default=None, help="llama.cpp log verbosity (default: the library's)")
     args = ap.parse_args(argv)
@@ -69,6 +70,8 @@ def params(x, args):
     p.kv_unified = args.kv_unified
     p.endpoint_metrics = not args.no_metrics
     p.use_jinja = not args.no_jinja
+    if args.speculative == "ngram_simple":
+        p.speculative.types = [x.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
     p.warmup = not args.no_warmup
     if args.rope_freq_base is not None:
         p.rope_freq_base = args.rope_freq_base

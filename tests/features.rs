@@ -7,9 +7,13 @@
 //! Tool calls likewise, against the same engine with Jinja chat templates
 //! off (the `no-jinja` profile), which refuses requests that offer tools.
 //!
+//! Speculative decoding likewise, against the `spec-ngram` profile.
+//!
 //! Cost: 5 runs of 20 requests, each asked alone and then at concurrency 4
 //! (200 requests of at most 24 output tokens; the refused ones cost
-//! nothing), 87 s in the suite beside another binary (docs/testing.md).
+//! nothing), 87 s in the suite beside another binary (docs/testing.md);
+//! then 2 runs of 8 word-list requests, alone and again one at a time
+//! without the prompt cache (32 requests of about 30 tokens), about 35 s.
 
 mod support;
 
@@ -195,4 +199,103 @@ async fn tool_requests_are_marked_and_a_runtime_that_refuses_tools_is_named() {
         q.features[0].candidate_marks.get("no_answer"),
         Some(&(REQUESTS as u64))
     );
+}
+
+/// Speculative decoding on the real engine: the `spec-ngram` profile (the
+/// baseline drafting from n-grams already in the context) against the
+/// baseline, on a prompt that repeats a word. The server's own per-response
+/// counts (`timings.draft_n`, `draft_n_accepted`) give the acceptance; its
+/// log's per-task lines ("draft acceptance = … (A accepted / G generated)")
+/// must sum to the same; the baseline drafts nothing; and the greedy
+/// reference texts are the same with it on and off (lossless at
+/// temperature 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_text() {
+    let text = "name = \"words12\"\ncontract = \"reference\"\nprompt = \"words\"\nwords = 12\ncode_words = [\"cedar\", \"violet\"]\nrequests = 8\nconcurrency = 1\nseed = 5\nextra = { cache_prompt = false }\n";
+    let table: toml::Table = toml::from_str(text).expect("spec toml");
+    let s = TurnoverSpec::from_table(&table).expect("valid spec");
+    let base = support::engine("baseline");
+    let spec = support::engine("spec-ngram");
+    // The log file outlives this binary (it is appended to): read what
+    // this test's requests wrote.
+    let log_from = std::fs::metadata(&spec.log_path).map_or(0, |m| m.len() as usize);
+    let mut records: Vec<(bool, infergate::measure::record::RequestRecord)> = Vec::new();
+    let b = {
+        let mut keep =
+            |r: &infergate::measure::record::RequestRecord| records.push((false, r.clone()));
+        turnover::run_turnover(&client(&base.base_url), &s, 0, Some(&mut keep)).await
+    };
+    let c = {
+        let mut keep =
+            |r: &infergate::measure::record::RequestRecord| records.push((true, r.clone()));
+        turnover::run_turnover(&client(&spec.base_url), &s, 0, Some(&mut keep)).await
+    };
+    let counts = |on: bool| {
+        let t = records
+            .iter()
+            .filter(|(side, _)| *side == on)
+            .filter_map(|(_, r)| r.capture.server_timings);
+        t.fold((0u64, 0u64, 0u64), |(d, a, p), t| {
+            (
+                d + t.draft_n.unwrap_or(0),
+                a + t.draft_n_accepted.unwrap_or(0),
+                p + t.predicted_n.unwrap_or(0),
+            )
+        })
+    };
+    let (drafted, accepted, predicted) = counts(true);
+    eprintln!(
+        "spec-ngram: {accepted} of {drafted} drafted tokens accepted ({:.1} %), {:.1} % of {predicted} output tokens",
+        100.0 * accepted as f64 / drafted.max(1) as f64,
+        100.0 * accepted as f64 / predicted.max(1) as f64
+    );
+    assert!(
+        drafted > 0 && accepted > 0 && accepted <= drafted,
+        "{drafted} {accepted}"
+    );
+    assert_eq!(counts(false).0, 0, "the baseline drafts nothing");
+
+    // The server's log, a source apart from its responses, says the same.
+    let logged = || {
+        let log = std::fs::read(&spec.log_path).unwrap_or_default();
+        let log = String::from_utf8_lossy(log.get(log_from..).unwrap_or_default()).into_owned();
+        log.lines()
+            .filter_map(|l| l.split("draft acceptance = ").nth(1))
+            .filter_map(|rest| {
+                let inner = rest.split('(').nth(1)?.split(')').next()?;
+                let mut nums = inner
+                    .split_whitespace()
+                    .filter_map(|w| w.parse::<u64>().ok());
+                Some((nums.next()?, nums.next()?))
+            })
+            .fold((0u64, 0u64), |(a, g), (x, y)| (a + x, g + y))
+    };
+    let mut from_log = logged();
+    for _ in 0..20 {
+        if from_log == (accepted, drafted) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        from_log = logged();
+    }
+    assert_eq!(
+        from_log,
+        (accepted, drafted),
+        "log (accepted, generated) against the responses"
+    );
+
+    // Lossless at temperature 0: the same reference texts with drafting on
+    // and off, and each side's measured pass the same as its references
+    // (one at a time and without the prompt cache: this engine's CPU
+    // numerics move with the batch and with a cached prefix, drafting or
+    // not, as tests/quality.rs measured).
+    let differing: Vec<usize> = (0..s.requests)
+        .filter(|&i| b.references[i] != c.references[i])
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "greedy texts differ with drafting on: {differing:?}"
+    );
+    assert_eq!(b.failed, 0, "{:#?}", b.failures);
+    assert_eq!(c.failed, 0, "{:#?}", c.failures);
 }

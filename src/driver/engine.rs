@@ -76,6 +76,11 @@ pub struct EngineProfile {
     /// what OpenAI `tools` need; off, a request with `tools` is refused.
     #[serde(default = "yes")]
     pub jinja: bool,
+    /// Speculative decoding without a draft model: `"ngram_simple"` drafts
+    /// from n-grams already in the context (llama.cpp's
+    /// `COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE`). Greedy outputs stay the same.
+    #[serde(default)]
+    pub speculative: Option<String>,
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
@@ -139,6 +144,11 @@ impl EngineProfile {
         {
             bail!("engine profile {name}: rope_freq_base {b} must be a positive number");
         }
+        if let Some(s) = self.speculative.as_deref()
+            && s != "ngram_simple"
+        {
+            bail!("engine profile {name}: speculative = {s:?}: the choice is \"ngram_simple\"");
+        }
         Ok(())
     }
 
@@ -175,6 +185,10 @@ impl EngineProfile {
         if let Some(b) = self.rope_freq_base {
             args.push("--rope-freq-base".into());
             args.push(b.to_string().into());
+        }
+        if let Some(s) = &self.speculative {
+            args.push("--speculative".into());
+            args.push(s.into());
         }
         for (on, flag) in [
             (self.cache_prompt, "--no-cache-prompt"),

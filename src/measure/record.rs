@@ -95,6 +95,13 @@ pub struct ServerTimings {
     pub predicted_n: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_ms: Option<f64>,
+    /// Speculative decoding: tokens the server drafted for this request, and
+    /// how many of them its model accepted (llama.cpp's `draft_n`,
+    /// `draft_n_accepted`; absent when it does not draft).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_n_accepted: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -110,6 +110,12 @@ pub(super) struct Timings {
     pub(super) predicted_n: Option<u64>,
     #[serde(default)]
     pub(super) predicted_ms: Option<f64>,
+    /// Speculative decoding: tokens drafted, and how many of them the
+    /// model accepted (present when the server drafts).
+    #[serde(default)]
+    pub(super) draft_n: Option<u64>,
+    #[serde(default)]
+    pub(super) draft_n_accepted: Option<u64>,
 }
 
 /// `choices`, with the usual single choice stored inline so that a chunk costs

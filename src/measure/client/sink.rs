@@ -338,6 +338,8 @@ impl<'c> Sink<'c> {
             prompt_ms: t.prompt_ms,
             predicted_n: t.predicted_n,
             predicted_ms: t.predicted_ms,
+            draft_n: t.draft_n,
+            draft_n_accepted: t.draft_n_accepted,
         };
         // usage's count, when the server sent one, is the portable field.
         self.cap.cached_prompt_tokens = self.cap.cached_prompt_tokens.or(t.cache_n);
