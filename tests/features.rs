@@ -11,9 +11,9 @@
 //!
 //! Cost: 5 runs of 20 requests, each asked alone and then at concurrency 4
 //! (200 requests of at most 24 output tokens; the refused ones cost
-//! nothing), 87 s in the suite beside another binary (docs/testing.md);
-//! then 2 runs of 8 word-list requests, alone and again one at a time
-//! without the prompt cache (32 requests of about 30 tokens), about 35 s.
+//! nothing); then 2 runs of 8 word-list requests, alone and again one at a
+//! time without the prompt cache (32 requests of about 30 tokens). The
+//! binary: 115 s in the suite beside another binary (docs/testing.md).
 
 mod support;
 
