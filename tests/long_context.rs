@@ -12,8 +12,6 @@ mod support;
 use std::path::Path;
 use std::time::Instant;
 
-use infergate::measure::journal;
-use infergate::measure::record::Outcome;
 use infergate::measure::runner;
 
 const TARGET: u64 = 7680;
@@ -40,25 +38,11 @@ async fn run_once(
     name: &str,
 ) -> Vec<u64> {
     let out = dir.join(name);
-    let mut o = support::run_opts(base, suite(dir), out.clone());
-    o.tokenizer = tokenizer;
     let t0 = Instant::now();
-    let art = runner::run(&o).await.expect("run");
-    let mut recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
-    recs.sort_by_key(|r| r.index);
-    assert_eq!(recs.len(), REQUESTS, "{name}");
+    let (art, recs) = support::sized_run(base, suite(dir), tokenizer, &out, REQUESTS, name).await;
     let counts: Vec<u64> = recs
         .iter()
-        .map(|r| {
-            assert_eq!(
-                r.outcome,
-                Outcome::Ok,
-                "{name} #{}: {:?}",
-                r.index,
-                r.detail
-            );
-            r.capture.prompt_tokens.expect("usage.prompt_tokens")
-        })
+        .map(|r| r.capture.prompt_tokens.expect("usage.prompt_tokens"))
         .collect();
     // A journal line holds what was measured, never the prompt itself.
     let longest = std::fs::read_to_string(out.join(runner::JOURNAL_FILE))

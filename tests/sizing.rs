@@ -9,10 +9,6 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use infergate::measure::journal;
-use infergate::measure::record::Outcome;
-use infergate::measure::runner;
-
 /// 96 tokens (the chat template and instructions take 73): what is checked
 /// is each request's fit (its unique prefix tokenizes to a varying length),
 /// not the prompt's length, and every one of the 800 prompts is prefilled
@@ -43,24 +39,13 @@ fn write_suite(dir: &Path) -> PathBuf {
 /// the artifact's sizing notes.
 async fn run_once(base: &str, tokenizer: Option<PathBuf>, dir: &Path, name: &str) -> Vec<u64> {
     let out = dir.join(name);
-    let mut o = support::run_opts(base, write_suite(dir), out.clone());
-    o.tokenizer = tokenizer;
     let t0 = Instant::now();
-    let art = runner::run(&o).await.expect("run");
+    let (art, recs) =
+        support::sized_run(base, write_suite(dir), tokenizer, &out, REQUESTS, name).await;
     let took = t0.elapsed();
-    let mut recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
-    recs.sort_by_key(|r| r.index);
-    assert_eq!(recs.len(), REQUESTS, "{name}");
     let counts: Vec<u64> = recs
         .iter()
         .map(|r| {
-            assert_eq!(
-                r.outcome,
-                Outcome::Ok,
-                "{name} #{}: {:?}",
-                r.index,
-                r.detail
-            );
             assert_eq!(
                 r.target_prompt_tokens,
                 Some(TARGET),

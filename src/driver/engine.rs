@@ -76,11 +76,9 @@ pub struct EngineProfile {
     /// what OpenAI `tools` need; off, a request with `tools` is refused.
     #[serde(default = "yes")]
     pub jinja: bool,
-    /// Speculative decoding without a draft model: `"ngram_simple"` drafts
-    /// from n-grams already in the context (llama.cpp's
-    /// `COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE`). Greedy outputs stay the same.
+    /// Speculative decoding without a draft model. Greedy outputs stay the same.
     #[serde(default)]
-    pub speculative: Option<String>,
+    pub speculative: Option<Speculative>,
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
@@ -94,6 +92,24 @@ pub struct EngineProfile {
     /// Llama's 10000 for a model trained at 100000).
     #[serde(default)]
     pub rope_freq_base: Option<f64>,
+}
+
+/// How an engine profile drafts tokens for speculative decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speculative {
+    /// From n-grams already in the context (llama.cpp's
+    /// `COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE`).
+    NgramSimple,
+}
+
+impl Speculative {
+    /// The name `engine/serve.py --speculative` takes, as a profile writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Speculative::NgramSimple => "ngram_simple",
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -144,11 +160,6 @@ impl EngineProfile {
         {
             bail!("engine profile {name}: rope_freq_base {b} must be a positive number");
         }
-        if let Some(s) = self.speculative.as_deref()
-            && s != "ngram_simple"
-        {
-            bail!("engine profile {name}: speculative = {s:?}: the choice is \"ngram_simple\"");
-        }
         Ok(())
     }
 
@@ -186,9 +197,9 @@ impl EngineProfile {
             args.push("--rope-freq-base".into());
             args.push(b.to_string().into());
         }
-        if let Some(s) = &self.speculative {
+        if let Some(s) = self.speculative {
             args.push("--speculative".into());
-            args.push(s.into());
+            args.push(s.as_str().into());
         }
         for (on, flag) in [
             (self.cache_prompt, "--no-cache-prompt"),

@@ -82,28 +82,12 @@ impl<'de> Deserialize<'de> for ResponseFormatSpec {
 
 /// A workload's structured-output request, read and compiled: what goes in
 /// the body, and how an answer is marked.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StructuredOutput {
     /// The schema's name as sent (`json_schema.name`); None: `json_object`.
     name: Option<String>,
-    /// The schema as read from its file (None: `json_object`).
-    schema: Option<Arc<Value>>,
-    compiled: Option<Arc<(boon::Schemas, boon::SchemaIndex)>>,
-}
-
-impl std::fmt::Debug for StructuredOutput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StructuredOutput")
-            .field("name", &self.name)
-            .field("schema", &self.schema)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for StructuredOutput {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.schema == other.schema
-    }
+    /// None: `json_object`.
+    schema: Option<Schema>,
 }
 
 impl StructuredOutput {
@@ -115,23 +99,13 @@ impl StructuredOutput {
             ResponseFormatSpec::Named(n) if n == "json_object" => Ok(StructuredOutput {
                 name: None,
                 schema: None,
-                compiled: None,
             }),
             ResponseFormatSpec::Named(n) => bail!(
                 "response_format = {n:?}: the choices are \"json_object\" or {{ schema = \"FILE.json\" }}"
             ),
             ResponseFormatSpec::Schema(SchemaSpec { schema, name }) => {
                 let path = dir.join(schema);
-                let text = crate::config::dataset::read_bounded(&path)
-                    .with_context(|| format!("response_format.schema {}", path.display()))?;
-                let value: Value = serde_json::from_str(&text).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{}: line {}, column {}: not JSON: {e}",
-                        path.display(),
-                        e.line(),
-                        e.column()
-                    )
-                })?;
+                let value = read_json(&path, "response_format.schema")?;
                 let name = match name {
                     Some(n) => n.clone(),
                     None => path
@@ -148,11 +122,9 @@ impl StructuredOutput {
     /// A JSON Schema given as a value, compiled (an object that its
     /// meta-schema accepts; anything else is refused).
     pub fn from_schema(name: String, schema: Value) -> Result<StructuredOutput> {
-        let compiled = compile(&schema)?;
         Ok(StructuredOutput {
             name: Some(name),
-            schema: Some(Arc::new(schema)),
-            compiled: Some(Arc::new(compiled)),
+            schema: Some(Schema::compile(schema)?),
         })
     }
 
@@ -162,7 +134,7 @@ impl StructuredOutput {
         match (&self.name, &self.schema) {
             (Some(name), Some(schema)) => json!({
                 "type": "json_schema",
-                "json_schema": { "name": name, "schema": &**schema, "strict": true },
+                "json_schema": { "name": name, "schema": &*schema.source, "strict": true },
             }),
             _ => json!({ "type": "json_object" }),
         }
@@ -181,47 +153,79 @@ impl StructuredOutput {
                 mark::INVALID_JSON
             };
         };
-        match &self.compiled {
-            Some(c) if !valid(c, &value) => mark::SCHEMA_INVALID,
+        match &self.schema {
+            Some(schema) if !schema.accepts(&value) => mark::SCHEMA_INVALID,
             Some(_) => mark::VALID,
             // json_object asks for an object, not any JSON value.
             None if value.is_object() => mark::VALID,
             None => mark::SCHEMA_INVALID,
         }
     }
-
-    /// Every answer's mark, in request order.
-    pub fn marks<'a>(&self, caps: impl IntoIterator<Item = &'a StreamCapture>) -> String {
-        caps.into_iter().map(|c| self.mark(c)).collect()
-    }
 }
 
-/// A JSON Schema compiled by `boon`.
-type Compiled = (boon::Schemas, boon::SchemaIndex);
+/// A JSON Schema as read, and compiled by `boon`. Equal when the schemas
+/// read are (the compiled form has no equality of its own).
+#[derive(Clone)]
+struct Schema {
+    source: Arc<Value>,
+    compiled: Arc<(boon::Schemas, boon::SchemaIndex)>,
+}
 
-/// `schema` compiled; refused unless it is an object its meta-schema
-/// accepts, with the meta-schema's findings (where it is wrong).
-fn compile(schema: &Value) -> Result<Compiled> {
-    if !schema.is_object() {
-        bail!("not a JSON Schema: a schema is a JSON object, this is {schema}");
-    }
-    let mut schemas = boon::Schemas::new();
-    let mut compiler = boon::Compiler::new();
-    let url = "urn:infergate:schema";
-    compiler
-        .add_resource(url, schema.clone())
-        .map_err(|e| anyhow::anyhow!("not a JSON Schema: {e}"))?;
-    let index = compiler.compile(url, &mut schemas).map_err(|e| match e {
-        boon::CompileError::ValidationError { src, .. } => {
-            anyhow::anyhow!("not a JSON Schema: {src}")
+impl Schema {
+    /// `source` compiled; refused unless it is an object its meta-schema
+    /// accepts, with the meta-schema's findings (where it is wrong).
+    fn compile(source: Value) -> Result<Schema> {
+        if !source.is_object() {
+            bail!("not a JSON Schema: a schema is a JSON object, this is {source}");
         }
-        other => anyhow::anyhow!("not a JSON Schema: {other}"),
-    })?;
-    Ok((schemas, index))
+        let mut schemas = boon::Schemas::new();
+        let mut compiler = boon::Compiler::new();
+        let url = "urn:infergate:schema";
+        compiler
+            .add_resource(url, source.clone())
+            .map_err(|e| anyhow::anyhow!("not a JSON Schema: {e}"))?;
+        let index = compiler.compile(url, &mut schemas).map_err(|e| match e {
+            boon::CompileError::ValidationError { src, .. } => {
+                anyhow::anyhow!("not a JSON Schema: {src}")
+            }
+            other => anyhow::anyhow!("not a JSON Schema: {other}"),
+        })?;
+        Ok(Schema {
+            source: Arc::new(source),
+            compiled: Arc::new((schemas, index)),
+        })
+    }
+
+    fn accepts(&self, value: &Value) -> bool {
+        self.compiled.0.validate(value, self.compiled.1).is_ok()
+    }
 }
 
-fn valid(c: &Compiled, value: &Value) -> bool {
-    c.0.validate(value, c.1).is_ok()
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+/// A JSON file's value; a file that is not JSON is named with the line and
+/// column where it stops being so.
+fn read_json(path: &Path, field: &str) -> Result<Value> {
+    let text = crate::config::dataset::read_bounded(path)
+        .with_context(|| format!("{field} {}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: line {}, column {}: not JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })
 }
 
 /// `tools` as a suite writes it: `{ file = "tools/answer.json", choice =
@@ -239,28 +243,13 @@ pub struct ToolsSpec {
 }
 
 /// A workload's tools, read and their parameters compiled.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCalling {
     tools: Arc<Value>,
-    /// Each function offered: its name and compiled parameters.
-    functions: Arc<Vec<(String, Compiled)>>,
+    /// Each function offered: its name and parameters.
+    functions: Arc<Vec<(String, Schema)>>,
     choice: String,
     parallel: Option<bool>,
-}
-
-impl std::fmt::Debug for ToolCalling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolCalling")
-            .field("tools", &self.tools)
-            .field("choice", &self.choice)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for ToolCalling {
-    fn eq(&self, other: &Self) -> bool {
-        self.tools == other.tools && self.choice == other.choice && self.parallel == other.parallel
-    }
 }
 
 impl ToolCalling {
@@ -284,7 +273,7 @@ impl ToolCalling {
         let Some(list) = tools.as_array().filter(|l| !l.is_empty()) else {
             bail!("{file}: an array of tools, as OpenAI's `tools`, with at least one");
         };
-        let mut functions: Vec<(String, Compiled)> = Vec::new();
+        let mut functions: Vec<(String, Schema)> = Vec::new();
         for (i, t) in list.iter().enumerate() {
             let at = format!("{file}: tools[{i}]");
             if t.get("type").and_then(Value::as_str) != Some("function") {
@@ -301,8 +290,8 @@ impl ToolCalling {
                     "{at}: field `function.parameters`: missing; a function without arguments says so with {{\"type\": \"object\", \"properties\": {{}}}}"
                 );
             };
-            let compiled =
-                compile(params).with_context(|| format!("{at}: field `function.parameters`"))?;
+            let compiled = Schema::compile(params.clone())
+                .with_context(|| format!("{at}: field `function.parameters`"))?;
             functions.push((name.to_string(), compiled));
         }
         let choice = spec.choice.clone().unwrap_or_else(|| "auto".into());
@@ -363,7 +352,7 @@ impl ToolCalling {
                     mark::INVALID_JSON
                 };
             };
-            if !valid(params, &args) {
+            if !params.accepts(&args) {
                 return mark::SCHEMA_INVALID;
             }
         }

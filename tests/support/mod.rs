@@ -163,6 +163,40 @@ pub fn run_opts(
     }
 }
 
+/// A sized run of `suite` against `base` into `out`, with `tokenizer`
+/// (None: the server's `/tokenize`): its artifact and its journal's
+/// records by index, `requests` of them, every one succeeded (`name` in
+/// the messages).
+pub async fn sized_run(
+    base: &str,
+    suite: PathBuf,
+    tokenizer: Option<PathBuf>,
+    out: &Path,
+    requests: usize,
+    name: &str,
+) -> (
+    infergate::artifact::RunArtifact,
+    Vec<infergate::measure::record::RequestRecord>,
+) {
+    use infergate::measure::{journal, record::Outcome, runner};
+    let mut o = run_opts(base, suite, out.to_path_buf());
+    o.tokenizer = tokenizer;
+    let art = runner::run(&o).await.expect("run");
+    let mut recs = journal::read(&out.join(runner::JOURNAL_FILE)).unwrap();
+    recs.sort_by_key(|r| r.index);
+    assert_eq!(recs.len(), requests, "{name}");
+    for r in &recs {
+        assert_eq!(
+            r.outcome,
+            Outcome::Ok,
+            "{name} #{}: {:?}",
+            r.index,
+            r.detail
+        );
+    }
+    (art, recs)
+}
+
 /// Run `suite` (one cell, `cell`, too big for the server) against `target`:
 /// it is refused naming the cell and the server's `context`, before the
 /// journal is opened, so nothing was sent and nothing recorded.

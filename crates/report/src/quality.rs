@@ -43,27 +43,38 @@ pub fn answers_of(run: &TurnoverRun) -> Option<String> {
     (!run.task_answers.is_empty()).then(|| run.task_answers.clone())
 }
 
+/// Each workload both sides ran, by its first repeat on each side, in the
+/// baseline's order.
+fn first_repeats<'r>(
+    baseline: &'r [TurnoverRun],
+    candidate: &'r [TurnoverRun],
+) -> Vec<(&'r TurnoverRun, &'r TurnoverRun)> {
+    let first = |runs: &'r [TurnoverRun], name: &str| {
+        runs.iter()
+            .filter(|r| r.name == name)
+            .min_by_key(|r| r.repeat)
+    };
+    let mut out: Vec<(&TurnoverRun, &TurnoverRun)> = Vec::new();
+    for r in baseline {
+        if out.iter().any(|(b, _)| b.name == r.name) {
+            continue;
+        }
+        if let (Some(b), Some(c)) = (first(baseline, &r.name), first(candidate, &r.name)) {
+            out.push((b, c));
+        }
+    }
+    out
+}
+
 /// The task workloads both sides ran (first repeat of each name, in the
 /// baseline's order): (name, baseline answers, candidate answers).
 pub fn task_pairs(
     baseline: &[TurnoverRun],
     candidate: &[TurnoverRun],
 ) -> Vec<(String, String, String)> {
-    let first = |runs: &[TurnoverRun], name: &str| {
-        runs.iter()
-            .filter(|r| r.name == name)
-            .min_by_key(|r| r.repeat)
-            .and_then(answers_of)
-    };
-    let mut names: Vec<&str> = Vec::new();
-    for r in baseline {
-        if !r.task_answers.is_empty() && !names.contains(&r.name.as_str()) {
-            names.push(&r.name);
-        }
-    }
-    names
+    first_repeats(baseline, candidate)
         .into_iter()
-        .filter_map(|n| Some((n.to_string(), first(baseline, n)?, first(candidate, n)?)))
+        .filter_map(|(b, c)| Some((b.name.clone(), answers_of(b)?, answers_of(c)?)))
         .collect()
 }
 
@@ -79,24 +90,12 @@ pub struct FeaturePair {
 /// The features both sides marked for the same workload (its first
 /// repeat), in the baseline's order.
 pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec<FeaturePair> {
-    let first = |runs: &[TurnoverRun], name: &str| {
-        runs.iter()
-            .filter(|r| r.name == name)
-            .min_by_key(|r| r.repeat)
-            .map(|r| r.features.clone())
-    };
-    let mut out: Vec<FeaturePair> = Vec::new();
-    for r in baseline {
-        if out.iter().any(|p| p.workload == r.name) {
-            continue;
-        }
-        let (Some(b), Some(c)) = (first(baseline, &r.name), first(candidate, &r.name)) else {
-            continue;
-        };
-        for (feature, marks) in &b {
-            if let Some(theirs) = c.get(feature) {
+    let mut out = Vec::new();
+    for (b, c) in first_repeats(baseline, candidate) {
+        for (feature, marks) in &b.features {
+            if let Some(theirs) = c.features.get(feature) {
                 out.push(FeaturePair {
-                    workload: r.name.clone(),
+                    workload: b.name.clone(),
                     feature: feature.clone(),
                     baseline: marks.clone(),
                     candidate: theirs.clone(),

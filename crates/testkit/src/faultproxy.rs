@@ -305,23 +305,11 @@ async fn serve(mut sock: TcpStream, shared: &Shared) -> Result<()> {
     }
 }
 
-/// The JSON body with `max_tokens` at most `n`.
-fn cap_max_tokens(body: &[u8], n: u64) -> Result<Vec<u8>> {
-    let mut v: Value = serde_json::from_slice(body).context("CapMaxTokens: body is not JSON")?;
-    let asked = v
-        .get("max_tokens")
-        .and_then(Value::as_u64)
-        .unwrap_or(u64::MAX);
-    v["max_tokens"] = Value::from(asked.min(n));
-    Ok(serde_json::to_vec(&v)?)
-}
-
-/// The JSON body without its top-level `field`.
-fn drop_field(body: &[u8], field: &str) -> Result<Vec<u8>> {
-    let mut v: Value = serde_json::from_slice(body).context("DropField: body is not JSON")?;
-    if let Some(o) = v.as_object_mut() {
-        o.remove(field);
-    }
+/// The JSON body as `edit` leaves it (a fault named `fault` in errors).
+fn rewrite_body(body: &[u8], fault: &str, edit: impl FnOnce(&mut Value)) -> Result<Vec<u8>> {
+    let mut v: Value =
+        serde_json::from_slice(body).with_context(|| format!("{fault}: body is not JSON"))?;
+    edit(&mut v);
     Ok(serde_json::to_vec(&v)?)
 }
 
@@ -347,11 +335,24 @@ async fn respond(
         tokio::time::sleep(d).await;
     }
     let mut req = req;
-    if let Fault::CapMaxTokens(n) = event.fault {
-        req.body = cap_max_tokens(&req.body, n)?;
-    }
-    if let Fault::DropField(field) = event.fault {
-        req.body = drop_field(&req.body, field)?;
+    match event.fault {
+        Fault::CapMaxTokens(n) => {
+            req.body = rewrite_body(&req.body, "CapMaxTokens", |v| {
+                let asked = v
+                    .get("max_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(u64::MAX);
+                v["max_tokens"] = Value::from(asked.min(n));
+            })?;
+        }
+        Fault::DropField(field) => {
+            req.body = rewrite_body(&req.body, "DropField", |v| {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove(field);
+                }
+            })?;
+        }
+        _ => {}
     }
     let method = reqwest::Method::from_bytes(req.method.as_bytes())
         .with_context(|| format!("method {:?}", req.method))?;

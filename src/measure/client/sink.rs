@@ -220,7 +220,8 @@ impl<'c> Sink<'c> {
                     self.cap_bytes,
                     &mut self.content_full,
                 );
-                if self.answer_began() {
+                // Once the answer began nothing changes: no scan per chunk.
+                if self.cap.ttft_ms.is_none() && self.answer_began() {
                     self.cap.ttft_ms.get_or_insert(at_ms);
                 }
             }

@@ -325,26 +325,30 @@ impl TurnoverSpec {
         } else if self.tasks.is_some() || self.generate.is_some() {
             bail!("tasks and generate are read only with prompt = \"task\"");
         }
-        if self.response_format.is_some() {
+        // Each feature's answers are checked on the reference pass, and its
+        // body fields are its own to send.
+        for (field, asked, body_fields) in [
+            (
+                "response_format",
+                self.response_format.is_some(),
+                &["response_format"][..],
+            ),
+            (
+                "tools",
+                self.tools.is_some(),
+                &["tools", "tool_choice", "parallel_tool_calls"][..],
+            ),
+        ] {
+            if !asked {
+                continue;
+            }
             if self.contract != Contract::Reference {
                 bail!(
-                    "field `response_format`: needs contract = \"reference\" (the reference answers, taken alone at temperature 0, are the ones checked)"
+                    "field `{field}`: needs contract = \"reference\" (the reference answers, taken alone at temperature 0, are the ones checked)"
                 );
             }
-            if self.extra.contains_key("response_format") {
-                bail!("field `response_format` is given twice: here and in `extra`");
-            }
-        }
-        if self.tools.is_some() {
-            if self.contract != Contract::Reference {
-                bail!(
-                    "field `tools`: needs contract = \"reference\" (the reference answers, taken alone at temperature 0, are the ones checked)"
-                );
-            }
-            for field in ["tools", "tool_choice", "parallel_tool_calls"] {
-                if self.extra.contains_key(field) {
-                    bail!("field `{field}` is given twice: by `tools` and in `extra`");
-                }
+            if let Some(twice) = body_fields.iter().find(|f| self.extra.contains_key(**f)) {
+                bail!("field `{twice}` is given twice: by `{field}` and in `extra`");
             }
         }
         if self.shots() > prompt::MAX_SHOTS {
@@ -795,9 +799,10 @@ fn differing_call(
     reference: &[crate::measure::record::ToolCall],
     answer: &[crate::measure::record::ToolCall],
 ) -> Option<usize> {
-    let key = |c: &crate::measure::record::ToolCall| (c.name.clone(), c.arguments.clone());
-    (0..reference.len().max(answer.len()))
-        .find(|&k| reference.get(k).map(key) != answer.get(k).map(key))
+    (0..reference.len().max(answer.len())).find(|&k| {
+        let (r, a) = (reference.get(k), answer.get(k));
+        r.map(|c| (&c.name, &c.arguments)) != a.map(|c| (&c.name, &c.arguments))
+    })
 }
 
 /// The texts `compare` holds against the other runtime's: None where the
@@ -862,18 +867,15 @@ impl TurnoverSpec {
         refs: impl IntoIterator<Item = &'a StreamCapture>,
     ) -> std::collections::BTreeMap<String, String> {
         let refs: Vec<&StreamCapture> = refs.into_iter().collect();
-        let mut out = std::collections::BTreeMap::new();
-        if let Some(s) = &self.structured {
-            out.insert(
-                features::STRUCTURED_OUTPUT.to_string(),
-                s.marks(refs.iter().copied()),
-            );
-        }
-        if let Some(t) = &self.tool_calling {
+        let structured = self.structured.as_ref().map(|s| {
+            let marks = refs.iter().map(|c| s.mark(c)).collect();
+            (features::STRUCTURED_OUTPUT.to_string(), marks)
+        });
+        let tools = self.tool_calling.as_ref().map(|t| {
             let marks = refs.iter().map(|c| t.mark(c)).collect();
-            out.insert(features::TOOL_CALL.to_string(), marks);
-        }
-        out
+            (features::TOOL_CALL.to_string(), marks)
+        });
+        structured.into_iter().chain(tools).collect()
     }
 
     /// Task prompts: the identity of the items asked (None for other prompts).

@@ -129,8 +129,13 @@ fn level_after(density: Option<&Density>, t: f64, share: f64) -> f64 {
     let Some(density) = density else {
         return share;
     };
-    let crossing = |c: f64| density.beyond(c, t);
-    // Bisection on the z scale: crossing(c) falls as c rises.
+    bisect_level(|c| density.beyond(c, t), t, share)
+}
+
+/// The nominal level whose boundary at fraction `t` (on the score scale)
+/// is crossed with probability `share`: bisection on the z scale, since
+/// `crossing(c)` falls as `c` rises.
+fn bisect_level(crossing: impl Fn(f64) -> f64, t: f64, share: f64) -> f64 {
     let (mut lo, mut hi) = (-10.0f64, 40.0f64);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
@@ -459,7 +464,7 @@ mod tests {
     }
     /// The levels as first written: every boundary's density carried again
     /// from the first look, every grid point to every other, `erfc` at every
-    /// point. The product's shortcuts (the density carried look by look,
+    /// point (the same bisection). The product's shortcuts (the density carried look by look,
     /// the kernel cut at [`KERNEL_SD`], the saturated CDF) must agree.
     fn plain_level(looks: &[LookSpend]) -> f64 {
         fn through(earlier: &[Boundary], t: f64) -> Option<(f64, Vec<f64>, Vec<f64>)> {
@@ -499,19 +504,7 @@ mod tests {
                     .map(|(&u, &w)| w * normal_cdf((u - c) / sd))
                     .sum()
             };
-            let (mut lo, mut hi) = (-10.0f64, 40.0f64);
-            for _ in 0..200 {
-                let mid = 0.5 * (lo + hi);
-                if crossing(mid * t.sqrt()) > share {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-                if hi - lo < 1e-10 {
-                    break;
-                }
-            }
-            normal_cdf(-hi)
+            bisect_level(crossing, t, share)
         }
         let mut done: Vec<Boundary> = Vec::new();
         let (mut spent_before, mut t_before) = (0.0f64, 0.0f64);
