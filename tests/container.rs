@@ -479,7 +479,17 @@ async fn host_settings_reach_the_container_and_a_gpu_the_host_lacks_is_named() {
     let df = inside("df -k /dev/shm");
     let kib = df.lines().last().and_then(|l| l.split_whitespace().nth(1));
     assert_eq!(kib, Some((96 * 1024).to_string().as_str()), "{df}");
-    assert_eq!(inside("ulimit -n"), "4096");
+    // The soft limit of the container's own process (PID 1, set when it was
+    // created): an exec'd shell's `ulimit -n` is racy under runc 1.1, whose
+    // Go runtime may raise an exec'd process's soft limit to the hard one
+    // before the spec's is applied (opencontainers/runc#4266; seen here
+    // once in a loaded suite as 8192).
+    assert_eq!(
+        inside(
+            "while read -r l; do case \"$l\" in 'Max open files'*) set -- $l; echo \"$4\";; esac; done < /proc/1/limits"
+        ),
+        "4096"
+    );
     c.stop(&d, Duration::from_secs(10)).await.unwrap();
 
     // A GPU on a daemon without the NVIDIA Container Toolkit: refused when
