@@ -17,6 +17,7 @@ fn source(cfg: FastSourceConfig) -> (FastSource, Client) {
         first_byte: Duration::from_secs(5),
         idle: Duration::from_secs(5),
         total: Duration::from_secs(10),
+        per_1k_prompt_tokens: Duration::ZERO,
     };
     let client = Client::new(cc).expect("client");
     (src, client)
@@ -175,6 +176,47 @@ async fn silent_body_hits_the_first_byte_timeout() {
         "{}",
         message(&c)
     );
+}
+
+/// A first-byte timeout set for short prompts does not kill a long prefill,
+/// and the long prompts' allowance does not let a short request hang: each
+/// request gets the base plus its own prompt's allowance.
+#[tokio::test]
+async fn the_first_byte_timeout_grows_with_the_prompt_and_only_with_it() {
+    let (src, _) = source(FastSourceConfig::default());
+    let mut cc = ClientConfig::new(src.base_url());
+    cc.timeouts.first_byte = Duration::from_millis(300);
+    cc.timeouts.per_1k_prompt_tokens = Duration::from_millis(10);
+    let client = Client::new(cc).expect("client");
+    // The source answers 600 ms after the request, with nothing before.
+    let late = |content: &str| {
+        let mut b = body(4, json!({"ttft_ms": 600.0, "role_chunk": false}));
+        b["messages"] = json!([{"role": "user", "content": content}]);
+        b
+    };
+    let (_, long) = client
+        .stream_sized(Endpoint::Chat, &late("hi"), Some(100_000))
+        .await;
+    assert_eq!(long.failure, None, "300 ms + 1 s for 100k tokens: {long:?}");
+    assert!(long.ttft_ms.unwrap() >= 600.0);
+    let (_, short) = client
+        .stream_sized(Endpoint::Chat, &late("hi"), Some(100))
+        .await;
+    assert_eq!(class(&short), Some(Outcome::RequestError));
+    assert!(
+        message(&short).starts_with("first-byte timeout")
+            && message(&short).contains("within 301ms"),
+        "{}",
+        message(&short)
+    );
+    // Without a count, the body's size stands in: 400 kB of prompt is about
+    // 100k tokens, a 2-byte one is not.
+    let (_, unsized_long) = client
+        .stream_sized(Endpoint::Chat, &late(&"word ".repeat(80_000)), None)
+        .await;
+    assert_eq!(unsized_long.failure, None, "{unsized_long:?}");
+    let (_, unsized_short) = client.stream_sized(Endpoint::Chat, &late("hi"), None).await;
+    assert_eq!(class(&unsized_short), Some(Outcome::RequestError));
 }
 
 #[tokio::test]

@@ -50,6 +50,7 @@ fn timeouts(idle: Duration) -> Timeouts {
         first_byte: Duration::from_secs(120),
         idle,
         total: Duration::from_secs(300),
+        per_1k_prompt_tokens: Duration::ZERO,
     }
 }
 

@@ -125,6 +125,7 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
             first_byte: Duration::from_secs(10),
             idle: Duration::from_secs(10),
             total: Duration::from_secs(20),
+            per_1k_prompt_tokens: Duration::ZERO,
         },
         skip_turnover: false,
         quiet: true,

@@ -366,6 +366,10 @@ pub struct TimeoutArgs {
     /// Whole request, seconds.
     #[arg(long, default_value_t = 900.0, value_parser = seconds)]
     pub total_timeout: f64,
+    /// Seconds added to the first-byte and total timeouts per 1,000 prompt
+    /// tokens (prefill grows with the prompt); 0 for none.
+    #[arg(long, default_value_t = 2.0, value_parser = allowance_seconds)]
+    pub timeout_per_1k_prompt_tokens: f64,
 }
 
 /// A timeout in seconds: positive, finite, and small enough for a `Duration`
@@ -383,6 +387,14 @@ fn seconds(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Like [`seconds`], zero allowed.
+fn allowance_seconds(s: &str) -> Result<f64, String> {
+    if s.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(0.0);
+    }
+    seconds(s)
+}
+
 impl TimeoutArgs {
     pub fn to_timeouts(&self) -> Timeouts {
         Timeouts {
@@ -390,6 +402,7 @@ impl TimeoutArgs {
             first_byte: Duration::from_secs_f64(self.first_byte_timeout),
             idle: Duration::from_secs_f64(self.idle_timeout),
             total: Duration::from_secs_f64(self.total_timeout),
+            per_1k_prompt_tokens: Duration::from_secs_f64(self.timeout_per_1k_prompt_tokens),
         }
     }
 }
@@ -425,6 +438,16 @@ mod tests {
             args(MAX_SCRAPE_INTERVAL_S).to_options().unwrap().interval,
             Some(Duration::from_secs(86_400))
         );
+    }
+
+    #[test]
+    fn the_prompt_allowance_may_be_zero_but_never_negative() {
+        assert_eq!(allowance_seconds("0"), Ok(0.0));
+        assert_eq!(allowance_seconds("2.5"), Ok(2.5));
+        for bad in ["-1", "nan", "inf", "x"] {
+            assert!(allowance_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(seconds("0").is_err(), "the other timeouts stay positive");
     }
 
     #[test]

@@ -209,6 +209,7 @@ async fn canary(base_url: &str, api_key: Option<String>, model: &str) -> Check {
             first_byte: Duration::from_secs(120),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(180),
+            per_1k_prompt_tokens: Duration::ZERO,
         },
         capture_cap_bytes: 64 * 1024,
     };

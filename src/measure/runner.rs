@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
 use crate::config::suite::{CellSpec, Suite};
+use crate::config::timeouts::BYTES_PER_TOKEN_ESTIMATE;
 use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::measure::exact;
 use crate::measure::journal::{self, Journal};
@@ -239,7 +240,7 @@ impl Target {
             self.key.clone(),
             &self.info.model_id,
             self.info.has_tokenize,
-            opts.timeouts.unstreamed(),
+            opts.timeouts.clone(),
         );
         if let Some(t) = &self.tokenizer {
             sizer = sizer.with_file(t.clone());
@@ -489,8 +490,8 @@ fn method_of(
     m.insert(
         "timeouts".into(),
         format!(
-            "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}; a request exceeding one is a request_error naming it",
-            t.connect, t.first_byte, t.idle, t.total
+            "connect {:?}, first byte {:?}, idle gap between reads {:?}, total {:?}, first byte and total each extended by {:?} per 1,000 prompt tokens (the planned count, else the body's bytes / {BYTES_PER_TOKEN_ESTIMATE}); a request exceeding one is a request_error naming it",
+            t.connect, t.first_byte, t.idle, t.total, t.per_1k_prompt_tokens
         ),
     );
     m
@@ -1054,7 +1055,7 @@ fn request_job(
                     (req, Some(cell.prompt_tokens), template_prompt_tokens, None)
                 }
             };
-            let (sent, mut capture) = client.stream_timed(Endpoint::Chat, &req).await;
+            let (sent, mut capture) = client.stream_sized(Endpoint::Chat, &req, target).await;
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
             if let Some(src) = &source {
@@ -1291,6 +1292,7 @@ mod tests {
                     first_byte,
                     idle: Duration::from_secs(60),
                     total,
+                    per_1k_prompt_tokens: Duration::ZERO,
                 },
                 skip_turnover: true,
                 quiet: true,
@@ -1310,7 +1312,7 @@ mod tests {
                 .expect_err("nothing was sized");
             let e = format!("{e:#}");
             assert!(
-                e.contains("(prompt sizing): no answer within 1.0 s (the shorter of the run's first-byte and total timeouts)"),
+                e.contains("(prompt sizing): no answer within 1.0 s (the shorter of the run's first-byte and total timeouts, with the prompt's allowance)"),
                 "{e}"
             );
             assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());

@@ -3,13 +3,13 @@
 //! server's `usage.prompt_tokens` when no tokenizer is reachable.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
+use crate::config::timeouts::{BYTES_PER_TOKEN_ESTIMATE, Timeouts};
 use crate::measure::tokenizer::TokenizerFile;
 // The filler lives in a leaf module (turnover tasks use it too).
 pub use crate::measure::filler::{WORDS, filler, filler_words, push_filler};
@@ -74,8 +74,9 @@ pub struct PromptSizer {
     /// server process (a qualification's blocks), so the filler vocabulary
     /// is not counted again before each block.
     counted: TokenMemo,
-    /// Longest wait for one answer: the run's timeouts, never a fixed one.
-    wait: Duration,
+    /// The run's timeouts: one answer waits the shorter of first byte and
+    /// total, each with its text's allowance, never a fixed time.
+    timeouts: Timeouts,
 }
 
 /// Token counts by text, as one server counted them.
@@ -147,7 +148,7 @@ impl PromptSizer {
         api_key: Option<String>,
         model: &str,
         tokenize: bool,
-        wait: Duration,
+        timeouts: Timeouts,
     ) -> Self {
         PromptSizer {
             http,
@@ -157,17 +158,29 @@ impl PromptSizer {
             tokenize,
             file: None,
             counted: TokenMemo::default(),
-            wait,
+            timeouts,
         }
     }
 
-    /// `req` sent, its answer awaited at most `wait`; `what` names it in errors.
-    async fn send(&self, req: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response> {
-        match req.timeout(self.wait).send().await {
+    /// `req`, carrying `text_bytes` of prompt, sent; its answer awaited the
+    /// shorter of the run's first-byte and total timeouts with the text's
+    /// allowance (a probe of a 120k-token cell prefills 120k tokens); `what`
+    /// names it in errors.
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        what: &str,
+        text_bytes: usize,
+    ) -> Result<reqwest::Response> {
+        let wait = self
+            .timeouts
+            .for_prompt((text_bytes / BYTES_PER_TOKEN_ESTIMATE) as u64)
+            .unstreamed();
+        match req.timeout(wait).send().await {
             Ok(r) => Ok(r),
             Err(e) if e.is_timeout() => bail!(
-                "{what}: no answer within {:.1} s (the shorter of the run's first-byte and total timeouts)",
-                self.wait.as_secs_f64()
+                "{what}: no answer within {:.1} s (the shorter of the run's first-byte and total timeouts, with the prompt's allowance)",
+                wait.as_secs_f64()
             ),
             Err(e) => Err(anyhow::Error::new(e).context(what.to_string())),
         }
@@ -211,12 +224,13 @@ impl PromptSizer {
             "temperature": 0.0,
             "stream": false,
         });
+        let text_bytes = body["messages"].to_string().len();
         let mut req = self.http.post(&url).json(&body);
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
         let resp = self
-            .send(req, &format!("POST {shown} (prompt sizing)"))
+            .send(req, &format!("POST {shown} (prompt sizing)"), text_bytes)
             .await?;
         let status = resp.status();
         let v: Value = resp
@@ -269,7 +283,7 @@ impl PromptSizer {
             req = req.bearer_auth(k);
         }
         let v: Value = self
-            .send(req, &format!("POST {shown}"))
+            .send(req, &format!("POST {shown}"), text.len())
             .await?
             .json()
             .await

@@ -154,6 +154,7 @@ pub fn run_opts(
             first_byte: Duration::from_secs(120),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(300),
+            per_1k_prompt_tokens: Duration::ZERO,
         },
         skip_turnover: true,
         quiet: true,
@@ -228,6 +229,7 @@ pub fn client(base_url: &str) -> infergate::measure::client::Client {
             first_byte: Duration::from_secs(120),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(300),
+            per_1k_prompt_tokens: Duration::ZERO,
         },
         ..ClientConfig::new(base_url)
     })

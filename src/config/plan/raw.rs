@@ -58,6 +58,7 @@ pub(super) struct RawTimeouts {
     pub(super) first_byte_s: Option<Spanned<f64>>,
     pub(super) idle_s: Option<Spanned<f64>>,
     pub(super) total_s: Option<Spanned<f64>>,
+    pub(super) per_1k_prompt_tokens_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]

@@ -189,6 +189,7 @@ pub(super) fn timeouts(
         first_byte_s: None,
         idle_s: None,
         total_s: None,
+        per_1k_prompt_tokens_s: None,
     });
     let secs = |v, default: Duration, field| seconds(v, default.as_secs_f64(), field, err);
     Ok(crate::config::timeouts::Timeouts {
@@ -196,7 +197,30 @@ pub(super) fn timeouts(
         first_byte: secs(t.first_byte_s, d.first_byte, "timeouts.first_byte_s")?,
         idle: secs(t.idle_s, d.idle, "timeouts.idle_s")?,
         total: secs(t.total_s, d.total, "timeouts.total_s")?,
+        per_1k_prompt_tokens: allowance(t.per_1k_prompt_tokens_s, d.per_1k_prompt_tokens, err)?,
     })
+}
+
+/// `timeouts.per_1k_prompt_tokens_s`: seconds, zero allowed (no allowance).
+fn allowance(
+    v: Option<Spanned<f64>>,
+    default: Duration,
+    err: &ErrFn,
+) -> Result<Duration, ConfigError> {
+    match v {
+        None => Ok(default),
+        Some(s) if s.get_ref().is_finite() && *s.get_ref() >= 0.0 && *s.get_ref() < 1e7 => {
+            Ok(Duration::from_secs_f64(*s.get_ref()))
+        }
+        Some(s) => Err(err(
+            Some(s.span()),
+            "timeouts.per_1k_prompt_tokens_s",
+            format!(
+                "must be zero or a positive number of seconds (added per 1,000 prompt tokens), got {}",
+                s.get_ref()
+            ),
+        )),
+    }
 }
 
 /// Interleaved unless the plan says otherwise, sets `repeats` (the

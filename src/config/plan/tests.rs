@@ -134,6 +134,17 @@ fn client_timeouts_come_from_the_plan_and_bad_ones_name_their_line() {
     assert_eq!(e.line, Some(9), "{e}");
     let e = parse(&minimal("[timeouts]\nidle = 5\n")).unwrap_err();
     assert!(e.message.contains("idle"), "{e}");
+
+    // The prompt allowance may be zero (none), never negative.
+    let plan = parse(&minimal("[timeouts]\nper_1k_prompt_tokens_s = 0\n")).unwrap();
+    assert_eq!(plan.timeouts.per_1k_prompt_tokens, Duration::ZERO);
+    let e = parse(&minimal("[timeouts]\nper_1k_prompt_tokens_s = -0.5\n")).unwrap_err();
+    assert_eq!(
+        e.field.as_deref(),
+        Some("timeouts.per_1k_prompt_tokens_s"),
+        "{e}"
+    );
+    assert_eq!(e.line, Some(9), "{e}");
 }
 
 #[test]

@@ -24,6 +24,7 @@ use anyhow::Context as _;
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use serde_json::Value;
 
+use crate::config::timeouts::BYTES_PER_TOKEN_ESTIMATE;
 use crate::measure::record::{Outcome, StreamCapture};
 
 mod body;
@@ -191,9 +192,22 @@ impl Client {
     /// Like [`Client::stream`], also returning `t_send`, the instant every
     /// `*_ms` field of the capture is measured from (for run-relative offsets).
     pub async fn stream_timed(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
+        self.stream_sized(endpoint, body, None).await
+    }
+
+    /// Like [`Client::stream_timed`], for a prompt of `prompt_tokens`: its
+    /// first-byte and total timeouts grow by [`Timeouts::for_prompt`]'s
+    /// allowance. Without a count, the body's bytes over
+    /// [`BYTES_PER_TOKEN_ESTIMATE`] stand in for it.
+    pub async fn stream_sized(
+        &self,
+        endpoint: Endpoint,
+        body: &Value,
+        prompt_tokens: Option<u64>,
+    ) -> (Instant, StreamCapture) {
         let (t_send, mut cap) = match &self.wire {
-            Some(w) => self.stream_wire(w, endpoint, body).await,
-            None => self.stream_reqwest(endpoint, body).await,
+            Some(w) => self.stream_wire(w, endpoint, body, prompt_tokens).await,
+            None => self.stream_reqwest(endpoint, body, prompt_tokens).await,
         };
         // Captures are kept for the whole run: give back what reading reserved ahead.
         cap.chunk_ms.shrink_to_fit();
@@ -207,6 +221,7 @@ impl Client {
         w: &Wire,
         endpoint: Endpoint,
         body: &Value,
+        prompt_tokens: Option<u64>,
     ) -> (Instant, StreamCapture) {
         let mut cap = StreamCapture::default();
         // Serializing the body happens here, before t_send: it is the client's cost, not the server's.
@@ -230,10 +245,8 @@ impl Client {
         req.extend_from_slice(payload.len().to_string().as_bytes());
         req.extend_from_slice(b"\r\n\r\n");
         req.extend_from_slice(&payload);
-        let t_send = Instant::now();
-        if let Attempt::Done = self
-            .run_wire(w, &req, false, t_send, endpoint, &mut cap)
-            .await
+        let t = self.timeouts_for(prompt_tokens, payload.len());
+        if let (Attempt::Done, t_send) = self.run_wire(w, &req, false, endpoint, &t, &mut cap).await
         {
             return (t_send, cap);
         }
@@ -242,9 +255,7 @@ impl Client {
         // its use. That is the client's stale socket, not the server's answer:
         // retry once on a fresh connection, timed afresh.
         cap = StreamCapture::default();
-        let t_send = Instant::now();
-        self.run_wire(w, &req, true, t_send, endpoint, &mut cap)
-            .await;
+        let (_, t_send) = self.run_wire(w, &req, true, endpoint, &t, &mut cap).await;
         (t_send, cap)
     }
 
@@ -253,11 +264,11 @@ impl Client {
         w: &Wire,
         req: &[u8],
         fresh: bool,
-        t_send: Instant,
         endpoint: Endpoint,
+        t: &Timeouts,
         cap: &mut StreamCapture,
-    ) -> Attempt {
-        let t = &self.cfg.timeouts;
+    ) -> (Attempt, Instant) {
+        let t_send = Instant::now();
         let total_at = after(t_send, t.total);
         let first_byte_at = after(t_send, t.first_byte).min(total_at);
         let mut timer = pin!(tokio::time::sleep_until(first_byte_at.into()));
@@ -266,19 +277,19 @@ impl Client {
             r = w.pool.send(req, fresh) => r,
             () = &mut timer => {
                 fail(cap, Outcome::RequestError, no_response(t, first_byte_at, total_at));
-                return Attempt::Done;
+                return (Attempt::Done, t_send);
             }
         };
         let mut resp = match sent {
             Ok(r) => r,
-            Err(wire::SendError::Stale) => return Attempt::Stale,
+            Err(wire::SendError::Stale) => return (Attempt::Stale, t_send),
             Err(wire::SendError::Connect(msg)) => {
                 fail(cap, Outcome::RequestError, msg);
-                return Attempt::Done;
+                return (Attempt::Done, t_send);
             }
             Err(wire::SendError::Other(msg)) => {
                 fail(cap, Outcome::RequestError, format!("request error: {msg}"));
-                return Attempt::Done;
+                return (Attempt::Done, t_send);
             }
         };
         cap.http_status = Some(resp.status);
@@ -298,10 +309,15 @@ impl Client {
         if complete {
             w.pool.put(resp);
         }
-        Attempt::Done
+        (Attempt::Done, t_send)
     }
 
-    async fn stream_reqwest(&self, endpoint: Endpoint, body: &Value) -> (Instant, StreamCapture) {
+    async fn stream_reqwest(
+        &self,
+        endpoint: Endpoint,
+        body: &Value,
+        prompt_tokens: Option<u64>,
+    ) -> (Instant, StreamCapture) {
         let mut cap = StreamCapture::default();
         let url = match endpoint {
             Endpoint::Chat => self.chat_url.clone(),
@@ -320,13 +336,15 @@ impl Client {
             }
         };
         let retry = req.try_clone();
+        let bytes = req.body().and_then(|b| b.as_bytes()).map_or(0, <[u8]>::len);
+        let t = self.timeouts_for(prompt_tokens, bytes);
         let t_send = Instant::now();
-        self.run_reqwest(req, t_send, endpoint, &mut cap).await;
+        self.run_reqwest(req, t_send, endpoint, &t, &mut cap).await;
         // See stream_wire: a stale pooled socket is retried once, timed afresh.
         if let (Some(req), true) = (retry, stale_connection(&cap)) {
             cap = StreamCapture::default();
             let t_send = Instant::now();
-            self.run_reqwest(req, t_send, endpoint, &mut cap).await;
+            self.run_reqwest(req, t_send, endpoint, &t, &mut cap).await;
             return (t_send, cap);
         }
         (t_send, cap)
@@ -337,9 +355,9 @@ impl Client {
         req: reqwest::Request,
         t_send: Instant,
         endpoint: Endpoint,
+        t: &Timeouts,
         cap: &mut StreamCapture,
     ) {
-        let t = &self.cfg.timeouts;
         let total_at = after(t_send, t.total);
         let first_byte_at = after(t_send, t.first_byte).min(total_at);
         let mut timer = pin!(tokio::time::sleep_until(first_byte_at.into()));
@@ -387,6 +405,16 @@ impl Client {
             cap,
         )
         .await;
+    }
+}
+
+impl Client {
+    /// One request's limits: the configured ones with its prompt's allowance.
+    fn timeouts_for(&self, prompt_tokens: Option<u64>, body_bytes: usize) -> Timeouts {
+        let estimate = (body_bytes / BYTES_PER_TOKEN_ESTIMATE) as u64;
+        self.cfg
+            .timeouts
+            .for_prompt(prompt_tokens.unwrap_or(estimate))
     }
 }
 
