@@ -322,6 +322,24 @@ async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
         steps(&env.entries("q-container-fail")),
         ["plan - ok", "preflight baseline failed", "done - failed"]
     );
+    // With pull = "never", the refusal names the policy to change.
+    let never = env.write(
+        "never.toml",
+        &format!(
+            "suite = \"suite.toml\"\n[docker]\npull = \"never\"\n[baseline]\n{}\n[candidate]\n{}\n",
+            container_table(&absent, "baseline", &install, free_port()),
+            container_table(&image, "candidate", &install, free_port()),
+        ),
+    );
+    let o = qualify::run(&never, &env.opts("q-container-never"))
+        .await
+        .expect("qualify");
+    assert_eq!(o.verdict, Verdict::Refused);
+    let f = o.failure.unwrap();
+    assert!(
+        f.contains("not present locally and [docker] pull = \"never\""),
+        "{f}"
+    );
 
     // A container whose server cannot start: its logs are captured, then it is removed.
     let spec = ContainerDriver {

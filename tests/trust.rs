@@ -444,6 +444,30 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(before, after, "--check wrote nothing: no ledger, no out/");
+    // The pull policy decides what an absent image means: a pull by digest
+    // from the registry (unchecked, none is reached), or wrong under "never".
+    let plan = std::fs::read_to_string(d.join("plan.toml")).unwrap();
+    for (pull, want) in [
+        (
+            "missing",
+            "unchecked candidate runtime: image example.invalid/engine@sha256:",
+        ),
+        ("never", "[docker] pull = \"never\": load the image"),
+    ] {
+        let with = plan.replacen(
+            "[baseline]",
+            &format!("[docker]\nregistry = \"example.invalid\"\npull = \"{pull}\"\n[baseline]"),
+            1,
+        );
+        std::fs::write(d.join("pull.toml"), with).unwrap();
+        let o = infergate(d, &["qualify", "pull.toml", "--check"]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains(want) || out.contains("Docker is not reachable here"),
+            "{pull}: {want:?} not in:\n{out}"
+        );
+    }
+    std::fs::remove_file(d.join("pull.toml")).unwrap();
     // A plan that does not read is one wrong line, with its file and line.
     std::fs::write(d.join("bad.toml"), "name = \"x\"\nsuite = 3\n").unwrap();
     let o = infergate(d, &["qualify", "bad.toml", "--check"]);

@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use crate::config::plan::{ContainerDriver, ContainerHost, DockerSettings, Gpus, ImageRef};
+use crate::config::plan::{
+    ContainerDriver, ContainerHost, DockerSettings, Gpus, ImageRef, PullPolicy,
+};
 
 /// Bound on one API call that does no long work.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -434,8 +436,19 @@ pub async fn ensure_image(
     image: &ImageRef,
     settings: &DockerSettings,
 ) -> Result<String> {
-    if let Some(id) = resolve_image(docker, image).await? {
-        return Ok(id);
+    let present = resolve_image(docker, image).await?;
+    match (present, settings.pull) {
+        (Some(id), PullPolicy::Missing | PullPolicy::Never) => return Ok(id),
+        (None, PullPolicy::Never) => bail!(
+            "image {image} is not present locally and [docker] pull = \"never\": load the image \
+             (docker load, or a pull by digest), or set pull = \"missing\""
+        ),
+        (Some(_), PullPolicy::Always) if !registry_allows(image, settings) => bail!(
+            "[docker] pull = \"always\", but image {image} is not from the registry {}: \
+             name it by that registry, or set pull = \"missing\"",
+            settings.registry.as_deref().unwrap_or_default()
+        ),
+        _ => {}
     }
     if !registry_allows(image, settings) {
         bail!(

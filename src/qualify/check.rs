@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, Runtime};
+use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime};
 use crate::config::suite::LoadedSuite;
 use crate::decision::ledger::{Ledger, Location};
 use crate::decision::lifecycle::{self, engine_profile};
@@ -262,28 +262,50 @@ async fn image(
         );
         return;
     }
-    match container::resolve_image(docker, image).await {
-        Ok(Some(id)) => c.add(
+    let registry = plan.docker.registry.as_deref().unwrap_or_default();
+    let pullable = container::registry_allows(image, &plan.docker);
+    match (container::resolve_image(docker, image).await, plan.docker.pull) {
+        (Ok(Some(id)), PullPolicy::Always) if pullable => c.add(
+            what,
+            Found::Unchecked,
+            format!(
+                "image {image} present locally (ID {id}); [docker] pull = \"always\" pulls it by digest from {registry} before each start (--check reaches no registry)"
+            ),
+        ),
+        (Ok(Some(_)), PullPolicy::Always) => c.add(
+            what,
+            Found::Wrong,
+            format!(
+                "image {image}: [docker] pull = \"always\", but it is not from the registry {registry}: name it by that registry, or set pull = \"missing\""
+            ),
+        ),
+        (Ok(Some(id)), _) => c.add(
             what,
             Found::Checked,
             format!("image {image} present locally (ID {id})"),
         ),
-        Ok(None) if container::registry_allows(image, &plan.docker) => c.add(
+        (Ok(None), PullPolicy::Never) => c.add(
+            what,
+            Found::Wrong,
+            format!(
+                "image {image} is not present locally and [docker] pull = \"never\": load the image, or set pull = \"missing\""
+            ),
+        ),
+        (Ok(None), _) if pullable => c.add(
             what,
             Found::Unchecked,
             format!(
-                "image {image} is not present locally; qualify will pull it by digest from {} (--check reaches no registry)",
-                plan.docker.registry.as_deref().unwrap_or_default()
+                "image {image} is not present locally; qualify will pull it by digest from {registry} (--check reaches no registry)"
             ),
         ),
-        Ok(None) => c.add(
+        (Ok(None), _) => c.add(
             what,
             Found::Wrong,
             format!(
                 "image {image} is not present locally and no [docker] registry allows a pull by digest: load the image, or set the registry"
             ),
         ),
-        Err(e) => c.add(what, Found::Wrong, format!("image {image}: {e:#}")),
+        (Err(e), _) => c.add(what, Found::Wrong, format!("image {image}: {e:#}")),
     }
 }
 

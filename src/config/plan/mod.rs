@@ -113,7 +113,7 @@ impl Plan {
         let readmission = readmission(raw.readmission, &resolve, &err)?;
         let decision = decision(raw.decision, &err)?;
         let after = after(raw.after, &err)?;
-        let docker = docker(raw.docker);
+        let docker = docker(raw.docker, &err)?;
         let timeouts = timeouts(raw.timeouts, &err)?;
         let baseline = runtime(text, BASELINE, raw.baseline, &resolve, &err)?;
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;

@@ -444,6 +444,32 @@ pub struct DockerSettings {
     pub registry: Option<String>,
     /// Environment variable holding the base64 X-Registry-Auth value.
     pub auth_env: Option<String>,
+    /// When an image is pulled (by digest, from `registry`).
+    pub pull: PullPolicy,
+}
+
+/// `[docker] pull`, in `docker run --pull`'s words. Every pull is by digest,
+/// so a pull never changes which image runs: `always` only proves, before
+/// each start, that the registry still serves that digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PullPolicy {
+    /// Pull when the image is not present locally and the registry allows.
+    #[default]
+    Missing,
+    /// Never pull: an image not present locally stops the qualification.
+    Never,
+    /// Pull before every start, present or not (needs a registry).
+    Always,
+}
+
+impl PullPolicy {
+    pub fn word(self) -> &'static str {
+        match self {
+            PullPolicy::Missing => "missing",
+            PullPolicy::Never => "never",
+            PullPolicy::Always => "always",
+        }
+    }
 }
 
 impl Default for DockerSettings {
@@ -452,6 +478,7 @@ impl Default for DockerSettings {
             socket: PathBuf::from("/var/run/docker.sock"),
             registry: None,
             auth_env: None,
+            pull: PullPolicy::Missing,
         }
     }
 }

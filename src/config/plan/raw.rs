@@ -134,6 +134,7 @@ pub(super) struct RawDocker {
     pub(super) socket: Option<String>,
     pub(super) registry: Option<String>,
     pub(super) auth_env: Option<String>,
+    pub(super) pull: Option<Spanned<String>>,
 }
 
 fn yes() -> bool {

@@ -165,18 +165,45 @@ pub(super) fn after(v: Option<Spanned<String>>, err: &ErrFn) -> Result<After, Co
     keyword(&a, "after", words, err)
 }
 
-pub(super) fn docker(v: Option<RawDocker>) -> DockerSettings {
-    match v {
-        None => DockerSettings::default(),
-        Some(d) => DockerSettings {
-            socket: d
-                .socket
-                .map(PathBuf::from)
-                .unwrap_or_else(|| DockerSettings::default().socket),
-            registry: d.registry.filter(|r| !r.is_empty()),
-            auth_env: d.auth_env,
-        },
-    }
+pub(super) fn docker(v: Option<RawDocker>, err: &ErrFn) -> Result<DockerSettings, ConfigError> {
+    let Some(d) = v else {
+        return Ok(DockerSettings::default());
+    };
+    let registry = d.registry.filter(|r| !r.is_empty());
+    let pull = match &d.pull {
+        None => PullPolicy::Missing,
+        Some(p) => {
+            let policy = match p.get_ref().as_str() {
+                "missing" => PullPolicy::Missing,
+                "never" => PullPolicy::Never,
+                "always" => PullPolicy::Always,
+                other => {
+                    return Err(err(
+                        Some(p.span()),
+                        "docker.pull",
+                        format!("{other:?}: expected \"missing\", \"never\" or \"always\""),
+                    ));
+                }
+            };
+            if policy == PullPolicy::Always && registry.is_none() {
+                return Err(err(
+                    Some(p.span()),
+                    "docker.pull",
+                    "\"always\" pulls by digest from [docker] registry, and none is set".into(),
+                ));
+            }
+            policy
+        }
+    };
+    Ok(DockerSettings {
+        socket: d
+            .socket
+            .map(PathBuf::from)
+            .unwrap_or_else(|| DockerSettings::default().socket),
+        registry,
+        auth_env: d.auth_env,
+        pull,
+    })
 }
 
 pub(super) fn timeouts(

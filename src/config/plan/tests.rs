@@ -148,6 +148,32 @@ fn client_timeouts_come_from_the_plan_and_bad_ones_name_their_line() {
 }
 
 #[test]
+fn the_pull_policy_is_a_docker_word_and_always_needs_a_registry() {
+    assert_eq!(
+        parse(&minimal("")).unwrap().docker.pull,
+        PullPolicy::Missing
+    );
+    for (word, policy) in [
+        ("never", PullPolicy::Never),
+        ("missing", PullPolicy::Missing),
+        ("always", PullPolicy::Always),
+    ] {
+        let text = format!("[docker]\nregistry = \"registry.example\"\npull = \"{word}\"\n");
+        assert_eq!(parse(&minimal(&text)).unwrap().docker.pull, policy);
+    }
+    let e = parse(&minimal("[docker]\npull = \"always\"\n")).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("docker.pull"), "{e}");
+    assert!(e.message.contains("none is set"), "{e}");
+    assert_eq!(e.line, Some(9), "{e}");
+    let e = parse(&minimal("[docker]\npull = \"if-absent\"\n")).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("docker.pull"), "{e}");
+    assert!(
+        e.message.contains("\"missing\", \"never\" or \"always\""),
+        "{e}"
+    );
+}
+
+#[test]
 fn wrong_type_names_the_field_path() {
     let e = parse(&minimal("[readmission]\ncanary = \"yes\"\n")).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("readmission.canary"), "{e}");
