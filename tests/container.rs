@@ -83,7 +83,12 @@ fn free_port() -> u16 {
 
 /// A `[baseline]`/`[candidate]` table running engine profile `profile` in the image.
 fn container_table(image: &str, profile: &str, install: &EngineInstall, port: u16) -> String {
-    let p = engine::builtin_profiles().unwrap().remove(profile).unwrap();
+    // The suite's thread cap, as the process driver applies it.
+    let p = engine::builtin_profiles()
+        .unwrap()
+        .remove(profile)
+        .unwrap()
+        .with_threads_cap(engine::threads_cap_from_env().unwrap());
     let mut args: Vec<String> = p
         .serve_args(&install.model)
         .into_iter()
@@ -718,4 +723,127 @@ async fn a_gpu_request_reaches_the_nvidia_hook_exactly_as_asked() {
         "{hooks:?}"
     );
     c.stop(&d, Duration::from_secs(10)).await.unwrap();
+}
+
+/// A qualification whose runtimes share GPU 0, on the daemon with the
+/// stand-in NVIDIA hook, with a stand-in `nvidia-smi` first on the
+/// command's PATH. Each of its answers is the next of a fixed cycle: GPU 0
+/// busy (the runtime before still releasing its memory), then free, then
+/// holding the runtime's 30 GB. So every start must wait for the release,
+/// one poll, and its ledger row records the GPU as the host reports it.
+/// About 15 s: three container starts, one request a pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_start_on_a_gpu_waits_for_it_to_be_free_and_records_what_it_got() {
+    use std::os::unix::fs::PermissionsExt;
+    let _serial = serial().await;
+    let daemon = GpuDaemon::start();
+    let _d = daemon.ready().await;
+    let install = EngineInstall::locate().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
+    let built = Command::new(&script)
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", daemon.socket().display()),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let image = String::from_utf8_lossy(&built.stdout).trim().to_string();
+
+    let env = Env::new();
+    env.suite(1, 2);
+    let bin = env.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let line = |used: u64| format!("0, GPU-8f6c, NVIDIA Stand-In 80GB, 570.86.15, 81559, {used}\n");
+    for (i, used) in [72_000, 100, 30_000].into_iter().enumerate() {
+        std::fs::write(bin.join(format!("out{i}")), line(used)).unwrap();
+    }
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\nd=$(dirname \"$0\")\nn=$(cat \"$d/calls\" 2>/dev/null || echo 0)\n\
+         echo $((n + 1)) > \"$d/calls\"\ncat \"$d/out$((n % 3))\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gpu = "gpus = [\"0\"]\n";
+    let plan = env.write(
+        "plan.toml",
+        &format!(
+            "name = \"gpu\"\nsuite = \"suite.toml\"\nschedule = \"alternating\"\nrepeats = 1\n\
+             [docker]\nsocket = \"{}\"\n[baseline]\n{}{gpu}\n[candidate]\n{}{gpu}\n\
+             [readmission]\nexpected_model = \"{MODEL}\"\ntimeout_s = 60\n",
+            daemon.socket().display(),
+            container_table(&image, "baseline", &install, free_port()),
+            container_table(&image, "baseline", &install, free_port()),
+        ),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args([
+            "qualify",
+            "plan.toml",
+            "--id",
+            "q-gpu",
+            "--out",
+            "out",
+            "--quiet",
+        ])
+        .arg("--ledger")
+        .arg(&env.ledger)
+        .current_dir(plan.parent().unwrap())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    let entries = env.entries("q-gpu");
+    let s = steps(&entries).join("\n");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1 | 3)),
+        "{}\n{s}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e.step == "start" && e.status.as_str() == "ok")
+        .map(|e| &e.detail)
+        .collect();
+    let waits: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e.step == "gpu-free")
+        .map(|e| &e.detail)
+        .collect();
+    assert!(starts.len() >= 2, "{s}");
+    assert_eq!(
+        waits.len(),
+        starts.len(),
+        "one wait before each start:\n{s}"
+    );
+    for w in &waits {
+        // Busy at the first look, free at the second, one poll (1 s) later.
+        assert!(w["waited_s"].as_f64().unwrap() >= 1.0, "{w}");
+        assert_eq!(w["gpus"][0]["memory_used_mib"], 100, "{w}");
+    }
+    for st in &starts {
+        let g = &st["gpu"][0];
+        assert_eq!(g["uuid"], "GPU-8f6c", "{st}");
+        assert_eq!(g["name"], "NVIDIA Stand-In 80GB", "{st}");
+        assert_eq!(g["driver_version"], "570.86.15", "{st}");
+        assert_eq!(g["memory_used_mib"], 30_000, "{st}");
+        assert_eq!(st["host"]["gpus"], "[0]", "{st}");
+    }
+    // Leave nothing running on the test's daemon.
+    let _ = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["stop", "q-gpu", "--ledger"])
+        .arg(&env.ledger)
+        .output();
 }

@@ -11,13 +11,14 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::plan::{Driver, Plan, ProcessDriver, Runtime};
+use crate::config::plan::{Driver, Gpus, Plan, ProcessDriver, Runtime};
 use crate::decision::ledger::{Entry, Ledger, Status};
 use crate::decision::readmit;
 use crate::driver::container::{self, Docker};
 use crate::driver::detached::{DetachedProcess, ProcessIdentity};
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
+use crate::driver::gpu;
 use crate::driver::process::ProcessSpec;
 
 /// What the ledger records about a started runtime: enough for a later
@@ -309,14 +310,21 @@ pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
     )?;
     ctx.say(&format!("{label}: starting ({}, {tag})", rt.driver.kind()));
     let t0 = std::time::Instant::now();
-    match start_inner(ctx, rt, tag).await {
-        Ok((handle, process)) => {
+    let started = match gpus_free(ctx, rt).await {
+        Ok(smi) => start_inner(ctx, rt, tag).await.map(|s| (s, smi)),
+        Err(e) => Err(e),
+    };
+    match started {
+        Ok(((handle, process), smi)) => {
             let startup_s = t0.elapsed().as_secs_f64();
             let mut detail =
                 json!({"tag": tag, "handle": handle.to_value(), "startup_s": startup_s});
             if let Driver::Container(c) = &rt.driver {
                 // What the container was given: GPUs, devices, shared memory…
                 detail["host"] = container::host_record(&c.host);
+                if let Some(gpus) = &c.host.gpus {
+                    detail["gpu"] = gpu_record(smi.as_deref(), gpus);
+                }
             }
             ctx.log("start", Some(label), Status::Ok, detail)?;
             ctx.say(&format!(
@@ -339,6 +347,55 @@ pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
             ctx.say(&format!("{label}: failed to start: {e:#}"));
             Err(e.context(format!("starting the {label} runtime")))
         }
+    }
+}
+
+/// Before a container starts on GPUs, wait (bounded) until they are free:
+/// the runtime stopped before may still be releasing its memory, and one
+/// started beside it would get less KV cache than in production. Ledger:
+/// `gpu-free` ok (waited how long, each GPU's memory) or failed. Returns
+/// the `nvidia-smi` used, or None where the host has none (nothing waited
+/// for; the start row says so).
+async fn gpus_free(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Option<PathBuf>> {
+    let Driver::Container(c) = &rt.driver else {
+        return Ok(None);
+    };
+    let (Some(gpus), Some(smi)) = (&c.host.gpus, which("nvidia-smi")) else {
+        return Ok(None);
+    };
+    let label = rt.label.as_str();
+    match gpu::await_free(&smi, gpus, gpu::FREE_WAIT, gpu::FREE_POLL).await {
+        Ok(w) => {
+            ctx.log("gpu-free", Some(label), Status::Ok, json!(w))?;
+            if w.waited_s >= 1.0 {
+                ctx.say(&format!(
+                    "{label}: waited {:.0} s for GPUs {gpus} to be free",
+                    w.waited_s
+                ));
+            }
+            Ok(Some(smi))
+        }
+        Err(e) => {
+            ctx.log(
+                "gpu-free",
+                Some(label),
+                Status::Failed,
+                json!({"gpus": gpus.to_string(), "error": e}),
+            )?;
+            bail!("GPUs {gpus} for the {label} runtime: {e}")
+        }
+    }
+}
+
+/// The start row's `gpu`: each GPU the container was given as `nvidia-smi`
+/// reports it once the runtime is ready (name, driver, memory), or why not.
+fn gpu_record(smi: Option<&Path>, gpus: &Gpus) -> Value {
+    let Some(smi) = smi else {
+        return json!({"unchecked": "nvidia-smi is not on this host's PATH"});
+    };
+    match gpu::query(smi).and_then(|all| gpu::selected(&all, gpus)) {
+        Ok(g) => json!(g),
+        Err(e) => json!({"unchecked": e}),
     }
 }
 

@@ -1,11 +1,13 @@
 //! Runtime drivers: start a runtime profile and tell when it is ready.
 //! [`external`] (a URL someone else runs), [`process`] and [`detached`]
 //! (local processes, [`spec`] their command), [`container`] (Docker, by
-//! image digest), and the bundled reference [`engine`].
+//! image digest; [`gpu`] the host GPUs it gets), and the bundled reference
+//! [`engine`].
 pub mod container;
 pub mod detached;
 pub mod engine;
 pub mod external;
+pub mod gpu;
 pub mod process;
 mod runlog;
 pub mod spec;
