@@ -422,6 +422,11 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
     ] {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
+    // The daemon's API is new enough for the fields sent (or unchecked).
+    assert!(
+        out.contains("checked   docker daemon: Docker ") || out.contains("unchecked docker daemon"),
+        "{out}"
+    );
     // The image is never pulled: absent is wrong, or unchecked without Docker.
     assert!(
         out.contains("WRONG     candidate runtime: image example.invalid/engine@sha256:")
@@ -468,6 +473,45 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
         );
     }
     std::fs::remove_file(d.join("pull.toml")).unwrap();
+    // A calibrate output turns the spend into minutes: 3 requests of 4 s,
+    // 1 pass, 2 runtimes = 0.4 minutes; a cell it lacks is unchecked.
+    let cal = |cell: &str| {
+        serde_json::json!({
+            "schema": "infergate-calibration/v1", "created_at": "2026-12-06T00:00:00Z",
+            "model": "m", "runtime": null, "suite": "big", "suite_sha256": null, "runs": [],
+            "cells": [{"cell": cell, "metrics": [], "seconds_per_request": 4.0,
+                       "requests_per_side": null, "minutes": null}],
+            "aa_pairs": {"pairs": 0, "point_rule_failed": 0, "evidence_pass": 0,
+                         "evidence_fail": 0, "evidence_inconclusive": 0},
+            "minutes": null, "drift_sd_percent": 0.0, "policy_snippet": "", "method": ""
+        })
+        .to_string()
+    };
+    for (cell, want) in [
+        (
+            "big",
+            "checked   spend in minutes: about 0.4 minutes of requests",
+        ),
+        (
+            "other",
+            "unchecked spend in minutes: cal.json has no seconds per request for cell(s) big",
+        ),
+    ] {
+        std::fs::write(d.join("cal.json"), cal(cell)).unwrap();
+        let o = infergate(
+            d,
+            &[
+                "qualify",
+                "plan.toml",
+                "--check",
+                "--calibration",
+                "cal.json",
+            ],
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+    std::fs::remove_file(d.join("cal.json")).unwrap();
     // A plan that does not read is one wrong line, with its file and line.
     std::fs::write(d.join("bad.toml"), "name = \"x\"\nsuite = 3\n").unwrap();
     let o = infergate(d, &["qualify", "bad.toml", "--check"]);

@@ -57,6 +57,10 @@ pub struct QualifyArgs {
     /// runtime started, no ledger or file written. Exit 0 ready, 2 not.
     #[arg(long, conflicts_with_all = ["rollback", "then_stop", "junit", "adaptive"])]
     pub check: bool,
+    /// With --check: a `calibrate` output of the baseline, whose seconds per
+    /// request turn the spend into minutes.
+    #[arg(long, requires = "check")]
+    pub calibration: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -111,7 +115,7 @@ pub struct StopArgs {
 pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     let ledger = location(a.ledger)?;
     if a.check {
-        let c = qualify::check::check(&a.plan, ledger.as_ref()).await;
+        let c = qualify::check::check(&a.plan, ledger.as_ref(), a.calibration.as_deref()).await;
         print!("{c}");
         return Ok(ExitCode::from(if c.is_wrong() { 2 } else { 0 }));
     }

@@ -174,6 +174,25 @@ impl Docker {
         Ok(())
     }
 
+    /// The daemon's version and the newest Engine API version it speaks
+    /// (`GET /version`: `Version`, `ApiVersion`).
+    pub async fn version(&self) -> Result<(String, String)> {
+        let r = self
+            .call("GET", "/version", None, &[], Duration::from_secs(5))
+            .await?;
+        if r.status != 200 {
+            bail!("GET /version: HTTP {}: {}", r.status, r.message());
+        }
+        let v = r.json()?;
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .with_context(|| format!("GET /version without {k}"))
+        };
+        Ok((field("Version")?, field("ApiVersion")?))
+    }
+
     /// The local image `reference` names (a `name@sha256:` digest or an ID), if present.
     pub async fn image(&self, reference: &str) -> Result<Option<ImageInfo>> {
         let r = self

@@ -84,7 +84,11 @@ impl fmt::Display for Check {
 
 /// Check `plan_path` with the ledger the qualification would use (`given`
 /// on the command line, else the plan's, else the default).
-pub async fn check(plan_path: &Path, given: Option<&Location>) -> Check {
+pub async fn check(
+    plan_path: &Path,
+    given: Option<&Location>,
+    calibration: Option<&Path>,
+) -> Check {
     let mut c = Check::default();
     let plan = match Plan::load(plan_path) {
         Ok(p) => {
@@ -132,10 +136,14 @@ pub async fn check(plan_path: &Path, given: Option<&Location>) -> Check {
             context(&mut c, rt, s);
         }
     }
+    daemon(&mut c, &plan, &docker).await;
     schedule(&mut c, &plan);
     ledger(&mut c, &plan, given);
     if let Some(s) = &suite {
         spend(&mut c, &plan, s);
+        if let Some(file) = calibration {
+            minutes(&mut c, &plan, s, file);
+        }
     }
     c
 }
@@ -335,22 +343,47 @@ fn environment(c: &mut Check, rt: &Runtime) {
 /// (engine profiles); other runtimes report theirs only when they serve.
 fn context(c: &mut Check, rt: &Runtime, suite: &LoadedSuite) {
     let what = format!("{} context", rt.label);
-    let Driver::Process(ProcessDriver::Engine {
-        profile,
-        profiles_file,
-    }) = &rt.driver
-    else {
-        c.add(
-            what,
-            Found::Unchecked,
-            "the plan does not state it; each cell is checked against what the server reports before its first request",
-        );
-        return;
+    let (per_slot, source) = match &rt.driver {
+        Driver::Process(ProcessDriver::Engine {
+            profile,
+            profiles_file,
+        }) => {
+            let Ok(p) = engine_profile(profile, profiles_file.as_deref()) else {
+                return;
+            };
+            let source = format!(
+                "profile {profile}: {} over {} slots",
+                p.ctx_size, p.parallel
+            );
+            (u64::from(p.context_per_slot()), source)
+        }
+        Driver::Container(ct) => match stated_context(&ct.args)
+            .map(Ok)
+            .or_else(|| model_config_context(&ct.binds))
+        {
+            Some(Ok(found)) => found,
+            Some(Err(e)) => {
+                c.add(what, Found::Wrong, e);
+                return;
+            }
+            None => {
+                c.add(
+                    what,
+                    Found::Unchecked,
+                    "neither the engine's arguments (--context-length, --max-model-len, --ctx-size) nor a bound model's config.json state it; each cell is checked against what the server reports before its first request",
+                );
+                return;
+            }
+        },
+        _ => {
+            c.add(
+                what,
+                Found::Unchecked,
+                "the plan does not state it; each cell is checked against what the server reports before its first request",
+            );
+            return;
+        }
     };
-    let Ok(p) = engine_profile(profile, profiles_file.as_deref()) else {
-        return;
-    };
-    let per_slot = u64::from(p.context_per_slot());
     let misfits: Vec<String> = suite
         .suite
         .cells
@@ -361,13 +394,142 @@ fn context(c: &mut Check, rt: &Runtime, suite: &LoadedSuite) {
         c.add(
             what,
             Found::Checked,
-            format!(
-                "every cell fits {per_slot} tokens per request (profile {profile}: {} over {} slots)",
-                p.ctx_size, p.parallel
-            ),
+            format!("every cell fits {per_slot} tokens per request ({source})"),
         );
     } else {
-        c.add(what, Found::Wrong, misfits.join("; "));
+        c.add(
+            what,
+            Found::Wrong,
+            format!("{} ({source})", misfits.join("; ")),
+        );
+    }
+}
+
+/// The context per request an engine's arguments set: SGLang's
+/// `--context-length`, vLLM's `--max-model-len`, llama.cpp's `--ctx-size`
+/// / `-c` (shared by its `--parallel` / `-np` slots).
+fn stated_context(args: &[String]) -> Option<(u64, String)> {
+    let value = |names: &[&str]| {
+        args.iter().enumerate().find_map(|(i, a)| {
+            names.iter().find_map(|n| {
+                let v = match a.strip_prefix(n)? {
+                    "" => args.get(i + 1)?.as_str(),
+                    rest => rest.strip_prefix('=')?,
+                };
+                Some((
+                    v.parse::<u64>().ok()?,
+                    format!(
+                        "{a}{}",
+                        if a == n {
+                            format!(" {v}")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                ))
+            })
+        })
+    };
+    if let Some(found) = value(&["--context-length", "--max-model-len"]) {
+        return Some(found);
+    }
+    let (ctx, shown) = value(&["--ctx-size", "-c"])?;
+    match value(&["--parallel", "-np"]) {
+        Some((slots, np)) if slots > 1 => Some((ctx / slots, format!("{shown} over {np}"))),
+        _ => Some((ctx, shown)),
+    }
+}
+
+/// The trained context of the model a container reads from a bind: the
+/// first bound directory holding a `config.json`, read on the host. An
+/// unreadable or shapeless `config.json` is wrong, naming the file.
+fn model_config_context(binds: &[String]) -> Option<Result<(u64, String), String>> {
+    const KEYS: [&str; 4] = [
+        "max_position_embeddings",
+        "max_sequence_length",
+        "seq_length",
+        "n_positions",
+    ];
+    let file = binds
+        .iter()
+        .filter_map(|b| b.split(':').next())
+        .map(|host| Path::new(host).join("config.json"))
+        .find(|f| f.is_file())?;
+    let read = || -> Result<(u64, String), String> {
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
+        // Multimodal checkpoints keep the language model's under text_config.
+        let n = KEYS.iter().find_map(|k| {
+            let at = |o: &serde_json::Value| o.get(k).and_then(serde_json::Value::as_u64);
+            at(&v)
+                .or_else(|| v.get("text_config").and_then(at))
+                .map(|n| (n, *k))
+        });
+        let (n, key) = n.ok_or_else(|| {
+            format!(
+                "{}: none of {} is a number",
+                file.display(),
+                KEYS.join(", ")
+            )
+        })?;
+        Ok((
+            n,
+            format!(
+                "{}'s {key}; the server may be started with less, which is checked again before the first request",
+                file.display()
+            ),
+        ))
+    };
+    Some(read())
+}
+
+/// Oldest Engine API that has every field infergate sends (`DeviceRequests`
+/// came in 1.40).
+const MIN_DOCKER_API: (u32, u32) = (1, 40);
+
+/// The Docker daemon, when a runtime is a container: reachable, and new
+/// enough for the fields the container driver sends.
+async fn daemon(c: &mut Check, plan: &Plan, docker: &Docker) {
+    let containers = [&plan.baseline, &plan.candidate]
+        .iter()
+        .any(|rt| matches!(rt.driver, Driver::Container(_)));
+    if !containers {
+        return;
+    }
+    let what = "docker daemon";
+    let (version, api) = match docker.version().await {
+        Ok(v) => v,
+        Err(e) => {
+            c.add(
+                what,
+                Found::Unchecked,
+                format!(
+                    "{}: not reachable here ({e:#})",
+                    plan.docker.socket.display()
+                ),
+            );
+            return;
+        }
+    };
+    let parsed = api
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+    let (major, minor) = MIN_DOCKER_API;
+    match parsed {
+        Some(v) if v >= MIN_DOCKER_API => c.add(
+            what,
+            Found::Checked,
+            format!("Docker {version}, Engine API {api} (infergate needs {major}.{minor} or newer)"),
+        ),
+        _ => c.add(
+            what,
+            Found::Wrong,
+            format!(
+                "Docker {version} speaks Engine API {api}; infergate needs {major}.{minor} or newer (GPU requests): upgrade the daemon"
+            ),
+        ),
     }
 }
 
@@ -472,16 +634,18 @@ fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
     let cells = &suite.suite.cells;
     let requests: usize = cells.iter().map(|c| c.requests).sum();
     let warmup: usize = cells.iter().map(|c| c.warmup).sum();
-    let turnover: usize = if plan.skip_turnover {
-        0
+    let specs = if plan.skip_turnover {
+        &[][..]
     } else {
-        suite
-            .suite
-            .turnover_specs
-            .iter()
-            .map(|t| t.requests * t.repeats.max(1))
-            .sum()
+        &suite.suite.turnover_specs[..]
     };
+    let turnover: usize = specs.iter().map(|t| t.requests * t.repeats.max(1)).sum();
+    // Each turnover request may generate up to its max_tokens, on both the
+    // reference and the measured pass.
+    let turnover_tokens: u64 = specs
+        .iter()
+        .map(|t| 2 * (t.requests * t.repeats.max(1)) as u64 * t.max_tokens())
+        .sum();
     let measured = if plan.adaptive.enabled {
         format!(
             "adaptive: up to {} requests per cell ({} cell(s)) or {} minutes of rounds, whichever ends first",
@@ -501,8 +665,81 @@ fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
     c.add(
         "spend per side",
         Found::Checked,
-        format!("{measured}; {turnover} turnover requests"),
+        format!(
+            "{measured}; {turnover} turnover requests and as many for their reference passes (up to {turnover_tokens} generated tokens in all)"
+        ),
     );
+}
+
+/// The measuring's minutes from a `calibrate` output's seconds per request
+/// of each cell: both runtimes' passes, one after another. Startups,
+/// sizing, turnover and readmission come on top.
+fn minutes(c: &mut Check, plan: &Plan, suite: &LoadedSuite, file: &Path) {
+    let what = "spend in minutes";
+    let read = crate::report::files::read_regular(file)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| {
+            serde_json::from_slice::<crate::report::calibrate::Calibration>(&bytes)
+                .map_err(|e| format!("not a calibrate output: {e}"))
+        });
+    let cal = match read {
+        Ok(cal) if cal.schema == crate::report::calibrate::CALIBRATION_SCHEMA => cal,
+        Ok(cal) => {
+            c.add(
+                what,
+                Found::Wrong,
+                format!(
+                    "{}: schema {:?} is not a calibrate output's",
+                    file.display(),
+                    cal.schema
+                ),
+            );
+            return;
+        }
+        Err(e) => {
+            c.add(what, Found::Wrong, format!("{}: {e}", file.display()));
+            return;
+        }
+    };
+    let mut seconds = 0.0;
+    let mut missing = Vec::new();
+    for cell in &suite.suite.cells {
+        let per = cal
+            .cells
+            .iter()
+            .find(|n| n.cell == cell.name)
+            .and_then(|n| n.seconds_per_request);
+        match per {
+            Some(per) => seconds += (cell.requests + cell.warmup) as f64 * per,
+            None => missing.push(cell.name.as_str()),
+        }
+    }
+    let passes = if plan.adaptive.enabled {
+        1
+    } else {
+        plan.repeats
+    };
+    let total = 2.0 * passes as f64 * seconds / 60.0;
+    if missing.is_empty() {
+        c.add(
+            what,
+            Found::Checked,
+            format!(
+                "about {total:.1} minutes of requests for both runtimes ({}: each cell's seconds per request × its requests and warmups × {passes} pass(es) × 2 runtimes; startups, sizing, turnover and readmission on top)",
+                file.display()
+            ),
+        );
+    } else {
+        c.add(
+            what,
+            Found::Unchecked,
+            format!(
+                "{} has no seconds per request for cell(s) {}: calibrate this suite",
+                file.display(),
+                missing.join(", ")
+            ),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -528,6 +765,52 @@ mod tests {
         let mut c = Check::default();
         schedule(&mut c, p);
         c.lines.remove(0)
+    }
+
+    #[test]
+    fn the_context_an_engines_arguments_state_is_read_per_slot() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ctx = |a: &[&str]| stated_context(&args(a)).map(|(n, _)| n);
+        assert_eq!(
+            ctx(&["--model-path", "/m", "--context-length", "131072"]),
+            Some(131_072)
+        );
+        assert_eq!(ctx(&["--max-model-len=32768"]), Some(32_768));
+        assert_eq!(
+            ctx(&["-m", "x.gguf", "-c", "16384", "-np", "4"]),
+            Some(4096)
+        );
+        assert_eq!(ctx(&["--ctx-size=8192", "--parallel", "1"]), Some(8192));
+        assert_eq!(ctx(&["--port", "8000", "--cache"]), None);
+        assert_eq!(ctx(&["--context-length"]), None, "no value");
+        let (_, shown) = stated_context(&args(&["-c", "16384", "-np", "4"])).unwrap();
+        assert_eq!(shown, "-c 16384 over -np 4");
+    }
+
+    #[test]
+    fn a_bound_models_config_gives_its_trained_context_or_is_named_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("model");
+        std::fs::create_dir(&model).unwrap();
+        let bind = vec![
+            "/nonexistent/cache:/cache".to_string(),
+            format!("{}:/models/m:ro", model.display()),
+        ];
+        assert!(model_config_context(&bind).is_none(), "no config.json yet");
+        std::fs::write(
+            model.join("config.json"),
+            r#"{"text_config": {"max_position_embeddings": 131072}}"#,
+        )
+        .unwrap();
+        let (n, source) = model_config_context(&bind).unwrap().unwrap();
+        assert_eq!(n, 131_072);
+        assert!(source.contains("max_position_embeddings"), "{source}");
+        std::fs::write(model.join("config.json"), r#"{"hidden_size": 8}"#).unwrap();
+        let e = model_config_context(&bind).unwrap().unwrap_err();
+        assert!(
+            e.contains("config.json: none of max_position_embeddings"),
+            "{e}"
+        );
     }
 
     #[test]
