@@ -808,3 +808,98 @@ fn edit_first_ok_record(journal: &std::path::Path, field: &str, factor: f64) -> 
     std::fs::write(journal, lines.join("\n") + "\n").unwrap();
     (original, format!("{}:{}", journal.display(), k + 1))
 }
+
+/// `qualify --baseline URL --candidate URL`: no plan file. One endpoint
+/// twice is an A/A run and says so; the plan and suite land beside the
+/// report, and `qualify DIR/plan.toml` repeats the qualification from them.
+/// Bad input is refused before anything is written. About 30 s: one small
+/// cell, no turnover, a budget of 4 requests per side, twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_endpoints_qualify_without_a_plan_file_and_the_written_plan_repeats_it() {
+    let _serial = serial().await;
+    let engine = support::engine("baseline");
+    let env = Env::new();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("qualify")
+            .args(args)
+            .arg("--ledger")
+            .arg(&env.ledger)
+            .arg("--out")
+            .arg(env.path("out"))
+            .output()
+            .unwrap()
+    };
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let url = engine.base_url.as_str();
+    let small = [
+        "--cells",
+        "128x1",
+        "--no-turnover",
+        "--max-requests",
+        "4",
+        "--max-minutes",
+        "1",
+    ];
+    // Refused before a request or a file: not http(s), a cell the server
+    // cannot hold, a candidate missing.
+    for (args, want) in [
+        (
+            vec!["--baseline", "file:///etc", "--candidate", url],
+            "--baseline: \"file:///etc\" is not an http(s) URL",
+        ),
+        (
+            vec!["--baseline", url, "--candidate", url, "--cells", "9000x1"],
+            "--cells 9000x1: up to 9450 prompt tokens",
+        ),
+        (vec!["--baseline", url], "--candidate <URL>"),
+    ] {
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(want), "{want:?} not in {}", text(&o));
+    }
+    assert!(!env.path("out").exists(), "nothing written");
+
+    let mut args = vec!["--baseline", url, "--candidate", url, "--id", "aa-1"];
+    args.extend(small);
+    let o = cli(&args);
+    let out = text(&o);
+    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{out}");
+    assert!(out.contains("an A/A run"), "{out}");
+    let dir = env.path("out").join("aa-1");
+    for f in ["plan.toml", "suite.toml", "report.json"] {
+        assert!(dir.join(f).is_file(), "{f} in {}", dir.display());
+    }
+    let plan = std::fs::read_to_string(dir.join("plan.toml")).unwrap();
+    assert!(
+        plan.contains("driver = \"external\"") && plan.contains("max_requests = 4"),
+        "{plan}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    let cells: Vec<&String> = report["cells"].as_object().unwrap().keys().collect();
+    assert_eq!(cells, ["p128-c1"], "{report}");
+
+    // The written plan repeats it: same suite, same endpoints.
+    let again = cli(&[dir.join("plan.toml").to_str().unwrap(), "--id", "aa-2"]);
+    assert!(
+        matches!(again.status.code(), Some(0 | 1 | 3)),
+        "{}",
+        text(&again)
+    );
+    let suite = |id: &str| {
+        let v: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(env.path("out").join(id).join("report.json")).unwrap(),
+        )
+        .unwrap();
+        v["provenance"]["baseline"]["suite_sha256"].clone()
+    };
+    assert!(suite("aa-1").is_string());
+    assert_eq!(suite("aa-1"), suite("aa-2"));
+}

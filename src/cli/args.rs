@@ -54,7 +54,15 @@ pub enum Cmd {
     /// Render a v1 report for a terminal, a CI job summary (Markdown) or a browser
     /// (HTML). To parse one instead: schemas/runtime-profile-comparison.v1.json.
     Report(ReportArgs),
-    /// Qualify a candidate runtime against the baseline end to end, as a plan says.
+    /// Qualify a candidate runtime against the baseline end to end, as a plan
+    /// says; or two endpoints with no file (--baseline URL --candidate URL:
+    /// the plan and suite written from what discovery finds).
+    ///
+    /// With --baseline and --candidate, the plan gets the defaults any plan
+    /// gets: an interleaved schedule, and adaptive rounds until the gate
+    /// decides or the budget (--max-requests per side per cell, --max-minutes)
+    /// is spent. Its plan.toml and suite.toml are in the qualification's
+    /// directory, so `infergate qualify DIR/plan.toml` repeats it.
     Qualify(qualify::QualifyArgs),
     /// Record the human decision on a report: promote, or retain the baseline.
     Decide(qualify::DecideArgs),

@@ -3,6 +3,7 @@
 //! ends of the qualification commands ([`qualify`]).
 
 pub mod args;
+mod endpoints;
 mod exports;
 pub mod qualify;
 

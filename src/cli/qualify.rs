@@ -17,9 +17,14 @@ use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["plan", "baseline"])))]
 pub struct QualifyArgs {
-    /// Qualification plan (TOML): runtimes, suite, policy, readmission.
-    pub plan: PathBuf,
+    /// Qualification plan (TOML): runtimes, suite, policy, readmission. Or,
+    /// instead, two endpoints: --baseline URL --candidate URL.
+    #[arg(conflicts_with_all = ["baseline", "candidate", "api_key_env", "cells", "max_requests", "max_minutes", "no_turnover"])]
+    pub plan: Option<PathBuf>,
+    #[command(flatten)]
+    pub endpoints: EndpointArgs,
     /// Qualification id. An existing id is resumed (finished passes kept,
     /// leftovers stopped); default `<plan name>-<UTC time>`.
     #[arg(long)]
@@ -55,12 +60,47 @@ pub struct QualifyArgs {
     pub junit: Option<PathBuf>,
     /// Check the plan and what it needs, spending nothing: no pull, no
     /// runtime started, no ledger or file written. Exit 0 ready, 2 not.
-    #[arg(long, conflicts_with_all = ["rollback", "then_stop", "junit", "adaptive"])]
+    #[arg(long, conflicts_with_all = ["rollback", "then_stop", "junit", "adaptive", "baseline"])]
     pub check: bool,
     /// With --check: a `calibrate` output of the baseline, whose seconds per
     /// request turn the spend into minutes.
     #[arg(long, requires = "check")]
     pub calibration: Option<PathBuf>,
+}
+
+/// Two OpenAI-compatible endpoints someone else runs, qualified without a
+/// plan file: the plan and suite are written from what discovery finds
+/// (model, context per request) into the qualification's directory, and
+/// `infergate qualify DIR/plan.toml` repeats it exactly. The defaults any
+/// plan gets: an interleaved schedule, and adaptive rounds until the gate
+/// decides or the budget (--max-requests, --max-minutes) is spent. The same
+/// URL twice is an A/A run.
+#[derive(Args, Debug, Clone)]
+pub struct EndpointArgs {
+    /// The endpoint in service (base URL, e.g. http://127.0.0.1:8000).
+    #[arg(long, requires = "candidate", value_name = "URL")]
+    pub baseline: Option<String>,
+    /// The endpoint to qualify against it.
+    #[arg(long, requires = "baseline", value_name = "URL")]
+    pub candidate: Option<String>,
+    /// Environment variable holding the API key both endpoints take (never
+    /// written anywhere; the plan names the variable).
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// Cells as PROMPTxCONCURRENCY, comma-separated (default 512x1,2048x4,
+    /// each shrunk to fit the servers' context per request).
+    #[arg(long, value_name = "LIST")]
+    pub cells: Option<String>,
+    /// Adaptive budget: most requests per side per cell.
+    #[arg(long, default_value_t = infergate::config::endpoints::default_budget().0)]
+    pub max_requests: usize,
+    /// Adaptive budget: most minutes of measuring.
+    #[arg(long, default_value_t = infergate::config::endpoints::default_budget().1)]
+    pub max_minutes: f64,
+    /// No turnover workload (the exactness check under churn: 40 requests
+    /// and their reference answers per endpoint).
+    #[arg(long)]
+    pub no_turnover: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -114,23 +154,30 @@ pub struct StopArgs {
 
 pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     let ledger = location(a.ledger)?;
+    let (plan, id) = match a.plan {
+        Some(p) => (p, a.id),
+        None => {
+            let (p, id) = super::endpoints::write_plan(&a.endpoints, a.id, &a.out).await?;
+            (p, Some(id))
+        }
+    };
     if a.check {
-        let c = qualify::check::check(&a.plan, ledger.as_ref(), a.calibration.as_deref()).await;
+        let c = qualify::check::check(&plan, ledger.as_ref(), a.calibration.as_deref()).await;
         print!("{c}");
         return Ok(ExitCode::from(if c.is_wrong() { 2 } else { 0 }));
     }
     if let Some(junit) = &a.junit {
-        refuse_junit_over_inputs(junit, &a.plan, ledger.as_ref())?;
+        refuse_junit_over_inputs(junit, &plan, ledger.as_ref())?;
     }
     let opts = qualify::Options {
-        id: a.id,
+        id,
         out_root: Some(a.out),
         ledger,
         rollback: a.rollback,
         adaptive: a.adaptive,
         quiet: a.quiet,
     };
-    let mut o = qualify::run(&a.plan, &opts).await?;
+    let mut o = qualify::run(&plan, &opts).await?;
     if a.then_stop && o.serving.is_some() {
         retire_what_serves(&mut o, a.quiet).await?;
     }
@@ -141,7 +188,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             super::exports::after_report(
                 &v,
                 a.junit.as_deref(),
-                &[("plan", &a.plan), ("report", r)],
+                &[("plan", &plan), ("report", r)],
             )?;
             Some(v)
         }

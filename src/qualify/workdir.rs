@@ -45,11 +45,7 @@ pub(super) fn resolve_out_dir(
             .clone()
             .unwrap_or_else(|| PathBuf::from("out/qualify"));
         let dir = absolute(&root.join(id))?;
-        if dir.exists()
-            && std::fs::read_dir(&dir)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
+        if dir.exists() && !holds_only_its_inputs(&dir, plan, plan_path) {
             bail!(
                 "{} already exists and is not empty; choose another --id or --out",
                 dir.display()
@@ -82,6 +78,24 @@ pub(super) fn resolve_out_dir(
         .detail_str("out_dir")
         .context("plan entry without out_dir")?;
     Ok((PathBuf::from(dir), adaptive))
+}
+
+/// Whether `dir` is empty but for this plan and its suite (as
+/// `qualify --baseline --candidate` writes them there before it starts).
+fn holds_only_its_inputs(dir: &Path, plan: &Plan, plan_path: &Path) -> bool {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.into_iter().all(|e| {
+        e.is_ok_and(|e| {
+            let p = e.path();
+            same(&p, plan_path) || same(&p, &plan.suite)
+        })
+    })
 }
 
 /// A new qualification: the plan copy, the sidecar file, the `plan` entry.

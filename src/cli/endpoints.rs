@@ -1,0 +1,148 @@
+//! `qualify --baseline URL --candidate URL`: discover both endpoints, then
+//! write the plan and suite (`config::endpoints`) into the qualification's
+//! directory, where `qualify` reads them like any plan.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::qualify::EndpointArgs;
+use infergate::config::endpoints::{self, CellShape, Endpoints};
+use infergate::measure::discover::{self, ServerInfo};
+
+/// Longest wait for each discovery answer.
+const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
+
+/// Check the flags, discover both servers, and write `OUT/ID/plan.toml` and
+/// `OUT/ID/suite.toml`. Returns the plan's path and the id. Nothing is
+/// written, and no request but discovery's is sent, when anything is wrong.
+pub async fn write_plan(
+    a: &EndpointArgs,
+    id: Option<String>,
+    out: &Path,
+) -> Result<(PathBuf, String)> {
+    let e = endpoints_from(a)?;
+    e.check().map_err(anyhow::Error::msg)?;
+    let key = e
+        .api_key_env
+        .as_ref()
+        .and_then(|name| std::env::var(name).ok());
+    let base = discover_one("--baseline", &e.baseline, key.as_deref()).await?;
+    let cand = discover_one("--candidate", &e.candidate, key.as_deref()).await?;
+    if base.model_id != cand.model_id {
+        eprintln!(
+            "note: the endpoints serve different model names ({:?} and {:?}); each is asked for its own",
+            base.model_id, cand.model_id
+        );
+    }
+    let context = [base.context_window, cand.context_window]
+        .into_iter()
+        .flatten()
+        .min();
+    let cells = if e.cells.is_empty() {
+        endpoints::default_cells(context)
+    } else {
+        e.cells.clone()
+    };
+    endpoints::check_fit(&cells, context).map_err(anyhow::Error::msg)?;
+    let id = id.unwrap_or_else(|| infergate::qualify::new_id(e.name()));
+    let dir = out.join(&id);
+    if dir.join(infergate::qualify::PLAN_COPY).exists() {
+        bail!(
+            "{} already holds a plan: to resume or repeat it, run infergate qualify {}",
+            dir.display(),
+            dir.join(infergate::qualify::PLAN_COPY).display()
+        );
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let plan = dir.join(infergate::qualify::PLAN_COPY);
+    infergate::atomic::write_atomic(
+        &dir.join("suite.toml"),
+        endpoints::suite_text(&e, &cells).as_bytes(),
+    )?;
+    infergate::atomic::write_atomic(&plan, endpoints::plan_text(&e, &command(a)).as_bytes())?;
+    say(&e, &cells, context, &plan);
+    Ok((plan, id))
+}
+
+fn endpoints_from(a: &EndpointArgs) -> Result<Endpoints> {
+    let (Some(baseline), Some(candidate)) = (&a.baseline, &a.candidate) else {
+        bail!("--baseline and --candidate go together");
+    };
+    Ok(Endpoints {
+        baseline: baseline.trim_end_matches('/').to_string(),
+        candidate: candidate.trim_end_matches('/').to_string(),
+        api_key_env: a.api_key_env.clone(),
+        cells: match &a.cells {
+            Some(c) => endpoints::parse_cells(c).map_err(anyhow::Error::msg)?,
+            None => Vec::new(),
+        },
+        max_requests: a.max_requests,
+        max_minutes: a.max_minutes,
+        turnover: !a.no_turnover,
+    })
+}
+
+async fn discover_one(flag: &str, url: &str, key: Option<&str>) -> Result<ServerInfo> {
+    let http = infergate::measure::http_client()
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(DISCOVERY_WAIT)
+        .build()
+        .context("building HTTP client")?;
+    discover::discover(&http, url, key, DISCOVERY_WAIT)
+        .await
+        .with_context(|| format!("{flag} {url}: discovering the server"))
+}
+
+/// The command line the plan was written from, for its first comment.
+fn command(a: &EndpointArgs) -> String {
+    let mut c = format!(
+        "infergate qualify --baseline {} --candidate {}",
+        a.baseline.as_deref().unwrap_or_default(),
+        a.candidate.as_deref().unwrap_or_default()
+    );
+    if let Some(k) = &a.api_key_env {
+        c.push_str(&format!(" --api-key-env {k}"));
+    }
+    if let Some(cells) = &a.cells {
+        c.push_str(&format!(" --cells {cells}"));
+    }
+    c.push_str(&format!(
+        " --max-requests {} --max-minutes {}",
+        a.max_requests, a.max_minutes
+    ));
+    if a.no_turnover {
+        c.push_str(" --no-turnover");
+    }
+    c
+}
+
+fn say(e: &Endpoints, cells: &[CellShape], context: Option<u64>, plan: &Path) {
+    if e.is_aa() {
+        eprintln!(
+            "note: --baseline and --candidate are one endpoint: an A/A run. It measures this endpoint's noise; a pass is what it should show."
+        );
+    }
+    let names: Vec<String> = cells.iter().map(CellShape::name).collect();
+    eprintln!(
+        "qualify: cells {} ({}), {}; adaptive budget {} requests per side per cell or {} minutes; plan and suite in {} (repeat: infergate qualify {})",
+        names.join(", "),
+        match context {
+            Some(c) => format!("{c} tokens per request on both servers"),
+            None => "neither server reports its context".into(),
+        },
+        if e.turnover {
+            "a turnover check of 40 requests"
+        } else {
+            "no turnover check"
+        },
+        e.max_requests,
+        e.max_minutes,
+        plan.parent()
+            .map(Path::display)
+            .map(|d| d.to_string())
+            .unwrap_or_default(),
+        plan.display()
+    );
+}

@@ -1,0 +1,346 @@
+//! `infergate qualify --baseline URL --candidate URL`: the plan and suite of
+//! a qualification of two endpoints someone else runs, written from the
+//! flags and from what discovery found on both servers. Both files go into
+//! the qualification's directory, so `infergate qualify DIR/plan.toml`
+//! repeats it exactly; their text depends on the flags and on the servers'
+//! context window alone.
+
+use std::fmt::Write as _;
+
+use super::plan::Adaptive;
+use super::urls::{Password, check_http_url};
+
+/// The plan's name, and the id's prefix; [`AA_NAME`] when both are one endpoint.
+pub const NAME: &str = "endpoints";
+pub const AA_NAME: &str = "endpoints-aa";
+
+/// Output tokens of every cell: enough decode steps for a stable decode
+/// speed, few enough to keep a round short.
+pub const MAX_TOKENS: u64 = 64;
+/// Prompt tolerance of every cell, percent.
+pub const TOLERANCE_PERCENT: f64 = 5.0;
+
+/// One cell: prompt tokens and requests in flight (`512x1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellShape {
+    pub prompt_tokens: u64,
+    pub concurrency: usize,
+}
+
+impl CellShape {
+    pub fn name(&self) -> String {
+        format!("p{}-c{}", self.prompt_tokens, self.concurrency)
+    }
+
+    /// Tokens one request may need: the prompt at its tolerance, plus the output.
+    pub fn need(&self) -> u64 {
+        (self.prompt_tokens as f64 * (1.0 + TOLERANCE_PERCENT / 100.0)).ceil() as u64 + MAX_TOKENS
+    }
+}
+
+/// What the command line asked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoints {
+    pub baseline: String,
+    pub candidate: String,
+    /// Environment variable holding the key both endpoints take.
+    pub api_key_env: Option<String>,
+    /// `--cells`; empty: [`default_cells`] for the servers' context.
+    pub cells: Vec<CellShape>,
+    pub max_requests: usize,
+    pub max_minutes: f64,
+    /// `--no-turnover`: no exactness check under churn.
+    pub turnover: bool,
+}
+
+impl Endpoints {
+    /// Both URLs http(s), without a password or a query (they are written
+    /// into the plan and the ledger), told apart or the same endpoint.
+    pub fn check(&self) -> Result<(), String> {
+        for (flag, url) in [
+            ("--baseline", &self.baseline),
+            ("--candidate", &self.candidate),
+        ] {
+            check_http_url(url, Password::Refused).map_err(|m| format!("{flag}: {m}"))?;
+        }
+        if let Some(name) = &self.api_key_env {
+            match std::env::var(name) {
+                Ok(v) if !v.is_empty() => {}
+                _ => return Err(format!("--api-key-env {name}: the variable is not set")),
+            }
+        }
+        if self.max_requests == 0 || !(self.max_minutes > 0.0 && self.max_minutes <= 24.0 * 60.0) {
+            return Err(format!(
+                "--max-requests must be at least 1 and --max-minutes in (0, 1440]; got {} and {}",
+                self.max_requests, self.max_minutes
+            ));
+        }
+        Ok(())
+    }
+
+    /// The same server on both sides: an A/A run, which measures its noise.
+    pub fn is_aa(&self) -> bool {
+        self.baseline.trim_end_matches('/') == self.candidate.trim_end_matches('/')
+    }
+
+    pub fn name(&self) -> &'static str {
+        if self.is_aa() { AA_NAME } else { NAME }
+    }
+}
+
+/// `--cells 512x1,2048x4`: prompt tokens × concurrency, comma-separated.
+pub fn parse_cells(s: &str) -> Result<Vec<CellShape>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let bad = || format!("--cells: {c:?} is not PROMPTxCONCURRENCY (e.g. 512x1)");
+            let (p, n) = c.split_once(['x', 'X']).ok_or_else(bad)?;
+            let prompt_tokens: u64 = p.trim().parse().map_err(|_| bad())?;
+            let concurrency: usize = n.trim().parse().map_err(|_| bad())?;
+            if prompt_tokens == 0 || concurrency == 0 || concurrency > 1024 {
+                return Err(format!(
+                    "--cells: {c:?}: prompt tokens must be at least 1 and concurrency from 1 to 1024"
+                ));
+            }
+            Ok(CellShape {
+                prompt_tokens,
+                concurrency,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(|v| {
+            if v.is_empty() {
+                Err("--cells: no cell given".into())
+            } else {
+                Ok(v)
+            }
+        })
+}
+
+/// The cells when none are given: a short prompt one at a time (TTFT and
+/// decode speed undisturbed) and a longer one four at a time (batching),
+/// each as large as the context allows up to 512 and 2048 tokens.
+pub fn default_cells(context: Option<u64>) -> Vec<CellShape> {
+    let fit = |want: u64| match context {
+        // Leave the output and the tolerance room; 100 tokens keep the chat
+        // template and a sized body above any server's fixed overhead.
+        Some(ctx) => want
+            .min(((ctx.saturating_sub(MAX_TOKENS)) as f64 / 1.05 * 0.5) as u64)
+            .max(100),
+        None => want,
+    };
+    let mut cells = vec![
+        CellShape {
+            prompt_tokens: fit(512),
+            concurrency: 1,
+        },
+        CellShape {
+            prompt_tokens: fit(2048),
+            concurrency: 4,
+        },
+    ];
+    cells.dedup();
+    cells
+}
+
+/// Each cell against the context one request may use on both servers
+/// (the smaller of the two); the first that does not fit is an error
+/// naming it, before any request.
+pub fn check_fit(cells: &[CellShape], context: Option<u64>) -> Result<(), String> {
+    let Some(ctx) = context else { return Ok(()) };
+    match cells.iter().find(|c| c.need() > ctx) {
+        Some(c) => Err(format!(
+            "--cells {}x{}: up to {} prompt tokens plus {MAX_TOKENS} output tokens = {} > the {ctx} tokens per request the servers give",
+            c.prompt_tokens,
+            c.concurrency,
+            c.need() - MAX_TOKENS,
+            c.need()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The plan: both endpoints as external runtimes, the shared defaults.
+pub fn plan_text(e: &Endpoints, command: &str) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "# Written by: {command}");
+    let _ = writeln!(
+        t,
+        "# Repeat exactly: infergate qualify THIS-DIRECTORY/plan.toml"
+    );
+    if e.is_aa() {
+        let _ = writeln!(
+            t,
+            "# Baseline and candidate are one endpoint: an A/A run. It measures this\n\
+             # endpoint's noise; a pass is what it should show."
+        );
+    }
+    let _ = writeln!(
+        t,
+        "# The defaults any plan gets: an interleaved schedule (each cell's requests\n\
+         # alternate between the endpoints in blocks, so drift hits both alike) and\n\
+         # adaptive rounds of blocks until the gate decides or the budget is spent."
+    );
+    let _ = writeln!(t, "name = {:?}", e.name());
+    let _ = writeln!(t, "suite = \"suite.toml\"");
+    let _ = writeln!(t, "schedule = \"interleaved\"\n");
+    let _ = writeln!(t, "[adaptive]\nenabled = true");
+    let _ = writeln!(
+        t,
+        "max_requests = {}    # per side per cell",
+        e.max_requests
+    );
+    let _ = writeln!(t, "max_minutes = {}\n", e.max_minutes);
+    for (label, url) in [("baseline", &e.baseline), ("candidate", &e.candidate)] {
+        let _ = writeln!(t, "[{label}]\ndriver = \"external\"\nurl = {url:?}");
+        if let Some(k) = &e.api_key_env {
+            let _ = writeln!(t, "api_key_env = {k:?}");
+        }
+        t.push('\n');
+    }
+    t
+}
+
+/// The suite: the cells, and (unless `--no-turnover`) a turnover workload
+/// whose every output under churn must equal the endpoint's own answer to
+/// the same prompt alone.
+pub fn suite_text(e: &Endpoints, cells: &[CellShape]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "name = {:?}", e.name());
+    let _ = writeln!(
+        t,
+        "description = \"Cells and a turnover check for two endpoints, from infergate qualify --baseline --candidate\"\n"
+    );
+    for (i, c) in cells.iter().enumerate() {
+        let warmup = c.concurrency.max(2);
+        let _ = writeln!(
+            t,
+            "[[cell]]\nname = {:?}\nprompt_tokens = {}\ntolerance_percent = {TOLERANCE_PERCENT}\n\
+             max_tokens = {MAX_TOKENS}\nconcurrency = {}\nrequests = {}\nwarmup = {warmup}\n\
+             cache = \"unique\"\nseed = {}\n",
+            c.name(),
+            c.prompt_tokens,
+            c.concurrency,
+            (4 * c.concurrency).max(12),
+            i + 1
+        );
+    }
+    if e.turnover {
+        let _ = writeln!(
+            t,
+            "[[turnover]]\nname = \"words-c4\"\ncontract = \"reference\"\nprompt = \"words\"\n\
+             words = 5\nrequests = 40\nconcurrency = 4\nrepeats = 1\nseed = 1"
+        );
+    }
+    t
+}
+
+/// The `[adaptive]` defaults a plan gets, for the help text.
+pub fn default_budget() -> (usize, f64) {
+    let a = Adaptive::default();
+    (a.max_requests, a.max_minutes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::plan::Plan;
+    use crate::config::suite::LoadedSuite;
+
+    fn endpoints(b: &str, c: &str) -> Endpoints {
+        let (max_requests, max_minutes) = default_budget();
+        Endpoints {
+            baseline: b.into(),
+            candidate: c.into(),
+            api_key_env: None,
+            cells: Vec::new(),
+            max_requests,
+            max_minutes,
+            turnover: true,
+        }
+    }
+
+    #[test]
+    fn cells_read_as_prompt_by_concurrency_and_bad_ones_are_named() {
+        assert_eq!(
+            parse_cells("512x1, 2048X4").unwrap(),
+            [
+                CellShape {
+                    prompt_tokens: 512,
+                    concurrency: 1
+                },
+                CellShape {
+                    prompt_tokens: 2048,
+                    concurrency: 4
+                }
+            ]
+        );
+        for bad in ["512", "x4", "512x0", "0x1", "512x1,abc", ""] {
+            assert!(parse_cells(bad).is_err(), "{bad}");
+        }
+        assert!(parse_cells("1x2000").unwrap_err().contains("1 to 1024"));
+    }
+
+    #[test]
+    fn default_cells_shrink_to_the_context_and_a_given_cell_too_big_is_named() {
+        let big = default_cells(Some(131_072));
+        assert_eq!(
+            big.iter().map(CellShape::name).collect::<Vec<_>>(),
+            ["p512-c1", "p2048-c4"]
+        );
+        let small = default_cells(Some(1024));
+        assert!(small.iter().all(|c| c.need() <= 1024), "{small:?}");
+        assert!(check_fit(&small, Some(1024)).is_ok());
+        let e = check_fit(&parse_cells("4096x4").unwrap(), Some(4096)).unwrap_err();
+        assert!(
+            e.starts_with("--cells 4096x4: up to 4301 prompt tokens plus 64"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_written_plan_and_suite_read_back_as_any_plan_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut e = endpoints("http://127.0.0.1:8000", "http://127.0.0.1:8001/");
+        e.api_key_env = Some("INFERGATE_ENDPOINTS_TEST_KEY".into());
+        let cells = default_cells(Some(4096));
+        std::fs::write(dir.path().join("suite.toml"), suite_text(&e, &cells)).unwrap();
+        let plan_path = dir.path().join("plan.toml");
+        std::fs::write(&plan_path, plan_text(&e, "infergate qualify …")).unwrap();
+        let plan = Plan::load(&plan_path).unwrap();
+        assert_eq!(plan.name, NAME);
+        assert!(plan.adaptive.enabled);
+        assert_eq!(
+            (plan.adaptive.max_requests, plan.adaptive.max_minutes),
+            default_budget()
+        );
+        assert_eq!(
+            plan.baseline.api_key_env.as_deref(),
+            Some("INFERGATE_ENDPOINTS_TEST_KEY")
+        );
+        let suite = LoadedSuite::read(&plan.suite).unwrap();
+        assert_eq!(suite.suite.cells.len(), 2);
+        assert_eq!(suite.suite.turnover_specs.len(), 1);
+        // One endpoint twice is an A/A run, and its files say so.
+        let aa = endpoints("http://127.0.0.1:8000/", "http://127.0.0.1:8000");
+        assert!(aa.is_aa());
+        assert!(plan_text(&aa, "x").contains("an A/A run"));
+        assert_eq!(aa.name(), AA_NAME);
+    }
+
+    #[test]
+    fn urls_that_are_not_http_or_hold_a_password_are_refused_naming_the_flag() {
+        let e = endpoints("ftp://127.0.0.1/", "http://127.0.0.1:1");
+        assert!(e.check().unwrap_err().starts_with("--baseline: "));
+        let e = endpoints("http://127.0.0.1:1", "http://u:secret@127.0.0.1:2");
+        let msg = e.check().unwrap_err();
+        assert!(
+            msg.starts_with("--candidate: ") && !msg.contains("secret"),
+            "{msg}"
+        );
+        let mut e = endpoints("http://127.0.0.1:1", "http://127.0.0.1:2");
+        e.api_key_env = Some("INFERGATE_ENDPOINTS_SURELY_UNSET".into());
+        assert!(e.check().unwrap_err().contains("is not set"));
+    }
+}
