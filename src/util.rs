@@ -2,6 +2,8 @@
 //! API key from the environment. A leaf: it imports nothing of this crate
 //! (sha256 is the report crate's, re-exported).
 
+use std::path::{Path, PathBuf};
+
 use anyhow::{Result, bail};
 
 /// Read the API key named by `env`, failing clearly (without echoing any value).
@@ -186,6 +188,25 @@ pub fn input_reads(path: &std::path::Path) -> usize {
         .get(path)
         .copied()
         .unwrap_or(0)
+}
+
+/// `command` as a path (contains a slash) or looked up on PATH.
+pub fn which(command: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if command.contains('/') {
+        let p = PathBuf::from(command);
+        return executable(&p).then_some(p);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|d| d.join(command))
+        .find(|p| executable(p))
 }
 
 #[cfg(test)]

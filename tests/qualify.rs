@@ -903,3 +903,161 @@ async fn two_endpoints_qualify_without_a_plan_file_and_the_written_plan_repeats_
     assert!(suite("aa-1").is_string());
     assert_eq!(suite("aa-1"), suite("aa-2"));
 }
+
+/// A loopback receiver for URL hooks: every request's body, answered 200.
+fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/infergate", listener.local_addr().unwrap());
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = got.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            keep.lock()
+                .unwrap()
+                .push(format!("{head}\n{}", String::from_utf8_lossy(&body)));
+            let _ = (&stream)
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (url, got)
+}
+
+/// A plan's `[hooks]`: the summary reaches a command's standard input and
+/// a loopback URL once per verdict and once per decision, with no secret
+/// in it; a hook that fails and one that hangs are recorded and change
+/// nothing else. About 15 s: an A/A qualification of the shared engine
+/// through the external driver, then a decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_hear_the_verdict_and_the_decision_and_their_failures_change_nothing() {
+    let _serial = serial().await;
+    let engine = support::engine("baseline");
+    let env = Env::new();
+    env.suite(2, 4);
+    let (url, got) = receiver();
+    let stdin_copy = env.path("verdict.json");
+    let runtime = |label: &str| {
+        format!(
+            "[{label}]\ndriver = \"external\"\nurl = \"{}\"\napi_key_env = \"INFERGATE_HOOK_TEST_KEY\"\n",
+            engine.base_url
+        )
+    };
+    let plan = env.write(
+        "plan.toml",
+        &format!(
+            "name = \"hooks\"\nsuite = \"suite.toml\"\nschedule = \"alternating\"\nrepeats = 1\n{}{}\
+             [hooks]\non_verdict = [\n  {{ command = [\"sh\", \"-c\", \"cat > {}\"] }},\n  {{ url = \"{url}\" }},\n  \
+             {{ command = [\"sh\", \"-c\", \"echo refused by the pager >&2; exit 3\"] }},\n  \
+             {{ command = [\"sleep\", \"30\"], timeout_s = 1 }},\n]\non_decision = [{{ url = \"{url}\" }}]\n",
+            runtime("baseline"),
+            runtime("candidate"),
+            stdin_copy.display()
+        ),
+    );
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .args(args)
+            .arg("--ledger")
+            .arg(&env.ledger)
+            .env("INFERGATE_HOOK_TEST_KEY", "sekrit-hook-key")
+            .current_dir(plan.parent().unwrap())
+            .output()
+            .unwrap()
+    };
+    let q = run(&["qualify", "plan.toml", "--id", "q-hooks", "--out", "out"]);
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&q.stdout),
+        String::from_utf8_lossy(&q.stderr)
+    );
+    assert!(matches!(q.status.code(), Some(0 | 1 | 3)), "{shown}");
+    assert!(
+        shown.contains("hook on verdict FAILED (nothing else changes)"),
+        "{shown}"
+    );
+    let entries = env.entries("q-hooks");
+    let hooks: Vec<(String, String)> = entries
+        .iter()
+        .filter(|e| e.step == "hook")
+        .map(|e| (e.status.as_str().to_string(), e.detail.to_string()))
+        .collect();
+    assert_eq!(hooks.len(), 4, "{hooks:#?}");
+    assert_eq!(
+        hooks.iter().filter(|(s, _)| s == "ok").count(),
+        2,
+        "{hooks:#?}"
+    );
+    assert!(
+        hooks[2].1.contains("exited 3: refused by the pager"),
+        "{hooks:#?}"
+    );
+    assert!(
+        hooks[3].1.contains("did not finish within 1s; killed"),
+        "{hooks:#?}"
+    );
+    let done = entries.iter().rfind(|e| e.step == "done").unwrap();
+    assert_eq!(
+        done.status.as_str(),
+        "ok",
+        "the hooks' failures fail nothing"
+    );
+
+    // The command's standard input and the URL's body: one verdict summary.
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&stdin_copy).unwrap()).unwrap();
+    assert_eq!(verdict["event"], "verdict");
+    assert_eq!(verdict["qualification"], "q-hooks");
+    assert!(verdict["gates"].is_string(), "{verdict}");
+    let report = env.path("out/q-hooks/report.json");
+    let at_verdict = verdict["report"]["sha256"].as_str().unwrap().to_string();
+    let bodies = got.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1, "{bodies:#?}");
+    assert!(bodies[0].contains("\"event\":\"verdict\""), "{}", bodies[0]);
+
+    let d = run(&[
+        "decide",
+        report.to_str().unwrap(),
+        "--retain-baseline",
+        "--note",
+        "hooks test",
+    ]);
+    assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
+    let bodies = got.lock().unwrap().clone();
+    assert_eq!(
+        bodies.len(),
+        2,
+        "once per verdict, once per decision: {bodies:#?}"
+    );
+    let decision: serde_json::Value =
+        serde_json::from_str(bodies[1].split_once("\n\n").unwrap().1.trim()).unwrap();
+    assert_eq!(decision["event"], "decision");
+    assert_eq!(decision["action"], "retain-baseline");
+    assert_eq!(decision["note"], "hooks test");
+    // The decision rewrote the report: its summary names the new bytes.
+    let now = infergate::report::digest::sha256_hex(&std::fs::read(&report).unwrap());
+    assert_eq!(decision["report"]["sha256"], now.as_str());
+    assert_ne!(at_verdict, now);
+    for b in &bodies {
+        assert!(!b.contains("sekrit"), "{b}");
+    }
+    assert!(
+        !std::fs::read_to_string(&stdin_copy)
+            .unwrap()
+            .contains("sekrit")
+    );
+}

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::decision::ledger::{Ledger, Status};
 use crate::decision::lifecycle::{self, Ctx, Handle};
+use crate::decision::notify::{self, Event};
 use crate::decision::state::QualificationFile;
 use crate::driver::container::Docker;
 use crate::report::{self, Decision, DecisionAction, Report};
@@ -246,6 +247,17 @@ pub async fn decide_and_apply(
         },
         json!({"action": action, "promotion": promotion}),
     )?;
+    if !ctx.plan.hooks.on_decision.is_empty() {
+        let fields = json!({
+            "action": action,
+            "who": who,
+            "note": note,
+            "carried_out": carried_out,
+            "promotion": promotion,
+        });
+        let summary = notify::summary(ctx, Event::Decision, Some(report_path), fields);
+        notify::notify(ctx, Event::Decision, &summary).await?;
+    }
     Ok(Applied {
         carried_out,
         promotion,

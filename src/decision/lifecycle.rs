@@ -20,6 +20,7 @@ use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
 use crate::driver::gpu;
 use crate::driver::process::ProcessSpec;
+pub use crate::util::which;
 
 /// What the ledger records about a started runtime: enough for a later
 /// invocation to check it or stop it.
@@ -815,25 +816,6 @@ pub async fn stop_leftovers(ctx: &Ctx<'_>) -> Result<()> {
         stop(ctx, &label, &h, "left running by an interrupted invocation").await?;
     }
     Ok(())
-}
-
-/// `command` as a path (contains a slash) or looked up on PATH.
-pub fn which(command: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    };
-    if command.contains('/') {
-        let p = PathBuf::from(command);
-        return executable(&p).then_some(p);
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|d| d.join(command))
-        .find(|p| executable(p))
 }
 
 fn file_sha256(path: &Path) -> Result<String> {

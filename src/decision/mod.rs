@@ -11,6 +11,7 @@
 pub mod decide;
 pub mod ledger;
 pub mod lifecycle;
+pub mod notify;
 pub mod readmit;
 pub mod state;
 pub mod status;

@@ -13,6 +13,7 @@ use crate::config::plan::{After, BASELINE, OnOutcome};
 use crate::decision::decide;
 use crate::decision::ledger::{Entry, Location, Status};
 use crate::decision::lifecycle::{self, Ctx};
+use crate::decision::notify::{self, Event};
 use crate::decision::state::decision_in;
 use crate::report::{self, DecisionAction, Report};
 
@@ -133,6 +134,14 @@ pub(super) async fn finish(
         }
     }
     let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();
+    tell_the_verdict(
+        ctx,
+        &verdict_text,
+        verdict == Verdict::Qualified,
+        report.as_deref(),
+        failure.as_deref(),
+    )
+    .await?;
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let serving = lifecycle::serving(&entries);
     let decision = decision_in(&entries);
@@ -162,6 +171,31 @@ pub(super) async fn finish(
         serving,
         spent: spent_in(&entries),
     })
+}
+
+/// The plan's `on_verdict` hooks, given the verdict, the gates' summary
+/// and the report.
+async fn tell_the_verdict(
+    ctx: &Ctx<'_>,
+    verdict: &serde_json::Value,
+    qualified: bool,
+    report: Option<&Path>,
+    failure: Option<&str>,
+) -> Result<()> {
+    if ctx.plan.hooks.on_verdict.is_empty() {
+        return Ok(());
+    }
+    let gates = report
+        .and_then(|p| crate::report::read_report(p).ok())
+        .map(|r| crate::report::gate::summary(&r));
+    let fields = json!({
+        "verdict": verdict,
+        "qualified": qualified,
+        "gates": gates,
+        "failure": failure,
+    });
+    let summary = notify::summary(ctx, Event::Verdict, report, fields);
+    notify::notify(ctx, Event::Verdict, &summary).await
 }
 
 pub(super) fn finished_outcome(

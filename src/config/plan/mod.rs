@@ -43,6 +43,11 @@
 //! [readmission]
 //! expected_model = "SmolLM2-135M-Instruct-Q4_1"
 //! hook = { command = ["scripts/router-admit.sh"] }   # or { url = "http://127.0.0.1:9000/admit" }
+//!
+//! [hooks]                # told of the verdict and of the decision: a summary
+//! # as JSON on standard input (a command) or as the body (a url POST)
+//! on_verdict = [{ command = ["scripts/notify.sh"], timeout_s = 30 }]
+//! on_decision = [{ url = "http://127.0.0.1:9000/infergate", bearer_env = "HOOK_TOKEN" }]
 //! ```
 //!
 //! Errors name the file, the line and the field.
@@ -111,6 +116,7 @@ impl Plan {
         let repeats_given = raw.repeats.as_ref().map(|r| r.span());
         let repeats = repeats(raw.repeats, &err)?;
         let readmission = readmission(raw.readmission, &resolve, &err)?;
+        let hooks = hooks(raw.hooks, &resolve, &err)?;
         let decision = decision(raw.decision, &err)?;
         let after = after(raw.after, &err)?;
         let docker = docker(raw.docker, &err)?;
@@ -157,6 +163,7 @@ impl Plan {
             baseline,
             candidate,
             readmission,
+            hooks,
             decision,
             after,
             docker,

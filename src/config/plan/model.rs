@@ -44,6 +44,8 @@ pub struct Plan {
     pub baseline: Runtime,
     pub candidate: Runtime,
     pub readmission: Readmission,
+    /// `[hooks]`: who hears of the verdict and of the decision.
+    pub hooks: Hooks,
     pub decision: DecisionPolicy,
     /// What serves once a qualification completes without a decision to act on.
     pub after: After,
@@ -405,6 +407,16 @@ pub enum Hook {
         timeout: Duration,
         bearer_env: Option<String>,
     },
+}
+
+/// `[hooks]`: commands run and URLs posted when the qualification has a
+/// verdict and when a decision is recorded, each given a summary as JSON.
+/// A hook's failure is recorded and shown; it never changes the verdict
+/// or the decision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Hooks {
+    pub on_verdict: Vec<Hook>,
+    pub on_decision: Vec<Hook>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,7 @@ pub(super) struct RawPlan {
     pub(super) candidate: Spanned<RawRuntime>,
     #[serde(default)]
     pub(super) readmission: Option<RawReadmission>,
+    pub(super) hooks: Option<RawHooks>,
     #[serde(default)]
     pub(super) decision: Option<RawDecision>,
     #[serde(default)]
@@ -110,6 +111,15 @@ pub(super) struct RawReadmission {
     pub(super) canary: bool,
     pub(super) timeout_s: Option<Spanned<f64>>,
     pub(super) hook: Option<Spanned<RawHook>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHooks {
+    #[serde(default)]
+    pub(super) on_verdict: Vec<Spanned<RawHook>>,
+    #[serde(default)]
+    pub(super) on_decision: Vec<Spanned<RawHook>>,
 }
 
 #[derive(Deserialize)]

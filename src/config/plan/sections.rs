@@ -109,7 +109,7 @@ pub(super) fn readmission(
         timeout: seconds(r.timeout_s, 60.0, "readmission.timeout_s", err)?,
         hook: match r.hook {
             None => None,
-            Some(h) => Some(hook(h, resolve, err)?),
+            Some(h) => Some(hook(h, "readmission.hook", resolve, err)?),
         },
     })
 }
@@ -410,6 +410,7 @@ pub(super) fn on_outcome(
 
 pub(super) fn hook(
     h: Spanned<RawHook>,
+    field: &str,
     resolve: &dyn Fn(&str) -> PathBuf,
     err: &ErrFn,
 ) -> Result<Hook, ConfigError> {
@@ -417,20 +418,20 @@ pub(super) fn hook(
     let h = h.into_inner();
     // Bounded like every other duration here: `Duration::from_secs_f64` panics
     // on 1e300 (found by review, replayed through `fuzzing::plan`).
-    let timeout = seconds(h.timeout_s, 30.0, "readmission.hook.timeout_s", err)?;
+    let timeout = seconds(h.timeout_s, 30.0, &format!("{field}.timeout_s"), err)?;
     match (h.command, h.url) {
         (Some(argv), None) => {
             let Some(first) = argv.first() else {
                 return Err(err(
                     Some(span),
-                    "readmission.hook.command",
+                    &format!("{field}.command"),
                     "is empty".into(),
                 ));
             };
             if h.bearer_env.is_some() {
                 return Err(err(
                     Some(span),
-                    "readmission.hook.bearer_env",
+                    &format!("{field}.bearer_env"),
                     "applies only to a url hook".into(),
                 ));
             }
@@ -438,15 +439,26 @@ pub(super) fn hook(
             if first.contains('/') {
                 argv[0] = resolve(first).display().to_string();
             }
+            // Found now, not when the verdict is in.
+            if crate::util::which(&argv[0]).is_none() {
+                return Err(err(
+                    Some(span),
+                    &format!("{field}.command"),
+                    format!(
+                        "{:?} is not an executable file{}",
+                        argv[0],
+                        if first.contains('/') { "" } else { " on PATH" }
+                    ),
+                ));
+            }
             Ok(Hook::Command { argv, timeout })
         }
         (None, Some(url)) => {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(
-                    Some(span),
-                    "readmission.hook.url",
-                    format!("{url:?} is not an http(s) URL"),
-                ));
+            // Kept in the plan and its copy: no password or token in it.
+            if let Err(m) =
+                crate::config::urls::check_http_url(&url, crate::config::urls::Password::Refused)
+            {
+                return Err(err(Some(span), &format!("{field}.url"), m));
             }
             Ok(Hook::Http {
                 url,
@@ -456,10 +468,31 @@ pub(super) fn hook(
         }
         _ => Err(err(
             Some(span),
-            "readmission.hook",
+            field,
             "give exactly one of `command` or `url`".into(),
         )),
     }
+}
+
+/// `[hooks]`: each `on_verdict` and `on_decision` entry read as a hook.
+pub(super) fn hooks(
+    v: Option<RawHooks>,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    err: &ErrFn,
+) -> Result<Hooks, ConfigError> {
+    let Some(h) = v else {
+        return Ok(Hooks::default());
+    };
+    let read = |list: Vec<Spanned<RawHook>>, name: &str| {
+        list.into_iter()
+            .enumerate()
+            .map(|(i, raw)| hook(raw, &format!("hooks.{name}[{i}]"), resolve, err))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(Hooks {
+        on_verdict: read(h.on_verdict, "on_verdict")?,
+        on_decision: read(h.on_decision, "on_decision")?,
+    })
 }
 
 /// The span of `key = …` inside `table` (a `[table]` span), else `table`.

@@ -174,6 +174,35 @@ fn the_pull_policy_is_a_docker_word_and_always_needs_a_registry() {
 }
 
 #[test]
+fn hooks_are_read_and_a_missing_command_or_a_secret_url_is_named() {
+    let plan = parse(&minimal(
+        "[hooks]\non_verdict = [{ command = [\"sh\", \"-c\", \"cat\"] }, { url = \"http://127.0.0.1:9/h\" }]\n",
+    ))
+    .unwrap();
+    assert_eq!(plan.hooks.on_verdict.len(), 2);
+    assert!(plan.hooks.on_decision.is_empty());
+    let e = parse(&minimal(
+        "[hooks]\non_decision = [{ command = [\"no-such-hook-program\"] }]\n",
+    ))
+    .unwrap_err();
+    assert_eq!(
+        e.field.as_deref(),
+        Some("hooks.on_decision[0].command"),
+        "{e}"
+    );
+    assert!(e.message.contains("not an executable file on PATH"), "{e}");
+    assert_eq!(e.line, Some(9), "{e}");
+    let e = parse(&minimal(
+        "[hooks]\non_verdict = [{ url = \"http://u:hunter2@127.0.0.1:9/h\" }]\n",
+    ))
+    .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("hooks.on_verdict[0].url"), "{e}");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+    let e = parse(&minimal("[hooks]\non_verdict = [{ }]\n")).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("hooks.on_verdict[0]"), "{e}");
+}
+
+#[test]
 fn wrong_type_names_the_field_path() {
     let e = parse(&minimal("[readmission]\ncanary = \"yes\"\n")).unwrap_err();
     assert_eq!(e.field.as_deref(), Some("readmission.canary"), "{e}");
@@ -244,7 +273,7 @@ fn inline_policy_is_checked_at_load() {
 fn hook_timeout_out_of_range_is_an_error_not_a_panic() {
     for bad in ["1e300", "-1", "0", "nan", "inf"] {
         let e = parse(&minimal(&format!(
-            "[readmission]\nhook = {{ command = [\"x\"], timeout_s = {bad} }}\n"
+            "[readmission]\nhook = {{ command = [\"true\"], timeout_s = {bad} }}\n"
         )))
         .unwrap_err();
         assert_eq!(
@@ -255,7 +284,7 @@ fn hook_timeout_out_of_range_is_an_error_not_a_panic() {
         assert_eq!(e.line, Some(9), "{e}");
     }
     let ok = parse(&minimal(
-        "[readmission]\nhook = { command = [\"x\"], timeout_s = 2.5 }\n",
+        "[readmission]\nhook = { command = [\"true\"], timeout_s = 2.5 }\n",
     ))
     .unwrap();
     assert!(matches!(
