@@ -7,9 +7,44 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use super::qualify::EndpointArgs;
+use clap::Args;
 use infergate::config::endpoints::{self, CellShape, Endpoints};
 use infergate::measure::discover::{self, ServerInfo};
+
+/// Two OpenAI-compatible endpoints someone else runs, qualified without a
+/// plan file: the plan and suite are written from what discovery finds
+/// (model, context per request) into the qualification's directory, and
+/// `infergate qualify DIR/plan.toml` repeats it exactly. The defaults any
+/// plan gets: an interleaved schedule, and adaptive rounds until the gate
+/// decides or the budget (--max-requests, --max-minutes) is spent. The same
+/// URL twice is an A/A run.
+#[derive(Args, Debug, Clone)]
+pub struct EndpointArgs {
+    /// The endpoint in service (base URL, e.g. http://127.0.0.1:8000).
+    #[arg(long, requires = "candidate", value_name = "URL")]
+    pub baseline: Option<String>,
+    /// The endpoint to qualify against it.
+    #[arg(long, requires = "baseline", value_name = "URL")]
+    pub candidate: Option<String>,
+    /// Environment variable holding the API key both endpoints take (never
+    /// written anywhere; the plan names the variable).
+    #[arg(long, value_name = "NAME")]
+    pub api_key_env: Option<String>,
+    /// Cells as PROMPTxCONCURRENCY, comma-separated (default 512x1,2048x4,
+    /// each shrunk to fit the servers' context per request).
+    #[arg(long, value_name = "LIST")]
+    pub cells: Option<String>,
+    /// Adaptive budget: most requests per side per cell.
+    #[arg(long, default_value_t = infergate::config::endpoints::default_budget().0)]
+    pub max_requests: usize,
+    /// Adaptive budget: most minutes of measuring.
+    #[arg(long, default_value_t = infergate::config::endpoints::default_budget().1)]
+    pub max_minutes: f64,
+    /// No turnover workload (the exactness check under churn: 40 requests
+    /// and their reference answers per endpoint).
+    #[arg(long)]
+    pub no_turnover: bool,
+}
 
 /// Longest wait for each discovery answer.
 const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
