@@ -3,6 +3,8 @@
 # CPU build (both cached after the first run), SGLang when
 # INFERGATE_TEST_SGLANG=1 (the third engine family's lane, tests/sglang.rs),
 # the long-context lane when INFERGATE_TEST_LONG=1 (tests/long_context.rs),
+# the install lane when INFERGATE_TEST_DIST=1 (tests/dist.rs: the wheel, the
+# static binary and the image of scripts/build-dist.sh),
 # a Docker daemon (for the container-driver test), a headless Chromium (for
 # the HTML report in a real browser) and a PostgreSQL server of its own (for
 # the shared ledger), then formatting, lints, and every test against the real
@@ -112,4 +114,13 @@ if [[ "${INFERGATE_TEST_SGLANG:-0}" == 1 ]]; then
     # --all-features: the build the command above made, not another.
     cargo test --all-features --test sglang -- --ignored
     phase "SGLang lane"
+fi
+
+# What a user installs without Rust (tests/dist.rs): the wheel, the static
+# binary and the OCI image that scripts/build-dist.sh builds; opt-in, since
+# that is a second, release build (about 5 minutes on 2 cores, fresh).
+if [[ "${INFERGATE_TEST_DIST:-0}" == 1 ]]; then
+    scripts/build-dist.sh
+    cargo test --all-features --test dist -- --ignored
+    phase "dist lane"
 fi

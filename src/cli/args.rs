@@ -73,6 +73,14 @@ pub enum Cmd {
     /// The decision ledger itself.
     #[command(subcommand)]
     Ledger(qualify::LedgerCmd),
+    /// Shell completions on stdout, from these very definitions (e.g.
+    /// `infergate completions bash > ~/.local/share/bash-completion/completions/infergate`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff) on stdout: `infergate man > infergate.1; man ./infergate.1`.
+    Man,
 }
 
 #[derive(clap::Args)]

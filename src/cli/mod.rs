@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use infergate::measure::runner::{self, RunOptions, RunPart};
 use infergate::report;
@@ -31,6 +31,19 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Calibrate(a) => calibrate(a),
         Cmd::Verify { file, runs, suite } => verify(file, runs, suite),
         Cmd::Report(a) => render(a),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = args::Cli::command();
+            clap_complete::generate(shell, &mut cmd, "infergate", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Man => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(args::Cli::command())
+                .render(&mut std::io::stdout())
+                .context("writing the manual page")?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
