@@ -103,7 +103,9 @@ phase "tests"
 # Its tests are #[ignore]d in the command above; here they run with
 # --ignored, and fail (never skip) if SGLang cannot be installed or started.
 # Long context (tests/long_context.rs): 7.5k-token prompts on the `long`
-# engine profile; opt-in, since it takes about 9 minutes on one engine thread.
+# engine profile, and 120k-token prompts against the counting fast source,
+# recounted by that engine; opt-in, since it takes about 10 minutes on one
+# engine thread.
 if [[ "${INFERGATE_TEST_LONG:-0}" == 1 ]]; then
     cargo test --all-features --test long_context -- --ignored
     phase "long-context lane"

@@ -18,11 +18,24 @@
 //! (see [`Overrides`]) changes the schedule or injects faults. A body with
 //! `"stream": false` (or no `stream`) gets a plain JSON completion.
 //! `GET /v1/models` and `GET /health` answer too.
+//!
+//! `usage.prompt_tokens` is a quarter of the body's bytes, unless the source
+//! counts ([`FastSourceConfig::counter`]): then a chat request's count is
+//! that of its chat-formatted prompt, as the reference engine counts it,
+//! and infergate's exact sizing lands on its target against the source as
+//! against the engine. The counting mode supports what sizing *with the
+//! model's `tokenizer.json`* asks of a server: chat requests (streamed, and
+//! the unstreamed probes) whose messages have string content. It has no
+//! `/tokenize` (discovery finds none, so sizing without a tokenizer file
+//! falls back to usage calibration), and `/v1/completions` keeps the
+//! byte estimate. Counting takes the place of prefill: a counted request's
+//! schedule starts once its prompt is counted.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,6 +43,8 @@ use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+
+use crate::promptcount::{ChatMessage, PromptCounter};
 
 /// Requests larger than this are refused: a 120k-token prompt is well below it.
 const MAX_BODY: usize = 64 << 20;
@@ -56,6 +71,12 @@ pub struct FastSourceConfig {
     pub done: bool,
     /// Runtime worker threads; 1 means a current-thread runtime.
     pub threads: usize,
+    /// Counting mode: a chat request's `usage.prompt_tokens` is the token
+    /// count of its chat-formatted prompt (see the module's notes).
+    pub counter: Option<PromptCounter>,
+    /// Counting mode: keep each chat request's messages and count, for
+    /// [`FastSource::take_prompts`] (a test's independent recount).
+    pub record_prompts: bool,
 }
 
 impl Default for FastSourceConfig {
@@ -70,8 +91,28 @@ impl Default for FastSourceConfig {
             usage: true,
             done: true,
             threads: 1,
+            counter: None,
+            record_prompts: false,
         }
     }
+}
+
+/// One chat request as the counting source read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedPrompt {
+    /// Streamed (a measured request) or not (a sizing probe).
+    pub stream: bool,
+    pub messages: Vec<ChatMessage>,
+    /// What the source reported as `usage.prompt_tokens`.
+    pub prompt_tokens: u64,
+}
+
+type Recorded = Arc<Mutex<Vec<RecordedPrompt>>>;
+
+/// The part of a chat body the counting mode reads.
+#[derive(Deserialize)]
+struct ChatBody {
+    messages: Vec<ChatMessage>,
 }
 
 /// The `"fastsource"` object a request body may carry; every field optional.
@@ -129,6 +170,7 @@ struct RequestBody {
 #[derive(Debug)]
 pub struct FastSource {
     addr: SocketAddr,
+    prompts: Recorded,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -159,16 +201,19 @@ impl FastSource {
                 .build()?
         };
         let (stop_tx, stop_rx) = oneshot::channel();
+        let prompts = Recorded::default();
+        let recorded = prompts.clone();
         let thread = std::thread::Builder::new()
             .name("fastsource".into())
             .spawn(move || {
-                rt.block_on(serve(listener, Arc::new(cfg), stop_rx));
+                rt.block_on(serve(listener, Arc::new(cfg), recorded, stop_rx));
                 // Dropping the runtime here cancels every connection task.
             })?;
         Ok((
             addr,
             FastSource {
                 addr,
+                prompts,
                 stop: Some(stop_tx),
                 thread: Some(thread),
             },
@@ -182,6 +227,13 @@ impl FastSource {
     /// `http://127.0.0.1:PORT`, ready for a client's `base_url`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The chat requests recorded so far (counting mode with
+    /// `record_prompts`), in the order they were counted; the record is
+    /// emptied.
+    pub fn take_prompts(&self) -> Vec<RecordedPrompt> {
+        std::mem::take(&mut *self.prompts.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -200,6 +252,7 @@ impl Drop for FastSource {
 async fn serve(
     listener: std::net::TcpListener,
     cfg: Arc<FastSourceConfig>,
+    prompts: Recorded,
     mut stop: oneshot::Receiver<()>,
 ) {
     let Ok(listener) = TcpListener::from_std(listener) else {
@@ -215,8 +268,9 @@ async fn serve(
                 let _ = sock.set_nodelay(true);
                 let cfg = cfg.clone();
                 let counter = counter.clone();
+                let prompts = prompts.clone();
                 tokio::spawn(async move {
-                    let _ = Conn::new(sock, cfg, counter).run().await;
+                    let _ = Conn::new(sock, cfg, counter, prompts).run().await;
                 });
             }
         }
@@ -227,6 +281,7 @@ struct Conn {
     sock: TcpStream,
     cfg: Arc<FastSourceConfig>,
     counter: Arc<AtomicU64>,
+    prompts: Recorded,
     /// Unparsed input; may hold the start of the next request.
     inbuf: Vec<u8>,
     out: Vec<u8>,
@@ -243,11 +298,17 @@ struct Head {
 }
 
 impl Conn {
-    fn new(sock: TcpStream, cfg: Arc<FastSourceConfig>, counter: Arc<AtomicU64>) -> Self {
+    fn new(
+        sock: TcpStream,
+        cfg: Arc<FastSourceConfig>,
+        counter: Arc<AtomicU64>,
+        prompts: Recorded,
+    ) -> Self {
         Conn {
             sock,
             cfg,
             counter,
+            prompts,
             inbuf: Vec::with_capacity(8192),
             out: Vec::with_capacity(WRITE_BUF + 4096),
             timer: None,
@@ -387,7 +448,20 @@ impl Conn {
         } else {
             "stop"
         };
-        let prompt_tokens = body.len() / 4;
+        let (prompt_tokens, t0) = match (&cfg.counter, chat) {
+            // Counting is the source's prefill: the schedule starts after it,
+            // so a paced answer stays paced however long the prompt.
+            (Some(counter), true) => match self.count(counter, body, req.stream).await {
+                Ok(n) => (usize::try_from(n).unwrap_or(usize::MAX), Instant::now()),
+                Err(e) => {
+                    let msg = serde_json::json!({"error": {"message": format!("fastsource: {e:#}"), "code": 400}});
+                    self.simple(400, "application/json", msg.to_string().as_bytes(), false)
+                        .await?;
+                    return Ok(true);
+                }
+            },
+            _ => (body.len() / 4, t0),
+        };
         let seq = self.counter.fetch_add(1, Ordering::Relaxed);
         let stamp = o.stamp.unwrap_or(false);
         // A stamped chunk carries a placeholder that is overwritten as it is sent.
@@ -515,6 +589,38 @@ impl Conn {
         self.out = out;
         r?;
         Ok(true)
+    }
+
+    /// Counting mode: the prompt tokens of a chat body, counted on a
+    /// blocking thread (a 120k-token prompt takes a while), recorded when
+    /// asked.
+    async fn count(
+        &self,
+        counter: &PromptCounter,
+        body: &[u8],
+        stream: bool,
+    ) -> anyhow::Result<u64> {
+        let chat: ChatBody = serde_json::from_slice(body).map_err(|e| {
+            anyhow::anyhow!("counting mode reads messages with string content only: {e}")
+        })?;
+        let counter = counter.clone();
+        let (n, messages) = tokio::task::spawn_blocking(move || {
+            counter
+                .count_chat(&chat.messages)
+                .map(|n| (n, chat.messages))
+        })
+        .await??;
+        if self.cfg.record_prompts {
+            self.prompts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(RecordedPrompt {
+                    stream,
+                    messages,
+                    prompt_tokens: n,
+                });
+        }
+        Ok(n)
     }
 
     /// Append `count` copies of `content`, each no earlier than its scheduled
@@ -838,6 +944,59 @@ mod tests {
         );
         assert!(t.elapsed() >= Duration::from_millis(40));
         assert_eq!(out.matches(r#""content":"tok""#).count(), 5);
+    }
+
+    #[test]
+    fn the_counting_mode_reports_the_chat_prompts_tokens_and_records_it() {
+        let counter = PromptCounter::chatml(
+            crate::promptcount::tests::CHATML_WORDS.as_bytes(),
+            Some("be kind"),
+        )
+        .unwrap();
+        let cfg = FastSourceConfig {
+            counter: Some(counter),
+            record_prompts: true,
+            ..Default::default()
+        };
+        let (addr, src) = FastSource::start(cfg).expect("start");
+        let chat = r#""messages":[{"role":"user","content":"hello big world"}]"#;
+        // system turn 5, user turn 6, assistant opening 2.
+        let out = raw(
+            addr,
+            &post(
+                "/v1/chat/completions",
+                &format!("{{{chat},\"max_tokens\":1}}"),
+            ),
+        );
+        assert!(out.contains(r#""prompt_tokens":13"#), "{out}");
+        let out = raw(
+            addr,
+            &post(
+                "/v1/chat/completions",
+                &format!("{{{chat},\"stream\":true,\"max_tokens\":2}}"),
+            ),
+        );
+        assert!(
+            out.contains(r#""prompt_tokens":13,"completion_tokens":2"#),
+            "{out}"
+        );
+        let out = raw(
+            addr,
+            &post(
+                "/v1/chat/completions",
+                r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#,
+            ),
+        );
+        assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
+        let seen = src.take_prompts();
+        assert_eq!(
+            seen.iter()
+                .map(|p| (p.stream, p.prompt_tokens))
+                .collect::<Vec<_>>(),
+            [(false, 13), (true, 13)]
+        );
+        assert_eq!(seen[1].messages[0].content, "hello big world");
+        assert!(src.take_prompts().is_empty());
     }
 
     #[test]
