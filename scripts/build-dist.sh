@@ -8,8 +8,8 @@
 #       the same binary on its own: statically linked (the gnu target with
 #       +crt-static), so it runs on any x86_64 Linux, and in an image with
 #       nothing else in it
-#   dist/infergate.bash, dist/_infergate, dist/infergate.fish, dist/infergate.1
-#       shell completions and the manual page, generated from the binary
+#   dist/infergate.bash, dist/_infergate, dist/infergate.fish, dist/man/*.1
+#       shell completions and the manual pages, generated from the binary
 #   the OCI image infergate:<version> (when a Docker daemon answers):
 #       the static binary alone, `docker import`ed (no base image from a
 #       registry: none is reachable here); run it with --network host
@@ -42,10 +42,12 @@ fi
 say "release build, static ($TARGET)"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
     "$VENV/bin/maturin" build --release --target "$TARGET" \
-    --compatibility manylinux_2_17 --out "$DIST" >&2
+    --compatibility manylinux_2_17 --strip --out "$DIST" >&2
 
 BIN="$ROOT/target/$TARGET/release/infergate"
-if ldd "$BIN" >/dev/null 2>&1; then
+# A static(-pie) binary: ldd lists no library ("statically linked", or
+# "not a dynamic executable" for a non-PIE one).
+if ldd "$BIN" 2>&1 | grep -q '=>'; then
     echo "build-dist: $BIN is dynamically linked; expected a static binary" >&2
     exit 1
 fi
@@ -54,7 +56,8 @@ cp "$BIN" "$DIST/infergate-$VERSION-x86_64-linux"
 "$BIN" completions bash >"$DIST/infergate.bash"
 "$BIN" completions zsh >"$DIST/_infergate"
 "$BIN" completions fish >"$DIST/infergate.fish"
-"$BIN" man >"$DIST/infergate.1"
+mkdir -p "$DIST/man"
+"$BIN" man --out "$DIST/man"
 
 if [[ "${INFERGATE_DIST_NO_IMAGE:-0}" != 1 ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     TAG="${INFERGATE_DIST_IMAGE:-infergate:$VERSION}"

@@ -49,7 +49,10 @@ fn assert_ran(dir: &Path) {
     assert!(dir.join("run.json").is_file(), "{}", dir.display());
     let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
     assert_eq!(journal.lines().count(), 4, "{journal}");
-    assert!(journal.lines().all(|l| l.contains("\"outcome\":\"ok\"")), "{journal}");
+    assert!(
+        journal.lines().all(|l| l.contains("\"outcome\":\"ok\"")),
+        "{journal}"
+    );
 }
 
 #[test]
@@ -91,21 +94,23 @@ fn the_wheel_installs_without_the_network_and_measures_the_reference_engine() {
     // The shell completions and the manual page came with it.
     let man = ok(Command::new(&bin).arg("man").output().unwrap());
     assert!(String::from_utf8_lossy(&man.stdout).contains(".TH infergate"));
-    let bash = ok(Command::new(&bin).args(["completions", "bash"]).output().unwrap());
+    let bash = ok(Command::new(&bin)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap());
     assert!(String::from_utf8_lossy(&bash.stdout).contains("qualify"));
 }
 
 #[test]
 #[ignore = "the install lane: INFERGATE_TEST_DIST=1 scripts/test.sh"]
 fn the_static_binary_and_its_image_measure_the_reference_engine() {
-    let bin = dist().join(format!("infergate-{}-x86_64-linux", env!("CARGO_PKG_VERSION")));
-    // Statically linked: the dynamic loader has nothing to list.
+    let bin = dist().join(format!(
+        "infergate-{}-x86_64-linux",
+        env!("CARGO_PKG_VERSION")
+    ));
+    // Statically linked: the dynamic loader has no library to list.
     let ldd = Command::new("ldd").arg(&bin).output().unwrap();
-    assert!(
-        !ldd.status.success() || text(&ldd).contains("not a dynamic executable"),
-        "{}",
-        text(&ldd)
-    );
+    assert!(!text(&ldd).contains("=>"), "{}", text(&ldd));
     let engine = support::engine("baseline");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("static");

@@ -79,8 +79,12 @@ pub enum Cmd {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// The manual page (roff) on stdout: `infergate man > infergate.1; man ./infergate.1`.
-    Man,
+    /// The manual page (roff) on stdout: `infergate man > infergate.1; man ./infergate.1`;
+    /// with --out DIR, a page for every subcommand too (infergate-qualify.1, …).
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]

@@ -37,11 +37,15 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
             clap_complete::generate(shell, &mut cmd, "infergate", &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Man => {
+        Cmd::Man { out } => {
             use clap::CommandFactory;
-            clap_mangen::Man::new(args::Cli::command())
-                .render(&mut std::io::stdout())
-                .context("writing the manual page")?;
+            match out {
+                Some(dir) => clap_mangen::generate_to(args::Cli::command(), &dir)
+                    .with_context(|| format!("writing manual pages into {}", dir.display()))?,
+                None => clap_mangen::Man::new(args::Cli::command())
+                    .render(&mut std::io::stdout())
+                    .context("writing the manual page")?,
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

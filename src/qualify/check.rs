@@ -610,6 +610,11 @@ fn ledger(c: &mut Check, plan: &Plan, given: Option<&Location>) {
             Found::Unchecked,
             format!("{location}: a shared ledger is not contacted by --check (opening one brings its schema up to date)"),
         ),
+        Location::Sqlite(p) if p.is_dir() => c.add(
+            "ledger",
+            Found::Wrong,
+            format!("{location} is a directory, not a ledger file: give a file's path"),
+        ),
         Location::Sqlite(p) if p.exists() => match Ledger::connect_read_only(&location) {
             Ok(l) => c.add(
                 "ledger",
