@@ -109,6 +109,8 @@ fn client() {
             first_byte: Duration::from_secs(300),
             idle: Duration::from_secs(60),
             total: Duration::from_secs(600),
+            // The default allowance: 240 s more for a 120k prompt.
+            per_1k_prompt_tokens: Timeouts::default().per_1k_prompt_tokens,
         },
         skip_turnover: true,
         quiet: true,
