@@ -605,6 +605,21 @@ impl GpuDaemon {
         self.dir.path().join("docker.sock")
     }
 
+    /// The reference engine's image, built into this daemon; its ID.
+    fn build_image(&self) -> String {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
+        let built = Command::new(&script)
+            .env("DOCKER_HOST", format!("unix://{}", self.socket().display()))
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        String::from_utf8_lossy(&built.stdout).trim().to_string()
+    }
+
     fn hook_file(&self, name: &str) -> PathBuf {
         self.dir.path().join("hook").join(name)
     }
@@ -664,20 +679,7 @@ async fn a_gpu_request_reaches_the_nvidia_hook_exactly_as_asked() {
     let daemon = GpuDaemon::start();
     let d = daemon.ready().await;
     let install = EngineInstall::locate().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
-    let built = Command::new(&script)
-        .env(
-            "DOCKER_HOST",
-            format!("unix://{}", daemon.socket().display()),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let image = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    let image = daemon.build_image();
 
     let env = Env::new();
     let gpus = ContainerHost {
@@ -739,20 +741,7 @@ async fn each_start_on_a_gpu_waits_for_it_to_be_free_and_records_what_it_got() {
     let daemon = GpuDaemon::start();
     let _d = daemon.ready().await;
     let install = EngineInstall::locate().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
-    let built = Command::new(&script)
-        .env(
-            "DOCKER_HOST",
-            format!("unix://{}", daemon.socket().display()),
-        )
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let image = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    let image = daemon.build_image();
 
     let env = Env::new();
     env.suite(1, 2);

@@ -55,6 +55,17 @@ fn assert_ran(dir: &Path) {
     );
 }
 
+/// `bin`'s small ad-hoc run against the reference engine, into `out`.
+fn run_and_check(bin: &Path, out: &Path) {
+    let engine = support::engine("baseline");
+    let r = Command::new(bin)
+        .args(small_run(&engine.base_url, out.to_str().unwrap()))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", text(&r));
+    assert_ran(out);
+}
+
 #[test]
 #[ignore = "the install lane: INFERGATE_TEST_DIST=1 scripts/test.sh"]
 fn the_wheel_installs_without_the_network_and_measures_the_reference_engine() {
@@ -83,14 +94,7 @@ fn the_wheel_installs_without_the_network_and_measures_the_reference_engine() {
     let v = ok(Command::new(&bin).arg("--version").output().unwrap());
     assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), version());
 
-    let engine = support::engine("baseline");
-    let out = tmp.path().join("run");
-    let r = Command::new(&bin)
-        .args(small_run(&engine.base_url, out.to_str().unwrap()))
-        .output()
-        .unwrap();
-    assert!(r.status.success(), "{}", text(&r));
-    assert_ran(&out);
+    run_and_check(&bin, &tmp.path().join("run"));
     // The shell completions and the manual page came with it.
     let man = ok(Command::new(&bin).arg("man").output().unwrap());
     assert!(String::from_utf8_lossy(&man.stdout).contains(".TH infergate"));
@@ -113,13 +117,7 @@ fn the_static_binary_and_its_image_measure_the_reference_engine() {
     assert!(!text(&ldd).contains("=>"), "{}", text(&ldd));
     let engine = support::engine("baseline");
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("static");
-    let r = Command::new(&bin)
-        .args(small_run(&engine.base_url, out.to_str().unwrap()))
-        .output()
-        .unwrap();
-    assert!(r.status.success(), "{}", text(&r));
-    assert_ran(&out);
+    run_and_check(&bin, &tmp.path().join("static"));
 
     // The image: the binary alone, on the host network, writing into a
     // directory of the host.
