@@ -345,6 +345,29 @@ async fn a_missing_digest_refuses_and_a_failing_container_keeps_its_logs() {
         f.contains("not present locally and [docker] pull = \"never\""),
         "{f}"
     );
+    // Interleaved on one GPU: refused before anything starts (the second
+    // start would find the GPU taken), with the way out.
+    let shared = env.write(
+        "shared.toml",
+        &format!(
+            "suite = \"suite.toml\"\nschedule = \"interleaved\"\n[baseline]\n{}gpus = [\"0\"]\n[candidate]\n{}gpus = [\"0\"]\n",
+            container_table(&image, "baseline", &install, free_port()),
+            container_table(&image, "candidate", &install, free_port()),
+        ),
+    );
+    let o = qualify::run(&shared, &env.opts("q-container-shared"))
+        .await
+        .expect("qualify");
+    assert_eq!(o.verdict, Verdict::Refused);
+    let f = o.failure.unwrap();
+    assert!(
+        f.contains("on the same GPUs") && f.contains("alternating"),
+        "{f}"
+    );
+    assert_eq!(
+        steps(&env.entries("q-container-shared")),
+        ["plan - ok", "preflight - failed", "done - failed"]
+    );
 
     // A container whose server cannot start: its logs are captured, then it is removed.
     let spec = ContainerDriver {

@@ -542,37 +542,28 @@ fn schedule(c: &mut Check, plan: &Plan) {
         Driver::Container(ct) => ct.host.gpus.clone(),
         _ => None,
     };
-    if plan.schedule == PlanSchedule::Interleaved
-        && let (Some(b), Some(cand)) = (gpus(&plan.baseline), gpus(&plan.candidate))
-    {
-        if share_gpus(&b, &cand) {
-            c.add(
-                "schedule",
-                Found::Wrong,
-                format!(
-                    "interleaved: both runtimes are up at once on the same GPUs (baseline gpus = {b}, candidate gpus = {cand}), each with part of their memory, so neither has production's KV capacity: set schedule = \"alternating\", or give each its own GPUs (e.g. gpus = [0] and gpus = [1])"
-                ),
-            );
-        } else {
-            c.add(
-                "schedule",
-                Found::Checked,
-                format!("interleaved on separate GPUs (baseline {b}, candidate {cand})"),
-            );
-        }
+    if let Some(why) = plan.shared_gpus_interleaved() {
+        c.add("schedule", Found::Wrong, why);
         return;
     }
     match plan.schedule {
-        PlanSchedule::Interleaved if both_containers => c.add(
-            "schedule",
-            Found::Unchecked,
-            "interleaved: both containers are up at once, each with its share of the host's memory and accelerators; whether they fit is not known here (the alternating schedule runs one at a time)",
-        ),
-        PlanSchedule::Interleaved => c.add(
-            "schedule",
-            Found::Checked,
-            "interleaved: both runtimes up at once, requests alternating in blocks",
-        ),
+        PlanSchedule::Interleaved => match (gpus(&plan.baseline), gpus(&plan.candidate)) {
+            (Some(b), Some(cand)) => c.add(
+                "schedule",
+                Found::Checked,
+                format!("interleaved on separate GPUs (baseline {b}, candidate {cand})"),
+            ),
+            _ if both_containers => c.add(
+                "schedule",
+                Found::Unchecked,
+                "interleaved: both containers are up at once, each with its share of the host's memory and accelerators; whether they fit is not known here (the alternating schedule runs one at a time)",
+            ),
+            _ => c.add(
+                "schedule",
+                Found::Checked,
+                "interleaved: both runtimes up at once, requests alternating in blocks",
+            ),
+        },
         PlanSchedule::Alternating => c.add(
             "schedule",
             Found::Checked,
@@ -581,16 +572,6 @@ fn schedule(c: &mut Check, plan: &Plan) {
                 plan.repeats
             ),
         ),
-    }
-}
-
-/// Whether two GPU requests may land on one device: `all` or a count can
-/// be any device; listed ids share when a device is in both lists.
-fn share_gpus(a: &crate::config::plan::Gpus, b: &crate::config::plan::Gpus) -> bool {
-    use crate::config::plan::Gpus;
-    match (a, b) {
-        (Gpus::Ids(x), Gpus::Ids(y)) => x.iter().any(|id| y.contains(id)),
-        _ => true,
     }
 }
 

@@ -13,6 +13,12 @@ use crate::decision::lifecycle::{self, Ctx};
 /// every later step uses).
 pub(super) async fn preflight(ctx: &Ctx<'_>) -> Result<LoadedSuite> {
     let plan = ctx.plan;
+    // Both up at once on shared GPUs: the second start would find them
+    // taken; what `--check` calls wrong is refused before anything starts.
+    if let Some(why) = plan.shared_gpus_interleaved() {
+        ctx.log("preflight", None, Status::Failed, json!({"error": why}))?;
+        anyhow::bail!("preflight: {why}; nothing was changed");
+    }
     // The suite must load, or nothing can be measured.
     let suite = LoadedSuite::read(&plan.suite)
         .with_context(|| format!("suite {}", plan.suite.display()))?;

@@ -496,6 +496,29 @@ impl Default for DockerSettings {
 }
 
 impl Plan {
+    /// Under the interleaved schedule, both runtimes up at once on one GPU
+    /// (or possibly one: `all` and counts can land anywhere): each would hold
+    /// part of its memory, so neither has production's KV capacity. The
+    /// reason, with the way out; None when the schedule or the GPUs allow.
+    pub fn shared_gpus_interleaved(&self) -> Option<String> {
+        let gpus = |rt: &Runtime| match &rt.driver {
+            Driver::Container(ct) => ct.host.gpus.clone(),
+            _ => None,
+        };
+        let (Some(b), Some(c)) = (gpus(&self.baseline), gpus(&self.candidate)) else {
+            return None;
+        };
+        let share = match (&b, &c) {
+            (Gpus::Ids(x), Gpus::Ids(y)) => x.iter().any(|id| y.contains(id)),
+            _ => true,
+        };
+        (self.schedule == PlanSchedule::Interleaved && share).then(|| {
+            format!(
+                "interleaved: both runtimes are up at once on the same GPUs (baseline gpus = {b}, candidate gpus = {c}), each with part of their memory, so neither has production's KV capacity: set schedule = \"alternating\", or give each its own GPUs (e.g. gpus = [0] and gpus = [1])"
+            )
+        })
+    }
+
     pub fn runtime(&self, label: &str) -> Option<&Runtime> {
         match label {
             BASELINE => Some(&self.baseline),
