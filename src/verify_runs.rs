@@ -549,6 +549,7 @@ fn spec_of(c: &CellResult) -> CellSpec {
         },
         extra: toml::Table::new(),
         slo: c.slo.as_ref().map(|a| a.targets),
+        expect: c.expect,
         workload: None,
         dataset: None,
         dataset_sha256: None,

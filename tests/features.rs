@@ -299,3 +299,92 @@ async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_tex
     assert_eq!(b.failed, 0, "{:#?}", b.failures);
     assert_eq!(c.failed, 0, "{:#?}", c.failures);
 }
+
+/// A cell that expects speculative decoding (`expect = {
+/// spec_acceptance_min }`): the engine that drafts meets it, by the
+/// server's own counts (summed from the journal's per-response counts);
+/// the one that drafts nothing is named, its cell not eligible; and a
+/// comparison whose candidate lost the feature fails on that cell. About
+/// 20 s: two runs of 6 requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"spec\"\n[[cell]]\nname = \"spec\"\nprompt_tokens = 96\ntolerance_percent = 5\n\
+         max_tokens = 48\nconcurrency = 1\nrequests = 6\nwarmup = 0\ncache = \"unique\"\nseed = 3\n\
+         expect = { spec_acceptance_min = 0.0 }\n",
+    )
+    .unwrap();
+    let run = |engine: &str, name: &str| {
+        let e = support::engine(engine);
+        let out = dir.path().join(name);
+        let opts = support::run_opts(&e.base_url, suite.clone(), out.clone());
+        async move {
+            let art = infergate::measure::runner::run(&opts).await.expect("run");
+            (art, out)
+        }
+    };
+    let (on, on_dir) = run("spec-ngram", "on").await;
+    let (off, off_dir) = run("baseline", "off").await;
+
+    let cell = &on.cells[0];
+    let s = cell
+        .speculative
+        .as_ref()
+        .expect("the drafting engine says so");
+    let journal =
+        infergate::measure::journal::read(&on_dir.join(infergate::measure::runner::JOURNAL_FILE))
+            .unwrap();
+    let drafted: u64 = journal
+        .iter()
+        .filter_map(|r| r.capture.server_timings.and_then(|t| t.draft_n))
+        .sum();
+    eprintln!(
+        "spec-ngram cell: {} of {} drafted tokens accepted over {} responses",
+        s.accepted, s.drafted, s.reported
+    );
+    assert!(s.drafted > 0 && s.drafted == drafted, "{s:?} vs {drafted}");
+    assert!(
+        !cell
+            .ineligible_reasons
+            .iter()
+            .any(|r| r.starts_with("expect.")),
+        "{:?}",
+        cell.ineligible_reasons
+    );
+    let off_cell = &off.cells[0];
+    assert!(!off_cell.performance_eligible);
+    assert!(
+        off_cell
+            .ineligible_reasons
+            .iter()
+            .any(|r| r
+                .contains("expect.spec_acceptance_min 0: the server reported no drafted tokens")),
+        "{:?}",
+        off_cell.ineligible_reasons
+    );
+
+    // The candidate without it fails that cell's part, naming why.
+    let report = dir.path().join("report.json");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("compare")
+        .arg(on_dir.join("run.json"))
+        .arg(off_dir.join("run.json"))
+        .arg("-o")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        text.contains("the candidate did not do what the cell expects, where the baseline did"),
+        "{text}"
+    );
+}

@@ -233,6 +233,7 @@ impl CellFlags {
             extra: toml::Table::new(),
             // check() has parsed it already.
             slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
+            expect: Default::default(),
             workload: None,
             dataset: None,
             dataset_sha256: None,

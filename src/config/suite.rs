@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use std::sync::Arc;
 
-use crate::artifact::{CellShape, Slo};
+use crate::artifact::{CellShape, Expect, Slo};
 use crate::config::dataset::{self, Dataset};
 use crate::config::workload::WorkloadSpec;
 
@@ -77,6 +77,11 @@ pub struct CellSpec {
     /// subset, and `min_attainment`): the run reports attainment and goodput.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<Slo>,
+    /// What the server must report doing in this cell (`{ cached_share_min
+    /// = 0.5, spec_acceptance_min = 0.3 }`): a side whose own numbers fall
+    /// short is named and the cell cannot pass as if the feature had run.
+    #[serde(default, skip_serializing_if = "Expect::is_empty")]
+    pub expect: Expect,
     /// Where the requests come from (`config::workload`); none: synthetic
     /// filler at `prompt_tokens`, unique or shared as `cache` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -512,6 +517,9 @@ impl CellSpec {
         if let Some(why) = self.slo.as_ref().and_then(Slo::problem) {
             bail!("cell '{name}': slo: {why}");
         }
+        if let Some(why) = self.expect.problem() {
+            bail!("cell '{name}': {why}");
+        }
         if let Some(k) = RESERVED_BODY_KEYS
             .iter()
             .find(|k| self.extra.contains_key(**k))
@@ -788,6 +796,28 @@ arrival = "poisson:2.5"
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_cells_expectation_is_read_and_a_bad_one_named_at_its_line() {
+        let with =
+            |e: &str| SUITE.replace("arrival = \"poisson:2.5\"\n", &format!("expect = {e}\n"));
+        let s = Suite::parse(&with("{ spec_acceptance_min = 0.3 }"), "s.toml").unwrap();
+        assert_eq!(s.cells[0].expect.spec_acceptance_min, Some(0.3));
+        let e = format!(
+            "{:#}",
+            Suite::parse(&with("{ spec_acceptance_min = 1.5 }"), "s.toml").unwrap_err()
+        );
+        assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{e}");
+        assert!(
+            e.contains("cell 'a': expect.spec_acceptance_min must be a share in [0, 1], found 1.5"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            Suite::parse(&with("{ spec_accept = 0.3 }"), "s.toml").unwrap_err()
+        );
+        assert!(e.contains("spec_accept"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::artifact::{
-    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Sessions, Slice, metric,
+    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Sessions, Slice,
+    Speculative, metric,
 };
 use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, within_tolerance};
 use crate::measure::record::{Outcome, RequestRecord};
@@ -49,8 +50,13 @@ pub fn cell_clustered(
         recs.iter().map(|r| request_row(r, cluster_of(r))).collect();
     let slo = spec.slo.as_ref().map(|t| slo::attainment(t, &request_rows));
     let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
+    let speculative = speculative(&ok);
     let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
     reasons.extend(cache_reason);
+    reasons.extend(
+        spec.expect
+            .unmet(prompt_cache.as_ref(), speculative.as_ref()),
+    );
     let server_timings = server_timing_check(&ok);
     let warnings = cell_warnings(&ok, open_loop, server_timings.as_ref());
 
@@ -76,6 +82,8 @@ pub fn cell_clustered(
         tokens_estimated: ok.iter().any(|r| r.capture.completion_tokens_estimated),
         sample_clusters,
         prompt_cache,
+        speculative,
+        expect: spec.expect,
         output_length: Some(output_length(spec, &ok)),
         warnings,
         request_rows,
@@ -86,6 +94,23 @@ pub fn cell_clustered(
         slices: slices(&recs),
         sessions: sessions(&recs),
     }
+}
+
+/// The server's drafted and accepted tokens over the successful requests
+/// that reported them; None when none did (no speculative decoding, or an
+/// engine that does not say).
+fn speculative(ok: &[&RequestRecord]) -> Option<Speculative> {
+    let reported: Vec<_> = ok
+        .iter()
+        .filter_map(|r| r.capture.server_timings.as_ref())
+        .filter(|t| t.draft_n.is_some())
+        .collect();
+    (!reported.is_empty()).then(|| Speculative {
+        reported: reported.len(),
+        drafted: reported.iter().filter_map(|t| t.draft_n).sum(),
+        accepted: reported.iter().filter_map(|t| t.draft_n_accepted).sum(),
+        predicted: reported.iter().filter_map(|t| t.predicted_n).sum(),
+    })
 }
 
 /// Failed requests counted by outcome.

@@ -217,6 +217,13 @@ pub struct CellResult {
     /// What the server said about its prompt cache, when it said anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache: Option<PromptCache>,
+    /// What the server said about speculative decoding, when it said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<Speculative>,
+    /// What the suite expected the server to report doing in this cell.
+    #[serde(default, skip_serializing_if = "Expect::is_empty")]
+    pub expect: Expect,
+
     /// Whether the output length was fixed as asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_length: Option<OutputLength>,
@@ -411,6 +418,106 @@ impl PromptCache {
     }
 }
 
+/// A cell's `expect`: the feature it is about, as the server's own numbers
+/// must show it engaged. A side that does not show it is named, and the
+/// cell cannot pass as if it had.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// Cached prompt tokens over prompt tokens (the server's count), at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_share_min: Option<f64>,
+    /// Accepted over drafted tokens (the server's count), at least; a server
+    /// that drafted nothing does not meet it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_acceptance_min: Option<f64>,
+}
+
+/// How an unmet expectation's ineligible reason begins: `compare` tells
+/// them from the other reasons by it, in a run or in a report alike.
+pub const UNMET_EXPECTATION: &str = "expect.";
+
+/// Whether an ineligible reason is an unmet expectation.
+pub fn is_unmet_expectation(reason: &str) -> bool {
+    reason.starts_with(UNMET_EXPECTATION)
+}
+
+impl Expect {
+    pub fn is_empty(&self) -> bool {
+        self.cached_share_min.is_none() && self.spec_acceptance_min.is_none()
+    }
+
+    /// A bound outside [0, 1], named.
+    pub fn problem(&self) -> Option<String> {
+        [
+            ("cached_share_min", self.cached_share_min),
+            ("spec_acceptance_min", self.spec_acceptance_min),
+        ]
+        .into_iter()
+        .find_map(|(k, v)| {
+            v.filter(|v| !(0.0..=1.0).contains(v))
+                .map(|v| format!("expect.{k} must be a share in [0, 1], found {v}"))
+        })
+    }
+
+    /// Each expectation the server's numbers do not meet, saying what they were.
+    pub fn unmet(&self, cache: Option<&PromptCache>, spec: Option<&Speculative>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(min) = self.cached_share_min {
+            match cache.and_then(|c| Some((c.cached_share()?, c))) {
+                Some((share, _)) if share >= min => {}
+                Some((share, c)) => out.push(format!(
+                    "expect.cached_share_min {min}: the server served {share:.3} of the prompt tokens from its cache ({} of {})",
+                    c.cached_tokens.unwrap_or(0),
+                    c.prompt_tokens.unwrap_or(0)
+                )),
+                None => out.push(format!(
+                    "expect.cached_share_min {min}: the server reported no cached tokens"
+                )),
+            }
+        }
+        if let Some(min) = self.spec_acceptance_min {
+            match spec.and_then(|s| Some((s.acceptance()?, s))) {
+                Some((rate, _)) if rate >= min => {}
+                Some((rate, s)) => out.push(format!(
+                    "expect.spec_acceptance_min {min}: the server accepted {rate:.3} of its drafted tokens ({} of {})",
+                    s.accepted, s.drafted
+                )),
+                None => out.push(format!(
+                    "expect.spec_acceptance_min {min}: the server reported no drafted tokens: speculative decoding did not run"
+                )),
+            }
+        }
+        out
+    }
+}
+
+/// The server's own account of speculative decoding over a cell's
+/// successful requests (llama.cpp's per-response `timings.draft_n`,
+/// `draft_n_accepted` and `predicted_n`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Speculative {
+    /// Requests whose server reported its drafted tokens.
+    pub reported: usize,
+    /// Tokens drafted, and of them accepted, summed over those requests.
+    pub drafted: u64,
+    pub accepted: u64,
+    /// Output tokens of those requests.
+    pub predicted: u64,
+}
+
+impl Speculative {
+    /// Accepted over drafted tokens.
+    pub fn acceptance(&self) -> Option<f64> {
+        (self.drafted > 0).then(|| self.accepted as f64 / self.drafted as f64)
+    }
+
+    /// Output tokens that came from accepted drafts.
+    pub fn accepted_share(&self) -> Option<f64> {
+        (self.predicted > 0).then(|| self.accepted as f64 / self.predicted as f64)
+    }
+}
+
 /// One slice of a cell's requests (a conversation turn, a prompt-length
 /// bucket): how many, and their medians, so a change that only some
 /// requests feel is seen.
@@ -524,6 +631,57 @@ pub struct Divergence {
 mod tests {
     use super::*;
     use crate::stats::Direction;
+
+    #[test]
+    fn an_expectation_is_met_only_by_what_the_server_reported() {
+        let want = Expect {
+            cached_share_min: Some(0.5),
+            spec_acceptance_min: Some(0.3),
+        };
+        let cache = |cached, prompt| PromptCache {
+            reported: 4,
+            cached_tokens: Some(cached),
+            prompt_tokens: Some(prompt),
+            ..PromptCache::default()
+        };
+        let spec = |drafted, accepted| Speculative {
+            reported: 4,
+            drafted,
+            accepted,
+            predicted: 100,
+        };
+        assert!(
+            want.unmet(Some(&cache(60, 100)), Some(&spec(50, 15)))
+                .is_empty()
+        );
+        let short = want.unmet(Some(&cache(10, 100)), Some(&spec(50, 5)));
+        assert_eq!(short.len(), 2, "{short:?}");
+        assert!(short[0].contains("0.100 of the prompt tokens from its cache (10 of 100)"));
+        assert!(short[1].contains("accepted 0.100 of its drafted tokens (5 of 50)"));
+        assert!(short.iter().all(|r| is_unmet_expectation(r)));
+        // Nothing reported, or nothing drafted: not exercised.
+        let none = want.unmet(None, Some(&spec(0, 0)));
+        assert!(
+            none[0].ends_with("the server reported no cached tokens"),
+            "{none:?}"
+        );
+        assert!(
+            none[1].ends_with("speculative decoding did not run"),
+            "{none:?}"
+        );
+        assert!(Expect::default().unmet(None, None).is_empty());
+        assert!(!is_unmet_expectation("3 requests failed"));
+        // Bounds are shares.
+        let bad = Expect {
+            spec_acceptance_min: Some(1.5),
+            ..Expect::default()
+        };
+        assert_eq!(
+            bad.problem().as_deref(),
+            Some("expect.spec_acceptance_min must be a share in [0, 1], found 1.5")
+        );
+        assert_eq!(want.problem(), None);
+    }
 
     #[test]
     fn metric_directions() {

@@ -21,7 +21,8 @@ use std::collections::BTreeSet;
 use thiserror::Error;
 
 use crate::artifact::{
-    CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, Slo, TurnoverRun, metric,
+    CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, Slo, TurnoverRun,
+    is_unmet_expectation, metric,
 };
 use crate::slo;
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
@@ -594,7 +595,22 @@ fn oracles_of(
 /// An ineligible cell's part: inconclusive, or a fail when candidate
 /// requests failed where the baseline's did not.
 fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidencePart {
-    let (outcome, reason) = if cc.failed > 0 && bc.failed == 0 {
+    fn unmet(c: &CellResult) -> Vec<&str> {
+        c.ineligible_reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|r| is_unmet_expectation(r))
+            .collect()
+    }
+    let (outcome, reason) = if !unmet(cc).is_empty() && unmet(bc).is_empty() {
+        (
+            GateOutcome::Fail,
+            format!(
+                "the candidate did not do what the cell expects, where the baseline did: {}",
+                unmet(cc).join("; ")
+            ),
+        )
+    } else if cc.failed > 0 && bc.failed == 0 {
         (
             GateOutcome::Fail,
             format!(

@@ -86,6 +86,8 @@ pub fn cell(
         tokens_estimated: false,
         sample_clusters: BTreeMap::new(),
         prompt_cache: None,
+        speculative: None,
+        expect: Default::default(),
         output_length: None,
         warnings: vec![],
     }

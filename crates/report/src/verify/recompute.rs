@@ -294,6 +294,8 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         // Not kept by a report; what they decided (comparability, warnings)
         // is in the report's own eligibility and warnings, taken as given.
         prompt_cache: None,
+        speculative: None,
+        expect: Default::default(),
         output_length: None,
         warnings: Vec::new(),
         server_timings,
