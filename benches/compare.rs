@@ -45,6 +45,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         output: Default::default(),
         extra: toml::Table::new(),
         slo: None,
+        expect: Default::default(),
         workload: None,
         dataset: None,
         dataset_sha256: None,
