@@ -469,9 +469,9 @@ fn check_report_value(value: &Value) {
 /// The tags the HTML renderer writes itself; any other tag came from a string
 /// in the report that was not escaped.
 const HTML_TAGS: &[&str] = &[
-    "!doctype", "a", "body", "circle", "code", "div", "h1", "h2", "h3", "head", "html", "li",
-    "line", "meta", "p", "rect", "span", "style", "svg", "table", "td", "text", "th", "title",
-    "tr", "ul",
+    "!doctype", "a", "b", "body", "circle", "code", "details", "div", "h1", "h2", "h3", "head",
+    "html", "li", "line", "meta", "p", "polyline", "rect", "span", "style", "summary", "svg",
+    "table", "td", "text", "th", "title", "tr", "ul",
 ];
 
 fn check_html(html: &str) {

@@ -885,17 +885,38 @@ fn each_metric_row_shows_one_decision_in_every_view() {
             "{name}: the old gate column"
         );
     }
+    // A rate's worse change w is its delta negated: the candidate runs at
+    // c/b = 1 − w/100 of the baseline's speed, shown as such.
+    let speed = |w: f64| {
+        let r = 1.0 - w / 100.0;
+        if r <= 0.0 {
+            "0×".to_string()
+        } else if !(0.001..1000.0).contains(&r) {
+            format!("{r:.1e}×")
+        } else if r >= 10.0 {
+            format!("{r:.1}×")
+        } else if r >= 0.1 {
+            format!("{r:.2}×")
+        } else {
+            format!("{r:.3}×")
+        }
+    };
     let mut rows = 0;
     for (cell, cv) in v["cells"].as_object().unwrap() {
         for (metric, mv) in cv["metrics"].as_object().unwrap() {
             let e = &mv["evidence"];
             let outcome = e["outcome"].as_str().unwrap();
-            let bounds = format!(
-                "[{:+.2}, {:+.2}]% vs {}%",
+            let (lo, hi, t) = (
                 e["lower_bound_percent"].as_f64().unwrap(),
                 e["upper_bound_percent"].as_f64().unwrap(),
-                e["margin_percent"].as_f64().unwrap()
+                e["margin_percent"].as_f64().unwrap(),
             );
+            let rate = mv["direction"] == "higher_is_better";
+            let bounds = if rate {
+                format!("{}–{} as fast vs ≥{}", speed(hi), speed(lo), speed(t))
+            } else {
+                format!("[{lo:+.2}, {hi:+.2}]% vs {t}%")
+            };
             // The terminal row of this metric, under this cell's heading.
             let section = &t[t.find(&format!("cell {cell} ")).unwrap()..];
             let line = section
@@ -910,10 +931,14 @@ fn each_metric_row_shows_one_decision_in_every_view() {
                 assert!(!line.contains(&format!(" {o} ")), "two decisions: {line}");
             }
             // Markdown escapes the brackets; the bound numbers are there as is.
-            let lower = format!("{:+.2}", e["lower_bound_percent"].as_f64().unwrap());
+            let key = if rate {
+                bounds.clone()
+            } else {
+                format!("{lo:+.2}")
+            };
             let md_row = m
                 .lines()
-                .find(|l| l.starts_with(&format!("| `{metric}` |")) && l.contains(&lower))
+                .find(|l| l.starts_with(&format!("| `{metric}` |")) && l.contains(&key))
                 .unwrap_or_else(|| panic!("markdown row of {metric}: {m}"));
             assert!(md_row.contains(outcome), "{md_row}");
             assert!(

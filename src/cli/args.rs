@@ -118,7 +118,8 @@ pub struct CompareArgs {
     /// Also write JUnit XML here (the qualification and each deciding gate part a test case).
     #[arg(long)]
     pub junit: Option<PathBuf>,
-    /// Every server timing and metrics line in the rendered report.
+    /// Every server timing and metrics line, and the evidence gate's design
+    /// in full, in the rendered report.
     #[arg(long, short)]
     pub verbose: bool,
 }
@@ -152,7 +153,8 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub color: ColorChoice,
     /// Terminal format: every server timing and metrics line (by default one
-    /// line per cell unless a check fails).
+    /// line per cell unless a check fails), and the evidence gate's design in
+    /// full (by default one line).
     #[arg(long, short)]
     pub verbose: bool,
     /// Instead of rendering: write DIR/metrics.csv (one row per cell metric,

@@ -52,7 +52,8 @@ pub struct QualifyArgs {
     /// No progress output and no rendered report.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Every server timing and metrics line in the rendered report.
+    /// Every server timing and metrics line, and the evidence gate's design
+    /// in full, in the rendered report.
     #[arg(long, short)]
     pub verbose: bool,
     /// Also write the report as JUnit XML here (each deciding gate part a test case).

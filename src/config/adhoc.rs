@@ -90,6 +90,26 @@ pub fn parse_slo(text: &str) -> Result<Slo> {
     Ok(slo)
 }
 
+/// Longest plain decimal a rate keeps in a cell name (`0.000125`, `12345.75`).
+const PLAIN_RATE_CHARS: usize = 8;
+
+/// A `--rate` value as its cell's name shows it: the shortest decimal that
+/// reads back as the value (`2.5`, `8`) when it is short, else the shortest
+/// scientific form that does (`1e-300`, `3.0000000000000004e-1`), so a name
+/// holds at most 17 significant digits, never the hundreds of a plain
+/// `1e300`. Distinct values stay distinct: each form spells one value only,
+/// and only the scientific one has an `e`. The dot becomes `_` (reports use
+/// cell names inside dotted JSON paths).
+fn rate_in_name(rate: f64) -> String {
+    let plain = rate.to_string();
+    let text = if plain.len() <= PLAIN_RATE_CHARS {
+        plain
+    } else {
+        format!("{rate:e}")
+    };
+    text.replace('.', "_")
+}
+
 /// One cell's place in the sweep.
 struct Point {
     concurrency: usize,
@@ -253,7 +273,7 @@ impl CellFlags {
             None => format!("{base}-c{}", p.concurrency),
             Some(r) => {
                 let kind = self.arrival.unwrap_or_default().as_str();
-                let rate = r.to_string().replace('.', "_");
+                let rate = rate_in_name(r);
                 let cap = if self.concurrency.is_empty() {
                     String::new()
                 } else {
@@ -452,6 +472,40 @@ mod tests {
             Arrival::Constant { rate: 8.0 }
         );
         assert_eq!(s.cells[1].concurrency, 3);
+    }
+
+    #[test]
+    fn a_rate_in_a_cell_name_is_short_and_tells_distinct_values_apart() {
+        assert_eq!(rate_in_name(2.5), "2_5");
+        assert_eq!(rate_in_name(8.0), "8");
+        assert_eq!(rate_in_name(0.000125), "0_000125");
+        assert_eq!(rate_in_name(0.0000125), "1_25e-5");
+        assert_eq!(rate_in_name(1e-300), "1e-300");
+        assert_eq!(rate_in_name(1e300), "1e300");
+        assert_eq!(rate_in_name(0.1 + 0.2), "3_0000000000000004e-1");
+        let rates = [
+            0.3,
+            0.1 + 0.2,
+            1e-300,
+            1e300,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            1.0 / 3.0,
+            2.0 / 3.0,
+            12345.75,
+            123456.75,
+        ];
+        let names: Vec<String> = rates.iter().map(|r| rate_in_name(*r)).collect();
+        for (i, n) in names.iter().enumerate() {
+            // Bounded: 17 digits, a dot, an `e`, a sign and 3 exponent digits at most.
+            assert!(n.len() <= 23, "{n}");
+            assert!(!n.contains('.'), "{n}");
+            let name = format!("p256-o32-poisson{n}rps");
+            assert_eq!(crate::report::text::name_problem(&name), None, "{name}");
+            assert!(!names[..i].contains(n), "{n} names two rates");
+            // It reads back as the very value: no two values share it.
+            assert_eq!(n.replace('_', ".").parse::<f64>().unwrap(), rates[i], "{n}");
+        }
     }
 
     #[test]

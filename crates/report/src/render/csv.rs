@@ -1,11 +1,14 @@
 //! CSV for spreadsheets and pandas: one row per (cell, metric) with both
 //! sides' values and the deciding bounds, and one row per recorded request
-//! (failures included) from the report's kept request rows.
+//! (failures included) from the report's kept request rows. The bounds are
+//! worse-direction percent around the estimate named in `estimate` (a
+//! paired design's is not `delta_percent`); a rate's are also given as the
+//! candidate's speed over the baseline's.
 
 use serde_json::Value;
 
 /// Columns of `metrics.csv`, each read from a metric's JSON.
-const METRIC_COLUMNS: [&str; 14] = [
+const METRIC_COLUMNS: [&str; 18] = [
     "cell",
     "metric",
     "direction",
@@ -20,6 +23,12 @@ const METRIC_COLUMNS: [&str; 14] = [
     "margin_percent",
     "requests_to_resolve",
     "seed_flag",
+    // Added after the above: the estimate the bounds surround, and a
+    // rate's bounds as speed ratios (candidate over baseline).
+    "estimate",
+    "estimate_worse_percent",
+    "speed_ratio_low",
+    "speed_ratio_high",
 ];
 
 /// Columns of `requests.csv` before the rows' own fields (in first-seen order).
@@ -69,11 +78,34 @@ fn metrics(v: &Value) -> String {
                 Some(e["margin_percent"].clone()),
                 Some(e["requests_to_resolve"].clone()),
                 seed_flag,
-            ];
-            let _ = w.write_record(row.iter().map(|x| field(x.as_ref())));
+            ]
+            .into_iter()
+            .chain(estimate_fields(m));
+            let _ = w.write_record(row.map(|x| field(x.as_ref())));
         }
     }
     finish(w)
+}
+
+/// The estimate a metric's evidence bounds surround (its name and its
+/// worse-direction change), and for a rate the bounds as the candidate's
+/// speed over the baseline's, slowest first; empty where there is none.
+fn estimate_fields(m: &Value) -> [Option<Value>; 4] {
+    let e = &m["evidence"];
+    let name = super::view::typed::<crate::stats::Resampling>(e.get("resampling"))
+        .map(|r| Value::from(super::estimate::estimate_name(r)));
+    let rate = m["direction"] == "higher_is_better";
+    let ratio = |k: &str| {
+        e[k].as_f64()
+            .filter(|_| rate)
+            .map(|w| Value::from(super::estimate::speed_ratio(w)))
+    };
+    [
+        name,
+        Some(e["worse_change_percent"].clone()),
+        ratio("upper_bound_percent"),
+        ratio("lower_bound_percent"),
+    ]
 }
 
 fn requests(v: &Value) -> String {
@@ -164,13 +196,50 @@ mod tests {
         assert_eq!(lines.next().unwrap(), METRIC_COLUMNS.join(","));
         assert_eq!(
             lines.next().unwrap(),
-            "\"c2, \"\"odd\"\"\",ttft_p50_ms,lower_is_better,100.0,110.5,10.5,4,4,fail,6.0,15.0,5.0,,false"
+            "\"c2, \"\"odd\"\"\",ttft_p50_ms,lower_is_better,100.0,110.5,10.5,4,4,fail,6.0,15.0,5.0,,false,,,,"
         );
         assert_eq!(lines.next(), None);
         let r: Vec<&str> = r.lines().collect();
         assert_eq!(r[0], "cell,side,index,ok,ttft_ms,error");
         assert_eq!(r[1], "\"c2, \"\"odd\"\"\",baseline,0,true,99.0,");
         assert_eq!(r[2], "\"c2, \"\"odd\"\"\",candidate,0,false,,HTTP 500");
+    }
+
+    /// A paired rate: the estimate named, its bounds as speeds by hand
+    /// (c/b = 1 − worse/100: +50 % worse is 0.5×, −100 % is 2×); a latency
+    /// gets no speed.
+    #[test]
+    fn the_estimate_is_named_and_a_rates_bounds_are_speed_ratios() {
+        let evidence = |w: f64, lo: f64, hi: f64, r: &str| {
+            json!({"outcome": "inconclusive", "worse_change_percent": w, "lower_bound_percent": lo,
+                   "upper_bound_percent": hi, "margin_percent": 5.0, "resampling": r})
+        };
+        let v = json!({"cells": {"c": {"metrics": {
+            "decode_tok_s_p50": {"direction": "higher_is_better", "delta_percent": -3.56,
+                "evidence": evidence(13.21, -100.0, 50.0, "paired_requests")},
+            "ttft_p50_ms": {"direction": "lower_is_better", "delta_percent": 8.0,
+                "evidence": evidence(8.0, 2.5, 14.0, "independent")}
+        }}}});
+        let (m, _) = render(&v);
+        let rows: Vec<&str> = m.lines().collect();
+        assert!(
+            rows[0].ends_with(
+                ",seed_flag,estimate,estimate_worse_percent,speed_ratio_low,speed_ratio_high"
+            ),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].starts_with("c,decode_tok_s_p50,")
+                && rows[1].ends_with(",paired estimate,13.21,0.5,2.0"),
+            "{}",
+            rows[1]
+        );
+        assert!(
+            rows[2].starts_with("c,ttft_p50_ms,") && rows[2].ends_with(",point delta,8.0,,"),
+            "{}",
+            rows[2]
+        );
     }
 
     #[test]

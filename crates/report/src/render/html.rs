@@ -6,7 +6,7 @@ use std::fmt::Write;
 use crate::artifact::RequestRow;
 use crate::stats;
 
-use super::view::{CellView, MetricView, TurnoverRow, View};
+use super::view::{CellView, MetricView, PairMark, TurnoverRow, View};
 use super::*;
 
 const BASELINE_COLOR: &str = "#4c78a8";
@@ -54,9 +54,19 @@ fn quality_section(out: &mut String, v: &View) {
             "<details><summary>reference pairs: {}</summary><ul>",
             escape(&View::reference_summary(rc))
         );
-        for (passed, line) in View::divergence_lines(rc) {
-            let mark = if passed { "pass" } else { "fail" };
-            let _ = writeln!(out, "<li><b>{mark}</b> {}</li>", escape(&line));
+        for (pair, line) in View::divergence_lines(rc) {
+            let (class, mark) = match pair {
+                PairMark::Pass => ("pass", ""),
+                PairMark::Fail => ("fail", "✗ "),
+                // Passed by the policy, yet a hard divergence: never "pass".
+                PairMark::Counted => ("v-inconclusive", "⚠ "),
+            };
+            let _ = writeln!(
+                out,
+                "<li><b class=\"{class}\">{mark}{}</b> {}</li>",
+                pair.word(),
+                escape(&line)
+            );
         }
         out.push_str("</ul></details>\n");
     }
@@ -144,7 +154,7 @@ fn strip_plot(m: &MetricView, b: &[f64], c: &[f64]) -> String {
     let d = m.decision_cells();
     let _ = write!(
         s,
-        "<text x=\"8\" y=\"16\" font-size=\"12\" font-weight=\"600\">{}</text><text x=\"{}\" y=\"16\" font-size=\"11\" text-anchor=\"end\" fill=\"#57606a\">{} · Δ {} · {} {}</text>",
+        "<text x=\"8\" y=\"16\" font-size=\"12\" font-weight=\"600\">{}</text><text x=\"{}\" y=\"16\" font-size=\"11\" text-anchor=\"end\" fill=\"#57606a\">{} · point Δ {} · {} {}</text>",
         escape(&m.name),
         w - right,
         escape(direction_word(m.direction)),
@@ -550,7 +560,7 @@ fn metric_table(out: &mut String, c: &CellView, ci_head: &str) {
     let (interval_head, decision_head) = c.decision_headings(ci_head);
     let _ = writeln!(
         out,
-        "<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>n</th><th>delta</th><th>{}</th><th>{decision_head}</th><th>seed flag (point vs T)</th></tr>",
+        "<table><tr><th>metric</th><th>baseline</th><th>candidate</th><th>n</th><th>point delta</th><th>{}</th><th>{decision_head}</th><th>seed flag (point vs T)</th></tr>",
         escape(&interval_head)
     );
     for m in &c.metrics {
@@ -722,8 +732,17 @@ fn evidence(out: &mut String, v: &View) {
     if let Some(n) = e.requests_to_resolve {
         let _ = writeln!(out, "<p>About {n} requests per side would decide it.</p>");
     }
-    if let Some(d) = &e.design {
-        let _ = writeln!(out, "<p>Design: {}</p>", escape(d));
+    if let Some(why) = e.estimates {
+        let _ = writeln!(out, "<p class=\"small\">{}</p>", escape(why));
+    }
+    // The design's one line shown, the whole of it folded beneath.
+    if let (Some(d), Some(summary)) = (&e.design, &e.design_summary) {
+        let _ = writeln!(
+            out,
+            "<details><summary>Design: {}</summary><p>{}</p></details>",
+            escape(summary),
+            escape(d)
+        );
     }
 }
 
@@ -994,6 +1013,7 @@ mod tests {
             requests_to_resolve: None,
             samples: None,
             evidence: None,
+            recorded_evidence: None,
         };
         // Values from 0 to 40: a 5 % pad below would put the first tick at -2.
         let svg = super::strip_plot(&m, &[0.0, 1.0, 40.0], &[2.0, 3.0, 4.0]);

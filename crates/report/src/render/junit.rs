@@ -8,7 +8,9 @@
 //! otherwise), and the turnover gate of the policy's mode. A part that is
 //! inconclusive is `<skipped>` (neither passed nor failed); the
 //! qualification's own case fails unless it qualified, so an inconclusive
-//! qualification is red too (its message says inconclusive).
+//! qualification is red too (its message says inconclusive). A metric's
+//! message reads as in the other views: its estimate named, a rate's
+//! bounds as the candidate's speed over the baseline's.
 
 use serde_json::Value;
 
@@ -28,8 +30,17 @@ enum Outcome {
 
 pub fn render(v: &Value) -> String {
     let mut suites = vec![("qualification".to_string(), vec![qualification(v)])];
+    let cells = super::view::cell_views(v);
     for name in deciding_gates(v) {
-        suites.push((format!("gates.{name}"), gate_cases(&v["gates"][&name])));
+        let mut cases = gate_cases(&v["gates"][&name]);
+        for c in &mut cases {
+            c.message = match name.as_str() {
+                "performance_evidence" => super::view::shown_reason(&cells, &c.name, &c.message),
+                "performance" => super::estimate::point_reason(&c.message),
+                _ => continue,
+            };
+        }
+        suites.push((format!("gates.{name}"), cases));
     }
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let (tests, failures, skipped) = totals(suites.iter().flat_map(|(_, c)| c));
@@ -219,6 +230,21 @@ mod tests {
         assert!(x.contains("<testsuites name=\"infergate qualification\" tests=\"5\" failures=\"2\" skipped=\"1\">"), "{x}");
         // The qualification's own case carries its text.
         assert!(x.contains("<failure message=\"fail: quality gate\""));
+    }
+
+    /// Where the seed's point gate decides, its message names its estimate
+    /// as the tables do.
+    #[test]
+    fn the_point_gates_message_names_the_point_delta() {
+        let mut v = report();
+        v["statistics"] = json!({"gate_decides": "point"});
+        v["gates"]["performance"]["parts"][0]["reason"] =
+            json!("delta +13.00% (lower is better); worse-direction change +13.00% > threshold 5%");
+        let x = render(&v);
+        assert!(
+            x.contains("<failure message=\"point delta +13.00% (lower is better); worse-direction change +13.00% &gt; threshold 5%\""),
+            "{x}"
+        );
     }
 
     #[test]

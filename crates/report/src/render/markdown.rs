@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::view::{CellView, View};
+use super::view::{CellView, PairMark, View};
 use super::*;
 
 /// Report text as Markdown: it shows as itself wherever it lands (a table
@@ -239,7 +239,7 @@ fn metric_table(out: &mut String, c: &CellView, ci_head: &str) {
             ("baseline", true),
             ("candidate", true),
             ("n", true),
-            ("delta", true),
+            ("point delta", true),
             (&interval_head, false),
             (decision_head, false),
             ("seed flag (point vs T)", false),
@@ -332,8 +332,13 @@ fn references(out: &mut String, v: &View) {
     if let Some(rc) = &v.references {
         let _ = writeln!(out, "### Reference pairs\n");
         let _ = writeln!(out, "{}\n", md(&View::reference_summary(rc)));
-        for (passed, line) in View::divergence_lines(rc) {
-            let mark = if passed { "pass" } else { "**fail**" };
+        for (pair, line) in View::divergence_lines(rc) {
+            let mark = match pair {
+                PairMark::Pass => "pass".to_string(),
+                // Passed by the policy, yet a hard divergence: never "pass".
+                PairMark::Counted => format!("⚠️ **{}**", pair.word()),
+                PairMark::Fail => format!("**{}**", pair.word()),
+            };
             let _ = writeln!(out, "- {mark}: {}", md(&line));
         }
         let _ = writeln!(out);
@@ -350,6 +355,8 @@ fn quality(out: &mut String, v: &View) {
     }
 }
 
+/// The evidence gate's parts and what would decide it; the design's one
+/// line shown, the whole of it folded beneath.
 fn evidence(out: &mut String, v: &View) {
     if let Some(e) = v.evidence() {
         let _ = writeln!(out, "### Evidence gate: {}\n", md(&e.outcome));
@@ -359,8 +366,16 @@ fn evidence(out: &mut String, v: &View) {
         if let Some(n) = e.requests_to_resolve {
             let _ = writeln!(out, "- about {n} requests per side would decide it");
         }
-        if let Some(d) = &e.design {
-            let _ = writeln!(out, "- design: {}", md(d));
+        if let Some(why) = e.estimates {
+            let _ = writeln!(out, "- {}", md(why));
+        }
+        if let (Some(d), Some(summary)) = (&e.design, &e.design_summary) {
+            let _ = writeln!(
+                out,
+                "\n<details><summary>design: {}</summary>\n\n{}\n\n</details>",
+                md_html(summary),
+                md(d)
+            );
         }
         let _ = writeln!(out);
     }

@@ -12,9 +12,12 @@ use super::model::Report;
 
 mod checks;
 mod csv;
+mod estimate;
 mod html;
 mod junit;
 mod markdown;
+#[cfg(test)]
+mod reading_tests;
 mod terminal;
 mod view;
 
@@ -42,8 +45,9 @@ impl ReportSource for Report {
 pub struct TerminalOptions {
     /// ANSI colour.
     pub color: bool,
-    /// Every server timing and metrics line; by default one line per cell
-    /// unless a check fails (then that check in full).
+    /// Every server timing and metrics line, and the evidence gate's design
+    /// in full; by default one line per cell unless a check fails (then that
+    /// check in full), and the design in one line.
     pub verbose: bool,
 }
 

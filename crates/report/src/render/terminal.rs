@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::view::{CellView, View};
+use super::view::{CellView, PairMark, View};
 use super::*;
 
 const GREEN: &str = "\x1b[32m";
@@ -133,7 +133,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool, verb
         r("baseline"),
         r("candidate"),
         r("n"),
-        r("delta"),
+        r("point delta"),
         l(&interval_head),
         l(decision_head),
         l("seed flag (point vs T)"),
@@ -203,7 +203,7 @@ pub(super) fn render(v: &View, opts: TerminalOptions) -> String {
     references(&mut out, v, color);
     quality(&mut out, v, color);
     gates(&mut out, v, color);
-    evidence(&mut out, v, color);
+    evidence(&mut out, v, color, verbose);
     decision(&mut out, v, color);
     verification(&mut out, v, color);
     for w in &v.warnings {
@@ -318,12 +318,14 @@ fn references(out: &mut String, v: &View, color: bool) {
         paint("reference pairs", Some(BOLD), color),
         View::reference_summary(rc)
     );
-    for (passed, line) in View::divergence_lines(rc) {
-        let _ = writeln!(
-            out,
-            "  {} {line}",
-            paint(mark(Some(passed)), pass_color(Some(passed)), color)
-        );
+    for (pair, line) in View::divergence_lines(rc) {
+        let (m, c) = match pair {
+            PairMark::Pass => (mark(Some(true)), GREEN),
+            PairMark::Fail => (mark(Some(false)), RED),
+            // Passed by the policy, yet a hard divergence: never a ✓.
+            PairMark::Counted => ("⚠", YELLOW),
+        };
+        let _ = writeln!(out, "  {} {line}", paint(m, Some(c), color));
     }
     let _ = writeln!(out);
 }
@@ -378,7 +380,9 @@ fn outcome_color(outcome: &str) -> Option<&'static str> {
     }
 }
 
-fn evidence(out: &mut String, v: &View, color: bool) {
+/// The evidence gate's parts, what would decide it, and its design: in
+/// one line unless `verbose`.
+fn evidence(out: &mut String, v: &View, color: bool, verbose: bool) {
     let Some(e) = v.evidence() else {
         return;
     };
@@ -390,8 +394,17 @@ fn evidence(out: &mut String, v: &View, color: bool) {
     if let Some(n) = e.requests_to_resolve {
         let _ = writeln!(out, "  about {n} requests per side would decide it");
     }
-    if let Some(d) = &e.design {
-        let _ = writeln!(out, "  design: {d}");
+    if let Some(why) = e.estimates {
+        let _ = writeln!(out, "  {why}");
+    }
+    match (&e.design, &e.design_summary) {
+        (Some(d), _) if verbose => {
+            let _ = writeln!(out, "  design: {d}");
+        }
+        (_, Some(s)) => {
+            let _ = writeln!(out, "  design: {s} — the whole of it with --verbose");
+        }
+        _ => {}
     }
     let _ = writeln!(out);
 }

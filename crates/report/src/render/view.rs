@@ -336,8 +336,12 @@ pub struct MetricView {
     pub requests_to_resolve: Option<u64>,
     /// Sample name and (baseline, candidate) per-request values.
     pub samples: Option<(String, Vec<f64>, Vec<f64>)>,
-    /// The evidence gate's bounds and outcome for this metric.
+    /// The evidence gate's bounds and outcome for this metric, where the
+    /// evidence decides.
     pub evidence: Option<crate::stats::Evidence>,
+    /// The metric's evidence as the report records it, deciding or not:
+    /// what the evidence section's line for it reads from.
+    pub recorded_evidence: Option<crate::stats::Evidence>,
 }
 
 /// What one metric's row says, one statement per column: the interval
@@ -365,10 +369,7 @@ impl MetricView {
         };
         match &self.evidence {
             Some(e) => DecisionCells {
-                interval: format!(
-                    "[{:+.2}, {:+.2}]% vs {}%",
-                    e.lower_bound_percent, e.upper_bound_percent, e.margin_percent
-                ),
+                interval: super::estimate::bounds_cell(e, self.direction),
                 decision: e.outcome.as_str().to_string(),
                 resolve: e.requests_to_resolve.map(|n| n as u64),
                 seed_flag,
@@ -387,10 +388,18 @@ impl MetricView {
 }
 
 impl CellView {
-    /// The row headings: (interval, decision) for this cell's metrics.
+    /// The row headings: (interval, decision) for this cell's metrics; a
+    /// rate's evidence bounds are the candidate's speed over the baseline's.
     pub fn decision_headings(&self, ci_head: &str) -> (String, &'static str) {
-        if self.metrics.iter().any(|m| m.evidence.is_some()) {
-            ("evidence bounds, worse-direction".to_string(), "decision")
+        let with_evidence = || self.metrics.iter().filter(|m| m.evidence.is_some());
+        if with_evidence().next().is_some() {
+            let rates = with_evidence().any(|m| m.direction == Some(Direction::HigherIsBetter));
+            let head = if rates {
+                "evidence bounds, worse-direction (rates: speed)"
+            } else {
+                "evidence bounds, worse-direction"
+            };
+            (head.to_string(), "decision")
         } else {
             (ci_head.to_string(), "verdict")
         }
@@ -421,7 +430,13 @@ pub struct EvidenceView {
     pub outcome: String,
     pub parts: Vec<(String, String, String)>,
     pub requests_to_resolve: Option<usize>,
+    /// The design in full: schedule, resampling, family-wise levels.
     pub design: Option<String>,
+    /// The design in one line, for the default views.
+    pub design_summary: Option<String>,
+    /// Why a paired estimate differs from the tables' point delta, when a
+    /// part's bounds surround a paired estimate.
+    pub estimates: Option<&'static str>,
     /// What the verdict cost against the known-variance oracle, in words.
     pub cost: Option<String>,
 }
@@ -609,58 +624,140 @@ impl View {
 
     pub fn evidence(&self) -> Option<EvidenceView> {
         let g = self.gates.as_ref()?.performance_evidence.as_ref()?;
-        let design = self.statistics.as_ref().and_then(|s| {
-            let d = s.design.as_ref()?;
-            let fw = s.family_wise.as_ref();
-            Some(format!(
-                "schedule {}, {}; {}",
-                d.schedule,
-                d.resampling_method,
-                fw.map_or(String::new(), |f| format!(
-                    "alpha {} over {} gating pair(s) and {} look(s){}: pass bound at {:.4}, fail bound at {:.4}",
-                    f.alpha,
-                    f.gating_pairs,
-                    f.looks,
-                    match (f.previous_information_fraction, f.information_fraction) {
-                        (Some(b), Some(t)) => format!(
-                            ", this look at {t:.2} of the budget the run had (the previous at {b:.2}){}{}",
-                            if f.boundaries == Some(crate::stats::evidence::Boundaries::GroupSequential) {
-                                ", group-sequential boundaries"
-                            } else {
-                                ""
-                            },
-                            f.pass_information_fractions
-                                .as_ref()
-                                .and_then(|p| p.last())
-                                .map_or(String::new(), |p| format!(
-                                    ", the pass bound at {p:.2} of the information it needs"
-                                ))
-                        ),
-                        _ => String::new(),
-                    },
-                    f.alpha_pass,
-                    f.alpha_fail
-                ))
-            ))
+        let parts: Vec<(String, String, String)> = g
+            .parts
+            .iter()
+            .map(|p| {
+                (
+                    p.subject.clone(),
+                    p.outcome.as_str().to_string(),
+                    shown_reason(&self.cells, &p.subject, &p.reason),
+                )
+            })
+            .collect();
+        let paired = g.parts.iter().any(|p| {
+            recorded_evidence(&self.cells, &p.subject).is_some_and(|(e, _)| {
+                matches!(
+                    e.resampling,
+                    stats::Resampling::Paired | stats::Resampling::PairedRequests
+                )
+            })
         });
         Some(EvidenceView {
             outcome: g.outcome.as_str().to_string(),
-            parts: g
-                .parts
-                .iter()
-                .map(|p| {
-                    (
-                        p.subject.clone(),
-                        p.outcome.as_str().to_string(),
-                        p.reason.clone(),
-                    )
-                })
-                .collect(),
+            parts,
             requests_to_resolve: g.requests_to_resolve,
-            design,
+            design: self.statistics.as_ref().and_then(design_text),
+            design_summary: self.statistics.as_ref().and_then(design_summary),
+            estimates: paired.then_some(super::estimate::PAIRED_VS_POINT),
             cost: cost_line(g),
         })
     }
+}
+
+/// The design in full: the schedule, the resampling method and the
+/// family-wise levels with this look's share of the budget.
+fn design_text(s: &Statistics) -> Option<String> {
+    let d = s.design.as_ref()?;
+    let fw = s.family_wise.as_ref();
+    Some(format!(
+        "schedule {}, {}; {}",
+        d.schedule,
+        d.resampling_method,
+        fw.map_or(String::new(), |f| format!(
+            "alpha {} over {} gating pair(s) and {} look(s){}: pass bound at {:.4}, fail bound at {:.4}",
+            f.alpha,
+            f.gating_pairs,
+            f.looks,
+            match (f.previous_information_fraction, f.information_fraction) {
+                (Some(b), Some(t)) => format!(
+                    ", this look at {t:.2} of the budget the run had (the previous at {b:.2}){}{}",
+                    if f.boundaries == Some(crate::stats::evidence::Boundaries::GroupSequential) {
+                        ", group-sequential boundaries"
+                    } else {
+                        ""
+                    },
+                    f.pass_information_fractions
+                        .as_ref()
+                        .and_then(|p| p.last())
+                        .map_or(String::new(), |p| format!(
+                            ", the pass bound at {p:.2} of the information it needs"
+                        ))
+                ),
+                _ => String::new(),
+            },
+            f.alpha_pass,
+            f.alpha_fail
+        ))
+    ))
+}
+
+/// `n thing` or `n things`.
+fn count(n: usize, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The design in one line, from the same fields as [`design_text`]: how
+/// the sides were scheduled, how the bootstrap resampled them, and the
+/// family-wise alpha over the gating pairs and looks.
+fn design_summary(s: &Statistics) -> Option<String> {
+    let d = s.design.as_ref()?;
+    let schedule = match d.schedule.as_str() {
+        "interleaved" => "interleaved blocks",
+        "alternating_passes" => "alternating passes",
+        "single" => "one pass per side",
+        other => other,
+    };
+    let resampling = match d.resampling {
+        stats::Resampling::Independent => "independent bootstrap",
+        stats::Resampling::Clustered => "cluster bootstrap",
+        stats::Resampling::Paired if d.pairs_requests != Some(true) => "paired block bootstrap",
+        stats::Resampling::Paired | stats::Resampling::PairedRequests => {
+            "paired bootstrap of request pairs"
+        }
+    };
+    let mut out = format!("{schedule}, {resampling}");
+    if d.block_mean == Some(stats::BlockMean::Trimmed) {
+        out.push_str(" (trimmed block mean)");
+    }
+    if d.drift_floor_reason.is_some() {
+        out.push_str(", drift floor added");
+    }
+    if let Some(f) = &s.family_wise {
+        out.push_str(&format!(
+            ", alpha {} over {} and {}",
+            f.alpha,
+            count(f.gating_pairs, "pair"),
+            count(f.looks, "look")
+        ));
+    }
+    Some(out)
+}
+
+/// The evidence a gate part's subject (`cells.<cell>.metrics.<metric>`)
+/// records, with the metric's direction.
+fn recorded_evidence<'a>(
+    cells: &'a [CellView],
+    subject: &str,
+) -> Option<(&'a stats::Evidence, Option<Direction>)> {
+    cells.iter().find_map(|c| {
+        let metric = subject
+            .strip_prefix("cells.")?
+            .strip_prefix(c.name.as_str())?
+            .strip_prefix(".metrics.")?;
+        let m = c.metrics.iter().find(|m| m.name == metric)?;
+        Some((m.recorded_evidence.as_ref()?, m.direction))
+    })
+}
+
+/// An evidence part's reason as the views show it: a metric's bounds read
+/// from its recorded evidence with the estimate named and a rate's bounds
+/// as speeds ([`super::estimate::evidence_reason`]); any other reason (an
+/// ineligible cell, no bound yet) as the report states it.
+pub(super) fn shown_reason(cells: &[CellView], subject: &str, reason: &str) -> String {
+    recorded_evidence(cells, subject)
+        .and_then(|(e, direction)| super::estimate::evidence_reason(e, direction, reason))
+        .unwrap_or_else(|| reason.to_string())
 }
 
 pub(super) fn s(v: Option<&Value>) -> Option<String> {
@@ -848,6 +945,7 @@ fn metric_view(name: &str, m: &Value, samples: Option<&Value>) -> MetricView {
     let direction = typed(m.get("direction"))
         .or_else(|| infer_direction(inferred.as_ref().map_or(name, |(s, _)| s.as_str())));
     let sample_key = s(m.get("sample")).or_else(|| inferred.map(|(s, _)| s));
+    let evidence: Option<crate::stats::Evidence> = typed(m.get("evidence"));
     let samples = sample_key.and_then(|k| {
         let pair = samples?.get(&k)?;
         Some((
@@ -872,7 +970,8 @@ fn metric_view(name: &str, m: &Value, samples: Option<&Value>) -> MetricView {
         candidate_n: u(m.get("candidate_n")),
         requests_to_resolve: u(m.get("requests_to_resolve")),
         samples,
-        evidence: typed(m.get("evidence")),
+        recorded_evidence: evidence.clone(),
+        evidence,
     }
 }
 
@@ -887,7 +986,7 @@ fn metric_rank(name: &str, policy_order: &[String]) -> (usize, usize) {
 }
 
 /// The report's cells in natural name order, each's metrics in the policy's.
-fn cell_views(root: &Value) -> Vec<CellView> {
+pub(super) fn cell_views(root: &Value) -> Vec<CellView> {
     let policy_order: Vec<String> = root
         .get("policy")
         .and_then(|p| p.get("metrics"))
@@ -1090,9 +1189,10 @@ impl View {
         )
     }
 
-    /// One line per differing pair: where it diverges, both tokens with
-    /// their logprobs, the gaps, and the agreement before it.
-    pub fn divergence_lines(rc: &ReferenceComparison) -> Vec<(bool, String)> {
+    /// One line per differing pair with its [`PairMark`]: where it
+    /// diverges, both tokens with their logprobs, the gaps, and the
+    /// agreement before it.
+    pub fn divergence_lines(rc: &ReferenceComparison) -> Vec<(PairMark, String)> {
         let nats = |g: Option<f64>| g.map_or("not in top-k".to_string(), |g| format!("{g:.3}"));
         let side = |t: Option<&TokenLogprob>| {
             t.map_or("(ended)".to_string(), |t| {
@@ -1125,7 +1225,7 @@ impl View {
                         c.agreement.max_abs_dlogprob.map_or("–".into(), |x| format!("{x:.3}")),
                     ),
                 };
-                (p.passed, line)
+                (PairMark::of(p), line)
             })
             .collect()
     }
@@ -1141,10 +1241,14 @@ impl View {
             ]
             .into_iter()
             .flat_map(|(gate, gt)| {
-                gt.parts
-                    .iter()
-                    .filter(|p| !p.passed)
-                    .map(move |p| (gate.to_string(), p.subject.clone(), p.reason.clone()))
+                gt.parts.iter().filter(|p| !p.passed).map(move |p| {
+                    let reason = if gate == "performance" {
+                        super::estimate::point_reason(&p.reason)
+                    } else {
+                        p.reason.clone()
+                    };
+                    (gate.to_string(), p.subject.clone(), reason)
+                })
             })
             .collect();
         }
@@ -1168,7 +1272,7 @@ impl View {
                         "performance".into(),
                         format!("cells.{}.metrics.{}", c.name, m.name),
                         format!(
-                            "delta {} beyond the {}% threshold",
+                            "point delta {} beyond the {}% threshold",
                             m.delta_percent.map_or("—".into(), |d| format!("{d:+.2}%")),
                             m.threshold_percent.map_or("?".into(), |t| t.to_string())
                         ),
@@ -1190,6 +1294,39 @@ impl View {
             }
         }
         out
+    }
+}
+
+/// How a differing reference pair is listed. A hard divergence (or a
+/// difference without logprobs to weigh it) that the policy passes, as
+/// `cross_runtime = "rate"` does, is still a divergence: it counts towards
+/// the hard-divergence share, and is never marked as fine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairMark {
+    /// A near-tie the policy passes.
+    Pass,
+    /// A pair the policy fails.
+    Fail,
+    /// A hard divergence the policy passes on its own, counted by the quality gate.
+    Counted,
+}
+
+impl PairMark {
+    fn of(p: &crate::reference::ReferencePair) -> PairMark {
+        match (p.passed, p.comparison.class) {
+            (false, _) => PairMark::Fail,
+            (true, DivergenceClass::Hard | DivergenceClass::TextOnly) => PairMark::Counted,
+            (true, _) => PairMark::Pass,
+        }
+    }
+
+    /// The word the Markdown and HTML lists lead with.
+    pub fn word(self) -> &'static str {
+        match self {
+            PairMark::Pass => "pass",
+            PairMark::Fail => "fail",
+            PairMark::Counted => "counted",
+        }
     }
 }
 
