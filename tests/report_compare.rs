@@ -906,16 +906,16 @@ fn each_metric_row_shows_one_decision_in_every_view() {
         for (metric, mv) in cv["metrics"].as_object().unwrap() {
             let e = &mv["evidence"];
             let outcome = e["outcome"].as_str().unwrap();
-            let (lo, hi, t) = (
+            let (lo, hi, margin) = (
                 e["lower_bound_percent"].as_f64().unwrap(),
                 e["upper_bound_percent"].as_f64().unwrap(),
                 e["margin_percent"].as_f64().unwrap(),
             );
             let rate = mv["direction"] == "higher_is_better";
             let bounds = if rate {
-                format!("{}–{} as fast vs ≥{}", speed(hi), speed(lo), speed(t))
+                format!("{}–{} as fast vs ≥{}", speed(hi), speed(lo), speed(margin))
             } else {
-                format!("[{lo:+.2}, {hi:+.2}]% vs {t}%")
+                format!("[{lo:+.2}, {hi:+.2}]% vs {margin}%")
             };
             // The terminal row of this metric, under this cell's heading.
             let section = &t[t.find(&format!("cell {cell} ")).unwrap()..];
@@ -1077,7 +1077,30 @@ fn compare_writes_junit_a_parser_reads_and_appends_the_job_summary() {
     );
     let cases: Vec<(String, String, String, String)> =
         serde_json::from_value(got["cases"].clone()).unwrap();
-    assert_eq!(cases, want);
+    let key = |c: &(String, String, String, String)| (c.0.clone(), c.1.clone(), c.2.clone());
+    assert_eq!(
+        cases.iter().map(key).collect::<Vec<_>>(),
+        want.iter().map(key).collect::<Vec<_>>()
+    );
+    // Each message is the report's reason as the views show it: the
+    // estimate named (two runs: the point delta), a rate's bounds as the
+    // candidate's speed over the baseline's; the rest of the reason as stored.
+    for (c, w) in cases.iter().zip(&want) {
+        if c.3 == w.3 {
+            continue;
+        }
+        let shown =
+            w.3.replace("worse-direction change", "point delta, worse direction");
+        let rate = c.1.contains("_tok_s") || c.1.contains("_per_s");
+        let tail = |m: &str| m.split_once("; ").map(|(_, t)| t.to_string());
+        assert!(
+            c.3 == shown || (rate && c.3.contains(" as fast") && tail(&c.3) == tail(&w.3)),
+            "{}: {:?} against the stored {:?}",
+            c.1,
+            c.3,
+            w.3
+        );
+    }
     let count = |r: &str| want.iter().filter(|w| w.2 == r).count();
     assert_eq!(got["tests"], want.len());
     assert_eq!(got["failures"], count("failure"));
