@@ -211,6 +211,7 @@ async fn tool_requests_are_marked_and_a_runtime_that_refuses_tools_is_named() {
 /// temperature 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_text() {
+    let _alone = spec_engine_alone().await;
     let text = "name = \"words12\"\ncontract = \"reference\"\nprompt = \"words\"\nwords = 12\ncode_words = [\"cedar\", \"violet\"]\nrequests = 8\nconcurrency = 1\nseed = 5\nextra = { cache_prompt = false }\n";
     let table: toml::Table = toml::from_str(text).expect("spec toml");
     let s = TurnoverSpec::from_table(&table).expect("valid spec");
@@ -300,6 +301,14 @@ async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_tex
     assert_eq!(c.failed, 0, "{:#?}", c.failures);
 }
 
+/// One test at a time on the shared `spec-ngram` server: the counting test
+/// sums the server's log over its own requests, so no other test's
+/// drafting may land in that log meanwhile.
+async fn spec_engine_alone() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 /// A cell that expects speculative decoding (`expect = {
 /// spec_acceptance_min }`): the engine that drafts meets it, by the
 /// server's own counts (summed from the journal's per-response counts);
@@ -308,6 +317,7 @@ async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_tex
 /// 20 s: two runs of 6 requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft() {
+    let _alone = spec_engine_alone().await;
     let dir = tempfile::tempdir().unwrap();
     let suite = dir.path().join("suite.toml");
     std::fs::write(

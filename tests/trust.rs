@@ -943,3 +943,47 @@ fn every_shipped_plan_and_suite_loads() {
         Suite::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
     }
 }
+
+/// `infergate init` writes a plan and its suite that `--check` reads, for
+/// each kind; it never writes over a file that is there.
+#[test]
+fn init_writes_a_plan_check_reads_and_never_overwrites() {
+    for (kind, ready) in [
+        ("endpoints", true),
+        ("profiles", true),
+        ("containers", false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let o = infergate(d, &["init", "--kind", kind]);
+        assert!(o.status.success(), "{kind}: {}", stderr(&o));
+        for f in ["plan.toml", "suite.toml"] {
+            assert!(d.join(f).is_file(), "{kind}: {f}");
+        }
+        let check = infergate(
+            d,
+            &["qualify", "plan.toml", "--check", "--ledger", "L.sqlite"],
+        );
+        let out = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            out.starts_with("checked   plan: plan.toml reads"),
+            "{kind}: {out}"
+        );
+        if ready {
+            assert_eq!(check.status.code(), Some(0), "{kind}: {out}");
+        } else {
+            // The placeholder digests are not present here: named, nothing else.
+            assert!(
+                out.lines()
+                    .filter(|l| l.starts_with("WRONG"))
+                    .all(|l| l.contains("is not present locally")),
+                "{out}"
+            );
+        }
+        let plan = std::fs::read(d.join("plan.toml")).unwrap();
+        let again = infergate(d, &["init", "--kind", kind]);
+        assert_eq!(again.status.code(), Some(2));
+        assert!(stderr(&again).contains("plan.toml already exists: nothing was written"));
+        assert_eq!(std::fs::read(d.join("plan.toml")).unwrap(), plan);
+    }
+}

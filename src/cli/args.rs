@@ -73,6 +73,16 @@ pub enum Cmd {
     /// The decision ledger itself.
     #[command(subcommand)]
     Ledger(qualify::LedgerCmd),
+    /// Write a commented plan, and a starter suite.toml beside it, for a
+    /// common case: two endpoints, two container images by digest, or two
+    /// engine profiles of the bundled reference engine.
+    Init {
+        #[arg(long, value_enum, default_value = "endpoints")]
+        kind: infergate::config::init::Kind,
+        /// The plan's path; its suite.toml goes beside it. Neither may exist.
+        #[arg(long, short, default_value = "plan.toml")]
+        out: PathBuf,
+    },
     /// Shell completions on stdout, from these very definitions (e.g.
     /// `infergate completions bash > ~/.local/share/bash-completion/completions/infergate`).
     Completions {

@@ -31,6 +31,7 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Calibrate(a) => calibrate(a),
         Cmd::Verify { file, runs, suite } => verify(file, runs, suite),
         Cmd::Report(a) => render(a),
+        Cmd::Init { kind, out } => init(kind, &out),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = args::Cli::command();
@@ -394,5 +395,32 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         println!("wrote {}", path.display());
     }
     println!("wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `infergate init`: the plan and its suite, written only where nothing is.
+fn init(kind: infergate::config::init::Kind, plan: &std::path::Path) -> Result<ExitCode> {
+    use infergate::config::init;
+    let suite = plan
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .join("suite.toml");
+    for p in [plan, suite.as_path()] {
+        if p.exists() {
+            anyhow::bail!(
+                "{} already exists: nothing was written (choose another --out)",
+                p.display()
+            );
+        }
+    }
+    infergate::atomic::write_atomic(&suite, init::suite_text().as_bytes())?;
+    infergate::atomic::write_atomic(plan, init::plan_text(kind).as_bytes())?;
+    println!(
+        "wrote {} and {}: edit them, then infergate qualify {} --check",
+        plan.display(),
+        suite.display(),
+        plan.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

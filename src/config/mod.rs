@@ -7,6 +7,7 @@
 pub mod adhoc;
 pub mod dataset;
 pub mod endpoints;
+pub mod init;
 pub mod ledger_location;
 pub mod limits;
 pub mod plan;
