@@ -314,16 +314,27 @@ async fn spec_engine_alone() -> tokio::sync::MutexGuard<'static, ()> {
 /// server's own counts (summed from the journal's per-response counts);
 /// the one that drafts nothing is named, its cell not eligible; and a
 /// comparison whose candidate lost the feature fails on that cell. About
-/// 20 s: two runs of 6 requests.
+/// 7 s: two runs of 6 requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft() {
     let _alone = spec_engine_alone().await;
     let dir = tempfile::tempdir().unwrap();
+    // Answers that repeat a word: n-gram drafting finds its n-grams in the
+    // context (on filler prompts it may draft nothing at all).
+    let log: String = ["cedar", "violet", "amber", "maple", "river", "stone"]
+        .iter()
+        .map(|w| {
+            format!(
+                "{{\"messages\": [{{\"role\": \"user\", \"content\": \"Write the word {w} twelve times, separated by spaces, and nothing else.\"}}], \"max_tokens\": 48}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("words.jsonl"), log).unwrap();
     let suite = dir.path().join("suite.toml");
     std::fs::write(
         &suite,
-        "name = \"spec\"\n[[cell]]\nname = \"spec\"\nprompt_tokens = 96\ntolerance_percent = 5\n\
-         max_tokens = 48\nconcurrency = 1\nrequests = 6\nwarmup = 0\ncache = \"unique\"\nseed = 3\n\
+        "name = \"spec\"\n[[cell]]\nname = \"spec\"\nmax_tokens = 48\nconcurrency = 1\nrequests = 6\n\
+         warmup = 0\nseed = 3\nworkload = { kind = \"openai\", path = \"words.jsonl\" }\n\
          expect = { spec_acceptance_min = 0.0 }\n",
     )
     .unwrap();
