@@ -1,6 +1,6 @@
 //! How a metric's evidence reads: the estimate its bounds surround, named
 //! (a paired design's is not the point delta the tables show), and a rate's
-//! bounds as how fast the candidate is instead of a worse-direction percent.
+//! bounds as the candidate's speed over the baseline's.
 
 use crate::stats::{Direction, Evidence, Resampling};
 
