@@ -123,10 +123,13 @@ pub fn parse_cells(s: &str) -> Result<Vec<CellShape>, String> {
 /// each as large as the context allows up to 512 and 2048 tokens.
 pub fn default_cells(context: Option<u64>) -> Vec<CellShape> {
     let fit = |want: u64| match context {
-        // Leave the output and the tolerance room; 100 tokens keep the chat
-        // template and a sized body above any server's fixed overhead.
+        // Half of what the output and the tolerance leave; 100 tokens keep
+        // the chat template and a sized body above any server's overhead.
         Some(ctx) => want
-            .min(((ctx.saturating_sub(MAX_TOKENS)) as f64 / 1.05 * 0.5) as u64)
+            .min(
+                (ctx.saturating_sub(MAX_TOKENS) as f64 / (1.0 + TOLERANCE_PERCENT / 100.0) / 2.0)
+                    as u64,
+            )
             .max(100),
         None => want,
     };

@@ -255,7 +255,9 @@ pub async fn decide_and_apply(
             "carried_out": carried_out,
             "promotion": promotion,
         });
-        let summary = notify::summary(ctx, Event::Decision, Some(report_path), fields);
+        let bytes = std::fs::read(report_path).ok();
+        let report = bytes.as_deref().map(|b| (report_path, b));
+        let summary = notify::summary(ctx, Event::Decision, report, fields);
         notify::notify(ctx, Event::Decision, &summary).await?;
     }
     Ok(Applied {

@@ -358,10 +358,7 @@ pub async fn start(ctx: &Ctx<'_>, rt: &Runtime, tag: &str) -> Result<Started> {
 /// the `nvidia-smi` used, or None where the host has none (nothing waited
 /// for; the start row says so).
 async fn gpus_free(ctx: &Ctx<'_>, rt: &Runtime) -> Result<Option<PathBuf>> {
-    let Driver::Container(c) = &rt.driver else {
-        return Ok(None);
-    };
-    let (Some(gpus), Some(smi)) = (&c.host.gpus, which("nvidia-smi")) else {
+    let (Some(gpus), Some(smi)) = (rt.gpus(), which("nvidia-smi")) else {
         return Ok(None);
     };
     let label = rt.label.as_str();

@@ -9,6 +9,7 @@
 //! (`tests/layout.rs` holds it).
 
 pub mod decide;
+pub mod hook;
 pub mod ledger;
 pub mod lifecycle;
 pub mod notify;

@@ -5,10 +5,9 @@
 //! optional hook (a command or an HTTP call) tells the router. A runtime that
 //! fails a check is not admitted and the hook never runs for it.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -252,113 +251,34 @@ async fn canary(base_url: &str, api_key: Option<String>, model: &str) -> Check {
 }
 
 async fn run_hook(hook: &Hook, t: &Target, model: &str) -> Check {
-    let name = "hook".to_string();
-    match hook {
-        Hook::Command { argv, timeout } => {
-            let Some((program, args)) = argv.split_first() else {
-                return Check {
-                    name,
-                    passed: false,
-                    detail: "empty hook command".into(),
-                };
-            };
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args)
-                .env("INFERGATE_ACTION", "admit")
-                .env("INFERGATE_QUALIFICATION", &t.qualification)
-                .env("INFERGATE_RUNTIME", &t.runtime)
-                .env("INFERGATE_BASE_URL", &t.base_url)
-                .env("INFERGATE_MODEL", model)
-                .stdin(Stdio::null())
-                .kill_on_drop(true);
-            let shown = argv.join(" ");
-            match tokio::time::timeout(*timeout, cmd.output()).await {
-                Err(_) => Check {
-                    name,
-                    passed: false,
-                    detail: format!("`{shown}` did not finish within {timeout:?}"),
-                },
-                Ok(Err(e)) => Check {
-                    name,
-                    passed: false,
-                    detail: format!("`{shown}` could not run: {e}"),
-                },
-                Ok(Ok(out)) => {
-                    let stderr = String::from_utf8_lossy(&out.stderr);
-                    let tail: String = stderr
-                        .trim()
-                        .chars()
-                        .rev()
-                        .take(300)
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .collect();
-                    Check {
-                        name,
-                        passed: out.status.success(),
-                        detail: format!(
-                            "`{shown}` {}{}",
-                            status_text(out.status),
-                            if tail.is_empty() {
-                                String::new()
-                            } else {
-                                format!(": {tail}")
-                            }
-                        ),
-                    }
-                }
-            }
-        }
-        Hook::Http {
-            url,
-            timeout,
-            bearer_env,
-        } => {
-            let result = async {
-                let http = reqwest::Client::builder()
-                    .no_proxy()
-                    .timeout(*timeout)
-                    .build()
-                    .context("building HTTP client")?;
-                let mut req = http.post(url).json(&json!({
-                    "action": "admit",
-                    "qualification": t.qualification,
-                    "runtime": t.runtime,
-                    "base_url": t.base_url,
-                    "model": model,
-                }));
-                if let Some(key) = crate::util::api_key(bearer_env.as_deref())? {
-                    req = req.bearer_auth(key);
-                }
-                let resp = req
-                    .send()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("POST {url}: {}", e.without_url()))?;
-                Ok::<_, anyhow::Error>(resp.status())
-            }
-            .await;
-            match result {
-                Ok(s) => Check {
-                    name,
-                    passed: s.is_success(),
-                    detail: format!("POST {url}: HTTP {s}"),
-                },
-                Err(e) => Check {
-                    name,
-                    passed: false,
-                    detail: format!("{e:#}"),
-                },
-            }
-        }
-    }
-}
-
-fn status_text(s: std::process::ExitStatus) -> String {
-    match s.code() {
-        Some(0) => "exited 0".into(),
-        Some(c) => format!("exited {c}"),
-        None => "was killed by a signal".into(),
+    let env = [
+        ("INFERGATE_ACTION", "admit"),
+        ("INFERGATE_QUALIFICATION", t.qualification.as_str()),
+        ("INFERGATE_RUNTIME", t.runtime.as_str()),
+        ("INFERGATE_BASE_URL", t.base_url.as_str()),
+        ("INFERGATE_MODEL", model),
+    ];
+    let json = json!({
+        "action": "admit",
+        "qualification": t.qualification,
+        "runtime": t.runtime,
+        "base_url": t.base_url,
+        "model": model,
+    })
+    .to_string();
+    let call = super::hook::Call {
+        env: &env,
+        json: json.as_bytes(),
+        stdin: false,
+    };
+    let (passed, detail) = match super::hook::run(hook, &call).await {
+        Ok(line) => (true, line),
+        Err(line) => (false, line),
+    };
+    Check {
+        name: "hook".to_string(),
+        passed,
+        detail,
     }
 }
 

@@ -224,8 +224,14 @@ impl PromptSizer {
             "temperature": 0.0,
             "stream": false,
         });
-        let text_bytes = body["messages"].to_string().len();
-        let mut req = self.http.post(&url).json(&body);
+        // Serialized once: its size sets the wait, and it is what is sent.
+        let payload = serde_json::to_vec(&body).context("encoding the sizing request")?;
+        let text_bytes = payload.len();
+        let mut req = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(payload);
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }

@@ -538,16 +538,12 @@ async fn daemon(c: &mut Check, plan: &Plan, docker: &Docker) {
 fn schedule(c: &mut Check, plan: &Plan) {
     let both_containers = matches!(plan.baseline.driver, Driver::Container(_))
         && matches!(plan.candidate.driver, Driver::Container(_));
-    let gpus = |rt: &Runtime| match &rt.driver {
-        Driver::Container(ct) => ct.host.gpus.clone(),
-        _ => None,
-    };
     if let Some(why) = plan.shared_gpus_interleaved() {
         c.add("schedule", Found::Wrong, why);
         return;
     }
     match plan.schedule {
-        PlanSchedule::Interleaved => match (gpus(&plan.baseline), gpus(&plan.candidate)) {
+        PlanSchedule::Interleaved => match (plan.baseline.gpus(), plan.candidate.gpus()) {
             (Some(b), Some(cand)) => c.add(
                 "schedule",
                 Found::Checked,

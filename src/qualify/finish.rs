@@ -185,16 +185,26 @@ async fn tell_the_verdict(
     if ctx.plan.hooks.on_verdict.is_empty() {
         return Ok(());
     }
-    let gates = report
-        .and_then(|p| crate::report::read_report(p).ok())
-        .map(|r| crate::report::gate::summary(&r));
+    // Read once: the gates' summary and the sha256 the hooks get are of
+    // the same bytes.
+    let read = report.and_then(|p| Some((p, std::fs::read(p).ok()?)));
+    let gates = read.as_ref().and_then(|(p, bytes)| {
+        let v = crate::report::parse_report_value(bytes, &p.display().to_string()).ok()?;
+        let r: Report = serde_json::from_value(v).ok()?;
+        Some(crate::report::gate::summary(&r))
+    });
     let fields = json!({
         "verdict": verdict,
         "qualified": qualified,
         "gates": gates,
         "failure": failure,
     });
-    let summary = notify::summary(ctx, Event::Verdict, report, fields);
+    let summary = notify::summary(
+        ctx,
+        Event::Verdict,
+        read.as_ref().map(|(p, bytes)| (*p, bytes.as_slice())),
+        fields,
+    );
     notify::notify(ctx, Event::Verdict, &summary).await
 }
 

@@ -495,20 +495,26 @@ impl Default for DockerSettings {
     }
 }
 
+impl Runtime {
+    /// The GPUs a container runtime asks for; none for other drivers.
+    pub fn gpus(&self) -> Option<&Gpus> {
+        match &self.driver {
+            Driver::Container(ct) => ct.host.gpus.as_ref(),
+            _ => None,
+        }
+    }
+}
+
 impl Plan {
     /// Under the interleaved schedule, both runtimes up at once on one GPU
     /// (or possibly one: `all` and counts can land anywhere): each would hold
     /// part of its memory, so neither has production's KV capacity. The
     /// reason, with the way out; None when the schedule or the GPUs allow.
     pub fn shared_gpus_interleaved(&self) -> Option<String> {
-        let gpus = |rt: &Runtime| match &rt.driver {
-            Driver::Container(ct) => ct.host.gpus.clone(),
-            _ => None,
-        };
-        let (Some(b), Some(c)) = (gpus(&self.baseline), gpus(&self.candidate)) else {
+        let (Some(b), Some(c)) = (self.baseline.gpus(), self.candidate.gpus()) else {
             return None;
         };
-        let share = match (&b, &c) {
+        let share = match (b, c) {
             (Gpus::Ids(x), Gpus::Ids(y)) => x.iter().any(|id| y.contains(id)),
             _ => true,
         };
