@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
-use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
+use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, Suite};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
@@ -546,6 +546,10 @@ fn spec_of(c: &CellResult) -> CellSpec {
         output: match &c.output_length {
             Some(o) if !o.fixed => OutputPolicy::Free,
             _ => OutputPolicy::Fixed,
+        },
+        endpoint: match s.endpoint.as_deref() {
+            Some("completions") => CellEndpoint::Completions,
+            _ => CellEndpoint::Chat,
         },
         extra: toml::Table::new(),
         slo: c.slo.as_ref().map(|a| a.targets),

@@ -409,3 +409,84 @@ async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft
         "{text}"
     );
 }
+
+/// A cell on `/v1/completions`: every measured request goes there with its
+/// prompt as text (seen on the wire by a pass-through forwarder), and the
+/// prompt tokens the run records are the engine's own count of that text
+/// (its `/tokenize`: no chat template), which its per-response timings
+/// (`prompt_n + cache_n`, `predicted_n`) agree with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completions_cell_sends_text_prompts_and_the_server_counts_them_as_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"text\"\n[[cell]]\nname = \"text\"\nendpoint = \"completions\"\nprompt_tokens = 96\n\
+         max_tokens = 8\nrequests = 4\nwarmup = 1\nseed = 3\n",
+    )
+    .unwrap();
+    let base = support::engine("baseline");
+    let proxy = FaultProxy::start(FaultProxyConfig::new(&base.base_url), |_| Fault::Pass)
+        .await
+        .unwrap();
+    let out = dir.path().join("run");
+    let opts = support::run_opts(&proxy.base_url(), suite, out.clone());
+    let art = infergate::measure::runner::run(&opts).await.expect("run");
+    let cell = &art.cells[0];
+    assert_eq!(cell.shape.endpoint.as_deref(), Some("completions"));
+    assert_eq!((cell.requests, cell.succeeded), (4, 4), "{cell:?}");
+    assert!(cell.performance_eligible, "{:?}", cell.ineligible_reasons);
+
+    let streamed: Vec<_> = proxy
+        .events()
+        .into_iter()
+        .filter(|e| e.body.as_ref().is_some_and(|b| b["stream"] == true))
+        .collect();
+    assert_eq!(streamed.len(), 5, "a warmup and 4 measured requests");
+    let http = support::http();
+    let journal =
+        infergate::measure::journal::read(&out.join(infergate::measure::runner::JOURNAL_FILE))
+            .unwrap();
+    for e in &streamed {
+        assert_eq!(e.path, "/v1/completions");
+        let body = e.body.as_ref().unwrap();
+        assert!(body.get("messages").is_none(), "{body}");
+        let prompt = body["prompt"].as_str().expect("a text prompt");
+        if prompt.contains("-warm]") {
+            continue; // the warmup, never recorded
+        }
+        let r = journal
+            .iter()
+            .find(|r| prompt.contains(&format!(" request {} run ", r.index)))
+            .expect("a measured request's record");
+        let counted: serde_json::Value = http
+            .post(format!("{}/tokenize", base.base_url))
+            .json(&serde_json::json!({ "content": prompt }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let by_engine = counted["tokens"].as_array().unwrap().len() as u64;
+        let c = &r.capture;
+        assert_eq!(c.prompt_tokens, Some(by_engine), "request {}", r.index);
+        let t = c.server_timings.expect("llama.cpp's timings");
+        assert_eq!(
+            t.prompt_n.unwrap() + t.cache_n.unwrap_or(0),
+            by_engine,
+            "request {}",
+            r.index
+        );
+        assert_eq!(t.predicted_n, c.completion_tokens);
+        assert_eq!(c.completion_tokens, Some(8));
+    }
+    eprintln!(
+        "completions cell: prompt tokens {:?}, template {:?}",
+        journal
+            .iter()
+            .map(|r| r.capture.prompt_tokens)
+            .collect::<Vec<_>>(),
+        journal.first().and_then(|r| r.template_prompt_tokens)
+    );
+}

@@ -378,6 +378,16 @@ fn mismatched_runs_are_refused_naming_the_difference() {
         "{e}"
     );
 
+    // One side measured /v1/completions, the other chat.
+    let (b, mut c) = seed_like();
+    c.cells[0].shape.endpoint = Some("completions".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs")
+            && e.contains("endpoint None vs Some(\"completions\")"),
+        "{e}"
+    );
+
     let (b, mut c) = seed_like();
     c.provenance.suite = "nightly".into();
     c.provenance.suite_sha256 = Some("ff00".into());

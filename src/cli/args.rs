@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use infergate::config::adhoc::{CellFlags, OpenLoop};
-use infergate::config::suite::{CachePolicy, OutputPolicy};
+use infergate::config::suite::{CachePolicy, CellEndpoint, OutputPolicy};
 use infergate::measure::client::Timeouts;
 
 use super::qualify;
@@ -276,7 +276,7 @@ fn endpoint(s: &str) -> Result<(String, String), String> {
 
 /// The ids of [`CellArgs`]' flags: `--suite` conflicts with each by name, so
 /// clap's error names the one given (a group would list them all).
-const CELL_FLAGS: [&str; 12] = [
+const CELL_FLAGS: [&str; 13] = [
     "prompt_tokens",
     "tolerance_percent",
     "max_tokens",
@@ -288,6 +288,7 @@ const CELL_FLAGS: [&str; 12] = [
     "cache",
     "seed",
     "output",
+    "endpoint",
     "slo",
 ];
 
@@ -331,6 +332,10 @@ pub struct CellArgs {
     /// min_tokens); free: let it stop [default: fixed].
     #[arg(long, value_enum)]
     pub output: Option<OutputArg>,
+    /// chat: /v1/chat/completions; completions: /v1/completions, the prompt
+    /// as text with no chat template [default: chat].
+    #[arg(long, value_enum)]
+    pub endpoint: Option<EndpointArg>,
     /// SLOs per request, any subset: `ttft:1500,tpot:80,e2e:4000` (ms), and
     /// `min:0.9`, the attainment a cell must reach to hold [default min: 0.9].
     /// The run reports attainment and goodput.
@@ -342,6 +347,12 @@ pub struct CellArgs {
 pub enum OutputArg {
     Fixed,
     Free,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum EndpointArg {
+    Chat,
+    Completions,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -378,6 +389,10 @@ impl CellArgs {
             output: self.output.map(|o| match o {
                 OutputArg::Fixed => OutputPolicy::Fixed,
                 OutputArg::Free => OutputPolicy::Free,
+            }),
+            endpoint: self.endpoint.map(|e| match e {
+                EndpointArg::Chat => CellEndpoint::Chat,
+                EndpointArg::Completions => CellEndpoint::Completions,
             }),
             slo: self.slo.clone(),
         }

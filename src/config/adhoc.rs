@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use super::suite::{CachePolicy, CellSpec, OutputPolicy, Suite};
+use super::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, Suite};
 use crate::artifact::Slo;
 
 /// The suite file an ad-hoc run writes beside run.json.
@@ -56,6 +56,8 @@ pub struct CellFlags {
     pub seed: Option<u64>,
     /// Output length (default: the suite file's default, fixed).
     pub output: Option<OutputPolicy>,
+    /// The endpoint measured (default chat).
+    pub endpoint: Option<CellEndpoint>,
     /// `--slo` as given: `ttft:1500,tpot:80,e2e:4000,min:0.9`, any subset.
     pub slo: Option<String>,
 }
@@ -250,6 +252,7 @@ impl CellFlags {
             temperature: 0.0,
             seed: self.seed,
             output: self.output.unwrap_or_default(),
+            endpoint: self.endpoint.unwrap_or_default(),
             extra: toml::Table::new(),
             // check() has parsed it already.
             slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
@@ -333,6 +336,9 @@ impl CellFlags {
         }
         if self.output == Some(OutputPolicy::Free) {
             s += " --output free";
+        }
+        if self.endpoint == Some(CellEndpoint::Completions) {
+            s += " --endpoint completions";
         }
         if let Some(slo) = &self.slo {
             s += &format!(" --slo {slo}");

@@ -69,6 +69,11 @@ pub struct CellSpec {
     /// dialect, so both sides decode the same length; "free": let it stop.
     #[serde(default)]
     pub output: OutputPolicy,
+    /// Which OpenAI endpoint the cell measures: `chat` (default,
+    /// `/v1/chat/completions`) or `completions` (`/v1/completions`, the
+    /// prompt sent as text with no chat template).
+    #[serde(default, skip_serializing_if = "CellEndpoint::is_chat")]
+    pub endpoint: CellEndpoint,
     /// Extra body fields sent with every request (e.g. `cache_prompt = false`).
     /// May not set the fields infergate's measurement depends on (`RESERVED_BODY_KEYS`).
     #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
@@ -104,9 +109,39 @@ pub enum OutputPolicy {
     Free,
 }
 
-/// Body fields a cell's `extra` may not override: streaming, usage and the
-/// output cap are what the measurement is made of.
-pub const RESERVED_BODY_KEYS: &[&str] = &["stream", "stream_options", "max_tokens", "messages"];
+/// The endpoint a cell's requests go to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellEndpoint {
+    #[default]
+    Chat,
+    Completions,
+}
+
+impl CellEndpoint {
+    pub fn is_chat(&self) -> bool {
+        *self == CellEndpoint::Chat
+    }
+
+    /// The name in a cell's shape; none for chat, which every shape means
+    /// when it names none.
+    fn shape_name(self) -> Option<String> {
+        match self {
+            CellEndpoint::Chat => None,
+            CellEndpoint::Completions => Some("completions".into()),
+        }
+    }
+}
+
+/// Body fields a cell's `extra` may not override: streaming, usage, the
+/// output cap and the prompt are what the measurement is made of.
+pub const RESERVED_BODY_KEYS: &[&str] = &[
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "messages",
+    "prompt",
+];
 
 fn default_tolerance() -> f64 {
     10.0
@@ -181,6 +216,7 @@ impl CellSpec {
                 Some(h) => format!("{}, sha256 {}", w.describe(), &h[..h.len().min(16)]),
                 None => w.describe(),
             }),
+            endpoint: self.endpoint.shape_name(),
         }
     }
 
@@ -476,6 +512,11 @@ impl CellSpec {
                 self.arrival
             );
         }
+        if self.workload.is_some() && !self.endpoint.is_chat() {
+            bail!(
+                "cell '{name}': field `endpoint`: a workload sends chat messages; endpoint = \"completions\" takes the synthetic filler only (leave workload unset)"
+            );
+        }
         if self.workload.is_some() && self.cache == CachePolicy::Shared {
             bail!(
                 "cell '{name}': cache = \"shared\" sends one prompt to every request; a workload decides what its requests share (leave cache unset)"
@@ -706,6 +747,39 @@ arrival = "poisson:2.5"
         assert!(err.contains("suites/x.toml"), "{err}");
         assert!(err.contains("line 6"), "{err}");
         assert!(err.contains("max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn a_completions_cell_takes_filler_and_reserves_the_prompt() {
+        let c = SUITE.replace(
+            "max_tokens = 64",
+            "max_tokens = 64\nendpoint = \"completions\"",
+        );
+        let s = Suite::parse(&c, "t").unwrap();
+        assert_eq!(s.cells[0].endpoint, CellEndpoint::Completions);
+        assert_eq!(s.cells[0].shape().endpoint.as_deref(), Some("completions"));
+        assert_eq!(
+            Suite::parse(SUITE, "t").unwrap().cells[0].shape().endpoint,
+            None
+        );
+        let with_workload = c.replace(
+            "endpoint = \"completions\"",
+            "endpoint = \"completions\"\nworkload = { kind = \"conversation\", turns = 2, turn_tokens = 10 }",
+        );
+        let err = format!("{:#}", Suite::parse(&with_workload, "s.toml").unwrap_err());
+        assert!(
+            err.contains("s.toml: line ") && err.contains("field `endpoint`"),
+            "{err}"
+        );
+        let prompt = c.replace(
+            "max_tokens = 64\n",
+            "max_tokens = 64\nextra = { prompt = \"x\" }\n",
+        );
+        let err = format!("{:#}", Suite::parse(&prompt, "s.toml").unwrap_err());
+        assert!(err.contains("extra.prompt"), "{err}");
+        let bad = c.replace("\"completions\"", "\"embeddings\"");
+        let err = format!("{:#}", Suite::parse(&bad, "s.toml").unwrap_err());
+        assert!(err.contains("endpoint") && err.contains("line"), "{err}");
     }
 
     #[test]

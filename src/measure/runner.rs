@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use tokio::time::Instant;
 
 use crate::artifact::{CellResult, Provenance, RUN_SCHEMA, RunArtifact};
-use crate::config::suite::{CellSpec, Suite};
+use crate::config::suite::{CellEndpoint, CellSpec, Suite};
 use crate::config::timeouts::BYTES_PER_TOKEN_ESTIMATE;
 use crate::measure::client::{Client, ClientConfig, Endpoint, Timeouts};
 use crate::measure::exact;
@@ -1055,7 +1055,11 @@ fn request_job(
                     (req, Some(cell.prompt_tokens), template_prompt_tokens, None)
                 }
             };
-            let (sent, mut capture) = client.stream_sized(Endpoint::Chat, &req, target).await;
+            let endpoint = match cell.endpoint {
+                CellEndpoint::Chat => Endpoint::Chat,
+                CellEndpoint::Completions => Endpoint::Completions,
+            };
+            let (sent, mut capture) = client.stream_sized(endpoint, &req, target).await;
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
             if let Some(src) = &source {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy};
+use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy};
 use crate::config::timeouts::{BYTES_PER_TOKEN_ESTIMATE, Timeouts};
 use crate::measure::tokenizer::TokenizerFile;
 // The filler lives in a leaf module (turnover tasks use it too).
@@ -40,6 +40,9 @@ pub fn probe_prefix(cache: CachePolicy, run_nonce: &str, cell: &str) -> String {
         CachePolicy::Shared => format!("[cell {cell}]"),
     }
 }
+
+/// How every unique prefix opens: a bracket and 8 hex digits.
+const UNIQUE_LEAD_SHAPE: &str = "[00000000";
 
 pub fn unique_prefix(run_nonce: &str, cell: &str, which: &str) -> String {
     // FNV-1a over the three parts, separated so ("a", "bc") ≠ ("ab", "c").
@@ -213,13 +216,36 @@ impl PromptSizer {
             .await
     }
 
+    /// Prompt tokens of a request of a cell on `endpoint` carrying
+    /// `content`, from the server's own usage (max_tokens 1).
+    pub async fn endpoint_prompt_tokens(
+        &self,
+        endpoint: CellEndpoint,
+        content: &str,
+    ) -> Result<u64> {
+        match endpoint {
+            CellEndpoint::Chat => self.prompt_tokens(content).await,
+            CellEndpoint::Completions => {
+                self.usage_prompt_tokens("/v1/completions", ("prompt", json!(content)))
+                    .await
+            }
+        }
+    }
+
     /// Prompt tokens of a chat request of these messages, from the server's usage.
     pub async fn messages_prompt_tokens(&self, messages: Value) -> Result<u64> {
-        let url = format!("{}/v1/chat/completions", self.base_url);
+        self.usage_prompt_tokens("/v1/chat/completions", ("messages", messages))
+            .await
+    }
+
+    /// Prompt tokens of an unstreamed request to `path` carrying `input`,
+    /// from the server's usage.
+    async fn usage_prompt_tokens(&self, path: &str, (key, value): (&str, Value)) -> Result<u64> {
+        let url = format!("{}{path}", self.base_url);
         let shown = crate::util::redact(&url);
         let body = json!({
             "model": self.model,
-            "messages": messages,
+            key: value,
             "max_tokens": 1,
             "temperature": 0.0,
             "stream": false,
@@ -309,8 +335,20 @@ impl PromptSizer {
     /// usage probes when there is none. A final usage probe checks the result.
     pub async fn size(&self, cell: &CellSpec, run_nonce: &str) -> Result<SizedBody> {
         let pre = probe_prefix(cell.cache, run_nonce, &cell.name);
-        let template_prompt_tokens = self.prompt_tokens("").await.ok();
-        let overhead = self.prompt_tokens(&user_content(&pre, "")).await?;
+        // What prompts of the cell may share: the chat template around an
+        // empty message, or a text prompt's hashed lead (two unique prompts
+        // share its first digits by chance, 1 in 16 for one digit).
+        let shared = match cell.endpoint {
+            CellEndpoint::Chat => "",
+            CellEndpoint::Completions => UNIQUE_LEAD_SHAPE,
+        };
+        let template_prompt_tokens = self
+            .endpoint_prompt_tokens(cell.endpoint, shared)
+            .await
+            .ok();
+        let overhead = self
+            .endpoint_prompt_tokens(cell.endpoint, &user_content(&pre, ""))
+            .await?;
         if overhead >= cell.prompt_tokens {
             bail!(
                 "cell '{}': prompt_tokens {} is below the fixed prompt overhead of {} tokens",
@@ -321,6 +359,7 @@ impl PromptSizer {
         }
         let need = cell.prompt_tokens - overhead;
         let seed = cell_seed(cell);
+        let endpoint = cell.endpoint;
         let pre_ref = &pre;
         let count = move |words: usize| async move {
             let body = filler(words, seed);
@@ -328,7 +367,7 @@ impl PromptSizer {
                 self.text_tokens(&body).await
             } else {
                 Ok(self
-                    .prompt_tokens(&user_content(pre_ref, &body))
+                    .endpoint_prompt_tokens(endpoint, &user_content(pre_ref, &body))
                     .await?
                     .saturating_sub(overhead))
             }
@@ -354,7 +393,9 @@ impl PromptSizer {
             words = ((need as f64) / ratio).round().max(1.0) as usize;
         }
         let body = filler(words, cell_seed(cell));
-        let measured = self.prompt_tokens(&user_content(&pre, &body)).await?;
+        let measured = self
+            .endpoint_prompt_tokens(cell.endpoint, &user_content(&pre, &body))
+            .await?;
         Ok(SizedBody {
             words,
             body,
@@ -418,7 +459,8 @@ impl LengthDialect {
     }
 }
 
-/// The chat request body for one request of a cell. A cell's `extra` wins
+/// The request body for one request of a plain cell: a user message, or
+/// for a completions cell the same text as the prompt. A cell's `extra` wins
 /// over the length dialect's fields (never over the reserved ones: refused
 /// when the suite is read).
 pub fn request_body(
@@ -427,13 +469,11 @@ pub fn request_body(
     content: String,
     dialect: LengthDialect,
 ) -> Value {
-    messages_body(
-        cell,
-        model,
-        json!([{"role": "user", "content": content}]),
-        cell.max_tokens,
-        dialect,
-    )
+    let input = match cell.endpoint {
+        CellEndpoint::Chat => ("messages", json!([{"role": "user", "content": content}])),
+        CellEndpoint::Completions => ("prompt", json!(content)),
+    };
+    body_of(cell, model, input, cell.max_tokens, dialect)
 }
 
 /// [`request_body`] for any messages and output cap (workload cells).
@@ -444,9 +484,20 @@ pub fn messages_body(
     max_tokens: u64,
     dialect: LengthDialect,
 ) -> Value {
+    body_of(cell, model, ("messages", messages), max_tokens, dialect)
+}
+
+/// A streamed body carrying `input` (`messages` or `prompt`).
+fn body_of(
+    cell: &CellSpec,
+    model: &str,
+    (key, value): (&str, Value),
+    max_tokens: u64,
+    dialect: LengthDialect,
+) -> Value {
     let mut body = json!({
         "model": model,
-        "messages": messages,
+        key: value,
         "max_tokens": max_tokens,
         "temperature": cell.temperature,
         "stream": true,

@@ -185,6 +185,10 @@ pub struct CellShape {
     /// `workload`, described): conversations, shared prefixes, a dataset, a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
+    /// The OpenAI endpoint the requests went to when not chat completions
+    /// (`"completions"`: a text prompt, no chat template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

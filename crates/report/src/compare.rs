@@ -85,7 +85,8 @@ fn shape_differences(a: &CellShape, b: &CellShape) -> Vec<String> {
         arrival,
         temperature,
         seed,
-        workload
+        workload,
+        endpoint
     );
     out
 }

@@ -25,6 +25,7 @@ pub fn shape(prompt_tokens: u64, concurrency: usize, requests: usize) -> CellSha
         temperature: 0.0,
         seed: Some(1),
         workload: None,
+        endpoint: None,
     }
 }
 

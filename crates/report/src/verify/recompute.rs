@@ -376,6 +376,7 @@ fn side_shape(cell: &Value) -> CellShape {
         temperature: 0.0,
         seed: None,
         workload: None,
+        endpoint: None,
     }
 }
 
