@@ -43,6 +43,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         temperature: 0.0,
         seed: None,
         output: Default::default(),
+        endpoint: Default::default(),
         extra: toml::Table::new(),
         slo: None,
         expect: Default::default(),

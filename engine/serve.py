@@ -37,6 +37,8 @@ def parse_args(argv):
     ap.add_argument("--no-metrics", action="store_true", help="disable the Prometheus /metrics endpoint")
     ap.add_argument("--no-jinja", action="store_true", help="chat templates without Jinja: requests with OpenAI tools are refused")
     ap.add_argument("--speculative", choices=["ngram_simple"], help="speculative decoding without a draft model: n-gram lookup in the context")
+    ap.add_argument("--embedding", action="store_true", help="serve /v1/embeddings (an embeddings server: no text generation)")
+    ap.add_argument("--pooling", choices=["mean", "cls", "last"], default=None, help="with --embedding: how token vectors pool into one (default: the model's own)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the empty warm-up run at load")
     ap.add_argument("--verbosity", type=int, default=None, help="llama.cpp log verbosity (default: the library's)")
     args = ap.parse_args(argv)
@@ -47,6 +49,8 @@ def parse_args(argv):
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.rope_freq_base is not None and not args.rope_freq_base > 0:
         ap.error("--rope-freq-base must be > 0")
+    if args.pooling is not None and not args.embedding:
+        ap.error("--pooling needs --embedding")
     if args.threads_batch is not None and args.threads_batch < 1:
         ap.error("--threads-batch must be >= 1")
     if args.ctx_size % args.parallel:
@@ -72,6 +76,9 @@ def params(x, args):
     p.use_jinja = not args.no_jinja
     if args.speculative == "ngram_simple":
         p.speculative.types = [x.common_speculative_type.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE]
+    p.embedding = args.embedding
+    if args.pooling is not None:
+        p.pooling_type = getattr(x.llama_pooling_type, "LLAMA_POOLING_TYPE_" + args.pooling.upper())
     p.warmup = not args.no_warmup
     if args.rope_freq_base is not None:
         p.rope_freq_base = args.rope_freq_base

@@ -296,6 +296,7 @@ fn rebuild_side(
     if let Some(s) = suite {
         check_workloads(ck, &art, &name, s);
     }
+    count_embeddings(ck, &file, &art);
     rebuilt.turnover = match suite {
         Some(s) => rejudge_turnover(ck, &journal, &art, &name, s),
         None => {
@@ -805,6 +806,55 @@ fn name_sample_lines(
 }
 
 /// Without a suite: each turnover run has one record per request.
+/// Each embeddings workload's requests, failures and latencies, as its
+/// journal beside the artifact recorded them (the vectors are the
+/// artifact's alone; `compare` recomputes every cosine from them).
+fn count_embeddings(ck: &mut Checker, artifact: &Path, art: &RunArtifact) {
+    use crate::measure::embeddings::{EmbeddingRecord, JOURNAL_FILE};
+    if art.embeddings.is_empty() {
+        return;
+    }
+    let path = artifact.with_file_name(JOURNAL_FILE);
+    let text = match crate::report::read_regular(&path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            ck.push(
+                path.display().to_string(),
+                format!("unreadable: {e}"),
+                "the embeddings journal",
+            );
+            return;
+        }
+    };
+    let records: Vec<EmbeddingRecord> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for e in &art.embeddings {
+        let mine: Vec<&EmbeddingRecord> = records.iter().filter(|r| r.name == e.name).collect();
+        let ok: Vec<f64> = mine
+            .iter()
+            .filter(|r| r.outcome == crate::report::artifact::Outcome::Ok)
+            .map(|r| r.latency_ms)
+            .collect();
+        let found = (mine.len(), mine.len() - ok.len());
+        let key = format!("{}: embeddings `{}`", path.display(), e.name);
+        if found != (e.requests, e.failed) || ok != e.latency_ms {
+            ck.push(
+                key,
+                format!(
+                    "{} requests, {} failed, latencies {:?}",
+                    found.0, found.1, ok
+                ),
+                format!(
+                    "the artifact's {} requests, {} failed, latencies {:?}",
+                    e.requests, e.failed, e.latency_ms
+                ),
+            );
+        }
+    }
+}
+
 fn count_turnover(ck: &mut Checker, j: &Journal, art: &RunArtifact) {
     for t in &art.turnover {
         j.check_indices(

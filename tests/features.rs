@@ -147,7 +147,7 @@ fn judged(b: &TurnoverRun, c: &TurnoverRun) -> (QualityComparison, BTreeMap<Stri
     let (bs, cs) = (std::slice::from_ref(b), std::slice::from_ref(c));
     let features = feature_pairs(bs, cs);
     assert_eq!(features.len(), 1);
-    let (q, gate) = quality::judge(None, &task_pairs(bs, cs), &features, &policy(), A, A)
+    let (q, gate) = quality::judge(None, &task_pairs(bs, cs), &features, &[], &policy(), A, A)
         .expect("something to judge");
     let parts = gate
         .expect("gating parts")
@@ -489,4 +489,104 @@ async fn a_completions_cell_sends_text_prompts_and_the_server_counts_them_as_rec
             .collect::<Vec<_>>(),
         journal.first().and_then(|r| r.template_prompt_tokens)
     );
+}
+
+/// Embeddings on the reference engine: the two reference profiles (2 and 4
+/// slots) embed the same 48 inputs, 8 per request; their agreement is what
+/// the policy's floors were set from, and must hold them; the
+/// perturbed-weights model, measured after, falls below them and fails
+/// that part alone. A second client asks the first batch again and gets
+/// the artifact's vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_falls_outside() {
+    use infergate::report::embedding::PART_PREFIX;
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"emb\"\n[[embeddings]]\nname = \"sentences\"\ninputs = 48\nbatch = 8\nseed = 3\n",
+    )
+    .unwrap();
+    let run = |engine: &str, name: &str| {
+        let e = support::engine(engine);
+        let out = dir.path().join(name);
+        let mut opts = support::run_opts(&e.base_url, suite.clone(), out.clone());
+        opts.skip_turnover = false;
+        async move {
+            let art = infergate::measure::runner::run(&opts).await.expect("run");
+            (art, out, e.base_url.clone())
+        }
+    };
+    let (base, base_dir, base_url) = run("embed-baseline", "baseline").await;
+    let b = &base.embeddings[0];
+    assert_eq!((b.requests, b.failed, b.vectors.len()), (6, 0, 48), "{b:?}");
+
+    // The first batch again, from another client.
+    let inputs = infergate::measure::embeddings::inputs(
+        &infergate::config::suite::Suite::load(&suite)
+            .unwrap()
+            .0
+            .embeddings[0],
+    );
+    let again: serde_json::Value = support::http()
+        .post(format!("{base_url}/v1/embeddings"))
+        .json(&serde_json::json!({ "input": &inputs[..8] }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for item in again["data"].as_array().unwrap() {
+        let i = item["index"].as_u64().unwrap() as usize;
+        let v: Vec<f32> = serde_json::from_value(item["embedding"].clone()).unwrap();
+        assert_eq!(b.vectors[i].as_ref(), Some(&v), "input {i}");
+    }
+
+    let judged = |cand_dir: &Path, name: &str| {
+        let report = dir.path().join(format!("{name}.json"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("compare")
+            .arg(base_dir.join("run.json"))
+            .arg(cand_dir.join("run.json"))
+            .arg("-o")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(report.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("verify")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let parts = r["gates"]["quality"]["parts"].as_array().unwrap().clone();
+        assert_eq!(parts.len(), 1, "{parts:?}");
+        assert_eq!(parts[0]["subject"], format!("{PART_PREFIX}sentences"));
+        (
+            r["quality"]["embeddings"][0].clone(),
+            parts[0]["outcome"].clone(),
+        )
+    };
+    let (_, cand_dir, _) = run("embed-candidate", "candidate").await;
+    let (aa, outcome) = judged(&cand_dir, "aa");
+    let floors = QualityPolicy::default();
+    eprintln!(
+        "A/A embeddings: lowest cosine {}, mean {}",
+        aa["cosine_min"], aa["cosine_mean"]
+    );
+    assert_eq!(outcome, "pass", "{aa}");
+    assert!(aa["cosine_min"].as_f64().unwrap() >= floors.embedding_cosine_min);
+    assert!(aa["cosine_mean"].as_f64().unwrap() >= floors.embedding_cosine_mean_min);
+
+    let (_, bad_dir, _) = run("embed-perturbed", "perturbed").await;
+    let (bad, outcome) = judged(&bad_dir, "perturbed");
+    eprintln!(
+        "perturbed embeddings: lowest cosine {}, mean {}",
+        bad["cosine_min"], bad["cosine_mean"]
+    );
+    assert_eq!(outcome, "fail", "{bad}");
+    assert!(bad["cosine_mean"].as_f64().unwrap() < floors.embedding_cosine_mean_min);
 }

@@ -105,7 +105,7 @@ async fn the_same_runtime_twice_passes_the_quality_gate() {
     let tasks = task_pairs(std::slice::from_ref(&b), std::slice::from_ref(&a));
     assert_eq!(tasks.len(), 1);
     let (q, gate) =
-        quality::judge(Some(&refs), &tasks, &[], &rate(), A, A).expect("something to judge");
+        quality::judge(Some(&refs), &tasks, &[], &[], &rate(), A, A).expect("something to judge");
     let gate = gate.expect("gating parts");
     eprintln!("{:#?}", gate.parts);
     // Without `cache_prompt = false` the second run's prompts reuse prefixes
@@ -155,7 +155,7 @@ async fn a_wrong_rope_base_fails_the_quality_gate_by_its_hard_divergences() {
         runs[0].failed, c.failed,
         "rate: no difference fails a request"
     );
-    let (q, gate) = quality::judge(Some(&refs), &[], &[], &rate(), A, A).unwrap();
+    let (q, gate) = quality::judge(Some(&refs), &[], &[], &[], &rate(), A, A).unwrap();
     let h = q.hard_divergence.unwrap();
     eprintln!("{}", h.reason());
     assert_eq!(h.pairs, 20);
@@ -181,7 +181,7 @@ async fn a_perturbed_layer_fails_the_quality_gate_on_accuracy() {
         "the perturbed model answers: {c:#?}"
     );
     let tasks = task_pairs(std::slice::from_ref(&b), std::slice::from_ref(&c));
-    let (q, gate) = quality::judge(None, &tasks, &[], &rate(), A, A).unwrap();
+    let (q, gate) = quality::judge(None, &tasks, &[], &[], &rate(), A, A).unwrap();
     let t = &q.tasks[0];
     eprintln!("{}", t.reason());
     assert!(t.drop_points >= 15.0, "{}", t.reason());

@@ -270,9 +270,16 @@ fn a_reference_comparison_validates() {
         baseline: "11111s1".into(),
         candidate: "1jjc-11".into(),
     }];
-    let (q, gate) =
-        infergate::report::quality::judge(Some(&cmp), &tasks, &features, &rate, 0.0125, 0.0125)
-            .unwrap();
+    let (q, gate) = infergate::report::quality::judge(
+        Some(&cmp),
+        &tasks,
+        &features,
+        &[],
+        &rate,
+        0.0125,
+        0.0125,
+    )
+    .unwrap();
     report["quality"] = serde_json::to_value(&q).unwrap();
     report["gates"] = serde_json::json!({
         "performance": {"rule": "r", "passed": true, "parts": []},
@@ -493,4 +500,34 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
     let mut bad = value;
     bad["schedule"] = "sometimes".into();
     assert!(v.check(v.run, &bad).is_err(), "an unknown schedule");
+
+    // A completions cell and an embeddings workload with a failed request,
+    // and the report's agreement of two such runs.
+    art.cells[0].shape.endpoint = Some("completions".into());
+    art.embeddings
+        .push(infergate::report::embedding::EmbeddingRun {
+            name: "sentences".into(),
+            inputs: 3,
+            batch: 2,
+            inputs_sha256: "ab".repeat(32),
+            requests: 2,
+            failed: 1,
+            failures_by_class: [("http_error".to_string(), 1)].into(),
+            latency_ms: vec![12.5],
+            dimension: Some(2),
+            vectors: vec![Some(vec![1.0, 0.0]), Some(vec![0.6, 0.8]), None],
+        });
+    let value = serde_json::to_value(&art).unwrap();
+    v.assert_valid(v.run, &value, "a completions cell and embeddings");
+    v.assert_required(v.run, &value, "/embeddings/0/vectors");
+    // The turnover edited above is not one a run could hold: left out.
+    art.turnover.clear();
+    let mut cand = art.clone();
+    cand.embeddings[0].vectors[0] = Some(vec![0.0, 1.0]);
+    let report = infergate::report::compare(&art, &cand, &report::Policy::default())
+        .expect("comparable")
+        .to_value();
+    v.assert_valid(v.report, &report, "a report with embeddings");
+    v.assert_required(v.report, &report, "/quality/embeddings/0/cosine_min");
+    assert_eq!(report["quality"]["embeddings"][0]["cosines"][0], 0.0);
 }

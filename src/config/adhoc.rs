@@ -133,6 +133,7 @@ impl CellFlags {
             turnover: Vec::new(),
             turnover_specs: Vec::new(),
             tokenizer: None,
+            embeddings: Vec::new(),
         };
         let text = suite_toml(&suite)?;
         let again = Suite::parse(&text, SUITE_FILE)?;

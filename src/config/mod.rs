@@ -6,6 +6,7 @@
 
 pub mod adhoc;
 pub mod dataset;
+pub mod embeddings;
 pub mod endpoints;
 pub mod init;
 pub mod ledger_location;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::artifact::{CellShape, Expect, Slo};
 use crate::config::dataset::{self, Dataset};
+use crate::config::embeddings::EmbeddingSpec;
 use crate::config::workload::WorkloadSpec;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -29,6 +30,9 @@ pub struct Suite {
     /// relative path is relative to the suite file (resolved by `load`).
     #[serde(default)]
     pub tokenizer: Option<std::path::PathBuf>,
+    /// Inputs embedded on each side and compared across runtimes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub embeddings: Vec<EmbeddingSpec>,
 }
 
 /// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
@@ -322,13 +326,24 @@ impl Suite {
                 .map_or("?".into(), |i| (i + 1).to_string());
             bail!("{origin}: line {line}: field `name`: {why}");
         }
-        if suite.cells.is_empty() && suite.turnover.is_empty() {
-            bail!("{origin}: the suite has no [[cell]] and no [[turnover]]: nothing to measure");
+        if suite.cells.is_empty() && suite.turnover.is_empty() && suite.embeddings.is_empty() {
+            bail!(
+                "{origin}: the suite has no [[cell]], [[turnover]] or [[embeddings]]: nothing to measure"
+            );
         }
         let mut seen = std::collections::BTreeSet::new();
         for (i, c) in suite.cells.iter().enumerate() {
             c.validate(&mut seen)
                 .with_context(|| at(|l| &l.cells, "cell", i))?;
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, e) in suite.embeddings.iter().enumerate() {
+            let at = || at(|l| &l.embeddings, "embeddings", i);
+            e.validate().with_context(at)?;
+            if !names.insert(&e.name) {
+                return Err(anyhow::anyhow!("embeddings '{}' is defined twice", e.name))
+                    .with_context(at);
+            }
         }
         // Turnover tables are checked now, not after the cells have run.
         let mut specs = Vec::with_capacity(suite.turnover.len());
@@ -361,6 +376,11 @@ impl Suite {
             let line = lines.cells.get(i).map_or("?".into(), usize::to_string);
             c.read_dataset(dir)
                 .with_context(|| format!("{origin}: line {line}: [[cell]] '{}'", c.name))?;
+        }
+        for (i, e) in suite.embeddings.iter_mut().enumerate() {
+            let line = lines.embeddings.get(i).map_or("?".into(), usize::to_string);
+            e.read_inputs(dir)
+                .with_context(|| format!("{origin}: line {line}: [[embeddings]] '{}'", e.name))?;
         }
         for (i, t) in suite.turnover_specs.iter_mut().enumerate() {
             let line = lines.turnover.get(i).map_or("?".into(), usize::to_string);
@@ -398,6 +418,7 @@ pub fn within_tolerance(target: u64, actual: u64, tolerance_percent: f64) -> boo
 struct TableLines {
     cells: Vec<usize>,
     turnover: Vec<usize>,
+    embeddings: Vec<usize>,
 }
 
 impl TableLines {
@@ -408,19 +429,21 @@ impl TableLines {
             cell: Vec<toml::Spanned<toml::Table>>,
             #[serde(default)]
             turnover: Vec<toml::Spanned<toml::Table>>,
+            #[serde(default)]
+            embeddings: Vec<toml::Spanned<toml::Table>>,
         }
         let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
         let spans: Spans = toml::from_str(text).unwrap_or(Spans {
             cell: Vec::new(),
             turnover: Vec::new(),
+            embeddings: Vec::new(),
         });
+        let lines =
+            |ts: &[toml::Spanned<toml::Table>]| ts.iter().map(|t| line(t.span().start)).collect();
         TableLines {
-            cells: spans.cell.iter().map(|t| line(t.span().start)).collect(),
-            turnover: spans
-                .turnover
-                .iter()
-                .map(|t| line(t.span().start))
-                .collect(),
+            cells: lines(&spans.cell),
+            turnover: lines(&spans.turnover),
+            embeddings: lines(&spans.embeddings),
         }
     }
 }

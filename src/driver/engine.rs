@@ -79,6 +79,12 @@ pub struct EngineProfile {
     /// Speculative decoding without a draft model. Greedy outputs stay the same.
     #[serde(default)]
     pub speculative: Option<Speculative>,
+    /// An embeddings server (`/v1/embeddings`; llama.cpp's `--embedding`),
+    /// its token vectors pooled as `pooling` says (default the model's own).
+    #[serde(default)]
+    pub embedding: bool,
+    #[serde(default)]
+    pub pooling: Option<Pooling>,
     /// Another GGUF to serve; default the setup script's model.
     #[serde(default)]
     pub model: Option<PathBuf>,
@@ -108,6 +114,26 @@ impl Speculative {
     pub fn as_str(self) -> &'static str {
         match self {
             Speculative::NgramSimple => "ngram_simple",
+        }
+    }
+}
+
+/// How an embeddings server pools a sequence's token vectors into one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pooling {
+    Mean,
+    Cls,
+    Last,
+}
+
+impl Pooling {
+    /// The name `engine/serve.py --pooling` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+            Pooling::Last => "last",
         }
     }
 }
@@ -160,6 +186,9 @@ impl EngineProfile {
         {
             bail!("engine profile {name}: rope_freq_base {b} must be a positive number");
         }
+        if self.pooling.is_some() && !self.embedding {
+            bail!("engine profile {name}: pooling needs embedding = true");
+        }
         Ok(())
     }
 
@@ -200,6 +229,13 @@ impl EngineProfile {
         if let Some(s) = self.speculative {
             args.push("--speculative".into());
             args.push(s.as_str().into());
+        }
+        if self.embedding {
+            args.push("--embedding".into());
+        }
+        if let Some(p) = self.pooling {
+            args.push("--pooling".into());
+            args.push(p.as_str().into());
         }
         for (on, flag) in [
             (self.cache_prompt, "--no-cache-prompt"),

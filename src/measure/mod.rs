@@ -11,6 +11,7 @@
 pub mod aggregate;
 pub mod client;
 pub mod discover;
+pub mod embeddings;
 pub mod exact;
 pub mod features;
 pub mod filler;

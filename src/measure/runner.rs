@@ -147,6 +147,11 @@ pub async fn measure_suite(
         let client = &session.client;
         run_turnover(client, suite, model, &mut journal, previous, opts.quiet).await?
     };
+    let embeddings = if opts.skip_turnover || block {
+        Vec::new()
+    } else {
+        run_embeddings(&target, suite, opts).await?
+    };
     let mut method = method_of(opts, &sizer, session.dialect);
     let results = if block {
         Vec::new()
@@ -166,6 +171,7 @@ pub async fn measure_suite(
         cells: results,
         turnover,
         schedule: None,
+        embeddings,
     };
     atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
     let scrapes = session
@@ -819,6 +825,38 @@ fn sizing_key(cell: &CellSpec) -> String {
     c.requests = 0;
     c.warmup = 0;
     serde_json::to_string(&c).unwrap_or_else(|_| cell.name.clone())
+}
+
+/// The suite's embeddings workloads, one after another.
+async fn run_embeddings(
+    target: &Target,
+    suite: &Suite,
+    opts: &RunOptions,
+) -> Result<Vec<crate::report::embedding::EmbeddingRun>> {
+    let server = crate::measure::embeddings::Server {
+        http: &target.http,
+        base: &target.base,
+        key: target.key.as_deref(),
+        model: &target.info.model_id,
+        timeouts: opts.timeouts.clone(),
+    };
+    let mut runs = Vec::with_capacity(suite.embeddings.len());
+    for spec in &suite.embeddings {
+        let run = crate::measure::embeddings::run(&server, spec, &opts.out_dir).await?;
+        if !opts.quiet {
+            eprintln!(
+                "embeddings {}: {} inputs in {} requests of {}, {} failed, dimension {}",
+                run.name,
+                run.inputs,
+                run.requests,
+                run.batch,
+                run.failed,
+                run.dimension.map_or("-".into(), |d| d.to_string())
+            );
+        }
+        runs.push(run);
+    }
+    Ok(runs)
 }
 
 /// The suite's turnover runs, every request journaled as it completes.

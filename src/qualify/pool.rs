@@ -123,12 +123,12 @@ pub fn merge_interleaved(
         provenance.started_at = at;
     }
     let tfile = turnover_dir.join(ARTIFACT_FILE);
-    let turnover = if tfile.exists() {
+    let (turnover, embeddings) = if tfile.exists() {
         let t = report::read_artifact(&tfile)?;
         provenance.ended_at = t.provenance.ended_at.clone();
-        t.turnover
+        (t.turnover, t.embeddings)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let mut method = last.method.clone();
     // Over every block's requests, not the last block's run.
@@ -153,6 +153,7 @@ pub fn merge_interleaved(
         cells: pooled,
         turnover,
         schedule: Some(Schedule::Interleaved),
+        embeddings,
     })
 }
 
@@ -258,5 +259,10 @@ pub fn merge_passes_of(suite: &Suite, dirs: &[PathBuf]) -> Result<RunArtifact> {
         cells,
         turnover,
         schedule: Some(Schedule::AlternatingPasses),
+        // One pass embeds (the vectors of fixed inputs do not vary by pass).
+        embeddings: arts
+            .iter()
+            .find(|a| !a.embeddings.is_empty())
+            .map_or_else(Vec::new, |a| a.embeddings.clone()),
     })
 }

@@ -303,6 +303,10 @@ pub struct QualityPolicy {
     /// Largest drop (points) in a feature's delivered share (structured
     /// output valid, …) the quality gate passes.
     pub feature_margin_points: f64,
+    /// Embeddings: the lowest cosine of any input's two vectors, and their
+    /// mean, the quality gate passes.
+    pub embedding_cosine_min: f64,
+    pub embedding_cosine_mean_min: f64,
 }
 
 /// Default hard-divergence margin: a runtime against itself shows none, so
@@ -317,6 +321,12 @@ pub const DEFAULT_ACCURACY_MARGIN_POINTS: f64 = 5.0;
 /// delivered on both sides, 52 requests pass it at one-sided 0.05, 96 at
 /// 0.0125 (docs/features.md).
 pub const DEFAULT_FEATURE_MARGIN_POINTS: f64 = 5.0;
+/// Default embedding floors, from an A/A pair of the reference engine's
+/// two profiles, 8 inputs per request (docs/features.md): lowest cosine
+/// 0.900 and mean 0.987 there, as batching moves llama.cpp's vectors; the
+/// perturbed-weights model gives 0.770 and 0.934.
+pub const DEFAULT_EMBEDDING_COSINE_MIN: f64 = 0.85;
+pub const DEFAULT_EMBEDDING_COSINE_MEAN_MIN: f64 = 0.97;
 
 impl QualityPolicy {
     /// Whether the hard-divergence share gates (else it is reported only).
@@ -333,6 +343,8 @@ impl Default for QualityPolicy {
             hard_margin_percent: DEFAULT_HARD_MARGIN_PERCENT,
             accuracy_margin_points: DEFAULT_ACCURACY_MARGIN_POINTS,
             feature_margin_points: DEFAULT_FEATURE_MARGIN_POINTS,
+            embedding_cosine_min: DEFAULT_EMBEDDING_COSINE_MIN,
+            embedding_cosine_mean_min: DEFAULT_EMBEDDING_COSINE_MEAN_MIN,
         }
     }
 }

@@ -86,6 +86,9 @@ pub struct RunArtifact {
     /// Open-loop rate sweeps with SLOs (see [`RateSweep`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_sweeps: Vec<RateSweep>,
+    /// Embeddings workloads (`[[embeddings]]` of the suite), with their vectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub embeddings: Vec<crate::embedding::EmbeddingRun>,
 }
 
 /// How the requests of the two runtimes were placed in time. `compare` picks

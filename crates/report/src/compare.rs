@@ -185,6 +185,11 @@ fn differences(b: &RunArtifact, c: &RunArtifact) -> Vec<String> {
             }
         }
     }
+    for e in &c.embeddings {
+        for base in b.embeddings.iter().filter(|x| x.name == e.name) {
+            out.extend(crate::embedding::mismatch(base, e));
+        }
+    }
     out
 }
 
@@ -1020,11 +1025,13 @@ fn cell_metrics(
 }
 
 /// Why `a` and `b` are one run given twice, if they are: the same journal
-/// (by sha256), or the same artifact in every field. Compared with itself a
-/// run shows no difference by construction.
+/// of records (by sha256), or the same artifact in every field. Compared
+/// with itself a run shows no difference by construction. Two empty
+/// journals (a suite of embeddings only) say nothing of it.
 pub fn same_run(a: &RunArtifact, b: &RunArtifact) -> Option<String> {
     if let (Some(x), Some(y)) = (&a.provenance.journal, &b.provenance.journal)
         && x.sha256 == y.sha256
+        && x.records > 0
     {
         return Some(format!(
             "both were aggregated from the journal with sha256 {}",
@@ -1039,17 +1046,26 @@ pub fn compare(
     candidate: &RunArtifact,
     policy: &Policy,
 ) -> Result<Report, CompareError> {
-    compare_given(baseline, candidate, policy, None)
+    compare_given(baseline, candidate, policy, Given::default())
 }
 
-/// `compare`, with the cross-runtime reference comparison given instead of
-/// made from the runs' reference texts: `verify` recomputes a report whose
-/// texts are not kept from the comparison it checked on its own.
+/// What `verify` gives `compare` instead of what the runs would hold: a
+/// report keeps neither reference texts nor embedding vectors, only what
+/// was judged from them.
+#[derive(Default)]
+pub(crate) struct Given<'a> {
+    pub references: Option<&'a ReferenceComparison>,
+    pub embeddings: Option<Vec<crate::embedding::EmbeddingPair>>,
+}
+
+/// `compare`, with the cross-runtime reference comparison and the
+/// embeddings' cosines given instead of made from the runs' texts and
+/// vectors: `verify` recomputes a report, which keeps neither.
 pub(crate) fn compare_given(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
     policy: &Policy,
-    given_references: Option<&ReferenceComparison>,
+    given: Given,
 ) -> Result<Report, CompareError> {
     check_comparable(baseline, candidate)?;
     let (schedule, resampling) = design_of(baseline, candidate);
@@ -1058,7 +1074,10 @@ pub(crate) fn compare_given(
     // and a warning says where.
     let (c_turnover, reference_notes, reference_comparison) =
         reference::against_baseline(&baseline.turnover, &candidate.turnover, &policy.quality);
-    let quality_refs = given_references.or(reference_comparison.as_ref());
+    let quality_refs = given.references.or(reference_comparison.as_ref());
+    let embeddings = given
+        .embeddings
+        .unwrap_or_else(|| crate::embedding::pairs(&baseline.embeddings, &candidate.embeddings));
     let tasks = quality::task_pairs(&baseline.turnover, &candidate.turnover);
     let features = quality::feature_pairs(&baseline.turnover, &candidate.turnover);
     let quality_pairs =
@@ -1071,6 +1090,7 @@ pub(crate) fn compare_given(
         quality_refs,
         &tasks,
         &features,
+        &embeddings,
         &policy.quality,
         design.alpha_pass,
         design.alpha_fail,

@@ -170,6 +170,7 @@ pub fn artifact(
 ) -> RunArtifact {
     RunArtifact {
         rate_sweeps: Vec::new(),
+        embeddings: Vec::new(),
         schema: RUN_SCHEMA.into(),
         provenance,
         method: BTreeMap::new(),

@@ -18,6 +18,7 @@ pub mod calibrate;
 mod compare;
 pub mod config_error;
 pub mod digest;
+pub mod embedding;
 pub mod files;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;

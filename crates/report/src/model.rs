@@ -1061,6 +1061,9 @@ pub struct QualityComparison {
     pub tasks: Vec<TaskAccuracy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<FeatureRate>,
+    /// Per embeddings workload both sides ran, the agreement of their vectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub embeddings: Vec<crate::embedding::EmbeddingAgreement>,
 }
 
 /// One feature's delivered share on one workload, paired by request and

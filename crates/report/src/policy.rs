@@ -30,6 +30,8 @@
 //! hard_margin_percent = 10         # "rate": the hard-divergence share's margin
 //! accuracy_margin_points = 5       # task accuracy may drop at most 5 points
 //! feature_margin_points = 5        # a feature's delivered share (valid JSON, …) likewise
+//! embedding_cosine_min = 0.85      # embeddings: every input's cosine across runtimes at least
+//! embedding_cosine_mean_min = 0.97 # and their mean at least
 //! ```
 
 use std::ops::Range;
@@ -357,6 +359,10 @@ struct RawQuality {
     accuracy_margin_points: Option<Spanned<f64>>,
     #[serde(default)]
     feature_margin_points: Option<Spanned<f64>>,
+    #[serde(default)]
+    embedding_cosine_min: Option<Spanned<f64>>,
+    #[serde(default)]
+    embedding_cosine_mean_min: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -824,6 +830,22 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
             percent_ok,
             "points in [0, 100)",
         )?;
+        let cosine_ok: fn(f64) -> bool = |c| c.is_finite() && (-1.0..=1.0).contains(&c);
+        for (v, name) in [
+            (&q.embedding_cosine_min, "quality.embedding_cosine_min"),
+            (
+                &q.embedding_cosine_mean_min,
+                "quality.embedding_cosine_mean_min",
+            ),
+        ] {
+            src.check(v, name.into(), cosine_ok, "a cosine in [-1, 1]")?;
+        }
+        quality.embedding_cosine_min = q
+            .embedding_cosine_min
+            .map_or(quality.embedding_cosine_min, |s| *s.get_ref());
+        quality.embedding_cosine_mean_min = q
+            .embedding_cosine_mean_min
+            .map_or(quality.embedding_cosine_mean_min, |s| *s.get_ref());
         quality.feature_margin_points = q
             .feature_margin_points
             .map_or(quality.feature_margin_points, |s| *s.get_ref());

@@ -23,8 +23,12 @@
 //!   the drop in the share of answers that delivered it, paired by request
 //!   and bounded as task accuracy is; each side's answers that did not are
 //!   counted by how they failed (not JSON, not valid, cut off, none).
+//! - **embeddings:** per embeddings workload, the cosine of each input's
+//!   two vectors held to the policy's floors (`embedding`); a threshold on
+//!   deterministic vectors, so it takes no share of the family's error.
 
 use crate::artifact::TurnoverRun;
+use crate::embedding::{self, EmbeddingAgreement, EmbeddingPair};
 use crate::model::{EvidenceGate, EvidencePart};
 pub use crate::model::{FeatureRate, HardDivergence, QualityComparison, TaskAccuracy};
 use crate::policy::QualityPolicy;
@@ -33,7 +37,7 @@ use crate::stats::{
     GateOutcome, PairedCounts, clopper_pearson, drop_bounds_score, smallest_deciding_n,
 };
 
-pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong. Reference pairs are compared up to their first divergence only: neither side is scored on the other's text (teacher forcing), which llama.cpp's server cannot do (it returns logprobs of generated tokens only) and vLLM's prompt_logprobs could";
+pub const QUALITY_RULE: &str = "per part: fail if the one-sided lower confidence bound exceeds the margin, pass if the one-sided upper bound is at most the margin, inconclusive otherwise; parts at the family-wise levels of the performance gate's pairs (each part is one more pair). Hard-divergence share: Clopper-Pearson bounds of (hard + text-only) / reference pairs. Task accuracy drop (baseline - candidate, points), paired by item: one-sided bounds inverting Tango's score test for paired proportions (1998); an unanswered item is wrong. Embeddings: the lowest and the mean cosine of each input's two vectors against the policy's floors (no sampling error: the vectors of fixed inputs are deterministic). Reference pairs are compared up to their first divergence only: neither side is scored on the other's text (teacher forcing), which llama.cpp's server cannot do (it returns logprobs of generated tokens only) and vLLM's prompt_logprobs could";
 
 /// Most items (or reference pairs) `requests_to_resolve` will name.
 pub const MAX_RESOLVE: u64 = 100_000;
@@ -124,6 +128,7 @@ pub fn judge(
     refs: Option<&ReferenceComparison>,
     tasks: &[(String, String, String)],
     features: &[FeaturePair],
+    embeddings: &[EmbeddingPair],
     policy: &QualityPolicy,
     alpha_pass: f64,
     alpha_fail: f64,
@@ -148,7 +153,17 @@ pub fn judge(
         .iter()
         .map(|p| feature_rate(p, policy.feature_margin_points, alpha_pass, alpha_fail))
         .collect();
-    if hard.is_none() && tasks.is_empty() && features.is_empty() {
+    let embeddings: Vec<EmbeddingAgreement> = embeddings
+        .iter()
+        .map(|p| {
+            embedding::judge(
+                p,
+                policy.embedding_cosine_min,
+                policy.embedding_cosine_mean_min,
+            )
+        })
+        .collect();
+    if hard.is_none() && tasks.is_empty() && features.is_empty() && embeddings.is_empty() {
         return None;
     }
     let mut parts: Vec<EvidencePart> = Vec::new();
@@ -174,12 +189,20 @@ pub fn judge(
             )
         });
     }
+    for e in &embeddings {
+        parts.push(EvidencePart::new(
+            format!("{}{}", embedding::PART_PREFIX, e.name),
+            e.outcome,
+            e.reason(),
+        ));
+    }
     let gate = (!parts.is_empty()).then(|| crate::gate::gate_of_parts(QUALITY_RULE, parts));
     Some((
         QualityComparison {
             hard_divergence: hard,
             tasks,
             features,
+            embeddings,
         },
         gate,
     ))

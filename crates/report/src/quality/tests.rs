@@ -221,7 +221,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
     let tasks = vec![("caps".to_string(), answers.clone(), answers)];
     assert_eq!(gating_parts(1, Some(&r), &policy(false)), 1);
     assert_eq!(gating_parts(1, Some(&r), &policy(true)), 2);
-    let (q, g) = judge(Some(&r), &tasks, &[], &policy(false), A, A).unwrap();
+    let (q, g) = judge(Some(&r), &tasks, &[], &[], &policy(false), A, A).unwrap();
     let g = g.unwrap();
     assert_eq!(
         g.parts.len(),
@@ -232,7 +232,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
     let h = q.hard_divergence.unwrap();
     assert!(!h.gating);
     assert_eq!(h.outcome, GateOutcome::Fail);
-    let (_, g) = judge(Some(&r), &tasks, &[], &policy(true), A, A).unwrap();
+    let (_, g) = judge(Some(&r), &tasks, &[], &[], &policy(true), A, A).unwrap();
     let g = g.unwrap();
     assert_eq!(g.outcome, GateOutcome::Fail);
     assert_eq!(g.parts[0].subject, "quality: hard divergences");
@@ -241,7 +241,7 @@ fn the_hard_share_gates_only_under_rate_and_tasks_always() {
         "{}",
         g.parts[0].reason
     );
-    assert!(judge(None, &[], &[], &policy(true), A, A).is_none());
+    assert!(judge(None, &[], &[], &[], &policy(true), A, A).is_none());
 }
 
 #[test]

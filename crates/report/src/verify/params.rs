@@ -361,12 +361,22 @@ fn check_gating_pairs(
             .filter(|c| c.pointer("/slo/gating") == Some(&Value::Bool(true)))
             .count()
     });
-    // Each gating quality part is one more pair too.
+    // Each gating quality part is one more pair too, but an embeddings
+    // part: a threshold on deterministic vectors spends no error.
     let quality_parts = root
         .get("gates")
         .and_then(|g| g.pointer("/quality/parts"))
         .and_then(Value::as_array)
-        .map_or(0, Vec::len);
+        .map_or(0, |parts| {
+            parts
+                .iter()
+                .filter(|p| {
+                    !p.get("subject")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| s.starts_with(crate::embedding::PART_PREFIX))
+                })
+                .count()
+        });
     let metrics = params.policy_metrics.as_ref().map(Vec::len);
     if let (Some(found), Some(c), Some(m)) = (pairs, cells.map(Map::len), metrics)
         && found != (c * m + slo_cells + quality_parts) as u64

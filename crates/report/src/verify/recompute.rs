@@ -17,10 +17,11 @@ use crate::artifact::{
 };
 use crate::slo;
 
-use super::super::compare::compare_given;
+use super::super::compare::{Given, compare_given};
 use super::super::model::{Report, Side, parse_turnover_key};
 use super::checker::{Checker, join};
 use super::params::{self, Params};
+use crate::embedding::EmbeddingAgreement;
 use crate::reference::ReferenceComparison;
 
 /// Fields a person writes, not `compare`: never recomputed.
@@ -55,7 +56,16 @@ pub(super) fn check(
     let given = root
         .get("reference_comparison")
         .and_then(|v| serde_json::from_value::<ReferenceComparison>(v.clone()).ok());
-    match compare_given(&b, &c, &policy, given.as_ref()) {
+    let embeddings = root
+        .get("quality")
+        .and_then(|q| q.get("embeddings"))
+        .and_then(|v| serde_json::from_value::<Vec<EmbeddingAgreement>>(v.clone()).ok())
+        .map(|es| es.iter().map(EmbeddingAgreement::pair).collect());
+    let given = Given {
+        references: given.as_ref(),
+        embeddings,
+    };
+    match compare_given(&b, &c, &policy, given) {
         Ok(r) => {
             expect_report(ck, root, &r);
             Some(r)
@@ -208,6 +218,7 @@ pub(super) fn artifacts_from_report(
             .collect::<Result<Vec<_>, _>>()?;
         out.push(RunArtifact {
             rate_sweeps: Vec::new(),
+            embeddings: Vec::new(),
             schema: RUN_SCHEMA.to_string(),
             provenance,
             method: BTreeMap::new(),
