@@ -17,8 +17,8 @@
 # budget is spent. The script tallies each report's performance_outcome
 # (pass / fail / inconclusive) and writes OUT with the command that made it.
 # The plan gives no `window` (the c=1 cell's default: blocks of one request)
-# unless WINDOW is set (WINDOW=4: the blocks of 4 of the sets before #31's
-# fifth step). POLICY=FILE gates with that policy instead of
+# unless WINDOW is set (WINDOW=4: blocks of 4, as in the sets of
+# docs/gate-calibration-results.md). POLICY=FILE gates with that policy instead of
 # policies/default.toml (e.g. one with `spending = "pocock"`).
 # Loopback only. Nothing else should run on the machine meanwhile.
 set -euo pipefail

@@ -746,8 +746,8 @@ mod tests {
         );
     }
 
-    /// The CI failure of stop 31: a cached 4-token answer read in one piece was
-    /// called "too short"; it is named for what happened.
+    /// A cached 4-token answer read in one piece is named for what happened,
+    /// not called "too short".
     #[test]
     fn an_answer_read_in_one_piece_is_named_as_such_not_as_too_short() {
         let c = cell(&spec(""), &four(|r| r.capture.e2e_ms = r.capture.ttfo_ms));

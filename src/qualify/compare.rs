@@ -61,15 +61,15 @@ pub(super) fn compare_and_write(
 }
 
 /// Which look of an adaptive run a comparison is: the look after round
-/// `round`, at the information fractions the run measured (ledgers from
-/// before #31 have none), and whether it closes the run early.
+/// `round`, at the information fractions the run measured (None when the
+/// ledger's rounds recorded none), and whether it closes the run early.
 #[derive(Debug, Clone)]
 pub(super) struct Look {
     pub round: usize,
     pub fractions: Option<(f64, f64)>,
     /// Every look's fraction so far, this one last (the ledger's rounds):
     /// the levels are exact group-sequential boundaries over them. None
-    /// when a round recorded no fraction (a ledger from before #31).
+    /// when a round of the ledger recorded no fraction.
     pub history: Option<Vec<f64>>,
     /// The pass side's own fractions, every look's (looks by the design).
     pub pass_history: Option<Vec<f64>>,

@@ -112,9 +112,10 @@ pub fn fixed_schedule(cells: &[CellLayout]) -> Vec<Block> {
 /// side has run first once, and each cell runs for about as long whatever
 /// its window (two turns per side). Blocks of one request then look every 2
 /// requests per side: a look costs milliseconds against a request's
-/// second, and a quiet host's gate decides at 6 where rounds of 8 decided
-/// at 8 (issue #31, eighth step). Blocks of 4 or more keep the 8 or more
-/// requests a round they had.
+/// second, and on a quiet simulated host rounds of 2 requests decide at 6
+/// per side where rounds of 8 decide at 8 (the design planned from round 3
+/// in both; `docs/gate-calibration-results.md`). Blocks of 4 or more hold
+/// 8 or more requests a round.
 pub const BLOCKS_PER_ROUND: usize = 2;
 
 /// Round `round` (from 0) of an adaptive run: for every cell, its
@@ -210,10 +211,10 @@ pub fn stop_after(
 /// is too noisy to plan by (on the reference engine a first look's 2 blocks
 /// planned 2 rounds where later looks planned 40). Every window plans from
 /// round 2 (a pair of blocks a round): 4 requests per side for blocks of
-/// one, so a quiet host's second look can spend all it has. Round 3 until
-/// issue #31's tenth step; planned from the bounds' spread (t with 3
-/// degrees of freedom), round 2 decided as often in simulation
-/// (`docs/gate-calibration.md`).
+/// one, so a quiet host's second look can spend all it has. Planned from
+/// the bounds' spread (t with 3 degrees of freedom), a plan from round 2
+/// decides as often in simulation as one from round 3, and sooner on a
+/// quiet host (`docs/gate-calibration-results.md`).
 pub const DESIGN_FIRST_BLOCKS: usize = 4;
 
 /// The rounds a run needs for the design's power, planned at the look
@@ -248,9 +249,9 @@ pub fn pass_design_rounds(design_rounds: Option<usize>, share: Option<f64>) -> O
 }
 
 /// The information fraction of the look after round `done`: the share of
-/// the rounds this run will really have, re-planned at every look (issue
-/// #31). When the budget ends the run at this look (the same rule as
-/// [`stop_after`]'s), 1: it spends what is left. Otherwise the rounds left
+/// the rounds this run will really have, re-planned at every look. When
+/// the budget ends the run at this look (the same rule as [`stop_after`]'s),
+/// 1: it spends what is left. Otherwise the rounds left
 /// are the fewer of what the request budget allows and what the clock
 /// allows at the measured minutes per round (`round_minutes`; the round
 /// that crosses the clock still runs), so a run the clock will end early

@@ -72,7 +72,7 @@ pub(super) async fn adaptive_rounds(
             // This look's fraction by the rounds its own spread says the
             // design needs: a probe at the full levels (the spread does
             // not depend on them), never recorded. A quiet host's first
-            // look can then spend all its error and decide (issue #31).
+            // look can then spend all its error and decide.
             let probe =
                 compare_interleaved(ctx, &suite.suite, cells, blocks, Some(Look::probe(done)))
                     .map_err(|e| fail("compare", "adaptive round", e))?;
@@ -150,7 +150,7 @@ fn refuse_other_round_sizes(
 
 /// What the next look is planned by: the last look's fraction (0 before
 /// the first), every look's fraction so far (for exact boundaries; None
-/// when a ledger from before #31 recorded none), and the rounds the design
+/// when the ledger's rounds recorded none), and the rounds the design
 /// needs, as the latest look planned them (each look plans by its own
 /// spread before it spends); with looks by the design, the same for the
 /// pass side, which needs a share of those rounds

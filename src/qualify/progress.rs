@@ -45,9 +45,9 @@ pub(super) fn rounds_done(entries: &[Entry]) -> usize {
 
 /// A cell whose requests per side at the last recorded round (round
 /// `done`) differ from what that many rounds hold now: the rounds were cut
-/// by another infergate (before issue #31's eighth step a round held 8
-/// requests per side for blocks of one, now 2), and continuing would pair
-/// this run's looks with the wrong requests. (cell, recorded, now).
+/// by another infergate (one whose rounds held 8 requests per side for
+/// blocks of one, where these hold 2), and continuing would pair this run's
+/// looks with the wrong requests. (cell, recorded, now).
 pub(super) fn round_size_mismatch<'a>(
     entries: &[Entry],
     cells: &'a [CellLayout],

@@ -162,18 +162,20 @@ pub struct GatePolicy {
     /// How an adaptive run shares `alpha` between its looks.
     pub spending: Spending,
     /// The scale of the evidence bounds (log: ratios' bounds never cross
-    /// −100 %); reports made before it are verified on the percent scale.
+    /// −100 %); a report that records no scale is verified on the percent
+    /// scale.
     pub bound_scale: BoundScale,
     /// Interleaved: resample request k of a block on both sides together
     /// (`Resampling::PairedRequests`) when every request has its value;
-    /// reports made before it resampled each side's block apart.
+    /// a report without `pairs_requests` is verified with each side's block
+    /// resampled apart.
     pub pair_requests: bool,
     /// Paired designs: how the blocks' log ratios combine (a trimmed mean
-    /// by default); reports made before it took their mean.
+    /// by default); a report without `block_mean` is verified with their mean.
     pub block_mean: BlockMean,
     /// What an adaptive run's design plans its information from (the
-    /// bounds' spread by default); reports made before it planned from the
-    /// standard error.
+    /// bounds' spread by default); a report without `design_spread` is
+    /// verified as planned from the standard error.
     pub design_spread: DesignSpread,
 }
 

@@ -703,10 +703,10 @@ fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
     names(&at_the_last, "statistics.family_wise.closing");
 }
 
-/// A look at measured information fractions (issue #31: the share of the
-/// budget the run will really have) spends `α(t) − α(t_prev)`; verify
-/// recomputes those levels from the recorded fractions, and names a
-/// fraction that was edited or is impossible.
+/// A look at measured information fractions (the share of the budget the
+/// run will really have) spends `α(t) − α(t_prev)`; verify recomputes
+/// those levels from the recorded fractions, and names a fraction that was
+/// edited or is impossible.
 #[test]
 fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() {
     let (b, c) = runs();
@@ -777,7 +777,7 @@ fn family_edited(v: &Value, f: &dyn Fn(&mut Map)) -> Vec<String> {
     })
 }
 
-/// Exact group-sequential boundaries over every look's fraction (#31):
+/// Exact group-sequential boundaries over every look's fraction:
 /// the report names the method and the fractions, verify recomputes the
 /// levels from them, and names a history edited, out of order, not ending
 /// at this look, or present without its method.
@@ -835,7 +835,7 @@ fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
     names(&union, "statistics.family_wise.alpha_pass");
 }
 
-/// The pass side spending by its own information (#31): the report
+/// The pass side spending by its own information: the report
 /// records its fractions beside the fail side's, its pass level is the
 /// exact boundary over them (above the level over the fail side's), the
 /// fail level is unchanged, and verify recomputes both and names pass

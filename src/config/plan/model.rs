@@ -79,9 +79,9 @@ impl PlanSchedule {
 /// Requests per interleaved block when the plan gives no `window`. A
 /// closed-loop cell at concurrency 1: one, so request k of the two sides
 /// run back to back and the host's drift, common to both in time, cancels
-/// in their ratio (issue #31: on the reference engine neighbouring requests
-/// correlate about as much across sides as within one, and blocks of 4
-/// leave request k's two sides four slots apart; docs/gate-calibration.md).
+/// in their ratio (on the reference engine neighbouring requests correlate
+/// about as much across sides as within one, and blocks of 4 leave request
+/// k's two sides four slots apart; docs/gate-calibration.md).
 /// Otherwise at least 4, and twice the concurrency so a block is more than
 /// one batch (every in-flight slot filled, then drained) of the runtime; an
 /// open-loop cell keeps its arrivals over several requests.
@@ -94,8 +94,8 @@ pub fn default_window(concurrency: usize, closed_loop: bool) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DefaultWindow {
-    /// Before issue #31 (a qualification file without the field):
-    /// max(4, 2 × concurrency) for every cell.
+    /// max(4, 2 × concurrency) for every cell: the rule of a qualification
+    /// file without the field.
     Legacy,
     /// [`default_window`]: one request for a closed-loop cell at
     /// concurrency 1.
@@ -126,7 +126,7 @@ pub struct Adaptive {
 }
 
 /// `[adaptive] looks_by`: what an adaptive run's information fraction is a
-/// share of (issue #31).
+/// share of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LooksBy {
     /// The fewer of the rounds the budget allows and the rounds the design

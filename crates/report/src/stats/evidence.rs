@@ -56,9 +56,9 @@ impl Resampling {
     }
 }
 
-/// How a paired design combines its blocks' log ratios into one estimate
-/// (issue #31). The host's bursts put a few request pairs astride a change
-/// of speed (one side before it, the other after): their ratios are far out,
+/// How a paired design combines its blocks' log ratios into one estimate.
+/// The host's bursts put a few request pairs astride a change of speed
+/// (one side before it, the other after): their ratios are far out,
 /// and a mean pays for them in variance. On the reference engine's journals
 /// of a bursty hour the mean's bootstrap SE was 2–8 × the trimmed mean's
 /// (`scripts/block-estimators.py`). The policy's default is `Trimmed`.
@@ -953,7 +953,7 @@ fn resolve(
     )
 }
 
-/// The known-variance oracle on a pair's own data (issue #31): the fewest
+/// The known-variance oracle on a pair's own data: the fewest
 /// requests per side a one-look z test would need to decide what this pair
 /// shows, if it knew the spread. The spread is the robust SD (1.4826 ×
 /// MAD) of the per-request log metric: of each request pair's log ratio
@@ -978,11 +978,10 @@ pub fn oracle_requests(
     oracles(baseline, candidate, paired, on).0
 }
 
-/// [`oracle_requests`] and the oracle that must learn the spread (issue
-/// #31): the fewest requests per side a one-look t test needs on the same
-/// data, at the same level and power, its spread estimated from its own n
-/// requests (n − 1 degrees of freedom paired, 2(n − 1) not; at least 2
-/// requests). Where the known-variance oracle needs a handful of requests
+/// [`oracle_requests`] and the oracle that must learn the spread: the
+/// fewest requests per side a one-look t test needs on the same data, at
+/// the same level and power, its spread estimated from its own n requests
+/// (n − 1 degrees of freedom paired, 2(n − 1) not; at least 2 requests). Where the known-variance oracle needs a handful of requests
 /// (a quiet host, request pairs back to back) no rule that reads the
 /// spread from the data can come near it; the second says what a
 /// fixed-size run that knew the effect but not the spread would have spent.
@@ -1064,13 +1063,13 @@ fn oracle_scale(
     (k.is_finite() && var > 0.0).then_some(k)
 }
 
-/// What an adaptive run's design plans its information from (issue #31,
-/// ninth step; `[gate] design_spread`).
+/// What an adaptive run's design plans its information from (`[gate]
+/// design_spread`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DesignSpread {
-    /// The estimate's standard error, the middle of its bootstrap: every
-    /// report before the ninth step, which `verify` reads as this.
+    /// The estimate's standard error, the middle of its bootstrap; `verify`
+    /// reads a report without `design_spread` as this.
     StandardError,
     /// The spread the bounds show: each bound's distance from the point
     /// over t at its level, where that exceeds the standard error. A heavy
@@ -1103,7 +1102,7 @@ impl DesignSpread {
 }
 
 /// Power at which an adaptive run plans the information it needs: the
-/// issue's target for a +10 % runtime against 5 % margins (#31).
+/// target rate for failing a +10 % runtime against 5 % margins.
 pub const DESIGN_POWER: f64 = 0.95;
 /// What a group-sequential design's looks cost over a fixed-size one at
 /// the same power (O'Brien–Fleming's is 1.02–1.1; the t_{B−1} widening of

@@ -869,7 +869,7 @@ pub(super) fn policy_from_report(
                 .pointer("/design/block_mean")
                 .and_then(parse::<BlockMean>)
                 .unwrap_or(BlockMean::Mean),
-            // Reports from before the ninth step planned from the standard error.
+            // A report without the field planned from the standard error.
             design_spread: s
                 .pointer("/design/design_spread")
                 .and_then(parse::<DesignSpread>)

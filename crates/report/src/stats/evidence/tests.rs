@@ -1129,14 +1129,14 @@ fn log_scale_and_request_pairing_keep_error_rates_and_decide_sooner() {
     );
 }
 
-/// The cost of an adaptive verdict (issue #31): the mean requests per side
-/// per cell an adaptive run spends (ASN) against the fixed-n oracle — the
-/// fewest rounds at which a one-look run of the same design and levels
-/// reaches the same verdict in ≥ 80 % of trials. Three plans: 10 looks
-/// planned and run to the end; 50 planned (a 400-request budget) and the
-/// clock stopping the run at look 14, which closes it (the issue's trials);
-/// and Bonferroni over 10. Holds the error rates and prints the table that
-/// `docs/gate-calibration.md` quotes; the ratio is what #31 must bring ≤ 2×.
+/// The cost of an adaptive verdict: the mean requests per side per cell an
+/// adaptive run spends (ASN) against the fixed-n oracle — the fewest rounds
+/// at which a one-look run of the same design and levels reaches the same
+/// verdict in ≥ 80 % of trials. Three plans: 10 looks planned and run to
+/// the end; 50 planned (a 400-request budget) and the clock stopping the
+/// run at look 14, which closes it; and Bonferroni over 10. Holds the error
+/// rates and prints the table that `docs/gate-calibration-results.md`
+/// quotes; the target for the ratio is ≤ 2×.
 #[test]
 fn adaptive_requests_against_the_fixed_n_oracle() {
     const PER_ROUND: usize = 8; // two blocks of four requests per side
@@ -1388,17 +1388,17 @@ fn exact_by_fraction(
     move |k| levels[k - 1]
 }
 
-/// Issue #31: what an adaptive verdict costs against the fixed-n oracle,
-/// before and after the look schedule follows the budget the run really
-/// has. The issue's trials: the clock allows 14 rounds (112 requests per
-/// side per cell) of a plan whose request budget (400) plans 50 looks.
-/// Before: O'Brien–Fleming over the 50 planned looks, the 14th closing the
-/// run. After: the looks' information fractions are the share of the
-/// budget the run will have (k/14), so each look spends what its share
-/// earns. All with requests paired (the default where every request has
+/// What an adaptive verdict costs against the fixed-n oracle with the
+/// looks at a share of the planned looks and with the looks at a share of
+/// the budget the run really has. The clock allows 14 rounds (112 requests
+/// per side per cell) of a plan whose request budget (400) plans 50 looks.
+/// Planned: O'Brien–Fleming over the 50 planned looks, the 14th closing
+/// the run. By the budget the run has: the looks' information fractions
+/// are the share of the budget the run will have (k/14), so each look
+/// spends what its share earns. All with requests paired (the default where every request has
 /// its value). Holds A/A false fail ≤ 5 % and +10 % pass ≤ 5 % for every
 /// plan, and, for the default, ASN ≤ 2× the known-variance oracle with
-/// A/A pass and +10 % fail ≥ 80 %; prints the table `docs/gate-calibration.md`
+/// A/A pass and +10 % fail ≥ 80 %; prints the table `docs/gate-calibration-results.md`
 /// quotes.
 #[test]
 fn adaptive_looks_by_the_budget_the_run_has() {
@@ -1641,7 +1641,7 @@ fn the_learning_oracle_pays_for_the_spread_it_learns() {
 /// of the budget), O'Brien–Fleming's thrift early costs requests that
 /// Pocock-type spending saves; this is the trade-off behind keeping OBF as
 /// the default (it wins where the budget is tight, the table above) and
-/// offering `spending = "pocock"`. Prints the rows `docs/gate-calibration.md`
+/// offering `spending = "pocock"`. Prints the rows `docs/gate-calibration-results.md`
 /// quotes; holds no wrong calls, Pocock's lower ASN here, and exact
 /// boundaries' lower ASN for Pocock (below OBF's too).
 #[test]
@@ -1759,22 +1759,20 @@ enum Looks {
     /// share [`pass_design_share`] of the fail side's.
     DesignBySide,
     /// As `DesignBySide`, each look planned by the previous look's spread
-    /// (`qualify` before issue #31's sixth step: a first look could not
-    /// spend by the design).
+    /// (not `qualify`'s rule: a first look cannot spend by the design).
     DesignBySideLate,
     /// As `DesignBySide`, the design planned from the request pairs' robust
     /// SD (1.4826 × MAD of their log ratios) instead of the estimate's
     /// standard error: a spread the outliers that have come do not move
-    /// (issue #31, tried in the ninth step, not kept).
+    /// (measured, not used).
     Robust,
     /// As `Robust`, and the design never ends before the trimmed mean's
     /// [`MIN_TRIMMED_BLOCKS`] (not kept either).
     RobustTrimmed,
     /// As `DesignBySide`, the design planned from the spread the probe's
     /// bounds show at the fixed-size levels ([`DesignSpread::Bounds`],
-    /// `qualify`'s default since issue #31's ninth step), where it exceeds
-    /// the standard error. `DesignBySide` plans from the standard error,
-    /// as every step before it.
+    /// `qualify`'s default), where it exceeds the standard error.
+    /// `DesignBySide` plans from the standard error.
     Bounds,
 }
 
@@ -1803,12 +1801,12 @@ fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
 /// The policy's default spending.
 const OBF: Spending = Spending::OBrienFleming;
 
-/// Blocks per cell before the design plans (`qualify::interleave::DESIGN_FIRST_BLOCKS`,
-/// since issue #31's tenth step).
+/// Blocks per cell before the design plans (`qualify::interleave::DESIGN_FIRST_BLOCKS`).
 const DESIGN_FIRST_BLOCKS: usize = 4;
 
-/// The same before the tenth step (round 3 in rounds of a pair of blocks):
-/// the earlier steps' rules, so their tables stay reproducible.
+/// Blocks per cell before the design plans in the rules `qualify` does not
+/// use (round 3 in rounds of a pair of blocks), so their tables stay
+/// reproducible.
 const FIRST_BLOCKS_BEFORE: usize = 6;
 
 fn planned_run(
@@ -1854,12 +1852,11 @@ struct Rule {
 }
 
 impl Rule {
-    /// `clock` rounds of `round` requests, as `qualify --adaptive` by
-    /// default before the ninth step: looks by the design planned from the
-    /// standard error (the earlier steps' tables) from round 3 in rounds of
-    /// 2 blocks, the pass side by its own, O'Brien–Fleming. [`Looks::Bounds`]
-    /// is the default since the ninth step, [`DESIGN_FIRST_BLOCKS`] since
-    /// the tenth.
+    /// `clock` rounds of `round` requests: looks by the design planned from
+    /// the standard error from round 3 in rounds of 2 blocks, the pass side
+    /// by its own, O'Brien–Fleming (the rule of the tables of
+    /// `docs/gate-calibration-results.md`). `qualify` plans by
+    /// [`Looks::Bounds`] from [`DESIGN_FIRST_BLOCKS`].
     fn rounds(clock: usize, round: usize) -> Rule {
         Rule {
             clock,
@@ -1991,7 +1988,7 @@ fn planned_run_by(
     (counts, spent as f64 / trials as f64)
 }
 
-/// Issue #31: looks planned by the information the design needs
+/// Looks planned by the information the design needs
 /// (`[adaptive] looks_by = "design"`, the default) against looks planned
 /// by the budget alone. Where the budget is generous for the noise (CV 3 %,
 /// the second host's spread, a 15-round clock) the budget's looks spend
@@ -2005,7 +2002,7 @@ fn planned_run_by(
 /// at most α (+ 2 binomial SE) either way. With the pass side spending by
 /// its own information (a share of the design's, the default with looks
 /// by the design) the same holds, and an unchanged runtime passes with
-/// fewer requests. Prints the table `docs/gate-calibration.md` quotes.
+/// fewer requests. Prints the table `docs/gate-calibration-results.md` quotes.
 #[test]
 fn looks_by_the_information_the_design_needs() {
     let (alpha, m) = (0.05, 3);
@@ -2135,7 +2132,7 @@ fn shift_cases(alpha: f64, m: usize) -> [ShiftCase; 2] {
     ]
 }
 
-/// Issue #31, fifth step: the reference engine's drift is common to both
+/// The reference engine's drift is common to both
 /// sides in time. Its journals (both sides on one server, in run order)
 /// fit an AR(1) of about 0.9 per request over 70 % of the variance, the
 /// rest white (SD 0.10 and 0.06 on the log scale): neighbouring requests
@@ -2152,7 +2149,7 @@ fn shift_cases(alpha: f64, m: usize) -> [ShiftCase; 2] {
 /// requests than blocks of 4, A/A and +10 % both, and a runtime exactly on the margin
 /// passes or fails at most α (+ 2 SE). Looks every 8 requests per side (a
 /// 15-look clock), pass side by its own information. Prints the table
-/// `docs/gate-calibration.md` quotes, with ASN against the issue's oracle
+/// `docs/gate-calibration-results.md` quotes, with ASN against the known-variance oracle
 /// on the same data (per-request log ratios as independent, so it too is
 /// cheaper where request k's sides are adjacent).
 #[test]
@@ -2291,7 +2288,7 @@ fn the_simulated_run_order_is_the_schedules() {
     );
 }
 
-/// A quiet host in blocks of one request (the sixth step's): per-request
+/// A quiet host in blocks of one request: per-request
 /// noise 0.5 % a side, the engine's AR(1) drift at SD 2 %, the trimmed mean.
 const QUIET: Sim = Sim {
     cv: 0.005,
@@ -2303,7 +2300,7 @@ const QUIET: Sim = Sim {
     ..INTERLEAVED
 };
 
-/// A middling host (the eighth step's): CV 2 %, a common drift of SD 3 %;
+/// A middling host: CV 2 %, a common drift of SD 3 %;
 /// its oracle is 6 requests, as the reference engine's quieter trials.
 const MIDDLING: Sim = Sim {
     cv: 0.02,
@@ -2325,7 +2322,7 @@ const HEAVY_TAIL: Sim = Sim {
     ..MIDDLING
 };
 
-/// The reference engine's fit in blocks of one request (the fifth step's):
+/// The reference engine's fit in blocks of one request:
 /// noise 6 % a side, a drift common in time of SD 10 %, the mean.
 const ENGINE_FIT: Sim = Sim {
     cv: 0.06,
@@ -2334,14 +2331,14 @@ const ENGINE_FIT: Sim = Sim {
     ..QUIET
 };
 
-/// [`ENGINE_FIT`] with the trimmed mean (the default since the seventh step).
+/// [`ENGINE_FIT`] with the trimmed mean (the default).
 const ENGINE_FIT_TRIMMED: Sim = Sim {
     block_mean: BlockMean::Trimmed,
     ..ENGINE_FIT
 };
 
-/// Issue #31, sixth step: a look plans by its own spread (`qualify`'s
-/// probe) instead of the previous look's. On a quiet host (blocks of one
+/// A look plans by its own spread (`qualify`'s probe) instead of the
+/// previous look's. On a quiet host (blocks of one
 /// request, the engine's common drift, per-request noise of 0.7 % a side:
 /// the per-request log ratios' SD of 0.8–1.2 % the reference engine's
 /// journals show on a machine to itself) the first look's 8 requests
@@ -2349,7 +2346,7 @@ const ENGINE_FIT_TRIMMED: Sim = Sim {
 /// could not spend it, and the run decided at the second. Holds: no wrong
 /// call above 5 % under A/A and +10 %, and on the margin at most α (+ 2
 /// binomial SE) either way; planning by the look's own spread uses fewer
-/// requests in both cases. Prints the rows `docs/gate-calibration.md`
+/// requests in both cases. Prints the rows `docs/gate-calibration-results.md`
 /// quotes.
 #[test]
 fn a_look_plans_by_its_own_spread() {
@@ -2401,10 +2398,9 @@ fn a_look_plans_by_its_own_spread() {
     assert!(asn[2] < asn[0] && asn[3] < asn[1], "{asn:?}");
 }
 
-/// Issue #31, seventh step: the blocks' log ratios combined by a trimmed
-/// mean (`policy.gate.block_mean = "trimmed"`, the default) against their
-/// mean, in blocks of one request. Three hosts: the engine's fit (the
-/// fifth step's), a quiet host with bursts (one begins every 100 slots or
+/// The blocks' log ratios combined by a trimmed mean
+/// (`policy.gate.block_mean = "trimmed"`, the default) against their mean,
+/// in blocks of one request. Three hosts: the engine's fit, a quiet host with bursts (one begins every 100 slots or
 /// so, lasts about 25, and slows every request 1.5×: the reference engine's
 /// journals of 2026-12-05 01:38, where a pair astride a burst's edge has a
 /// ratio of 1.4–1.5), and the engine's fit with a heavy tail (5 % of
@@ -2415,7 +2411,8 @@ fn a_look_plans_by_its_own_spread() {
 /// noise is normal (its price: 94 % efficiency, and t with the middle's
 /// count); on the margin with bursts it passes and fails at most α (+ 2
 /// binomial SE).
-/// Prints the table `docs/gate-calibration.md` quotes.
+/// Prints the table `docs/gate-calibration-results.md` quotes (the
+/// coverage column also in `docs/gate-calibration.md`).
 #[test]
 fn a_trimmed_mean_of_blocks_pays_less_for_a_hosts_bursts() {
     let (alpha, m, clock) = (0.05, 3, 15);
@@ -2600,16 +2597,16 @@ fn on_the_margin_in_rounds(
     counts
 }
 
-/// Issue #31, eighth step: a round is a pair of blocks (A B B A) in every
-/// cell, so blocks of one request look every 2 requests per side instead of
-/// every 8; the design still plans from 6 blocks (round 3, not round 1).
-/// Two hosts in blocks of one request, the trimmed mean: the quiet host of
-/// the sixth step (CV 0.5 %) and a middling one (CV 2 %, a common drift of
+/// A round of a pair of blocks (A B B A) in every cell, so blocks of one
+/// request look every 2 requests per side, against rounds of 8; the design
+/// plans from 6 blocks (round 3 in rounds of 2) in both.
+/// Two hosts in blocks of one request, the trimmed mean: the quiet host
+/// (CV 0.5 %) and a middling one (CV 2 %, a common drift of
 /// SD 3 %; its oracle is 6 requests, as the reference engine's quieter
 /// trials). Holds for both round sizes: no wrong call above 5 %, A/A pass
 /// and +10 % fail ≥ 95 %; the pairs' rounds use fewer requests than rounds
 /// of 8 on both hosts, and on the margin pass and fail at most α (+ 2
-/// binomial SE). Prints the table `docs/gate-calibration.md` quotes.
+/// binomial SE). Prints the table `docs/gate-calibration-results.md` quotes.
 #[test]
 fn a_round_of_a_pair_of_blocks_looks_sooner() {
     let alpha = 0.05;
@@ -2639,8 +2636,8 @@ fn a_round_of_a_pair_of_blocks_looks_sooner() {
     }
 }
 
-/// The eighth step on the engine's fit (the fifth step's host, the trimmed
-/// mean): slow (about 20 minutes in release), so run by hand:
+/// Rounds of 8, 4 and 2 requests on the engine's fit (the trimmed mean):
+/// slow (about 20 minutes in release), so run by hand:
 /// `cargo test --release -p infergate-report --lib engine_fit_in_rounds -- --ignored --nocapture`.
 /// Prints A/A and +10 % outcomes and ASN for rounds of 8, 4 and 2 requests.
 #[test]
@@ -2657,12 +2654,12 @@ fn engine_fit_in_rounds_of_8_4_and_2() {
     }
 }
 
-/// The eighth step's price on a heavy tail: CV 2 %, 5 % of requests twice
+/// Rounds of 8, 4 and 2 requests on a heavy tail: CV 2 %, 5 % of requests twice
 /// as slow, each on its own, beside the same host with bursts instead. Its
 /// looks between 8 and 16 blocks use the mean, and the design can plan its
 /// last look there before an outlier has come. Prints pass, fail and
 /// inconclusive and the ASN for rounds of 8, 4 and 2 requests, as
-/// `docs/gate-calibration.md` quotes; about 5 minutes in release, so run by
+/// `docs/gate-calibration-results.md` quotes; about 5 minutes in release, so run by
 /// hand: `cargo test --release -p infergate-report --lib a_heavy_tail_in_rounds -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -2681,8 +2678,8 @@ fn a_heavy_tail_in_rounds_of_8_4_and_2() {
     }
 }
 
-/// The hosts of the ninth step's trials, in rounds of 2 (blocks of one
-/// request, the trimmed mean).
+/// The five simulated hosts of the design's tables, in rounds of 2 (blocks
+/// of one request, the trimmed mean).
 fn ninth_step_hosts() -> [(&'static str, Sim); 5] {
     [
         ("quiet", QUIET),
@@ -2693,13 +2690,13 @@ fn ninth_step_hosts() -> [(&'static str, Sim); 5] {
     ]
 }
 
-/// Issue #31, ninth step, tried and not kept: Pocock-type spending with
-/// the design's looks in rounds of 2. It decides with fewer requests on
+/// Measured, not used: Pocock-type spending with the design's looks in
+/// rounds of 2. It decides with fewer requests on
 /// the quiet, middling, burst and heavy-tail hosts, but passes and fails
 /// less often within the design's information (the design's 1.1 inflation
 /// is O'Brien–Fleming's), and on the engine's fit an unchanged runtime
 /// passes less often at the same ASN. Prints the table
-/// `docs/gate-calibration.md` quotes; about 25 minutes in release, so run
+/// `docs/gate-calibration-results.md` quotes; about 25 minutes in release, so run
 /// by hand:
 /// `cargo test --release -p infergate-report --lib pocock_with_the_designs_looks -- --ignored --nocapture`.
 #[test]
@@ -2721,14 +2718,14 @@ fn pocock_with_the_designs_looks() {
     }
 }
 
-/// Issue #31, ninth step, tried and not kept: the design planned from the
-/// request pairs' robust SD, which the outliers that have come do not move
+/// Measured, not used: the design planned from the request pairs' robust
+/// SD, which the outliers that have come do not move
 /// ([`Looks::Robust`]), alone and with the design never ending before the
 /// trimmed mean's 16 blocks ([`Looks::RobustTrimmed`]). Both leave more
 /// runs undecided than the default plan on every host with bursts or a
 /// heavy tail (`pocock_with_the_designs_looks`'s O'Brien–Fleming rows):
 /// the estimate the gate decides on pays for the outliers the plan did
-/// not. Prints the table `docs/gate-calibration.md` quotes; about 8
+/// not. Prints the table `docs/gate-calibration-results.md` quotes; about 8
 /// minutes in release:
 /// `cargo test --release -p infergate-report --lib a_plan_from_the_robust_spread -- --ignored --nocapture`.
 #[test]
@@ -2747,12 +2744,11 @@ fn a_plan_from_the_robust_spread() {
     }
 }
 
-/// Issue #31, ninth step, in CI: on the heavy tail (100 runs a case), a
-/// design planned from the bounds' spread (from round 2, `qualify`'s
-/// default since the tenth step) passes an unchanged runtime and fails
-/// +10 % in at least 90 % of runs, with no wrong call above 5 %, and passes
-/// more often than a design planned from the standard error (from round 3,
-/// as before the ninth step).
+/// In CI: on the heavy tail (100 runs a case), a design planned from the
+/// bounds' spread (from round 2, `qualify`'s default) passes an unchanged
+/// runtime and fails +10 % in at least 90 % of runs, with no wrong call
+/// above 5 %, and passes more often than a design planned from the
+/// standard error from round 3.
 #[test]
 fn a_design_planned_from_the_bounds_decides_a_heavy_tail() {
     let rule = Rule::rounds(60, 2);
@@ -2779,9 +2775,9 @@ fn a_design_planned_from_the_bounds_decides_a_heavy_tail() {
     assert!(bounds[0].2[0] > se[0].2[0], "{bounds:?} {se:?}");
 }
 
-/// Issue #31, tenth step, in CI: the quiet host (CV 0.5 %; the
-/// known-variance oracle needs about one request a side), its design
-/// planned from the bounds' spread from round 3 (before) and from round 2.
+/// In CI: the quiet host (CV 0.5 %; the known-variance oracle needs about
+/// one request a side), its design planned from the bounds' spread from
+/// round 3 and from round 2 (`qualify`'s).
 /// Both pass an unchanged runtime and fail +10 % in at least 95 % of 200
 /// runs with no wrong call above 5 %, and a runtime exactly on the margin
 /// passes and fails at most α (+ 2 binomial SE) of 4000 runs; from round 2
@@ -2814,8 +2810,7 @@ fn a_plan_from_the_second_round_decides_a_quiet_host_sooner() {
     assert!(asn[1] < asn[0], "{asn:?}");
 }
 
-/// Issue #31, ninth step: the design planned from the spread the bounds
-/// show at the fixed-size levels ([`Looks::Bounds`]: each bound's distance
+/// The design planned from the spread the bounds show at the fixed-size levels ([`Looks::Bounds`]: each bound's distance
 /// from the point over t, where that exceeds the standard error). A heavy
 /// tail's bootstrap is wider in its tails, where the gate decides, than in
 /// its middle, where the standard error is read; planned from the middle,
@@ -2826,7 +2821,7 @@ fn a_plan_from_the_second_round_decides_a_quiet_host_sooner() {
 /// the middling and burst hosts pay 1–6 % more requests for 1–2 points
 /// more decisions; on the engine's fit an unchanged runtime passes 92 %
 /// against 88 %. `qualify`'s default (`[gate] design_spread = "bounds"`).
-/// Prints the table `docs/gate-calibration.md`
+/// Prints the table `docs/gate-calibration-results.md`
 /// quotes; about 15 minutes in release:
 /// `cargo test --release -p infergate-report --lib a_plan_from_the_spread_the_bounds_show -- --ignored --nocapture`.
 #[test]
@@ -2838,7 +2833,7 @@ fn a_plan_from_the_spread_the_bounds_show() {
     });
 }
 
-/// `rule` on the ninth step's hosts with its seeds: A/A and +10 % (200 runs
+/// `rule` on the five hosts with their seeds: A/A and +10 % (200 runs
 /// a case) and, but for the engine's fit (most of an hour), the margin
 /// (1000 runs), printed.
 fn ninth_step_table(rule: Rule) {
@@ -2850,10 +2845,9 @@ fn ninth_step_table(rule: Rule) {
     }
 }
 
-/// Issue #31, tenth step (`qualify`'s default since): the design plans
-/// from round 2 (4 blocks of one request a side) instead of round 3, with
-/// the bounds' spread, the same seeds as
-/// [`a_plan_from_the_spread_the_bounds_show`]. The quiet host decides at 4
+/// `qualify`'s rule: the design plans from round 2 (4 blocks of one request
+/// a side) with the bounds' spread, the same seeds as
+/// [`a_plan_from_the_spread_the_bounds_show`] (round 3). The quiet host decides at 4
 /// requests instead of 6 with the same decisions; the others change by a
 /// run or two. Prints the rows `docs/gate-calibration.md` quotes; about 20
 /// minutes in release, so run by hand:
@@ -2869,7 +2863,7 @@ fn a_plan_from_the_second_round() {
 }
 
 /// The middling host in blocks of 4 requests (rounds of 8 a side): the
-/// design plans from round 3 (the default before) and from round 2. Run by
+/// design plans from round 3 and from round 2 (`qualify`'s). Run by
 /// hand:
 /// `cargo test --release -p infergate-report --lib blocks_of_four_planned_from_the_second_round -- --ignored --nocapture`.
 #[test]
@@ -2891,12 +2885,12 @@ fn blocks_of_four_planned_from_the_second_round() {
     }
 }
 
-/// Issue #31's own hosts (CV 3 %, lognormal with drift and autocorrelation,
-/// a 15-round clock of 120 requests a side: `looks_by_the_information_the_design_needs`'s
-/// generous row) under the rule `qualify` ships since the tenth step: the
+/// The CV 3 % hosts (lognormal with drift and autocorrelation, a 15-round
+/// clock of 120 requests a side: `looks_by_the_information_the_design_needs`'s
+/// generous row) under the rule `qualify` ships: the
 /// design's looks planned from the bounds' spread from 4 blocks, the
 /// pass side by its own, the trimmed mean, in blocks of 4 (rounds of 8)
-/// and of one request (rounds of 2). Holds the issue's targets: ASN at
+/// and of one request (rounds of 2). Holds the targets: ASN at
 /// most 2× the known-variance oracle for A/A pass and +10 % fail, A/A pass
 /// and +10 % fail in at least 95 of 100 runs, no wrong call above 5 %.
 #[test]
