@@ -500,38 +500,41 @@ fn stats_is_a_leaf_and_util_imports_nothing() {
     );
 }
 
-/// The stages after the report (`decision/`: decide, ledger, restore,
-/// readmit, status) sit below the pipeline that runs them: `qualify`
-/// imports them, they never import `qualify`, so the folder tree shows the
-/// flow (report → decision → restore/readmit).
+/// The runtime layer (`runtime/`: lifecycle, readmit, hooks, the ledger,
+/// state) is the floor the commands stand on: `qualify` and `decision`
+/// import it, it never imports either, so the folder tree shows the flow
+/// (runtime → qualify, runtime → decide/status).
 #[test]
-fn the_stages_after_the_report_do_not_import_the_pipeline() {
+fn the_runtime_layer_does_not_import_the_commands_on_it() {
     let main = main_crate();
     let g = main.graph();
-    let decision: Vec<_> = g
+    let runtime: Vec<_> = g
         .iter()
-        .filter(|(m, _)| m.first().map(String::as_str) == Some("decision"))
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("runtime"))
         .collect();
-    assert!(decision.len() >= 6, "{} decision files", decision.len());
-    for (m, deps) in decision {
+    assert!(runtime.len() >= 6, "{} runtime files", runtime.len());
+    for (m, deps) in runtime {
         for d in deps {
-            assert_ne!(
-                d.first().map(String::as_str),
-                Some("qualify"),
+            let top = d.first().map(String::as_str);
+            assert!(
+                top != Some("qualify") && top != Some("decision"),
                 "{} imports {}",
                 name(m),
                 name(d)
             );
         }
     }
-    // And qualify does use them (the rule is not vacuous).
-    assert!(
-        g.iter()
-            .filter(|(m, _)| m.first().map(String::as_str) == Some("qualify"))
-            .any(|(_, deps)| deps
-                .iter()
-                .any(|d| d.first().map(String::as_str) == Some("decision")))
-    );
+    // And qualify and decision do use it (the rule is not vacuous).
+    for user in ["qualify", "decision"] {
+        assert!(
+            g.iter()
+                .filter(|(m, _)| m.first().map(String::as_str) == Some(user))
+                .any(|(_, deps)| deps
+                    .iter()
+                    .any(|d| d.first().map(String::as_str) == Some("runtime"))),
+            "{user} imports nothing from runtime"
+        );
+    }
 }
 
 #[test]

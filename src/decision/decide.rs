@@ -15,12 +15,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use crate::config::plan::{BASELINE, CANDIDATE};
-use crate::decision::ledger::{Ledger, Status};
-use crate::decision::lifecycle::{self, Ctx, Handle};
-use crate::decision::notify::{self, Event};
-use crate::decision::state::QualificationFile;
 use crate::driver::container::Docker;
 use crate::report::{self, Decision, DecisionAction, Report};
+use crate::runtime::ledger::{Ledger, Status};
+use crate::runtime::lifecycle::{self, Ctx, Handle};
+use crate::runtime::notify::{self, Event};
+use crate::runtime::state::QualificationFile;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -31,7 +31,7 @@ pub struct Options {
     /// Default: $USER.
     pub who: Option<String>,
     /// Default: the ledger the qualification was recorded in.
-    pub ledger: Option<crate::decision::ledger::Location>,
+    pub ledger: Option<crate::runtime::ledger::Location>,
     /// Promote a qualification whose gates failed (the promotion says what
     /// it overrides).
     pub force: bool,
@@ -82,7 +82,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         format!(
             "{} was not written by `infergate qualify` (no {} beside it)",
             opts.report.display(),
-            crate::decision::state::QUALIFICATION_FILE
+            crate::runtime::state::QUALIFICATION_FILE
         )
     })?;
     let plan = qf.load_plan(&out_dir)?;
@@ -153,13 +153,13 @@ fn checked_report(
     out_dir: &Path,
     id: &str,
     ledger: &Ledger,
-    entries: &[crate::decision::ledger::Entry],
+    entries: &[crate::runtime::ledger::Entry],
 ) -> Result<Report> {
     let path = opts.report.as_path();
     let bytes = report::read_regular(path)
         .with_context(|| format!("cannot read the report {}", path.display()))?;
     let found = report::digest::sha256_hex(&bytes);
-    match crate::decision::ledger::latest_report(entries) {
+    match crate::runtime::ledger::latest_report(entries) {
         None => bail!(
             "the ledger {} records no digest of qualification {id}'s report, so {} cannot be checked against it: qualify again to decide. Nothing was recorded",
             ledger.location(),

@@ -11,10 +11,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::plan::DockerSettings;
-use crate::decision::ledger::{Entry, Ledger, Location, Status};
-use crate::decision::lifecycle::{self, Ctx};
-use crate::decision::state::{self, QualificationFile};
 use crate::driver::container::Docker;
+use crate::runtime::ledger::{Entry, Ledger, Location, Status};
+use crate::runtime::lifecycle::{self, Ctx};
+use crate::runtime::state::{self, QualificationFile};
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {

@@ -11,11 +11,11 @@ use super::outcome::{Outcome, Verdict};
 use super::progress::spent_in;
 use crate::config::plan::{After, BASELINE, OnOutcome};
 use crate::decision::decide;
-use crate::decision::ledger::{Entry, Location, Status};
-use crate::decision::lifecycle::{self, Ctx};
-use crate::decision::notify::{self, Event};
-use crate::decision::state::decision_in;
 use crate::report::{self, DecisionAction, Report};
+use crate::runtime::ledger::{Entry, Location, Status};
+use crate::runtime::lifecycle::{self, Ctx};
+use crate::runtime::notify::{self, Event};
+use crate::runtime::state::decision_in;
 
 /// Apply the plan's decision policy for this outcome, or leave the decision
 /// pending and put the baseline back (or nothing, with `after = "stop"`).

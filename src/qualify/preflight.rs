@@ -6,8 +6,8 @@ use serde_json::json;
 
 use crate::config::plan::BASELINE;
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::{self, Ctx};
+use crate::runtime::ledger::Status;
+use crate::runtime::lifecycle::{self, Ctx};
 
 /// Both runtimes present, and the suite as read (the one reading of it
 /// every later step uses).

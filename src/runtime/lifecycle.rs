@@ -12,14 +12,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::config::plan::{Driver, Gpus, Plan, ProcessDriver, Runtime};
-use crate::decision::ledger::{Entry, Ledger, Status};
-use crate::decision::readmit;
 use crate::driver::container::{self, Docker};
 use crate::driver::detached::{DetachedProcess, ProcessIdentity};
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
 use crate::driver::gpu;
 use crate::driver::process::ProcessSpec;
+use crate::runtime::ledger::{Entry, Ledger, Status};
+use crate::runtime::readmit;
 pub use crate::util::which;
 
 /// What the ledger records about a started runtime: enough for a later
