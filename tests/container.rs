@@ -17,9 +17,10 @@ use infergate::decision::decide;
 use infergate::decision::status;
 use infergate::driver::container::{self, Docker};
 use infergate::driver::engine::{self, EngineInstall};
+use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::DecisionAction;
-use infergate::runtime::lifecycle::{self, Handle};
+use infergate::runtime::lifecycle;
 use qualify_support::*;
 use serde_json::Value;
 

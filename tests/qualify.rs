@@ -10,10 +10,11 @@ use std::time::Duration;
 use infergate::artifact::Schedule;
 use infergate::decision::decide;
 use infergate::decision::status;
+use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
 use infergate::runtime::ledger::Ledger;
-use infergate::runtime::lifecycle::{self, Handle};
+use infergate::runtime::lifecycle;
 use qualify_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,9 +16,11 @@ use serde_json::json;
 
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::driver::container::Docker;
+use crate::driver::handle::Handle;
 use crate::report::{self, Decision, DecisionAction, Report};
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Ledger, Status};
-use crate::runtime::lifecycle::{self, Ctx, Handle};
+use crate::runtime::lifecycle;
 use crate::runtime::notify::{self, Event};
 use crate::runtime::state::QualificationFile;
 

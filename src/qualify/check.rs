@@ -185,7 +185,7 @@ async fn host_settings(
         let what = format!("{}.gpus", rt.label);
         // Docker registers its NVIDIA device driver only when this hook is
         // on its PATH (the NVIDIA Container Toolkit installs it).
-        match crate::runtime::lifecycle::which("nvidia-container-runtime-hook") {
+        match crate::util::which("nvidia-container-runtime-hook") {
             Some(p) => c.add(
                 what,
                 Found::Checked,

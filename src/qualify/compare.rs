@@ -17,8 +17,8 @@ use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::report::{self, Report};
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
-use crate::runtime::lifecycle::Ctx;
 use crate::runtime::state::pass_dir;
 
 /// Compare the two sides and write the report; a failed comparison is

@@ -12,8 +12,9 @@ use super::progress::spent_in;
 use crate::config::plan::{After, BASELINE, OnOutcome};
 use crate::decision::decide;
 use crate::report::{self, DecisionAction, Report};
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Location, Status};
-use crate::runtime::lifecycle::{self, Ctx};
+use crate::runtime::lifecycle;
 use crate::runtime::notify::{self, Event};
 use crate::runtime::state::decision_in;
 

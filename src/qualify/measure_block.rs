@@ -16,8 +16,8 @@ use crate::config::suite::LoadedSuite;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
-use crate::runtime::lifecycle::Ctx;
 
 /// One block on one runtime, journaled into the side's interleaved journal
 /// as its requests complete and handed to the side's blocks in memory.

@@ -9,8 +9,9 @@ use super::targets::{image_label, scrape_options};
 use crate::artifact::RunArtifact;
 use crate::config::suite::LoadedSuite;
 use crate::measure::runner::{self, JOURNAL_FILE, RunOptions, RunPart};
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
-use crate::runtime::lifecycle::{self, Ctx, Started};
+use crate::runtime::lifecycle::{self, Started};
 use crate::runtime::state::pass_dir;
 
 pub(super) async fn run_passes(ctx: &Ctx<'_>, suite: &LoadedSuite) -> Result<(), PassFailure> {

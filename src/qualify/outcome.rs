@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::driver::handle::Handle;
 use crate::report::DecisionAction;
 use crate::runtime::ledger::Location;
-use crate::runtime::lifecycle::Handle;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {

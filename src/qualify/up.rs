@@ -8,7 +8,8 @@ use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
 use crate::measure::record::RequestRecord;
 use crate::measure::runner::{self, Measured, RunOptions, Target};
-use crate::runtime::lifecycle::{self, Ctx, Started};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::lifecycle::{self, Started};
 use std::sync::Arc;
 
 /// Both runtimes, up for the interleaved schedule.

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::outcome::Options;
 use crate::config::plan::{DefaultWindow, Plan, PlanSchedule};
+use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Location, Status};
-use crate::runtime::lifecycle::Ctx;
 use crate::runtime::state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile,
 };

@@ -1,11 +1,13 @@
 //! The floor `qualify`, `decide` and `status` stand on: a runtime started,
 //! watched, stopped, restored and readmitted (`lifecycle`, `readmit`), the
 //! plan's hooks run (`hook`, `notify`), and every step recorded in the
-//! ledger (`ledger`), with the qualification directory's files and lock
-//! (`state`).
+//! ledger (`ledger`) through one logger (`ctx`), with the qualification
+//! directory's files and lock (`state`). What a started runtime is, the
+//! ledger's `handle`, is the drivers' ([`crate::driver::handle`]).
 //!
 //! Nothing here imports `qualify` or `decision` (`tests/layout.rs` holds it).
 
+pub mod ctx;
 pub mod hook;
 pub mod ledger;
 pub mod lifecycle;
