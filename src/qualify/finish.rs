@@ -10,12 +10,12 @@ use serde_json::json;
 use super::outcome::{Outcome, Verdict};
 use super::progress::spent_in;
 use crate::config::plan::{After, BASELINE, OnOutcome};
-use crate::decision::decide;
 use crate::report::{self, DecisionAction, Report};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Location, Status};
 use crate::runtime::lifecycle;
 use crate::runtime::notify::{self, Event};
+use crate::runtime::promotion;
 use crate::runtime::state::decision_in;
 
 /// Apply the plan's decision policy for this outcome, or leave the decision
@@ -52,7 +52,7 @@ pub(super) async fn decide_or_restore(
             action.as_str()
         );
         let applied =
-            decide::decide_and_apply(ctx, report, &report_path, action, &who, &note).await?;
+            promotion::decide_and_apply(ctx, report, &report_path, action, &who, &note).await?;
         let failure = (!applied.carried_out).then(|| applied.promotion.clone());
         return finish(ctx, ledger_path, verdict, Some(report_path), failure, false).await;
     }
