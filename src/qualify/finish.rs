@@ -111,27 +111,11 @@ pub(super) async fn finish(
                 Status::Ok,
                 json!({"serving": h.to_value(), "note": "baseline was already serving"}),
             )?;
-        } else {
-            match lifecycle::restore(ctx, BASELINE, "rollback").await {
-                Ok(h) => ctx.log(
-                    "rollback",
-                    None,
-                    Status::Ok,
-                    json!({"serving": h.to_value()}),
-                )?,
-                Err(e) => {
-                    ctx.log(
-                        "rollback",
-                        None,
-                        Status::Failed,
-                        json!({"error": format!("{e:#}")}),
-                    )?;
-                    let f = failure.get_or_insert_with(String::new);
-                    f.push_str(&format!(
-                        "; rollback FAILED, the baseline is NOT serving: {e:#}"
-                    ));
-                }
-            }
+        } else if let Err(e) = lifecycle::roll_back_to_baseline(ctx, "rollback").await? {
+            let f = failure.get_or_insert_with(String::new);
+            f.push_str(&format!(
+                "; rollback FAILED, the baseline is NOT serving: {e:#}"
+            ));
         }
     }
     let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();

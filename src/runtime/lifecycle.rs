@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::config::plan::{Driver, Gpus, Plan, ProcessDriver, Runtime};
+use crate::config::plan::{BASELINE, Driver, Gpus, Plan, ProcessDriver, Runtime};
 use crate::driver::container::{self, Docker};
 use crate::driver::detached::DetachedProcess;
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
@@ -541,6 +541,32 @@ pub async fn restore(ctx: &Ctx<'_>, label: &str, reason: &str) -> Result<Handle>
                 json!({"error": format!("{e:#}")}),
             )?;
             Err(e)
+        }
+    }
+}
+
+/// Restore and readmit the baseline to roll back, then record how that
+/// ended: `rollback` ok (what serves now) or failed (why). The outer error
+/// is the ledger's; the inner one, the restore's.
+pub async fn roll_back_to_baseline(ctx: &Ctx<'_>, reason: &str) -> Result<Result<Handle>> {
+    match restore(ctx, BASELINE, reason).await {
+        Ok(h) => {
+            ctx.log(
+                "rollback",
+                None,
+                Status::Ok,
+                json!({"serving": h.to_value()}),
+            )?;
+            Ok(Ok(h))
+        }
+        Err(e) => {
+            ctx.log(
+                "rollback",
+                None,
+                Status::Failed,
+                json!({"error": format!("{e:#}")}),
+            )?;
+            Ok(Err(e))
         }
     }
 }

@@ -197,36 +197,20 @@ async fn carry_out(ctx: &Ctx<'_>, action: DecisionAction) -> Result<(bool, Strin
                 json!({"reason": format!("promotion failed: {why}")}),
             )?;
             Ok(
-                match lifecycle::restore(ctx, BASELINE, "promotion failed").await {
-                    Ok(h) => {
-                        ctx.log(
-                            "rollback",
-                            None,
-                            Status::Ok,
-                            json!({"serving": h.to_value()}),
-                        )?;
-                        (
-                            false,
-                            format!(
-                                "promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})",
-                                h.describe()
-                            ),
-                        )
-                    }
-                    Err(e) => {
-                        ctx.log(
-                            "rollback",
-                            None,
-                            Status::Failed,
-                            json!({"error": format!("{e:#}")}),
-                        )?;
-                        (
-                            false,
-                            format!(
-                                "promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"
-                            ),
-                        )
-                    }
+                match lifecycle::roll_back_to_baseline(ctx, "promotion failed").await? {
+                    Ok(h) => (
+                        false,
+                        format!(
+                            "promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})",
+                            h.describe()
+                        ),
+                    ),
+                    Err(e) => (
+                        false,
+                        format!(
+                            "promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"
+                        ),
+                    ),
                 },
             )
         }
