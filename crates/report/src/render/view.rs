@@ -8,13 +8,13 @@ use serde_json::Value;
 
 use crate::stats::{Direction, Interval};
 
+use super::super::checker::Disagreement;
 use super::super::gate::non_inferior_gate;
 use super::super::model::{
     Decision, FailureRate, Gate, Gates, ProvenancePair, RowsPair, Side, SloComparison, Statistics,
     TurnoverComparison, parse_regression_flag, parse_turnover_key,
 };
 use super::super::policy::{DEFAULT_METRICS, infer_direction, split_quantile};
-use super::super::verify::Disagreement;
 use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::quality::QualityComparison;
