@@ -32,6 +32,7 @@ pub mod policy;
 pub mod quality;
 pub mod reference;
 pub mod render;
+mod rendered;
 pub mod server_metrics;
 pub mod slo;
 pub mod stats;
@@ -54,7 +55,8 @@ pub use io::{
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};
-pub use render::{ReportSource, TerminalOptions, csv, html, junit, markdown, terminal};
+pub use render::{ReportSource, TerminalOptions, csv, junit};
+pub use rendered::{html, markdown, terminal};
 pub use turnover_rates::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
 pub use verify::{Verification, verify, verify_report};
 

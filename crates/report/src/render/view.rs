@@ -22,7 +22,8 @@ use crate::reference::ReferenceComparison;
 use crate::server_metrics::ServerMetrics;
 use crate::stats;
 
-/// Computed from a report for its view (`checks.rs`), before it is built.
+/// Computed from a report for its view before it is built: `verify`'s
+/// disagreements (by the caller) and the turnover comparison (`checks.rs`).
 pub struct Checks {
     pub disagreements: Vec<Disagreement>,
     pub turnover: TurnoverComparison,
@@ -1676,7 +1677,7 @@ mod tests {
 
     #[test]
     fn only_deciding_gates_carry_a_verdict() {
-        let v = super::super::view_of(&point_gate_failed_evidence_undecided());
+        let v = super::super::view_of(&point_gate_failed_evidence_undecided(), Vec::new());
         assert!(v.evidence_decides());
         let rows = v.gate_rows();
         let deciding: Vec<(&str, &str)> = rows
