@@ -537,6 +537,68 @@ fn the_runtime_layer_does_not_import_the_commands_on_it() {
     }
 }
 
+/// `decision/` is the human's side alone: `decide` and `status` (and its
+/// mod.rs). `qualify` stands on the runtime layer, not on it, and it does
+/// not import `qualify` either: the two commands meet only in `runtime`.
+#[test]
+fn decision_holds_decide_and_status_and_qualify_does_not_import_it() {
+    let main = main_crate();
+    let files: BTreeSet<String> = main
+        .files
+        .keys()
+        .filter(|m| m.first().map(String::as_str) == Some("decision"))
+        .map(|m| name(m))
+        .collect();
+    assert_eq!(
+        files,
+        BTreeSet::from(["decision", "decision::decide", "decision::status"].map(String::from))
+    );
+    let g = main.graph();
+    for (m, deps) in &g {
+        let top = m.first().map(String::as_str);
+        let forbidden = match top {
+            Some("qualify") => "decision",
+            Some("decision") => "qualify",
+            _ => continue,
+        };
+        for d in deps {
+            assert_ne!(
+                d.first().map(String::as_str),
+                Some(forbidden),
+                "{} imports {}",
+                name(m),
+                name(d)
+            );
+        }
+    }
+}
+
+/// In the report crate `verify` makes reports again with `compare`, so
+/// `compare` does not import `verify` (an artifact's own problems are
+/// `consistency`'s); and the renderers only display what is computed before
+/// them (`rendered` runs `verify`), so no file under `render/` imports it.
+#[test]
+fn compare_and_the_renderers_do_not_import_verify() {
+    let report = Crate::read(&root().join("crates/report/src"));
+    let g = report.graph();
+    let imports_verify = |deps: &BTreeSet<Vec<String>>| {
+        deps.iter()
+            .any(|d| d.first().map(String::as_str) == Some("verify"))
+    };
+    let compare = &g[&vec!["compare".to_string()]];
+    assert!(!imports_verify(compare), "compare imports {compare:?}");
+    let render: Vec<_> = g
+        .iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("render"))
+        .collect();
+    assert!(render.len() >= 8, "{} render files", render.len());
+    for (m, deps) in render {
+        assert!(!imports_verify(deps), "{} imports {deps:?}", name(m));
+    }
+    // The rule sees an import of verify where there is one.
+    assert!(imports_verify(&g[&vec!["rendered".to_string()]]));
+}
+
 #[test]
 fn config_is_the_lowest_layer() {
     // Configuration is read before anything runs, so it builds on nothing
