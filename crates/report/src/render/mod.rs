@@ -76,7 +76,7 @@ pub(crate) fn terminal(
 }
 
 /// What the renderers display: the report as shown, with what is computed
-/// from it ([`checks::Checks`]) done before any of them runs.
+/// from it ([`view::Checks`]) done before any of them runs.
 fn view_of(root: &Value, disagreements: Vec<Disagreement>) -> view::View {
     view::View::from_value(root, view::Checks::of(root, disagreements))
 }
