@@ -10,10 +10,12 @@
 //!    a run artifact; turnover (churn and canary checks) is measured here too.
 //! 4. [`report`] (the `infergate-report` crate): artifacts in; compare, gate,
 //!    verify and render the `runtime-profile-comparison/v1` report.
-//! 5. [`qualify`]: the whole qualification as named steps over the above.
-//! 6. [`decision`]: the stages after the report: the human's decision, the
-//!    ledger every step is recorded in, restore and readmission, status.
-//! 7. [`verify_runs`]: `verify --runs`, a report made again from the
+//! 5. [`runtime`]: a runtime started, watched, stopped, restored and
+//!    readmitted through its driver, and the ledger every step is recorded in.
+//! 6. [`qualify`]: the whole qualification as named steps over the above.
+//! 7. [`decision`]: the human's decision on a report (`decide`), and where
+//!    each qualification stands (`status`).
+//! 8. [`verify_runs`]: `verify --runs`, a report made again from the
 //!    journals and run artifacts it came from.
 //!
 //! [`util`] holds the few helpers every stage shares; [`stats`] and
@@ -24,6 +26,7 @@ pub mod decision;
 pub mod driver;
 pub mod measure;
 pub mod qualify;
+pub mod runtime;
 pub mod util;
 pub mod verify_runs;
 

@@ -19,8 +19,8 @@ use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
 use crate::measure::{aggregate, windows};
-use crate::report::verify::checker::{Checker, show};
-use crate::report::verify::{self as report_verify, Disagreement, Verification};
+use crate::report::checker::{Checker, Disagreement, show};
+use crate::report::verify::{self as report_verify, Verification};
 use crate::report::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, Side, compare};
 use crate::util::sha256_hex;
 

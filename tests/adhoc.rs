@@ -242,14 +242,11 @@ fn slo_in_the_runs_the_report_and_every_renderer(
     for (name, text) in [
         (
             "terminal",
-            report::render::terminal(&value, report::TerminalOptions::verbose(false)),
+            report::terminal(&value, report::TerminalOptions::verbose(false)),
         ),
         // Markdown escapes `_` (emphasis) in report text.
-        (
-            "markdown",
-            report::render::markdown(&value).replace("\\_", "_"),
-        ),
-        ("html", report::render::html(&value)),
+        ("markdown", report::markdown(&value).replace("\\_", "_")),
+        ("html", report::html(&value)),
     ] {
         assert!(
             text.contains("SLO (ttft_ms") && text.contains("60000, e2e_ms"),
@@ -279,7 +276,7 @@ fn slo_in_the_runs_the_report_and_every_renderer(
             "{name} names queueing as llama.cpp's requests_deferred ({deferred}) says: {timings}"
         );
     }
-    let html = report::render::html(&value);
+    let html = report::html(&value);
     assert!(
         html.contains("ttft_ms by request, in send order") && html.contains("e2e_ms by request"),
         "the HTML plots each request over the run"

@@ -104,7 +104,7 @@ async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
     std::fs::create_dir_all(&out).unwrap();
     let page = out.join("report.html");
-    std::fs::write(&page, report::render::html(&rep)).unwrap();
+    std::fs::write(&page, report::html(&rep)).unwrap();
     let profile = tempfile::tempdir().unwrap();
 
     let dump = headless(&page, profile.path(), &["--dump-dom".to_string()]);

@@ -14,12 +14,13 @@ use std::time::Duration;
 
 use infergate::config::plan::{ContainerDriver, ContainerHost};
 use infergate::decision::decide;
-use infergate::decision::lifecycle::{self, Handle};
 use infergate::decision::status;
 use infergate::driver::container::{self, Docker};
 use infergate::driver::engine::{self, EngineInstall};
+use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::DecisionAction;
+use infergate::runtime::lifecycle;
 use qualify_support::*;
 use serde_json::Value;
 

@@ -500,38 +500,103 @@ fn stats_is_a_leaf_and_util_imports_nothing() {
     );
 }
 
-/// The stages after the report (`decision/`: decide, ledger, restore,
-/// readmit, status) sit below the pipeline that runs them: `qualify`
-/// imports them, they never import `qualify`, so the folder tree shows the
-/// flow (report → decision → restore/readmit).
+/// The runtime layer (`runtime/`: lifecycle, readmit, hooks, the ledger,
+/// state) is the floor the commands stand on: `qualify` and `decision`
+/// import it, it never imports either, so the folder tree shows the flow
+/// (runtime → qualify, runtime → decide/status).
 #[test]
-fn the_stages_after_the_report_do_not_import_the_pipeline() {
+fn the_runtime_layer_does_not_import_the_commands_on_it() {
     let main = main_crate();
     let g = main.graph();
-    let decision: Vec<_> = g
+    let runtime: Vec<_> = g
         .iter()
-        .filter(|(m, _)| m.first().map(String::as_str) == Some("decision"))
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("runtime"))
         .collect();
-    assert!(decision.len() >= 6, "{} decision files", decision.len());
-    for (m, deps) in decision {
+    assert!(runtime.len() >= 6, "{} runtime files", runtime.len());
+    for (m, deps) in runtime {
         for d in deps {
-            assert_ne!(
-                d.first().map(String::as_str),
-                Some("qualify"),
+            let top = d.first().map(String::as_str);
+            assert!(
+                top != Some("qualify") && top != Some("decision"),
                 "{} imports {}",
                 name(m),
                 name(d)
             );
         }
     }
-    // And qualify does use them (the rule is not vacuous).
-    assert!(
-        g.iter()
-            .filter(|(m, _)| m.first().map(String::as_str) == Some("qualify"))
-            .any(|(_, deps)| deps
-                .iter()
-                .any(|d| d.first().map(String::as_str) == Some("decision")))
+    // And qualify and decision do use it (the rule is not vacuous).
+    for user in ["qualify", "decision"] {
+        assert!(
+            g.iter()
+                .filter(|(m, _)| m.first().map(String::as_str) == Some(user))
+                .any(|(_, deps)| deps
+                    .iter()
+                    .any(|d| d.first().map(String::as_str) == Some("runtime"))),
+            "{user} imports nothing from runtime"
+        );
+    }
+}
+
+/// `decision/` is the human's side alone: `decide` and `status` (and its
+/// mod.rs). `qualify` stands on the runtime layer, not on it, and it does
+/// not import `qualify` either: the two commands meet only in `runtime`.
+#[test]
+fn decision_holds_decide_and_status_and_qualify_does_not_import_it() {
+    let main = main_crate();
+    let files: BTreeSet<String> = main
+        .files
+        .keys()
+        .filter(|m| m.first().map(String::as_str) == Some("decision"))
+        .map(|m| name(m))
+        .collect();
+    assert_eq!(
+        files,
+        BTreeSet::from(["decision", "decision::decide", "decision::status"].map(String::from))
     );
+    let g = main.graph();
+    for (m, deps) in &g {
+        let top = m.first().map(String::as_str);
+        let forbidden = match top {
+            Some("qualify") => "decision",
+            Some("decision") => "qualify",
+            _ => continue,
+        };
+        for d in deps {
+            assert_ne!(
+                d.first().map(String::as_str),
+                Some(forbidden),
+                "{} imports {}",
+                name(m),
+                name(d)
+            );
+        }
+    }
+}
+
+/// In the report crate `verify` makes reports again with `compare`, so
+/// `compare` does not import `verify` (an artifact's own problems are
+/// `consistency`'s); and the renderers only display what is computed before
+/// them (`rendered` runs `verify`), so no file under `render/` imports it.
+#[test]
+fn compare_and_the_renderers_do_not_import_verify() {
+    let report = Crate::read(&root().join("crates/report/src"));
+    let g = report.graph();
+    let imports_verify = |deps: &BTreeSet<Vec<String>>| {
+        deps.iter()
+            .any(|d| d.first().map(String::as_str) == Some("verify"))
+    };
+    let compare = &g[&vec!["compare".to_string()]];
+    assert!(!imports_verify(compare), "compare imports {compare:?}");
+    let render: Vec<_> = g
+        .iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("render"))
+        .collect();
+    assert!(render.len() >= 8, "{} render files", render.len());
+    for (m, deps) in render {
+        assert!(!imports_verify(deps), "{} imports {deps:?}", name(m));
+    }
+    // The rule sees an import of verify where there is one.
+    assert!(imports_verify(&g[&vec!["rendered".to_string()]]));
 }
 
 #[test]

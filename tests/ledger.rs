@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use infergate::decision::ledger::{Ledger, Location, Status};
+use infergate::runtime::ledger::{Ledger, Location, Status};
 use serde_json::{Value, json};
 
 use qualify_support::{Env, files_under, steps, stop_everything};

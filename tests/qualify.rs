@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use infergate::artifact::Schedule;
 use infergate::decision::decide;
-use infergate::decision::ledger::Ledger;
-use infergate::decision::lifecycle::{self, Handle};
 use infergate::decision::status;
+use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
+use infergate::runtime::ledger::Ledger;
+use infergate::runtime::lifecycle;
 use qualify_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,10 @@ mod qualify_support;
 use std::time::Duration;
 
 use infergate::decision::decide;
-use infergate::decision::ledger::Ledger;
-use infergate::decision::lifecycle::Handle;
+use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
+use infergate::runtime::ledger::Ledger;
 use qualify_support::*;
 
 /// A profiles file whose `broken` profile serves a file that is not a GGUF model.

@@ -131,7 +131,7 @@ fn the_ledger_password_is_never_written_or_printed() {
             .unwrap()
     };
     // `status` never creates a ledger (issue #26): made here, then read.
-    infergate::decision::ledger::Ledger::open(&sqlite).unwrap();
+    infergate::runtime::ledger::Ledger::open(&sqlite).unwrap();
     let init = infergate(&["status", "--ledger", sqlite.to_str().unwrap()], &password);
     let migrate = infergate(
         &["ledger", "migrate", sqlite.to_str().unwrap(), &url],

@@ -267,18 +267,18 @@ fn commands_that_read_a_ledger_change_no_other_database_and_make_none() {
     std::fs::copy(example_report(), q.join("report.json")).unwrap();
     let plans = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plans");
     let plan = infergate::config::plan::Plan::load(&plans.join("reference.toml")).unwrap();
-    std::fs::write(q.join(infergate::decision::state::PLAN_COPY), &plan.text).unwrap();
-    let qf = infergate::decision::state::QualificationFile {
-        schema: infergate::decision::state::QUALIFICATION_SCHEMA.into(),
+    std::fs::write(q.join(infergate::runtime::state::PLAN_COPY), &plan.text).unwrap();
+    let qf = infergate::runtime::state::QualificationFile {
+        schema: infergate::runtime::state::QUALIFICATION_SCHEMA.into(),
         id: "q".into(),
         plan: plan.path.clone(),
         plan_dir: plans,
         plan_sha256: plan.sha256.clone(),
-        ledger: infergate::decision::ledger::Location::Sqlite(d.join("missing.sqlite")),
+        ledger: infergate::runtime::ledger::Location::Sqlite(d.join("missing.sqlite")),
         default_window: None,
     };
     std::fs::write(
-        q.join(infergate::decision::state::QUALIFICATION_FILE),
+        q.join(infergate::runtime::state::QUALIFICATION_FILE),
         serde_json::to_vec(&qf).unwrap(),
     )
     .unwrap();

@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use infergate::decision::ledger::{self, LEDGER_ENV, Ledger, Location};
 use infergate::decision::{decide, status};
 use infergate::qualify::{self, Verdict};
 use infergate::report::{self, DecisionAction};
+use infergate::runtime::ledger::{self, LEDGER_ENV, Ledger, Location};
 
 #[derive(Args, Debug, Clone)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["plan", "baseline"])))]

@@ -1,7 +1,7 @@
 //! Where the decision ledger lives: a SQLite file or a PostgreSQL database,
 //! as a plan, `--ledger` or `$INFERGATE_LEDGER` names it. Parsed here, with
 //! the configuration, so a bad location (or a password in a URL) is refused
-//! when the plan is read; the ledger itself (`decision::ledger`) opens it.
+//! when the plan is read; the ledger itself (`runtime::ledger`) opens it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};

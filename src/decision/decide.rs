@@ -1,26 +1,22 @@
-//! `infergate decide REPORT --promote | --retain-baseline --note "…"`: record
-//! the human decision (who, when, why) in the report's `decision`,
-//! `human_decision` and `promotion` and in the ledger, then carry it out.
-//!
-//! Retain-baseline: the exact baseline (image digest / command sha256 /
-//! engine profile, verified again) is restored if it is not serving, and
-//! readmitted. Promote: the serving baseline is retired, the candidate started
-//! and readmitted; if the candidate fails to start or to be readmitted it is
-//! not admitted (its logs are kept) and the baseline is restored and
-//! readmitted instead. Stop-then-start: both may want the same port.
+//! `infergate decide REPORT --promote | --retain-baseline --note "…"`: the
+//! human decision (who, when, why) on a finished qualification's report,
+//! taken only on the report the ledger last recorded and only when it
+//! verifies against its runs; promoting a failed qualification needs
+//! `--force`. [`crate::runtime::promotion`] records it in the report and the
+//! ledger and carries it out.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use serde_json::json;
 
-use crate::config::plan::{BASELINE, CANDIDATE};
-use crate::decision::ledger::{Ledger, Status};
-use crate::decision::lifecycle::{self, Ctx, Handle};
-use crate::decision::notify::{self, Event};
-use crate::decision::state::QualificationFile;
 use crate::driver::container::Docker;
-use crate::report::{self, Decision, DecisionAction, Report};
+use crate::driver::handle::Handle;
+use crate::report::{self, DecisionAction, Report};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Ledger, Status};
+use crate::runtime::lifecycle;
+use crate::runtime::promotion;
+use crate::runtime::state::QualificationFile;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -31,7 +27,7 @@ pub struct Options {
     /// Default: $USER.
     pub who: Option<String>,
     /// Default: the ledger the qualification was recorded in.
-    pub ledger: Option<crate::decision::ledger::Location>,
+    pub ledger: Option<crate::runtime::ledger::Location>,
     /// Promote a qualification whose gates failed (the promotion says what
     /// it overrides).
     pub force: bool,
@@ -56,13 +52,6 @@ pub struct Outcome {
     pub serving: Option<(String, Handle)>,
 }
 
-/// What carrying out a decision did.
-#[derive(Debug, Clone)]
-pub struct Applied {
-    pub carried_out: bool,
-    pub promotion: String,
-}
-
 pub async fn run(opts: &Options) -> Result<Outcome> {
     if opts.action == DecisionAction::Pending {
         bail!("decide: choose --promote or --retain-baseline");
@@ -82,7 +71,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         format!(
             "{} was not written by `infergate qualify` (no {} beside it)",
             opts.report.display(),
-            crate::decision::state::QUALIFICATION_FILE
+            crate::runtime::state::QUALIFICATION_FILE
         )
     })?;
     let plan = qf.load_plan(&out_dir)?;
@@ -127,7 +116,7 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
         docker: Docker::new(&plan.docker.socket),
         quiet: opts.quiet,
     };
-    let applied = decide_and_apply(
+    let applied = promotion::decide_and_apply(
         &ctx,
         report,
         &opts.report,
@@ -153,13 +142,13 @@ fn checked_report(
     out_dir: &Path,
     id: &str,
     ledger: &Ledger,
-    entries: &[crate::decision::ledger::Entry],
+    entries: &[crate::runtime::ledger::Entry],
 ) -> Result<Report> {
     let path = opts.report.as_path();
     let bytes = report::read_regular(path)
         .with_context(|| format!("cannot read the report {}", path.display()))?;
     let found = report::digest::sha256_hex(&bytes);
-    match crate::decision::ledger::latest_report(entries) {
+    match crate::runtime::ledger::latest_report(entries) {
         None => bail!(
             "the ledger {} records no digest of qualification {id}'s report, so {} cannot be checked against it: qualify again to decide. Nothing was recorded",
             ledger.location(),
@@ -192,80 +181,6 @@ fn checked_report(
         .with_context(|| format!("{}: not a report infergate can update", path.display()))
 }
 
-/// Record `action` in `report` (as written at `report_path`) and the
-/// ledger, carry it out, and record what was done. Shared with `qualify`
-/// for decisions a plan's policy makes.
-pub async fn decide_and_apply(
-    ctx: &Ctx<'_>,
-    mut report: Report,
-    report_path: &Path,
-    action: DecisionAction,
-    who: &str,
-    note: &str,
-) -> Result<Applied> {
-    let context = decision_context(&report, action);
-    let when = crate::util::now_rfc3339();
-    ctx.log(
-        "decision",
-        None,
-        Status::Ok,
-        json!({"action": action, "who": who, "when": when, "note": note, "report": report_path}),
-    )?;
-    report.record_decision(Decision {
-        action,
-        who: Some(who.to_string()),
-        when: Some(when),
-        note: Some(note.to_string()),
-    });
-    // The decision is on record before anything changes, so an interruption keeps it.
-    report.set_promotion(format!(
-        "{who} selected {}; being carried out",
-        phrase(action)
-    ));
-    report::write_report_atomic(report_path, &report)?;
-    ctx.ledger
-        .record_report(ctx.qualification, report_path, "decide")?;
-    ctx.say(&format!("decision: {} by {who}: {note}", action.as_str()));
-
-    let (carried_out, what) = carry_out(ctx, action).await?;
-    let promotion = format!(
-        "{who} selected {} after {}{context}; {what}",
-        phrase(action),
-        report::gate::summary(&report)
-    );
-    report.set_promotion(promotion.clone());
-    report::write_report_atomic(report_path, &report)?;
-    ctx.ledger
-        .record_report(ctx.qualification, report_path, "decide")?;
-    ctx.log(
-        "promotion",
-        None,
-        if carried_out {
-            Status::Ok
-        } else {
-            Status::Failed
-        },
-        json!({"action": action, "promotion": promotion}),
-    )?;
-    if !ctx.plan.hooks.on_decision.is_empty() {
-        let fields = json!({
-            "action": action,
-            "who": who,
-            "note": note,
-            "carried_out": carried_out,
-            "promotion": promotion,
-        });
-        let bytes = std::fs::read(report_path).ok();
-        let report = bytes.as_deref().map(|b| (report_path, b));
-        let summary = notify::summary(ctx, Event::Decision, report, fields);
-        notify::notify(ctx, Event::Decision, &summary).await?;
-    }
-    Ok(Applied {
-        carried_out,
-        promotion,
-    })
-}
-
 /// Promoting a qualification that failed its gates needs `--force`.
 fn refuse_unforced_override(
     id: &str,
@@ -282,167 +197,6 @@ fn refuse_unforced_override(
     Ok(())
 }
 
-/// What a decision overrides or replaces, for its promotion text: the
-/// gates when a failed qualification is promoted, the earlier decision
-/// when there is one.
-fn decision_context(report: &Report, action: DecisionAction) -> String {
-    let mut out = String::new();
-    if action == DecisionAction::Promote && !report::gate::qualified(report) {
-        out.push_str(", OVERRIDING the failed qualification");
-    }
-    if let Some(d) = &report.decision
-        && d.action != DecisionAction::Pending
-    {
-        out.push_str(&format!(
-            ", replacing the decision {} by {} at {}",
-            d.action.as_str(),
-            d.who.as_deref().unwrap_or("unknown"),
-            d.when.as_deref().unwrap_or("an unknown time")
-        ));
-    }
-    out
-}
-
-fn phrase(action: DecisionAction) -> &'static str {
-    match action {
-        DecisionAction::Promote => "promotion",
-        DecisionAction::RetainBaseline => "retain-baseline/no-promotion",
-        DecisionAction::Pending => "no decision",
-    }
-}
-
-/// Put the decided runtime in service. Returns (carried out, what was done).
-async fn carry_out(ctx: &Ctx<'_>, action: DecisionAction) -> Result<(bool, String)> {
-    let serving = lifecycle::serving(&ctx.ledger.entries(ctx.qualification)?);
-    match action {
-        DecisionAction::Pending => Ok((true, "nothing to do".into())),
-        DecisionAction::RetainBaseline => {
-            if let Some((label, h)) = &serving {
-                if label == BASELINE && h.down(&ctx.docker).await.is_none() {
-                    // Already serving: verified (process identity, container image ID) by
-                    // `down`, readmitted again so the router hears of it.
-                    let o = lifecycle::readmit(ctx, BASELINE, h).await?;
-                    if o.admitted {
-                        return Ok((
-                            true,
-                            format!("exact baseline verified and readmitted ({})", h.describe()),
-                        ));
-                    }
-                    lifecycle::retire(ctx, BASELINE, h, "failed readmission").await?;
-                } else {
-                    lifecycle::retire(ctx, label, h, "retain-baseline").await?;
-                }
-            }
-            Ok(
-                match lifecycle::restore(ctx, BASELINE, "retain-baseline").await {
-                    Ok(h) => (
-                        true,
-                        format!("exact baseline restored and readmitted ({})", h.describe()),
-                    ),
-                    Err(e) => (
-                        false,
-                        format!("baseline restore FAILED, nothing is serving: {e:#}"),
-                    ),
-                },
-            )
-        }
-        DecisionAction::Promote => {
-            if let Some((label, h)) = &serving {
-                if label == CANDIDATE && h.down(&ctx.docker).await.is_none() {
-                    let o = lifecycle::readmit(ctx, CANDIDATE, h).await?;
-                    if o.admitted {
-                        return Ok((
-                            true,
-                            format!("candidate verified and readmitted ({})", h.describe()),
-                        ));
-                    }
-                }
-                lifecycle::retire(ctx, label, h, "promoting the candidate").await?;
-            }
-            let why = match promote_candidate(ctx).await? {
-                Ok(h) => {
-                    return Ok((
-                        true,
-                        format!("candidate started and readmitted ({})", h.describe()),
-                    ));
-                }
-                Err(why) => why,
-            };
-            ctx.log(
-                "rollback",
-                None,
-                Status::Started,
-                json!({"reason": format!("promotion failed: {why}")}),
-            )?;
-            Ok(
-                match lifecycle::restore(ctx, BASELINE, "promotion failed").await {
-                    Ok(h) => {
-                        ctx.log(
-                            "rollback",
-                            None,
-                            Status::Ok,
-                            json!({"serving": h.to_value()}),
-                        )?;
-                        (
-                            false,
-                            format!(
-                                "promotion FAILED ({why}); candidate not admitted, its logs kept; exact baseline restored and readmitted ({})",
-                                h.describe()
-                            ),
-                        )
-                    }
-                    Err(e) => {
-                        ctx.log(
-                            "rollback",
-                            None,
-                            Status::Failed,
-                            json!({"error": format!("{e:#}")}),
-                        )?;
-                        (
-                            false,
-                            format!(
-                                "promotion FAILED ({why}); baseline restore ALSO FAILED, nothing is serving: {e:#}"
-                            ),
-                        )
-                    }
-                },
-            )
-        }
-    }
-}
-
-/// Start and readmit the candidate. Inner Err: why it was not admitted (it is stopped).
-async fn promote_candidate(ctx: &Ctx<'_>) -> Result<Result<Handle, String>> {
-    let rt = &ctx.plan.candidate;
-    if let Err(e) = lifecycle::presence(ctx, rt).await {
-        ctx.log(
-            "promote",
-            Some(CANDIDATE),
-            Status::Failed,
-            json!({"error": format!("{e:#}")}),
-        )?;
-        return Ok(Err(format!("candidate not present: {e:#}")));
-    }
-    let started = match lifecycle::start(ctx, rt, "promote").await {
-        Ok(s) => s,
-        Err(e) => return Ok(Err(format!("candidate failed to start: {e:#}"))),
-    };
-    let o = lifecycle::readmit(ctx, CANDIDATE, &started.handle).await?;
-    if o.admitted {
-        return Ok(Ok(started.handle));
-    }
-    let _ = lifecycle::stop(ctx, CANDIDATE, &started.handle, "failed readmission").await;
-    let log = started
-        .handle
-        .log()
-        .map(|l| format!(", log {}", l.display()))
-        .unwrap_or_default();
-    Ok(Err(format!(
-        "candidate failed readmission: {}{log}",
-        o.failure().unwrap_or_default()
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,8 +207,8 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_qualification_is_promoted_only_by_force_and_says_what_it_overrides() {
-        let mut r = seed();
+    fn a_failed_qualification_is_promoted_only_by_force() {
+        let r = seed();
         assert!(
             !report::gate::qualified(&r),
             "the seed failed strict turnover"
@@ -469,21 +223,5 @@ mod tests {
         assert!(e.contains("failed strict turnover"), "{e}");
         refuse_unforced_override("q", &r, DecisionAction::Promote, true).unwrap();
         refuse_unforced_override("q", &r, DecisionAction::RetainBaseline, false).unwrap();
-        assert_eq!(
-            decision_context(&r, DecisionAction::Promote),
-            ", OVERRIDING the failed qualification"
-        );
-        assert_eq!(decision_context(&r, DecisionAction::RetainBaseline), "");
-
-        r.record_decision(Decision {
-            action: DecisionAction::RetainBaseline,
-            who: Some("alice".into()),
-            when: Some("2026-12-06T07:00:00Z".into()),
-            note: Some("slow".into()),
-        });
-        assert_eq!(
-            decision_context(&r, DecisionAction::Promote),
-            ", OVERRIDING the failed qualification, replacing the decision retain-baseline by alice at 2026-12-06T07:00:00Z"
-        );
     }
 }

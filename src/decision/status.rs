@@ -11,10 +11,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::plan::DockerSettings;
-use crate::decision::ledger::{Entry, Ledger, Location, Status};
-use crate::decision::lifecycle::{self, Ctx};
-use crate::decision::state::{self, QualificationFile};
 use crate::driver::container::Docker;
+use crate::driver::handle::Handle;
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Entry, Ledger, Location, Status};
+use crate::runtime::lifecycle;
+use crate::runtime::state::{self, QualificationFile};
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -27,7 +29,7 @@ pub struct Options {
 #[derive(Debug, Clone, Serialize)]
 pub struct Serving {
     pub runtime: String,
-    pub handle: lifecycle::Handle,
+    pub handle: Handle,
     /// None while it runs; else why it does not.
     pub down: Option<String>,
 }
@@ -49,7 +51,7 @@ pub struct QualificationStatus {
     pub serving: Option<Serving>,
     /// Started, never stopped nor put in service: an interrupted invocation's,
     /// or the running one's (`running_by`).
-    pub leftovers: Vec<lifecycle::Handle>,
+    pub leftovers: Vec<Handle>,
     /// The infergate process (or database session) holding the
     /// qualification's lock now: it is under way.
     pub running_by: Option<String>,
@@ -286,7 +288,7 @@ fn summarize(v: &Value) -> String {
             parts.push(format!("{k}={text}"));
         }
     }
-    if let Some(h) = o.get("handle").and_then(lifecycle::Handle::from_value) {
+    if let Some(h) = o.get("handle").and_then(Handle::from_value) {
         parts.push(h.describe());
     }
     parts.join("; ")

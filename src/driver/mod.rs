@@ -2,12 +2,14 @@
 //! [`external`] (a URL someone else runs), [`process`] and [`detached`]
 //! (local processes, [`spec`] their command), [`container`] (Docker, by
 //! image digest; [`gpu`] the host GPUs it gets), and the bundled reference
-//! [`engine`].
+//! [`engine`]. [`handle`]: a started runtime as the ledger records it, to
+//! check or stop it later.
 pub mod container;
 pub mod detached;
 pub mod engine;
 pub mod external;
 pub mod gpu;
+pub mod handle;
 pub mod process;
 mod runlog;
 pub mod spec;

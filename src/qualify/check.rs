@@ -13,9 +13,9 @@ use serde::Serialize;
 
 use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime};
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::{Ledger, Location};
-use crate::decision::lifecycle::{self, engine_profile};
 use crate::driver::container::{self, Docker};
+use crate::runtime::ledger::{Ledger, Location};
+use crate::runtime::lifecycle::{self, engine_profile};
 
 /// What one line of the check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -185,7 +185,7 @@ async fn host_settings(
         let what = format!("{}.gpus", rt.label);
         // Docker registers its NVIDIA device driver only when this hook is
         // on its PATH (the NVIDIA Container Toolkit installs it).
-        match crate::decision::lifecycle::which("nvidia-container-runtime-hook") {
+        match crate::util::which("nvidia-container-runtime-hook") {
             Some(p) => c.add(
                 what,
                 Found::Checked,

@@ -15,11 +15,11 @@ use super::progress::{
 use super::workdir::{recorded_window_rule, turnover_dir};
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::Ctx;
-use crate::decision::state::pass_dir;
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::report::{self, Report};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
+use crate::runtime::state::pass_dir;
 
 /// Compare the two sides and write the report; a failed comparison is
 /// recorded and ends the qualification.

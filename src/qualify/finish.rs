@@ -10,12 +10,13 @@ use serde_json::json;
 use super::outcome::{Outcome, Verdict};
 use super::progress::spent_in;
 use crate::config::plan::{After, BASELINE, OnOutcome};
-use crate::decision::decide;
-use crate::decision::ledger::{Entry, Location, Status};
-use crate::decision::lifecycle::{self, Ctx};
-use crate::decision::notify::{self, Event};
-use crate::decision::state::decision_in;
 use crate::report::{self, DecisionAction, Report};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Entry, Location, Status};
+use crate::runtime::lifecycle;
+use crate::runtime::notify::{self, Event};
+use crate::runtime::promotion;
+use crate::runtime::state::decision_in;
 
 /// Apply the plan's decision policy for this outcome, or leave the decision
 /// pending and put the baseline back (or nothing, with `after = "stop"`).
@@ -51,7 +52,7 @@ pub(super) async fn decide_or_restore(
             action.as_str()
         );
         let applied =
-            decide::decide_and_apply(ctx, report, &report_path, action, &who, &note).await?;
+            promotion::decide_and_apply(ctx, report, &report_path, action, &who, &note).await?;
         let failure = (!applied.carried_out).then(|| applied.promotion.clone());
         return finish(ctx, ledger_path, verdict, Some(report_path), failure, false).await;
     }
@@ -110,27 +111,11 @@ pub(super) async fn finish(
                 Status::Ok,
                 json!({"serving": h.to_value(), "note": "baseline was already serving"}),
             )?;
-        } else {
-            match lifecycle::restore(ctx, BASELINE, "rollback").await {
-                Ok(h) => ctx.log(
-                    "rollback",
-                    None,
-                    Status::Ok,
-                    json!({"serving": h.to_value()}),
-                )?,
-                Err(e) => {
-                    ctx.log(
-                        "rollback",
-                        None,
-                        Status::Failed,
-                        json!({"error": format!("{e:#}")}),
-                    )?;
-                    let f = failure.get_or_insert_with(String::new);
-                    f.push_str(&format!(
-                        "; rollback FAILED, the baseline is NOT serving: {e:#}"
-                    ));
-                }
-            }
+        } else if let Err(e) = lifecycle::roll_back_to_baseline(ctx, "rollback").await? {
+            let f = failure.get_or_insert_with(String::new);
+            f.push_str(&format!(
+                "; rollback FAILED, the baseline is NOT serving: {e:#}"
+            ));
         }
     }
     let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();

@@ -16,8 +16,8 @@ use super::progress::{
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::{Entry, Status};
-use crate::decision::lifecycle::Ctx;
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Entry, Status};
 
 /// Rounds of interleaved blocks, a look after each, until the performance
 /// gate resolves or the plan's budget is spent: (rounds done, why it stopped).

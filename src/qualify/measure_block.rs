@@ -13,11 +13,11 @@ use super::up::Up;
 use super::workdir::{interleaved_dir, turnover_dir};
 use crate::config::plan::Runtime;
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::Ctx;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
 
 /// One block on one runtime, journaled into the side's interleaved journal
 /// as its requests complete and handed to the side's blocks in memory.

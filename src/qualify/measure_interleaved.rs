@@ -14,8 +14,9 @@ use super::up::Up;
 use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::{self, Ctx};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
+use crate::runtime::lifecycle;
 
 /// The interleaved schedule: both runtimes up, every block in order, then
 /// each runtime's turnover, then both stopped; the blocks measured, in

@@ -8,10 +8,11 @@ use super::outcome::{PassFailure, RuntimeStopped};
 use super::targets::{image_label, scrape_options};
 use crate::artifact::RunArtifact;
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::{self, Ctx, Started};
-use crate::decision::state::pass_dir;
 use crate::measure::runner::{self, JOURNAL_FILE, RunOptions, RunPart};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
+use crate::runtime::lifecycle::{self, Started};
+use crate::runtime::state::pass_dir;
 
 pub(super) async fn run_passes(ctx: &Ctx<'_>, suite: &LoadedSuite) -> Result<(), PassFailure> {
     let fail = |step, runtime, error| PassFailure {

@@ -34,9 +34,10 @@ use serde_json::json;
 
 use crate::config::plan::{BASELINE, Plan, PlanSchedule};
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::{Ledger, Location, Status};
-use crate::decision::lifecycle::{self, Ctx};
 use crate::driver::container::Docker;
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Ledger, Location, Status};
+use crate::runtime::lifecycle;
 use compare::compare_and_write;
 use finish::{decide_or_restore, finish, finished_outcome};
 use outcome::{PassFailure, StepEnd};
@@ -59,7 +60,7 @@ mod targets;
 mod up;
 mod workdir;
 
-pub use crate::decision::state::{
+pub use crate::runtime::state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, REPORT_FILE,
     decision_in, pass_dir,
 };

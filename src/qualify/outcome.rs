@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::decision::ledger::Location;
-use crate::decision::lifecycle::Handle;
+use crate::driver::handle::Handle;
 use crate::report::DecisionAction;
+use crate::runtime::ledger::Location;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {

@@ -6,8 +6,9 @@ use serde_json::json;
 
 use crate::config::plan::BASELINE;
 use crate::config::suite::LoadedSuite;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::{self, Ctx};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
+use crate::runtime::lifecycle;
 
 /// Both runtimes present, and the suite as read (the one reading of it
 /// every later step uses).

@@ -2,7 +2,7 @@
 //! adaptive rounds looked at, the measuring's cost. Resuming reads these.
 
 use super::interleave::{Block, CellLayout, adaptive_requests};
-use crate::decision::ledger::{Entry, Status};
+use crate::runtime::ledger::{Entry, Status};
 
 pub(super) fn ok_entry<'a>(
     entries: &'a [Entry],

@@ -6,9 +6,10 @@ use anyhow::anyhow;
 use super::outcome::RuntimeStopped;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
-use crate::decision::lifecycle::{self, Ctx, Started};
 use crate::measure::record::RequestRecord;
 use crate::measure::runner::{self, Measured, RunOptions, Target};
+use crate::runtime::ctx::Ctx;
+use crate::runtime::lifecycle::{self, Started};
 use std::sync::Arc;
 
 /// Both runtimes, up for the interleaved schedule.

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use super::outcome::Options;
 use crate::config::plan::{DefaultWindow, Plan, PlanSchedule};
-use crate::decision::ledger::{Entry, Location, Status};
-use crate::decision::lifecycle::Ctx;
-use crate::decision::state::{
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Entry, Location, Status};
+use crate::runtime::state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile,
 };
 
@@ -244,13 +244,13 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
 mod tests {
     use super::*;
     use crate::config::plan::CANDIDATE;
-    use crate::decision::state::pass_dir;
+    use crate::runtime::state::pass_dir;
 
     #[test]
     fn a_resumed_qualification_keeps_the_window_rule_it_began_under() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::ByArrivals);
-        let old = crate::decision::state::LEGACY_QUALIFICATION_JSON;
+        let old = crate::runtime::state::LEGACY_QUALIFICATION_JSON;
         std::fs::write(dir.path().join(QUALIFICATION_FILE), old).unwrap();
         assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::Legacy);
         let mut q: QualificationFile = serde_json::from_str(old).unwrap();

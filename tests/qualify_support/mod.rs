@@ -7,11 +7,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use infergate::decision::ledger::{Entry, Ledger};
-use infergate::decision::lifecycle::{self, Handle};
 use infergate::driver::detached::ProcessIdentity;
 use infergate::driver::engine::EngineInstall;
+use infergate::driver::handle::Handle;
 use infergate::qualify;
+use infergate::runtime::ledger::{Entry, Ledger};
+use infergate::runtime::lifecycle;
 
 /// The model alias both shipped engine profiles serve.
 pub const MODEL: &str = "SmolLM2-135M-Instruct-Q4_1";

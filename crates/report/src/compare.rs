@@ -1139,7 +1139,7 @@ fn check_comparable(baseline: &RunArtifact, candidate: &RunArtifact) -> Result<(
     }
     // A report made from a self-contradicting artifact would not verify.
     for (side, a) in [(Side::Baseline, baseline), (Side::Candidate, candidate)] {
-        let problems = super::verify::consistency::artifact_problems(a);
+        let problems = super::consistency::artifact_problems(a);
         if !problems.is_empty() {
             return Err(CompareError::Inconsistent {
                 side,

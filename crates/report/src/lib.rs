@@ -15,8 +15,10 @@ pub mod agreement;
 pub mod artifact;
 pub mod atomic;
 pub mod calibrate;
+pub mod checker;
 mod compare;
 pub mod config_error;
+mod consistency;
 pub mod digest;
 pub mod embedding;
 pub mod files;
@@ -31,6 +33,7 @@ pub mod policy;
 pub mod quality;
 pub mod reference;
 pub mod render;
+mod rendered;
 pub mod server_metrics;
 pub mod slo;
 pub mod stats;
@@ -38,6 +41,7 @@ pub mod text;
 mod turnover_rates;
 pub mod verify;
 
+pub use checker::Disagreement;
 pub use compare::{CompareError, compare};
 pub use config_error::ConfigError;
 pub use gate::{
@@ -52,9 +56,10 @@ pub use io::{
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};
-pub use render::{ReportSource, TerminalOptions, csv, html, junit, markdown, terminal};
+pub use render::{ReportSource, TerminalOptions, csv, junit};
+pub use rendered::{html, markdown, terminal};
 pub use turnover_rates::{MAX_EXACT_REQUESTS, RunCounts, compare_turnover};
-pub use verify::{Disagreement, Verification, verify, verify_report};
+pub use verify::{Verification, verify, verify_report};
 
 /// Read and parse a report file.
 pub fn read_report(path: &std::path::Path) -> Result<Report, IoError> {

@@ -1,21 +1,22 @@
 //! What a renderer shows beside the report's own fields, computed before
-//! the view is built: `verify`'s disagreements, and the turnover comparison
-//! from the runs' counts when a report carries none. The renderers only
-//! display.
+//! the view is built: the turnover comparison from the runs' counts when a
+//! report carries none, beside `verify`'s disagreements, which the caller
+//! computes and hands in (`crate::rendered`). The renderers only display.
 
 use serde_json::Value;
 
+use super::super::checker::Disagreement;
 use super::super::model::{Side, TurnoverComparison};
 use super::super::policy::{DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE};
 use super::super::turnover_rates::{RunCounts, compare_turnover};
-use super::super::verify::verify;
 use super::view::{Checks, TurnoverEntry, s, turnover_entries, typed, u};
 
 impl Checks {
-    pub fn of(root: &Value) -> Checks {
+    /// `root`'s checks, with `disagreements` (what `verify` found in it).
+    pub fn of(root: &Value, disagreements: Vec<Disagreement>) -> Checks {
         let (turnover, turnover_computed) = turnover_comparison(root, &turnover_entries(root));
         Checks {
-            disagreements: verify(root),
+            disagreements,
             turnover,
             turnover_computed,
         }

@@ -968,20 +968,22 @@ mod tests {
     fn an_undecided_report_shows_no_who_or_when() {
         let mut r = seed();
         r["decision"] = serde_json::json!({"action": "pending"});
-        let html = super::super::html(&r);
+        let html = super::super::html(&r, Vec::new());
         assert!(
             !html.contains("by ? at ?"),
             "undecided: nothing beside pending"
         );
         r["decision"] =
             serde_json::json!({"action": "promote", "who": "ops", "when": "2026-01-01"});
-        assert!(super::super::html(&r).contains("by ops at 2026-01-01"));
+        assert!(super::super::html(&r, Vec::new()).contains("by ops at 2026-01-01"));
     }
 
     #[test]
     fn turnover_without_failures_is_a_sentence_not_empty_bars() {
         let mut r = seed();
-        assert!(super::super::html(&r).contains("<title>turnover failure rates</title>"));
+        assert!(
+            super::super::html(&r, Vec::new()).contains("<title>turnover failure rates</title>")
+        );
         for k in [
             "baseline_turnover",
             "candidate_turnover",
@@ -991,7 +993,7 @@ mod tests {
             r[k]["exact_output_passed"] = r[k]["requests"].clone();
             r[k]["failures"] = serde_json::json!([]);
         }
-        let html = super::super::html(&r);
+        let html = super::super::html(&r, Vec::new());
         assert!(!html.contains("<title>turnover failure rates</title>"));
         assert!(html.contains("No turnover request failed on either side"));
     }

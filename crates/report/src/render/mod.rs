@@ -1,6 +1,9 @@
 //! Renderers of any v1 report: a terminal table, GitHub-flavoured Markdown
-//! (for a job summary) and one self-contained HTML page. Each accepts the
-//! seed (no added fields) as well as a full report, as JSON or as a [`Report`].
+//! (for a job summary), one self-contained HTML page, JUnit XML and CSV.
+//! Each accepts the seed (no added fields) as well as a full report, as JSON
+//! or as a [`Report`]. The terminal, Markdown and HTML views also list
+//! `verify`'s disagreements, computed before them and handed in
+//! (`crate::rendered` does both); the renderers only display.
 
 use std::borrow::Cow;
 
@@ -8,6 +11,7 @@ use serde_json::Value;
 
 use crate::stats::{Direction, Interval};
 
+use super::checker::Disagreement;
 use super::model::Report;
 
 mod checks;
@@ -61,15 +65,20 @@ impl TerminalOptions {
     }
 }
 
-/// Aligned tables per cell, the turnover table and the gate summary.
-pub fn terminal<R: ReportSource + ?Sized>(report: &R, opts: TerminalOptions) -> String {
-    terminal::render(&view_of(&shown(report)), opts)
+/// Aligned tables per cell, the turnover table and the gate summary, of a
+/// report as [`shown`] and what `verify` found in it.
+pub(crate) fn terminal(
+    root: &Value,
+    disagreements: Vec<Disagreement>,
+    opts: TerminalOptions,
+) -> String {
+    terminal::render(&view_of(root, disagreements), opts)
 }
 
-/// What the renderers display: the report as read, with what is computed
-/// from it ([`checks::Checks`]) done here, before any of them runs.
-fn view_of(root: &Value) -> view::View {
-    view::View::from_value(root, view::Checks::of(root))
+/// What the renderers display: the report as shown, with what is computed
+/// from it ([`view::Checks`]) done before any of them runs.
+fn view_of(root: &Value, disagreements: Vec<Disagreement>) -> view::View {
+    view::View::from_value(root, view::Checks::of(root, disagreements))
 }
 
 /// The report every format draws from: each string and key with its control
@@ -78,13 +87,14 @@ fn view_of(root: &Value) -> view::View {
 /// name's line break would otherwise start a Markdown block or a CSV
 /// record, its ESC drive a terminal. Each format then escapes what is
 /// special to it.
-fn shown<R: ReportSource + ?Sized>(report: &R) -> Value {
+pub(crate) fn shown<R: ReportSource + ?Sized>(report: &R) -> Value {
     crate::text::visible_value(&report.report_json())
 }
 
-/// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`.
-pub fn markdown<R: ReportSource + ?Sized>(report: &R) -> String {
-    markdown::render(&view_of(&shown(report)))
+/// GitHub-flavoured Markdown, fit for `$GITHUB_STEP_SUMMARY`, of a report
+/// as [`shown`] and what `verify` found in it.
+pub(crate) fn markdown(root: &Value, disagreements: Vec<Disagreement>) -> String {
+    markdown::render(&view_of(root, disagreements))
 }
 
 /// JUnit XML: the qualification and each part of each deciding gate a test case.
@@ -97,9 +107,10 @@ pub fn csv<R: ReportSource + ?Sized>(report: &R) -> (String, String) {
     csv::render(&shown(report))
 }
 
-/// One self-contained HTML page: inline CSS and SVG, no scripts, no external assets.
-pub fn html<R: ReportSource + ?Sized>(report: &R) -> String {
-    html::render(&view_of(&shown(report)))
+/// One self-contained HTML page (inline CSS and SVG, no scripts, no
+/// external assets) of a report as [`shown`] and what `verify` found in it.
+pub(crate) fn html(root: &Value, disagreements: Vec<Disagreement>) -> String {
+    html::render(&view_of(root, disagreements))
 }
 
 const DASH: &str = "—";
@@ -176,40 +187,4 @@ fn ci_heading(v: &view::View) -> String {
         .or(v.statistics.as_ref().map(|s| s.bootstrap.confidence))
         .unwrap_or(CONFIDENCE_FALLBACK);
     format!("{}% CI", (c * 100.0).round())
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    #[test]
-    fn every_format_shows_control_characters_as_visible_escapes() {
-        let v = json!({
-            "schema": "runtime-profile-comparison/v1",
-            "cells": {"a\u{1b}[31mb\nc": {"metrics": {"ttft_p50_ms": {"baseline": 1.0, "candidate": 1.0}}}},
-            "qualification": "pass\u{202E}\u{7}"
-        });
-        let (metrics, _) = super::csv(&v);
-        for (format, out) in [
-            (
-                "terminal",
-                super::terminal(&v, super::TerminalOptions::default()),
-            ),
-            ("markdown", super::markdown(&v)),
-            ("html", super::html(&v)),
-            ("junit", super::junit(&v)),
-            ("csv", metrics),
-        ] {
-            assert!(
-                !out.contains(['\u{1b}', '\u{7}', '\u{202E}']),
-                "{format}: {out}"
-            );
-            // Shown as escapes (which each format may escape further).
-            // JUnit carries no cell names, CSV no qualification.
-            let cell = out.contains("u{001b}") && out.contains("u{000a}");
-            let qualification = out.contains("u{202e}") && out.contains("u{0007}");
-            assert!(cell || format == "junit", "{format}: {out}");
-            assert!(qualification || format == "csv", "{format}: {out}");
-        }
-    }
 }

@@ -66,11 +66,11 @@ fn paired_report() -> Value {
 }
 
 fn term(v: &Value) -> String {
-    super::terminal(v, super::TerminalOptions::default())
+    crate::terminal(v, crate::TerminalOptions::default())
 }
 
 fn verbose(v: &Value) -> String {
-    super::terminal(v, super::TerminalOptions::verbose(false))
+    crate::terminal(v, crate::TerminalOptions::verbose(false))
 }
 
 /// A phrase only the design's whole paragraph holds.
@@ -101,7 +101,7 @@ fn markdown_and_html_show_the_designs_line_and_fold_the_rest() {
     let mut v = paired_report();
     // Report text in both places, escaped for each.
     v["statistics"]["design"]["schedule"] = json!("odd_<b>*x*</b>");
-    let m = super::markdown(&v);
+    let m = crate::markdown(&v);
     assert!(
         m.contains(
             "\n<details><summary>design: odd_&lt;b&gt;*x*&lt;/b&gt;, paired bootstrap of request pairs"
@@ -117,7 +117,7 @@ fn markdown_and_html_show_the_designs_line_and_fold_the_rest() {
         "{rest}"
     );
     assert!(!m.contains("- design:"), "{m}");
-    let h = super::html(&v);
+    let h = crate::html(&v);
     assert!(
         h.contains("<details><summary>Design: odd_&lt;b&gt;*x*&lt;/b&gt;, paired bootstrap of request pairs (trimmed block mean), alpha 0.05 over 3 pairs and 1 look</summary><p>schedule odd_&lt;b&gt;"),
         "{h}"
@@ -144,12 +144,12 @@ fn each_estimate_is_named_where_it_is_shown() {
         "{t}"
     );
     assert!(t.contains(super::estimate::PAIRED_VS_POINT), "{t}");
-    let m = super::markdown(&v);
+    let m = crate::markdown(&v);
     assert!(
         m.contains("| n | point delta |") && m.contains("`: paired estimate, worse direction +"),
         "{m}"
     );
-    let h = super::html(&v);
+    let h = crate::html(&v);
     assert!(
         h.contains("<th>point delta</th>") && h.contains("</code></td><td>paired estimate, worse"),
         "{h}"
@@ -206,8 +206,8 @@ fn a_rates_bounds_read_as_the_candidates_speed() {
         )),
         "{line}"
     );
-    assert!(super::markdown(&v).contains(&format!("| {cell} |")));
-    assert!(super::html(&v).contains(&format!("<td class=\"n\">{cell}</td>")));
+    assert!(crate::markdown(&v).contains(&format!("| {cell} |")));
+    assert!(crate::html(&v).contains(&format!("<td class=\"n\">{cell}</td>")));
     assert!(super::junit(&v).contains(&format!("bounds {range} (fail")));
 }
 
@@ -238,14 +238,14 @@ fn a_hard_divergence_is_never_ticked_as_fine() {
         assert!(t.contains(&format!("  ⚠ {class}")), "{t}");
         assert!(!t.contains(&format!("✓ {class}")), "{t}");
     }
-    let m = super::markdown(&v);
+    let m = crate::markdown(&v);
     assert!(m.contains("- pass: near\\_tie ref"), "{m}");
     assert!(
         m.contains("- ⚠️ **counted**: hard ref repeat 0 request 2"),
         "{m}"
     );
     assert!(!m.contains("- pass: hard"), "{m}");
-    let h = super::html(&v);
+    let h = crate::html(&v);
     assert!(
         h.contains("<b class=\"v-inconclusive\">⚠ counted</b> hard ref"),
         "{h}"
@@ -257,6 +257,6 @@ fn a_hard_divergence_is_never_ticked_as_fine() {
     // Failed by the policy: a cross, as before.
     let v = references("near_tie", false);
     assert!(term(&v).contains("  ✗ hard ref repeat 0 request 2"));
-    assert!(super::markdown(&v).contains("- **fail**: hard ref"));
-    assert!(super::html(&v).contains("<b class=\"fail\">✗ fail</b> hard ref"));
+    assert!(crate::markdown(&v).contains("- **fail**: hard ref"));
+    assert!(crate::html(&v).contains("<b class=\"fail\">✗ fail</b> hard ref"));
 }

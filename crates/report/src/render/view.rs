@@ -8,13 +8,13 @@ use serde_json::Value;
 
 use crate::stats::{Direction, Interval};
 
+use super::super::checker::Disagreement;
 use super::super::gate::non_inferior_gate;
 use super::super::model::{
     Decision, FailureRate, Gate, Gates, ProvenancePair, RowsPair, Side, SloComparison, Statistics,
     TurnoverComparison, parse_regression_flag, parse_turnover_key,
 };
 use super::super::policy::{DEFAULT_METRICS, infer_direction, split_quantile};
-use super::super::verify::Disagreement;
 use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::quality::QualityComparison;
@@ -22,7 +22,8 @@ use crate::reference::ReferenceComparison;
 use crate::server_metrics::ServerMetrics;
 use crate::stats;
 
-/// Computed from a report for its view (`checks.rs`), before it is built.
+/// Computed from a report for its view before it is built: `verify`'s
+/// disagreements (by the caller) and the turnover comparison (`checks.rs`).
 pub struct Checks {
     pub disagreements: Vec<Disagreement>,
     pub turnover: TurnoverComparison,
@@ -1676,7 +1677,7 @@ mod tests {
 
     #[test]
     fn only_deciding_gates_carry_a_verdict() {
-        let v = super::super::view_of(&point_gate_failed_evidence_undecided());
+        let v = super::super::view_of(&point_gate_failed_evidence_undecided(), Vec::new());
         assert!(v.evidence_decides());
         let rows = v.gate_rows();
         let deciding: Vec<(&str, &str)> = rows

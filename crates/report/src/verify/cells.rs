@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 
 use crate::stats::{self, Direction, Interval, Verdict};
 
+use super::super::checker::{Checker, join, show};
 use super::super::model::{PolicyMetric, parse_regression_flag};
 use super::super::policy::{infer_direction, split_quantile};
-use super::checker::{Checker, join, show};
 use super::params::{Params, check_named};
 
 /// Per-request samples of one sample name: (baseline, candidate), each None when unreadable.

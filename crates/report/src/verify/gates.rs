@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::stats::{self, GateOutcome};
 
+use super::super::checker::{Checker, join, show};
 use super::super::gate::{
     QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE,
     QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification,
@@ -15,7 +16,6 @@ use super::super::gate::{
 };
 use super::super::model::parse_regression_flag;
 use super::super::policy::TurnoverGateMode;
-use super::checker::{Checker, join, show};
 use super::params::Params;
 use super::turnover_runs::TurnoverGates;
 

@@ -27,8 +27,6 @@
 //!   journals, and each input's sha256 against the report's record of it.
 
 mod cells;
-pub mod checker;
-pub(crate) mod consistency;
 mod gates;
 mod params;
 mod recompute;
@@ -38,8 +36,7 @@ mod turnover_runs;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use checker::Disagreement;
-use checker::{Checker, show};
+use super::checker::{Checker, Disagreement, show};
 
 use super::model::REPORT_SCHEMA;
 

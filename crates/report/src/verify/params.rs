@@ -13,12 +13,12 @@ use crate::stats::evidence::{
 };
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
+use super::super::checker::{Checker, join, show};
 use super::super::model::PolicyMetric;
 use super::super::policy::{
     DEFAULT_METRICS, GatePolicy, GateRule, MAX_BOOTSTRAP_ITERATIONS, MetricSpec, Policy,
     TurnoverGateMode, TurnoverPolicy, infer_direction, split_quantile,
 };
-use super::checker::{Checker, join, show};
 
 /// Blocks `compare` has always written: a report with one of them is a
 /// compare-made report, and must have them all. (`performance_outcome`

@@ -17,9 +17,9 @@ use crate::artifact::{
 };
 use crate::slo;
 
+use super::super::checker::{Checker, join};
 use super::super::compare::{Given, compare_given};
 use super::super::model::{Report, Side, parse_turnover_key};
-use super::checker::{Checker, join};
 use super::params::{self, Params};
 use crate::embedding::EmbeddingAgreement;
 use crate::reference::ReferenceComparison;

@@ -11,7 +11,7 @@ use crate::agreement::{DivergenceClass, TokenLogprob, compare_tokens};
 use crate::model::{Side, parse_turnover_key};
 use crate::reference::{ReferenceComparison, passes, summarize};
 
-use super::checker::{Checker, join};
+use super::super::checker::{Checker, join};
 
 const KEY: &str = "reference_comparison";
 

@@ -1,6 +1,8 @@
-//! The disagreement type and the collector every check writes to: typed
-//! getters that report a wrong type at its path, and comparisons within a
-//! tolerance (values a report states) or bit for bit (values recomputed).
+//! The disagreement type (what `verify` finds in a report, and `compare` in
+//! a run artifact; what the renderers list) and the collector every check
+//! writes to: typed getters that report a wrong type at its path, and
+//! comparisons within a tolerance (values a report states) or bit for bit
+//! (values recomputed).
 
 use std::fmt;
 

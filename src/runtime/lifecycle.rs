@@ -1,179 +1,28 @@
-//! Runtime lifecycle shared by `qualify`, `decide` and `stop`: verify a
-//! runtime is present (by digest or path), start it through its driver, know
+//! A runtime's lifecycle, shared by `qualify`, `decide` and `stop`: verify
+//! it is present (by digest or path), start it through its driver, know
 //! whether it still runs, stop it, restore and readmit one, and read from the
-//! ledger what is serving. Every step that changes something is a ledger entry.
+//! ledger what is serving. Every step that changes something is a ledger
+//! entry, written through [`Ctx`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::config::plan::{Driver, Gpus, Plan, ProcessDriver, Runtime};
-use crate::decision::ledger::{Entry, Ledger, Status};
-use crate::decision::readmit;
+use crate::config::plan::{BASELINE, Driver, Gpus, Plan, ProcessDriver, Runtime};
 use crate::driver::container::{self, Docker};
-use crate::driver::detached::{DetachedProcess, ProcessIdentity};
+use crate::driver::detached::DetachedProcess;
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
 use crate::driver::gpu;
+use crate::driver::handle::Handle;
 use crate::driver::process::ProcessSpec;
-pub use crate::util::which;
-
-/// What the ledger records about a started runtime: enough for a later
-/// invocation to check it or stop it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Handle {
-    External {
-        base_url: String,
-    },
-    Process {
-        base_url: String,
-        pid: i32,
-        start_ticks: u64,
-        log: PathBuf,
-        command_line: String,
-    },
-    Container {
-        base_url: String,
-        id: String,
-        name: String,
-        image_id: String,
-        log: PathBuf,
-    },
-}
-
-impl Handle {
-    pub fn base_url(&self) -> &str {
-        match self {
-            Handle::External { base_url }
-            | Handle::Process { base_url, .. }
-            | Handle::Container { base_url, .. } => base_url,
-        }
-    }
-
-    pub fn log(&self) -> Option<&Path> {
-        match self {
-            Handle::External { .. } => None,
-            Handle::Process { log, .. } | Handle::Container { log, .. } => Some(log),
-        }
-    }
-
-    /// One line for people: what and where.
-    pub fn describe(&self) -> String {
-        match self {
-            Handle::External { base_url } => {
-                format!("external {}", crate::util::redact_url(base_url))
-            }
-            Handle::Process { base_url, pid, .. } => format!("process {pid} at {base_url}"),
-            Handle::Container {
-                base_url,
-                id,
-                image_id,
-                ..
-            } => {
-                format!(
-                    "container {} ({image_id}) at {base_url}",
-                    &id[..id.len().min(12)]
-                )
-            }
-        }
-    }
-
-    pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-
-    pub fn from_value(v: &Value) -> Option<Handle> {
-        serde_json::from_value(v.clone()).ok()
-    }
-
-    /// Why it is not running, or None while it runs (external: always None).
-    pub async fn down(&self, docker: &Docker) -> Option<String> {
-        match self {
-            Handle::External { .. } => None,
-            Handle::Process {
-                pid, start_ticks, ..
-            } => {
-                let id = ProcessIdentity {
-                    pid: *pid,
-                    start_ticks: *start_ticks,
-                };
-                (!id.is_alive()).then(|| format!("process {pid} is no longer running"))
-            }
-            Handle::Container {
-                id,
-                name,
-                image_id,
-                base_url,
-                log,
-            } => {
-                let c = container::RunningContainer {
-                    id: id.clone(),
-                    name: name.clone(),
-                    image_id: image_id.clone(),
-                    base_url: base_url.clone(),
-                    log_path: log.clone(),
-                };
-                c.check(docker).await.err().map(|e| format!("{e:#}"))
-            }
-        }
-    }
-
-    /// Stop it (external runtimes are never stopped). Returns what was done.
-    pub async fn stop(&self, docker: &Docker, grace: Duration) -> Result<String> {
-        match self {
-            Handle::External { .. } => {
-                Ok("external: not controlled by infergate, left running".into())
-            }
-            Handle::Process {
-                pid, start_ticks, ..
-            } => {
-                let id = ProcessIdentity {
-                    pid: *pid,
-                    start_ticks: *start_ticks,
-                };
-                // Blocking waits: keep them off the async workers.
-                let stopped = tokio::task::spawn_blocking(move || id.stop(grace))
-                    .await
-                    .context("stopping a process")?;
-                Ok(if stopped {
-                    format!("stopped process group {pid}")
-                } else {
-                    format!("process {pid} had already exited")
-                })
-            }
-            Handle::Container {
-                id,
-                name,
-                image_id,
-                base_url,
-                log,
-            } => {
-                let c = container::RunningContainer {
-                    id: id.clone(),
-                    name: name.clone(),
-                    image_id: image_id.clone(),
-                    base_url: base_url.clone(),
-                    log_path: log.clone(),
-                };
-                match docker.inspect(id).await? {
-                    None => Ok(format!("container {name} no longer exists")),
-                    Some(_) => {
-                        c.stop(docker, grace).await?;
-                        Ok(format!(
-                            "stopped and removed container {name}; logs in {}",
-                            log.display()
-                        ))
-                    }
-                }
-            }
-        }
-    }
-}
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::{Entry, Ledger, Status};
+use crate::runtime::readmit;
+use crate::util::which;
 
 /// A runtime started by this invocation.
 #[derive(Debug)]
@@ -183,42 +32,6 @@ pub struct Started {
     pub process: Option<DetachedProcess>,
     /// Seconds from start to healthy.
     pub startup_s: f64,
-}
-
-/// Everything the lifecycle needs about where it works.
-#[derive(Debug)]
-pub struct Ctx<'a> {
-    pub plan: &'a Plan,
-    pub qualification: &'a str,
-    pub ledger: &'a Ledger,
-    /// Logs go to `<out_dir>/logs`.
-    pub out_dir: &'a Path,
-    pub docker: Docker,
-    pub quiet: bool,
-}
-
-impl Ctx<'_> {
-    pub fn say(&self, line: &str) {
-        if !self.quiet {
-            eprintln!("{line}");
-        }
-    }
-
-    pub fn log(
-        &self,
-        step: &str,
-        runtime: Option<&str>,
-        status: Status,
-        detail: Value,
-    ) -> Result<()> {
-        self.ledger
-            .append(self.qualification, step, runtime, status, detail)
-            .map(drop)
-    }
-
-    fn log_dir(&self) -> PathBuf {
-        self.out_dir.join("logs")
-    }
 }
 
 /// Check that `rt` can be started: the engine and its model installed, the
@@ -732,6 +545,32 @@ pub async fn restore(ctx: &Ctx<'_>, label: &str, reason: &str) -> Result<Handle>
     }
 }
 
+/// Restore and readmit the baseline to roll back, then record how that
+/// ended: `rollback` ok (what serves now) or failed (why). The outer error
+/// is the ledger's; the inner one, the restore's.
+pub async fn roll_back_to_baseline(ctx: &Ctx<'_>, reason: &str) -> Result<Result<Handle>> {
+    match restore(ctx, BASELINE, reason).await {
+        Ok(h) => {
+            ctx.log(
+                "rollback",
+                None,
+                Status::Ok,
+                json!({"serving": h.to_value()}),
+            )?;
+            Ok(Ok(h))
+        }
+        Err(e) => {
+            ctx.log(
+                "rollback",
+                None,
+                Status::Failed,
+                json!({"error": format!("{e:#}")}),
+            )?;
+            Ok(Err(e))
+        }
+    }
+}
+
 /// What serves for a qualification now, per the ledger: the last `serving`
 /// entry not followed by a `retire` of the same handle.
 pub fn serving(entries: &[Entry]) -> Option<(String, Handle)> {
@@ -883,18 +722,5 @@ mod tests {
         let mut es3 = es;
         es3.push(entry(6, "retire", "baseline", Status::Failed, d(&h(3))));
         assert!(serving(&es3).is_some());
-    }
-
-    #[test]
-    fn handles_round_trip_through_json() {
-        let c = Handle::Container {
-            base_url: "http://127.0.0.1:8080".into(),
-            id: "abc".into(),
-            name: "n".into(),
-            image_id: "sha256:x".into(),
-            log: "l".into(),
-        };
-        assert_eq!(Handle::from_value(&c.to_value()), Some(c));
-        assert_eq!(h(1).to_value()["kind"], "process");
     }
 }

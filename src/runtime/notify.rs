@@ -10,8 +10,8 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use super::hook;
-use crate::decision::ledger::Status;
-use crate::decision::lifecycle::Ctx;
+use crate::runtime::ctx::Ctx;
+use crate::runtime::ledger::Status;
 
 /// What happened, for the summary's `event` and the ledger row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::config::plan::{DefaultWindow, Plan};
-use crate::decision::ledger::{Entry, Status};
 use crate::report::DecisionAction;
+use crate::runtime::ledger::{Entry, Status};
 
 /// Written beside the report: how `decide` finds the qualification.
 pub const QUALIFICATION_FILE: &str = "qualification.json";
@@ -32,7 +32,7 @@ pub struct QualificationFile {
     pub plan_dir: PathBuf,
     pub plan_sha256: String,
     /// The ledger it is recorded in (a file path, or a URL without a password).
-    pub ledger: crate::decision::ledger::Location,
+    pub ledger: crate::runtime::ledger::Location,
     /// The rule that cut cells the plan gives no `window`; absent in files
     /// written before there was a choice (`Legacy`).
     #[serde(default = "legacy_window", skip_serializing_if = "Option::is_none")]
