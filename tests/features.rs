@@ -590,3 +590,108 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
     assert_eq!(outcome, "fail", "{bad}");
     assert!(bad["cosine_mean"].as_f64().unwrap() < floors.embedding_cosine_mean_min);
 }
+
+/// Reasoning, on the fast source (the reference model never reasons): a
+/// workload expecting each answer's reasoning apart from it, its requests
+/// asking the source to reason for 3 chunks first. Two sources that send
+/// it as `reasoning_content` pass the reasoning part as an A/A pair; a
+/// source that leaves it in the content (`<think>…</think>`, a runtime
+/// whose reasoning parser broke) fails that part alone, its answers
+/// marked `t`. The answer's first token comes after the reasoning's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passes() {
+    use infergate::measure::features::REASONING;
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"reasoning\"\n[[turnover]]\nname = \"thinks\"\ncontract = \"reference\"\nprompt = \"words\"\n\
+         words = 4\nreasoning = true\nrequests = 100\nconcurrency = 4\nmax_tokens = 8\nseed = 3\n\
+         extra = { fastsource = { reasoning_chunks = 3 } }\n",
+    )
+    .unwrap();
+    let source = |think_in_content: bool| {
+        FastSource::start(FastSourceConfig {
+            itl: std::time::Duration::from_millis(1),
+            think_in_content,
+            ..FastSourceConfig::default()
+        })
+        .expect("fast source")
+    };
+    let run = |url: String, name: &str| {
+        let out = dir.path().join(name);
+        let mut opts = support::run_opts(&url, suite.clone(), out.clone());
+        opts.skip_turnover = false;
+        async move {
+            let art = infergate::measure::runner::run(&opts).await.expect("run");
+            (art, out)
+        }
+    };
+    // Each source stops when dropped: all three are held to the end.
+    let (a, a2, broken) = (source(false).1, source(false).1, source(true).1);
+    let (base, base_dir) = run(a.base_url(), "a").await;
+    let (_, again_dir) = run(a2.base_url(), "a2").await;
+    let (cand, cand_dir) = run(broken.base_url(), "broken").await;
+    let marks = |art: &infergate::report::artifact::RunArtifact| {
+        art.turnover[0].features[REASONING].clone()
+    };
+    assert_eq!(marks(&base), "1".repeat(100));
+    assert_eq!(marks(&cand), "t".repeat(100));
+
+    let journal =
+        infergate::measure::journal::read(&base_dir.join(infergate::measure::runner::JOURNAL_FILE))
+            .unwrap();
+    let reasoned: Vec<_> = journal
+        .iter()
+        .filter(|r| !r.capture.reasoning.is_empty())
+        .collect();
+    assert!(reasoned.len() >= 100, "{}", reasoned.len());
+    for r in reasoned {
+        let c = &r.capture;
+        assert!(c.ttft_ms > c.ttfo_ms, "answer after reasoning: {c:?}");
+        assert!(!c.reasoning_from_content && !c.content.contains("<think>"));
+    }
+
+    let outcome = |cand: &Path, name: &str| {
+        let report = dir.path().join(format!("{name}.json"));
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("compare")
+            .arg(base_dir.join("run.json"))
+            .arg(cand.join("run.json"))
+            .arg("-o")
+            .arg(&report)
+            .output()
+            .unwrap();
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let parts: Vec<(String, String)> = r["gates"]["quality"]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["subject"].as_str().unwrap().to_string(),
+                    p["outcome"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (parts, r["quality"]["features"][0]["reason"].clone(), r)
+    };
+    let (aa, _, _) = outcome(&again_dir, "aa");
+    assert_eq!(
+        aa,
+        vec![("quality: reasoning thinks".to_string(), "pass".to_string())]
+    );
+    let (bad, _, r) = outcome(&cand_dir, "broken");
+    assert_eq!(
+        bad,
+        vec![("quality: reasoning thinks".to_string(), "fail".to_string())]
+    );
+    assert_eq!(
+        r["quality"]["features"][0]["candidate_marks"]["reasoning_in_content"],
+        100
+    );
+    // Its text and speed parts do not carry the blame.
+    assert_eq!(r["strict_turnover_gate_passed"], true, "{}", r["turnover"]);
+}

@@ -33,6 +33,7 @@
 //! #                         # output asked of every request, each reference answer
 //! #                         # marked by what came back (reference contract only; features)
 //! # tools = { file = "tools/answer.json", choice = "required" }   # tool calls, likewise
+//! # reasoning = true        # each answer's reasoning expected apart from it, likewise
 //! ```
 //!
 //! Pure parts (markers, contracts, judging, the run record) are unit tested in
@@ -153,6 +154,12 @@ pub struct TurnoverSpec {
     /// `tools` read and compiled, by `Suite::load`.
     #[serde(skip)]
     pub tool_calling: Option<features::ToolCalling>,
+    /// Every answer is expected to carry its reasoning apart from the
+    /// answer (a reasoning model behind a reasoning parser): each reference
+    /// answer is marked ([`features::reasoning_mark`]) and `compare` gates
+    /// the share that was.
+    #[serde(default)]
+    pub reasoning: bool,
     /// Every marker of the qualification: this workload's repeats once
     /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
     #[serde(skip)]
@@ -338,6 +345,7 @@ impl TurnoverSpec {
                 self.tools.is_some(),
                 &["tools", "tool_choice", "parallel_tool_calls"][..],
             ),
+            ("reasoning", self.reasoning, &[][..]),
         ] {
             if !asked {
                 continue;
@@ -875,7 +883,15 @@ impl TurnoverSpec {
             let marks = refs.iter().map(|c| t.mark(c)).collect();
             (features::TOOL_CALL.to_string(), marks)
         });
-        structured.into_iter().chain(tools).collect()
+        let reasoning = self.reasoning.then(|| {
+            let marks = refs.iter().map(|c| features::reasoning_mark(c)).collect();
+            (features::REASONING.to_string(), marks)
+        });
+        structured
+            .into_iter()
+            .chain(tools)
+            .chain(reasoning)
+            .collect()
     }
 
     /// Task prompts: the identity of the items asked (None for other prompts).

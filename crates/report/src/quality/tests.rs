@@ -339,3 +339,30 @@ fn a_feature_part_passes_an_a_a_pair_only_with_enough_requests() {
     assert_eq!(f.rate.outcome, GateOutcome::Fail);
     assert_eq!(f.candidate_marks.get("invalid_json"), Some(&20));
 }
+
+/// A feature neither side delivered on any request (a reasoning workload
+/// against two runtimes without reasoning, tools a model never calls) is
+/// undecided and says so, however many requests: no drop is not evidence
+/// that the feature works. One side delivering is judged as usual.
+#[test]
+fn a_feature_neither_side_delivered_is_undecided_and_named() {
+    let pair = |b: &str, c: &str| FeaturePair {
+        workload: "w".into(),
+        feature: "reasoning".into(),
+        baseline: b.repeat(200),
+        candidate: c.repeat(200),
+    };
+    let none = feature_rate(&pair("m", "m"), 5.0, A, A);
+    assert_eq!(none.rate.outcome, GateOutcome::Inconclusive);
+    assert_eq!(none.rate.items_to_resolve, None);
+    assert!(none.reason().contains("did not engage"), "{}", none.reason());
+    assert_eq!(none.baseline_marks.get("no_reasoning"), Some(&200));
+    assert_eq!(
+        feature_rate(&pair("1", "m"), 5.0, A, A).rate.outcome,
+        GateOutcome::Fail
+    );
+    assert_eq!(
+        feature_rate(&pair("m", "1"), 5.0, A, A).rate.outcome,
+        GateOutcome::Pass
+    );
+}
