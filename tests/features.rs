@@ -408,6 +408,28 @@ async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft
         text.contains("the candidate did not do what the cell expects, where the baseline did"),
         "{text}"
     );
+    // Both sides' drafting side by side, in the report and on the screen.
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        r["cells"]["spec"]["baseline_speculative"]["drafted"],
+        s.drafted
+    );
+    assert_eq!(
+        r["cells"]["spec"]["baseline_speculative"]["accepted"],
+        s.accepted
+    );
+    let shown = String::from_utf8_lossy(&o.stdout);
+    let line = format!(
+        "speculative decoding: baseline {} of {} drafted tokens accepted",
+        s.accepted, s.drafted
+    );
+    assert!(shown.contains(&line), "{shown}");
+    let v = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("verify")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 }
 
 /// A cell on `/v1/completions`: every measured request goes there with its

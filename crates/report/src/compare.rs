@@ -921,6 +921,8 @@ fn cell_comparison(bc: &CellResult, cc: &CellResult, sides: SideEligibility) -> 
         candidate_sessions: cc.sessions.clone(),
         baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
         candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
+        baseline_speculative: bc.speculative.clone(),
+        candidate_speculative: cc.speculative.clone(),
     }
 }
 

@@ -355,7 +355,11 @@ fn a_feature_neither_side_delivered_is_undecided_and_named() {
     let none = feature_rate(&pair("m", "m"), 5.0, A, A);
     assert_eq!(none.rate.outcome, GateOutcome::Inconclusive);
     assert_eq!(none.rate.items_to_resolve, None);
-    assert!(none.reason().contains("did not engage"), "{}", none.reason());
+    assert!(
+        none.reason().contains("did not engage"),
+        "{}",
+        none.reason()
+    );
     assert_eq!(none.baseline_marks.get("no_reasoning"), Some(&200));
     assert_eq!(
         feature_rate(&pair("1", "m"), 5.0, A, A).rate.outcome,

@@ -105,6 +105,9 @@ pub struct CellView {
     /// Each side's conversation sessions.
     pub baseline_sessions: Option<crate::artifact::Sessions>,
     pub candidate_sessions: Option<crate::artifact::Sessions>,
+    /// Each side's speculative decoding, as its server counted it.
+    pub baseline_speculative: Option<crate::artifact::Speculative>,
+    pub candidate_speculative: Option<crate::artifact::Speculative>,
 }
 
 impl CellView {
@@ -169,6 +172,7 @@ impl CellView {
 
     fn server_entries(&self) -> Vec<ServerLine> {
         let mut out = self.timing_lines();
+        out.extend(self.speculative_line());
         for (side, all) in [
             ("baseline", &self.baseline_metrics),
             ("candidate", &self.candidate_metrics),
@@ -178,6 +182,39 @@ impl CellView {
             }
         }
         out
+    }
+
+    /// Both sides' speculative decoding side by side; an alarm when the
+    /// baseline drafted and the candidate did not.
+    fn speculative_line(&self) -> Option<ServerLine> {
+        let (b, c) = (
+            self.baseline_speculative.as_ref(),
+            self.candidate_speculative.as_ref(),
+        );
+        if b.is_none() && c.is_none() {
+            return None;
+        }
+        let show = |s: Option<&crate::artifact::Speculative>| match s {
+            Some(s) if s.drafted > 0 => format!(
+                "{} of {} drafted tokens accepted ({:.1} %), {:.1} % of {} output tokens",
+                s.accepted,
+                s.drafted,
+                s.acceptance().unwrap_or(0.0) * 100.0,
+                s.accepted_share().unwrap_or(0.0) * 100.0,
+                s.predicted
+            ),
+            Some(s) => format!("nothing drafted over {} requests", s.reported),
+            None => "nothing reported".to_string(),
+        };
+        let drafted = |s: Option<&crate::artifact::Speculative>| s.is_some_and(|s| s.drafted > 0);
+        Some(ServerLine {
+            text: format!(
+                "speculative decoding: baseline {}; candidate {}",
+                show(b),
+                show(c)
+            ),
+            alarm: drafted(b) && !drafted(c),
+        })
     }
 
     fn timing_lines(&self) -> Vec<ServerLine> {
@@ -236,6 +273,10 @@ impl CellView {
             .filter(|l| l.alarm)
             .map(|l| l.text.clone())
             .collect();
+        // What drafting did is shown whether or not it alarms.
+        if let Some(l) = self.speculative_line().filter(|l| !l.alarm) {
+            out.insert(0, l.text);
+        }
         let agreeing: Vec<&str> = [
             ("baseline", &self.baseline_metrics),
             ("candidate", &self.candidate_metrics),
@@ -1048,6 +1089,8 @@ fn cell_view(name: &str, c: &Value, policy_order: &[String], by_evidence: bool) 
         candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
         baseline_sessions: typed(c.get("baseline_sessions")),
         candidate_sessions: typed(c.get("candidate_sessions")),
+        baseline_speculative: typed(c.get("baseline_speculative")),
+        candidate_speculative: typed(c.get("candidate_speculative")),
     }
 }
 

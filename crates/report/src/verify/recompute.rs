@@ -287,6 +287,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
     // Measured by the run (per turn or length): taken as given.
     let slices = fields.optional("slices")?.unwrap_or_default();
     let sessions = fields.optional("sessions")?;
+    let speculative = fields.optional("speculative")?;
     let slo = suite_slo(&fields, &request_rows)?;
     Ok(CellResult {
         name: name.to_string(),
@@ -305,7 +306,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         // Not kept by a report; what they decided (comparability, warnings)
         // is in the report's own eligibility and warnings, taken as given.
         prompt_cache: None,
-        speculative: None,
+        speculative,
         expect: Default::default(),
         output_length: None,
         warnings: Vec::new(),
