@@ -196,12 +196,15 @@ impl CellView {
         }
         let show = |s: Option<&crate::artifact::Speculative>| match s {
             Some(s) if s.drafted > 0 => format!(
-                "{} of {} drafted tokens accepted ({:.1} %), {:.1} % of {} output tokens",
+                "{} of {} drafted tokens accepted ({:.1} %), {:.1} % of {} output tokens{}",
                 s.accepted,
                 s.drafted,
                 s.acceptance().unwrap_or(0.0) * 100.0,
                 s.accepted_share().unwrap_or(0.0) * 100.0,
-                s.predicted
+                s.predicted,
+                s.mean_accepted_length().map_or(String::new(), |l| format!(
+                    ", {l:.2} tokens per verification step"
+                ))
             ),
             Some(s) => format!("nothing drafted over {} requests", s.reported),
             None => "nothing reported".to_string(),
