@@ -146,7 +146,7 @@ async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
 fn judged(b: &TurnoverRun, c: &TurnoverRun) -> (QualityComparison, BTreeMap<String, GateOutcome>) {
     let (bs, cs) = (std::slice::from_ref(b), std::slice::from_ref(c));
     let features = feature_pairs(bs, cs);
-    assert_eq!(features.len(), 1);
+    assert!(!features.is_empty());
     let (q, gate) = quality::judge(None, &task_pairs(bs, cs), &features, &[], &policy(), A, A)
         .expect("something to judge");
     let parts = gate
@@ -716,4 +716,104 @@ async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passe
     );
     // Its text and speed parts do not carry the blame.
     assert_eq!(r["strict_turnover_gate_passed"], true, "{}", r["turnover"]);
+}
+
+/// Tool calls that are delivered, on the fast source (the reference model
+/// never calls a tool): every request offers two functions and requires a
+/// call. Two sources that call the first pass both the tool-call and the
+/// same-function parts as an A/A pair; a source that calls the last, a
+/// valid call of an offered function, passes the tool-call part and fails
+/// the same-function part alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_that_calls_another_offered_function_fails_only_the_same_function_part() {
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig, ToolPick};
+    let dir = tempfile::tempdir().unwrap();
+    let function = |name: &str| {
+        serde_json::json!({"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {"answer": {"type": "integer"}},
+            "required": ["answer"], "additionalProperties": false}}})
+    };
+    std::fs::write(
+        dir.path().join("tools.json"),
+        serde_json::json!([function("submit_answer"), function("ask_again")]).to_string(),
+    )
+    .unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"tools\"\n[[turnover]]\nname = \"calls\"\ncontract = \"reference\"\nprompt = \"words\"\n\
+         words = 4\ntools = { file = \"tools.json\", choice = \"required\" }\nrequests = 100\n\
+         concurrency = 4\nmax_tokens = 8\nseed = 3\n",
+    )
+    .unwrap();
+    let source = |pick| {
+        FastSource::start(FastSourceConfig {
+            tool_calls: Some(pick),
+            ..FastSourceConfig::default()
+        })
+        .expect("fast source")
+        .1
+    };
+    let (a, a2, other) = (
+        source(ToolPick::First),
+        source(ToolPick::First),
+        source(ToolPick::Last),
+    );
+    let run = |url: String, name: &str| {
+        let out = dir.path().join(name);
+        let mut opts = support::run_opts(&url, suite.clone(), out.clone());
+        opts.skip_turnover = false;
+        async move {
+            infergate::measure::runner::run(&opts).await.expect("run");
+            out
+        }
+    };
+    let base_dir = run(a.base_url(), "a").await;
+    let again_dir = run(a2.base_url(), "a2").await;
+    let other_dir = run(other.base_url(), "other").await;
+    let parts = |cand: &Path, name: &str| {
+        let report = dir.path().join(format!("{name}.json"));
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("compare")
+            .arg(base_dir.join("run.json"))
+            .arg(cand.join("run.json"))
+            .arg("-o")
+            .arg(&report)
+            .output()
+            .unwrap();
+        let verified = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("verify")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(
+            verified.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        r["gates"]["quality"]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["subject"].as_str().unwrap().to_string(),
+                    p["outcome"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let want = |call: &str, function: &str| {
+        vec![
+            ("quality: tool_call calls".to_string(), call.to_string()),
+            (
+                "quality: tool_function calls".to_string(),
+                function.to_string(),
+            ),
+        ]
+    };
+    assert_eq!(parts(&again_dir, "aa"), want("pass", "pass"));
+    assert_eq!(parts(&other_dir, "other"), want("pass", "fail"));
 }

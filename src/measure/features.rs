@@ -40,6 +40,7 @@ pub const STRUCTURED_OUTPUT: &str = "structured_output";
 pub const TOOL_CALL: &str = "tool_call";
 /// The key of reasoning's marks.
 pub const REASONING: &str = "reasoning";
+pub use crate::report::quality::TOOL_FUNCTION;
 
 /// A reasoning workload's answer marked: `1` reasoning apart from a
 /// non-empty answer; `t` reasoning inside the content (a `<think>` block the
@@ -348,6 +349,23 @@ impl ToolCalling {
             out.push(("parallel_tool_calls", Value::Bool(p)));
         }
         out
+    }
+
+    /// Which function the answer called first, as a letter by its place
+    /// in the tools file (`A` the first offered; both runtimes were offered
+    /// the same file, so the letters compare across them): `n` no call,
+    /// `f` a function not offered, `-` no answer.
+    pub fn function_mark(&self, cap: &StreamCapture) -> char {
+        if cap.failure.is_some() || cap.truncated {
+            return mark::NO_ANSWER;
+        }
+        let Some(call) = cap.tool_calls.first() else {
+            return mark::NO_CALL;
+        };
+        match self.functions.iter().position(|(n, _)| *n == call.name) {
+            Some(i) if i < 26 => char::from(b'A' + i as u8),
+            _ => mark::UNKNOWN_FUNCTION,
+        }
     }
 
     /// The answer's mark (the module's table): the first call that falls

@@ -91,6 +91,10 @@ pub struct FeaturePair {
     pub candidate: String,
 }
 
+/// The key of each answer's first called function, a letter by its place
+/// among the functions offered (`A` first; `n` no call, `f` not offered).
+pub const TOOL_FUNCTION: &str = "tool_function";
+
 /// The features both sides marked for the same workload (its first
 /// repeat), in the baseline's order.
 pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec<FeaturePair> {
@@ -98,16 +102,43 @@ pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec
     for (b, c) in first_repeats(baseline, candidate) {
         for (feature, marks) in &b.features {
             if let Some(theirs) = c.features.get(feature) {
+                let (baseline, candidate) = if feature == TOOL_FUNCTION {
+                    same_function(marks, theirs)
+                } else {
+                    (marks.clone(), theirs.clone())
+                };
                 out.push(FeaturePair {
                     workload: b.name.clone(),
                     feature: feature.clone(),
-                    baseline: marks.clone(),
-                    candidate: theirs.clone(),
+                    baseline,
+                    candidate,
                 });
             }
         }
     }
     out
+}
+
+/// The called functions as a feature: the baseline delivers (`1`) where
+/// it called one, the candidate where it called the same one; a candidate
+/// that called another is `f`. Its own output again gives itself (a
+/// report keeps these marks, and `verify` pairs them again).
+fn same_function(baseline: &str, candidate: &str) -> (String, String) {
+    let called = |m: char| m.is_ascii_uppercase() || m == mark::VALID;
+    baseline
+        .chars()
+        .zip(candidate.chars())
+        .map(|(b, c)| {
+            let theirs = if called(b) && c == b {
+                mark::VALID
+            } else if called(c) {
+                mark::UNKNOWN_FUNCTION
+            } else {
+                c
+            };
+            (if called(b) { mark::VALID } else { b }, theirs)
+        })
+        .unzip()
 }
 
 /// How many quality parts gate under `policy`: one per task both sides

@@ -81,7 +81,21 @@ pub struct FastSourceConfig {
     /// content in `<think>…</think>`, as from a server that does not
     /// separate it; a request's `think_in_content` overrides it.
     pub think_in_content: bool,
+    /// A streamed chat request that offers `tools` is answered with one
+    /// call of the first offered function (or, `Last`, the last), its
+    /// arguments [`TOOL_ARGUMENTS`], and `finish_reason = "tool_calls"`.
+    pub tool_calls: Option<ToolPick>,
 }
+
+/// Which offered function the source calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPick {
+    First,
+    Last,
+}
+
+/// The arguments of every call the source makes.
+pub const TOOL_ARGUMENTS: &str = "{\"answer\": 1}";
 
 impl Default for FastSourceConfig {
     fn default() -> Self {
@@ -98,6 +112,7 @@ impl Default for FastSourceConfig {
             counter: None,
             record_prompts: false,
             think_in_content: false,
+            tool_calls: None,
         }
     }
 }
@@ -174,6 +189,19 @@ struct RequestBody {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     fastsource: Overrides,
+    /// OpenAI's `tools`: only their function names are read.
+    #[serde(default)]
+    tools: Vec<OfferedTool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedTool {
+    function: OfferedFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedFunction {
+    name: String,
 }
 
 /// Where a request goes.
@@ -191,6 +219,8 @@ struct Answer {
     tokens: usize,
     finish: &'static str,
     prompt_tokens: usize,
+    /// The function called instead of text, when the source calls tools.
+    call: Option<String>,
 }
 
 impl Answer {
@@ -202,16 +232,28 @@ impl Answer {
         prompt_tokens: usize,
     ) -> Answer {
         let requested = req.max_completion_tokens.or(req.max_tokens);
+        let offered = || match cfg.tool_calls? {
+            ToolPick::First => req.tools.first(),
+            ToolPick::Last => req.tools.last(),
+        };
+        let call = offered()
+            .filter(|_| chat && req.stream)
+            .map(|t| t.function.name.clone());
         Answer {
             chat,
             seq,
-            tokens: requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX)),
-            finish: if requested.is_some() {
-                "length"
+            tokens: if call.is_some() {
+                1
             } else {
-                "stop"
+                requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX))
+            },
+            finish: match (&call, requested) {
+                (Some(_), _) => "tool_calls",
+                (None, Some(_)) => "length",
+                (None, None) => "stop",
             },
             prompt_tokens,
+            call,
         }
     }
 
@@ -290,7 +332,15 @@ impl Frames {
             };
             frame(&format!("{prefix}{}", choice(&payload, "null")))
         };
-        let content = delta("content", &token_json);
+        let content = match &a.call {
+            Some(name) => delta(
+                "tool_calls",
+                &serde_json::json!([{"index": 0, "id": format!("call_{}", a.seq), "type": "function",
+                    "function": {"name": name, "arguments": TOOL_ARGUMENTS}}])
+                .to_string(),
+            ),
+            None => delta("content", &token_json),
+        };
         let stamp_at = stamp
             .then(|| find(&content, token_json.as_bytes()).map(|p| p + 1))
             .flatten();

@@ -883,6 +883,10 @@ impl TurnoverSpec {
             let marks = refs.iter().map(|c| t.mark(c)).collect();
             (features::TOOL_CALL.to_string(), marks)
         });
+        let functions = self.tool_calling.as_ref().map(|t| {
+            let marks = refs.iter().map(|c| t.function_mark(c)).collect();
+            (features::TOOL_FUNCTION.to_string(), marks)
+        });
         let reasoning = self.reasoning.then(|| {
             let marks = refs.iter().map(|c| features::reasoning_mark(c)).collect();
             (features::REASONING.to_string(), marks)
@@ -890,6 +894,7 @@ impl TurnoverSpec {
         structured
             .into_iter()
             .chain(tools)
+            .chain(functions)
             .chain(reasoning)
             .collect()
     }

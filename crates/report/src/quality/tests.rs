@@ -370,3 +370,25 @@ fn a_feature_neither_side_delivered_is_undecided_and_named() {
         GateOutcome::Pass
     );
 }
+
+/// Each answer's first called function, compared with the baseline's on
+/// the same request: another offered function is not delivered, and the
+/// pairing of its own output gives the same marks again (what `verify`
+/// does with a report's).
+#[test]
+fn the_same_function_as_the_baseline_is_what_a_tool_function_part_counts() {
+    let run = |marks: &str| TurnoverRun {
+        features: [(TOOL_FUNCTION.to_string(), marks.to_string())].into(),
+        ..crate::fixtures::turnover(0, marks.len(), 0)
+    };
+    let pairs = feature_pairs(&[run("AABn-A")], &[run("ABBAAn")]);
+    let p = &pairs[0];
+    assert_eq!(
+        (p.baseline.as_str(), p.candidate.as_str()),
+        ("111n-1", "1f1ffn")
+    );
+    let again = feature_pairs(&[run(&p.baseline)], &[run(&p.candidate)]);
+    assert_eq!(again[0], *p);
+    let f = feature_rate(p, 5.0, A, A);
+    assert_eq!((f.rate.baseline_correct, f.rate.candidate_correct), (4, 2));
+}
