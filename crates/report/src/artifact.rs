@@ -620,6 +620,14 @@ pub struct TurnoverRun {
     /// `max_tokens`, `-` no answer (the request failed).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub features: std::collections::BTreeMap<String, String>,
+    /// A workload asking for structured output or tools: the TTFT of its
+    /// first reference request (alone, the first on its schema in this
+    /// run, where a runtime compiles its grammar) and the median of the
+    /// later ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -224,6 +224,8 @@ fn turnover_report(r: &TurnoverRun) -> TurnoverRunReport {
         contract: Some(r.contract.clone()),
         concurrency: Some(r.concurrency),
         contaminated: Some(r.contaminated),
+        first_ttft_ms: r.first_ttft_ms,
+        later_ttft_p50_ms: r.later_ttft_p50_ms,
     }
 }
 

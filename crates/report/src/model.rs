@@ -423,6 +423,11 @@ pub struct TurnoverRunReport {
     /// Answers that carried another request's canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contaminated: Option<usize>,
+    /// A schema's first request's TTFT and the later ones' median (the run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

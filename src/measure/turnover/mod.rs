@@ -666,6 +666,8 @@ pub fn summarize(
         task_answers: String::new(),
         task_set_sha256: spec.task_set_sha256(),
         features: Default::default(),
+        first_ttft_ms: None,
+        later_ttft_p50_ms: None,
     };
     for j in judged {
         run.requests += 1;
@@ -705,6 +707,24 @@ async fn closed_loop(
     while let Some((i, t_send, cap)) = in_flight.next().await {
         on_done(i, t_send, cap);
     }
+}
+
+/// The first reference answer's TTFT (or TTFO, for a tool call) and the
+/// later ones' median: a grammar compiled on a schema's first request
+/// shows as the difference.
+fn first_and_later_ttft<'a>(
+    refs: impl IntoIterator<Item = &'a StreamCapture>,
+) -> (Option<f64>, Option<f64>) {
+    let ttft = |c: &StreamCapture| {
+        c.failure
+            .is_none()
+            .then(|| c.ttft_ms.or(c.ttfo_ms))
+            .flatten()
+    };
+    let mut refs = refs.into_iter();
+    let first = refs.next().and_then(ttft);
+    let later: Vec<f64> = refs.filter_map(ttft).collect();
+    (first, crate::report::stats::median(&later))
 }
 
 /// Run repeat `repeat` of `spec` against `client` and judge it.
@@ -797,6 +817,10 @@ pub async fn run_turnover(
     run.reference_tokens = reference_tokens(references.iter().flatten());
     run.task_answers = spec.task_answers(references.iter().flatten());
     run.features = spec.feature_marks(references.iter().flatten());
+    if spec.structured.is_some() || spec.tool_calling.is_some() {
+        (run.first_ttft_ms, run.later_ttft_p50_ms) =
+            first_and_later_ttft(references.iter().flatten());
+    }
     run
 }
 

@@ -460,6 +460,10 @@ pub struct RunView {
     pub responses_received: Option<u64>,
     pub contaminated: Option<u64>,
     pub failures: Vec<FailureView>,
+    /// A structured-output or tool workload: its first request's TTFT, and
+    /// the later ones' median.
+    pub first_ttft_ms: Option<f64>,
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 pub struct FailureView {
@@ -1121,6 +1125,8 @@ fn run_view(((side, _), key, r): &TurnoverEntry<'_>) -> RunView {
         failed: u(r.get("failed")),
         responses_received: u(r.get("responses_received")),
         contaminated: u(r.get("contaminated")),
+        first_ttft_ms: f(r.get("first_ttft_ms")),
+        later_ttft_p50_ms: f(r.get("later_ttft_p50_ms")),
         failures: r
             .get("failures")
             .and_then(Value::as_array)
@@ -1580,6 +1586,21 @@ impl View {
 
     /// Turnover failures of a run, one line per failure class:
     /// `controlled_output_failed ×2: #2 (33 words, stop), #35 (31 words, stop)`.
+    /// What a run's failures and, for a schema's workload, its first
+    /// request say: one line each.
+    pub fn run_lines(run: &RunView) -> Vec<String> {
+        let mut out = Self::failure_summary(run);
+        if let Some(first) = run.first_ttft_ms {
+            let later = run
+                .later_ttft_p50_ms
+                .map_or("—".to_string(), |l| format!("{l:.1} ms"));
+            out.push(format!(
+                "first request on its schema (where a grammar is compiled): TTFT {first:.1} ms; later requests p50 {later}"
+            ));
+        }
+        out
+    }
+
     pub fn failure_summary(run: &RunView) -> Vec<String> {
         let mut classes: Vec<(String, Vec<String>)> = Vec::new();
         for f in &run.failures {

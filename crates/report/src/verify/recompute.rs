@@ -537,6 +537,12 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             contaminated: run
                 .get("contaminated")
                 .map_or(Ok(0), |_| num("contaminated"))?,
+            // Measured by the run: taken as given, carried through.
+            first_ttft_ms: parse(run.get("first_ttft_ms"), &join(key, "first_ttft_ms"))?,
+            later_ttft_p50_ms: parse(
+                run.get("later_ttft_p50_ms"),
+                &join(key, "later_ttft_p50_ms"),
+            )?,
             failures,
             name,
         });
