@@ -187,6 +187,17 @@ fn skip_newer_fields(
     }
 }
 
+/// A field a run may leave out.
+fn optional<T: serde::de::DeserializeOwned>(
+    run: &Value,
+    key: &str,
+    field: &str,
+) -> Result<Option<T>, String> {
+    run.get(field)
+        .map(|v| parse(Some(v), &join(key, field)))
+        .transpose()
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: Option<&Value>, what: &str) -> Result<T, String> {
     let v = v.ok_or(format!("no {what}"))?;
     serde_json::from_value(v.clone()).map_err(|e| format!("unreadable {what}: {e}"))
@@ -538,11 +549,8 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
                 .get("contaminated")
                 .map_or(Ok(0), |_| num("contaminated"))?,
             // Measured by the run: taken as given, carried through.
-            first_ttft_ms: parse(run.get("first_ttft_ms"), &join(key, "first_ttft_ms"))?,
-            later_ttft_p50_ms: parse(
-                run.get("later_ttft_p50_ms"),
-                &join(key, "later_ttft_p50_ms"),
-            )?,
+            first_ttft_ms: optional(run, key, "first_ttft_ms")?,
+            later_ttft_p50_ms: optional(run, key, "later_ttft_p50_ms")?,
             failures,
             name,
         });
