@@ -1191,6 +1191,10 @@ sglang:realtime_tokens_total{engine_type="unified",mode="prefill_cache",model_na
             "sglang:cache_hit_rate",
             "sglang:prompt_tokens_total",
             "sglang:generation_tokens_total",
+            // Not in that list (no speculative decoding there): gauges
+            // SGLang's scheduler metrics collector registers by these names.
+            "sglang:spec_accept_rate",
+            "sglang:spec_accept_length",
         ];
         for (_, name, _) in KNOWN.iter().filter(|(e, _, _)| *e == "sglang") {
             assert!(served.contains(name), "{name} is not an SGLang metric");
