@@ -210,28 +210,6 @@ pub struct Policy {
     pub metrics: Vec<MetricSpec>,
     pub turnover: TurnoverPolicy,
     pub bootstrap: BootstrapConfig,
-    /// Looks at the data the experiment may take before it stops (adaptive
-    /// mode); each spends its share of `alpha` under `gate.spending`. 1: a
-    /// fixed-size run.
-    pub sequential_looks: usize,
-    /// Which look this comparison is (1-based); None: the last.
-    pub sequential_look: Option<usize>,
-    /// This look closes the run before its planned last (the time budget
-    /// ran out): it spends the error the earlier looks left.
-    pub sequential_closing: bool,
-    /// Information fractions of this look and the one before it (0 for the
-    /// first): the share of the budget the run will really have, re-planned
-    /// as it learns its round time. None: `look / looks`.
-    pub sequential_fractions: Option<(f64, f64)>,
-    /// Every look's information fraction so far, this one last: the look's
-    /// levels are exact group-sequential boundaries over them (what the
-    /// earlier looks' boundaries already took). None: each look at its
-    /// share of alpha (the union bound over looks).
-    pub look_fractions: Option<Vec<f64>>,
-    /// The pass bounds' own fractions (same length as `look_fractions`),
-    /// when the pass side spends its error by its own information. None:
-    /// `look_fractions` for both sides.
-    pub pass_look_fractions: Option<Vec<f64>>,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -254,12 +232,6 @@ impl Default for Policy {
                 margin: DEFAULT_TURNOVER_MARGIN,
             },
             bootstrap: BootstrapConfig::default(),
-            sequential_looks: 1,
-            sequential_look: None,
-            sequential_closing: false,
-            sequential_fractions: None,
-            look_fractions: None,
-            pass_look_fractions: None,
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
@@ -539,12 +511,6 @@ impl RawPolicy {
             metrics,
             turnover,
             bootstrap,
-            sequential_looks: 1,
-            sequential_look: None,
-            sequential_closing: false,
-            sequential_fractions: None,
-            look_fractions: None,
-            pass_look_fractions: None,
             gate,
             slo,
             quality,

@@ -1,5 +1,6 @@
 //! Bit-for-bit recomputation of a compare-made report from what it holds:
-//! the policy (from its `policy` and `statistics` blocks), and each side's
+//! the policy and the look (from its `policy` and `statistics` blocks),
+//! and each side's
 //! cells (per-request samples and clusters, requests, eligibility) and
 //! turnover runs rebuilt into run artifacts, then `compare` run again. Every
 //! derived field must come out identical: values, deltas, flags, intervals,
@@ -37,8 +38,8 @@ pub(super) fn check(
     if !params.made_by_compare {
         return None;
     }
-    let policy = match params::policy_from_report(root, params) {
-        Ok(p) => p,
+    let made = match params::made_with(root, params) {
+        Ok(m) => m,
         Err(why) => {
             ck.limit(format!("bit-for-bit recomputation of the report: {why}"));
             return None;
@@ -65,7 +66,7 @@ pub(super) fn check(
         references: given.as_ref(),
         embeddings,
     };
-    match compare_given(&b, &c, &policy, given) {
+    match compare_given(&b, &c, &made.policy, Some(&made.look), given) {
         Ok(r) => {
             expect_report(ck, root, &r);
             Some(r)
