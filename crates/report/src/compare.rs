@@ -24,7 +24,7 @@ use crate::artifact::{
     CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, Slo, TurnoverRun,
     is_unmet_expectation, metric,
 };
-use crate::design::{self, Look};
+use crate::design::{self, Look, Method, SINGLE_PASS_DRIFT};
 use crate::slo;
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
 use crate::stats::{self, BlockMean, Clustered, DriftFloor, GateOutcome, Resampling};
@@ -34,10 +34,10 @@ use super::gate::{
     turnover_ok,
 };
 use super::model::{
-    BootstrapSettings, CellComparison, Decision, Design, EvidenceGate, EvidencePart, Gate,
-    GatePart, Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair, QualityComparison,
-    REPORT_SCHEMA, Report, RowsPair, SamplePair, Side, SloComparison, Statistics,
-    TurnoverComparison, TurnoverGateResult, TurnoverRunReport, TurnoverRuns, turnover_key,
+    BootstrapSettings, CellComparison, Decision, EvidenceGate, EvidencePart, Gate, GatePart, Gates,
+    MetricComparison, OrderedMap, PENDING, ProvenancePair, QualityComparison, REPORT_SCHEMA,
+    Report, RowsPair, SamplePair, Side, SloComparison, Statistics, TurnoverComparison,
+    TurnoverGateResult, TurnoverRunReport, TurnoverRuns, turnover_key,
 };
 use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
 use super::quality;
@@ -279,45 +279,18 @@ fn direction_word(d: stats::Direction) -> &'static str {
     }
 }
 
-const SINGLE_PASS_DRIFT: &str = "one pass per side, run at different times: nothing in the data measures the drift between them";
-
 /// How one comparison resamples, and what it assumes about drift.
 #[derive(Debug, Clone)]
 struct DesignChoice {
     pub schedule: Schedule,
     pub resampling: Resampling,
+    pub method: Method,
     /// Levels of the pass and fail bounds.
     pub alpha_pass: f64,
     pub alpha_fail: f64,
     /// The one-look levels (pass, fail) the fixed-n oracle is held to.
     pub oracle_levels: (f64, f64),
     pub drift: DriftFloor,
-}
-
-/// The design as the report states it: interleaved designs pair requests
-/// within blocks where the policy says so (and fall back to blocks alone
-/// per metric where a request has no value on a side).
-fn report_design(schedule: Schedule, resampling: Resampling, policy: &Policy) -> Design {
-    let pairs_requests = resampling == Resampling::Paired && policy.gate.pair_requests;
-    let block_mean = (resampling == Resampling::Paired).then_some(policy.gate.block_mean);
-    let mut method = if pairs_requests {
-        Resampling::PairedRequests.describe().to_string()
-            + "; blocks apart where a request has no value on a side"
-    } else {
-        resampling.describe().to_string()
-    };
-    if let Some(m) = block_mean.filter(|m| *m != BlockMean::Mean) {
-        method = format!("{method}; the statistic is {}", m.describe());
-    }
-    Design {
-        schedule: schedule.as_str().to_string(),
-        resampling,
-        resampling_method: method,
-        drift_floor_reason: (schedule == Schedule::Single).then(|| SINGLE_PASS_DRIFT.to_string()),
-        pairs_requests: pairs_requests.then_some(true),
-        block_mean,
-        design_spread: Some(policy.gate.design_spread),
-    }
 }
 
 /// The design both artifacts declare: interleaved on both sides → paired
@@ -385,7 +358,7 @@ fn metric_evidence(
     every_request: bool,
 ) -> Option<(Vec<f64>, stats::Evidence)> {
     let bs = &policy.bootstrap;
-    let block_mean = policy.gate.block_mean;
+    let block_mean = design.method.block_mean;
     let run = |r| {
         stats::bootstrap_deltas_by(b, c, spec.quantile, (r, block_mean), bs.iterations, bs.seed)
     };
@@ -394,7 +367,7 @@ fn metric_evidence(
     // else the clusters of each side.
     let mut tries = vec![design.resampling];
     if design.resampling == Resampling::Paired {
-        if every_request && policy.gate.pair_requests {
+        if every_request && design.method.pair_requests {
             tries.insert(0, Resampling::PairedRequests);
         }
         tries.push(Resampling::Clustered);
@@ -426,7 +399,7 @@ fn metric_evidence(
             drift_floor: floor.as_ref(),
             n_eff: ev::n_eff(b.values.len(), c.values.len()),
             units,
-            scale: policy.gate.bound_scale,
+            scale: design.method.bound_scale,
         },
     )?;
     Some((deltas, e))
@@ -997,10 +970,10 @@ fn cell_metrics(
                 e.resampling,
                 clustered(b, bcl),
                 clustered(c, ccl),
-                policy.gate.block_mean,
+                design.method.block_mean,
             );
             ep.design_requests_per_side = ev::design_requests(
-                policy.gate.design_spread.of(e, units),
+                design.method.design_spread.of(e, units),
                 b.len().min(c.len()),
                 e.margin_percent,
                 design.oracle_levels.1,
@@ -1059,7 +1032,25 @@ pub fn compare_with_look(
     policy: &Policy,
     look: Option<&Look>,
 ) -> Result<Report, CompareError> {
-    compare_given(baseline, candidate, policy, look, Given::default())
+    compare_by(baseline, candidate, policy, &Method::default(), look)
+}
+
+/// [`compare_with_look`] computed by `method`: the one a report records,
+/// when `verify` makes it again.
+pub fn compare_by(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+    method: &Method,
+    look: Option<&Look>,
+) -> Result<Report, CompareError> {
+    compare_given(
+        baseline,
+        candidate,
+        policy,
+        (method, look),
+        Given::default(),
+    )
 }
 
 /// What `verify` gives `compare` instead of what the runs would hold: a
@@ -1078,7 +1069,7 @@ pub(crate) fn compare_given(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
     policy: &Policy,
-    look: Option<&Look>,
+    (method, look): (&Method, Option<&Look>),
     given: Given,
 ) -> Result<Report, CompareError> {
     check_comparable(baseline, candidate)?;
@@ -1101,7 +1092,7 @@ pub(crate) fn compare_given(
         pairs: (gating_pairs(baseline, policy, quality_pairs), quality_pairs),
         look: look.unwrap_or(&fixed),
     };
-    let design = design_choice(schedule, resampling, &family, policy);
+    let design = design_choice(schedule, resampling, &family, policy, method);
     let cells = compare_cells(baseline, candidate, &design, policy)?;
     let turnover = TurnoverGates::of(&baseline.turnover, &c_turnover, policy);
     let quality = quality::judge(
@@ -1197,6 +1188,7 @@ fn design_choice(
     resampling: Resampling,
     family: &Family,
     policy: &Policy,
+    method: &Method,
 ) -> DesignChoice {
     let pairs = family.pairs.0;
     let (alpha_pass, alpha_fail) = family.look.levels(policy.gate.alpha, pairs);
@@ -1204,6 +1196,7 @@ fn design_choice(
         oracle_levels: design::fixed_levels(policy.gate.alpha, pairs),
         schedule,
         resampling,
+        method: *method,
         alpha_pass,
         alpha_fail,
         drift: DriftFloor {
@@ -1471,10 +1464,10 @@ fn statistics(
         family_wise: Some(family.look.family_wise(
             policy.gate.alpha,
             family.pairs,
-            policy.gate.bound_scale,
+            &design.method,
             (design.alpha_pass, design.alpha_fail),
         )),
-        design: Some(report_design(design.schedule, design.resampling, policy)),
+        design: Some(design.method.design(design.schedule, design.resampling)),
         turnover_margin: Some(policy.turnover.margin),
         drift_floor: Some(DriftFloor {
             pass_sd_percent: policy.gate.drift_sd_percent,

@@ -3,7 +3,7 @@
 //! or tokenizer: everything here is a function of files and seeds.
 //!
 //! Data flows: [`artifact`] (what a run measured) → [`stats`] (the math, a
-//! leaf) → [`design`] (which look a comparison is, and its levels)
+//! leaf) → [`design`] (which look a comparison is, its levels, the method)
 //! → [`compare`] (per-metric deltas and evidence) → [`gate`] (every
 //! pass/fail/inconclusive rule, in one place) → the report model →
 //! [`verify`] (recompute it) → [`render`] (terminal, Markdown, HTML).
@@ -44,7 +44,7 @@ mod turnover_rates;
 pub mod verify;
 
 pub use checker::Disagreement;
-pub use compare::{CompareError, compare, compare_with_look};
+pub use compare::{CompareError, compare, compare_by, compare_with_look};
 pub use config_error::ConfigError;
 pub use gate::{
     EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE,

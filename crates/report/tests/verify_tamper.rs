@@ -4,8 +4,8 @@
 //! verify clean, so every case here is one that could fail.
 
 use infergate_report::artifact::{CellResult, RunArtifact, TurnoverRun};
-use infergate_report::design::Look;
-use infergate_report::{self as report, Policy, compare, compare_with_look};
+use infergate_report::design::{Look, Method};
+use infergate_report::{self as report, Policy, compare, compare_by, compare_with_look};
 use infergate_report::{fixtures, stats, verify, verify_report};
 use serde_json::{Value, json};
 
@@ -91,9 +91,13 @@ fn interleaved_report() -> Value {
     // The candidate here is the baseline times a constant, request by
     // request: paired by request the change is known exactly and decided;
     // these tests need an undecided pair, so blocks are paired only.
-    let mut p = policy();
-    p.gate.pair_requests = false;
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let blocks_only = Method {
+        pair_requests: false,
+        ..Method::default()
+    };
+    let v = compare_by(&b, &c, &policy(), &blocks_only, None)
+        .expect("comparable")
+        .to_value();
     let d = verify(&v);
     assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
     v
@@ -482,6 +486,47 @@ fn design_resampling_disagreeing_with_its_schedule() {
         v["statistics"]["design"]["resampling"] = "paired".into();
     });
     names(&p, "statistics.design.resampling");
+}
+
+/// What a report was made with is read from it whole: the method's fields
+/// (`statistics.design`, `statistics.family_wise.bound_scale`), the look
+/// and the drift floor. Each removed is named; the method changed is read
+/// and computed by, and the numbers no longer agree with it.
+#[test]
+fn the_method_and_the_look_are_read_whole_from_the_report() {
+    let v = interleaved_report();
+    for (block, key) in [
+        ("design", "block_mean"),
+        ("design", "design_spread"),
+        ("family_wise", "bound_scale"),
+        ("family_wise", "look"),
+        ("family_wise", "spending"),
+    ] {
+        let p = paths(v.clone(), |v| {
+            v["statistics"][block].as_object_mut().unwrap().remove(key);
+        });
+        names(&p, &format!("statistics.{block}.{key}"));
+    }
+    for block in ["design", "family_wise", "drift_floor"] {
+        let p = paths(v.clone(), |v| {
+            v["statistics"].as_object_mut().unwrap().remove(block);
+        });
+        names(&p, &format!("statistics.{block}"));
+    }
+    let p = paths(v.clone(), |v| {
+        v["statistics"]["design"]["design_spread"] = "standard_error".into();
+    });
+    assert!(
+        p.iter().any(|x| x.ends_with("design_requests_per_side")),
+        "{p:#?}"
+    );
+    let p = paths(v, |v| {
+        v["statistics"]["family_wise"]["bound_scale"] = "percent".into();
+    });
+    assert!(
+        p.iter().any(|x| x.ends_with("upper_bound_percent")),
+        "{p:#?}"
+    );
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! data it is and the error it may spend there ([`Look`] and its levels);
 //! how an adaptive run places its looks (each look's information fraction
 //! and the rounds its design needs, re-planned at every look: [`Plan`]);
-//! and the report's `statistics.family_wise` block that records the look,
-//! written by `compare` and read back by `verify`.
+//! the method the report's numbers are computed with ([`Method`]); and the
+//! report's `statistics.family_wise` and `statistics.design` blocks that
+//! record them, written by `compare` and read back by `verify`.
 //!
 //! The gate spends its one-sided error `alpha` over its looks. A fixed-size
 //! run has one look and spends all of it there. An adaptive run looks after
@@ -18,12 +19,14 @@
 //!
 //! Pure functions of their arguments: no clock, no I/O.
 
+mod method;
 mod plan;
 mod record;
 
 #[cfg(test)]
 mod tests;
 
+pub use method::{Method, SINGLE_PASS_DRIFT};
 pub use plan::{
     Clock, DESIGN_FIRST_BLOCKS, Plan, Recorded, design_growth, design_rounds, information_fraction,
     pass_design_rounds,

@@ -3,21 +3,20 @@
 
 use serde_json::Value;
 
-use super::{Look, last_two};
+use super::{Look, Method, last_two};
 use crate::checker::Checker;
 use crate::model::FamilyWise;
-use crate::stats::evidence::{BoundScale, Boundaries, Spending};
+use crate::stats::evidence::{Boundaries, Spending};
 
 impl Look {
     /// The `statistics.family_wise` block: how `alpha` was spread over
     /// `gating_pairs` (of which `quality_pairs` are quality parts) and the
-    /// looks, the scale of the bounds, and the levels (pass, fail) it gave
-    /// this look.
+    /// looks, and the levels (pass, fail) it gave this look.
     pub fn family_wise(
         &self,
         alpha: f64,
         (gating_pairs, quality_pairs): (usize, usize),
-        bound_scale: BoundScale,
+        method: &Method,
         (alpha_pass, alpha_fail): (f64, f64),
     ) -> FamilyWise {
         let fraction = self.fraction();
@@ -34,8 +33,7 @@ impl Look {
             pass_information_fractions: self.pass_fractions().map(<[f64]>::to_vec),
             boundaries: self.boundaries(),
             spending: Some(self.spending()),
-            // Absent means percent.
-            bound_scale: (bound_scale == BoundScale::Log).then_some(bound_scale),
+            bound_scale: Some(method.bound_scale),
             alpha_pass,
             alpha_fail,
         }

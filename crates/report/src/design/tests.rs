@@ -4,7 +4,6 @@ use serde_json::json;
 
 use super::*;
 use crate::checker::Checker;
-use crate::stats::evidence::BoundScale;
 use crate::stats::pass_design_share;
 
 const OBF: Spending = Spending::OBrienFleming;
@@ -138,6 +137,7 @@ fn group_sequential_levels_exceed_the_share() {
 /// What `compare` writes of a look is what `verify` reads back.
 #[test]
 fn a_look_reads_back_from_its_record() {
+    let method = Method::default();
     let looks = [
         Look::fixed(OBF),
         Look::planned(17, 20, Spending::Pocock).closing(),
@@ -148,7 +148,7 @@ fn a_look_reads_back_from_its_record() {
     ];
     for look in looks {
         let levels = look.levels(0.05, 6);
-        let fw = look.family_wise(0.05, (6, 0), BoundScale::Log, levels);
+        let fw = look.family_wise(0.05, (6, 0), &method, levels);
         let v = serde_json::to_value(&fw).unwrap();
         let mut ck = Checker::default();
         let read = read_look(&mut ck, &v, fw.looks as u64);
@@ -163,7 +163,7 @@ fn a_look_reads_back_from_its_record() {
 #[test]
 fn an_unreadable_look_is_named() {
     let look = Look::planned(3, 50, OBF).at_fractions(vec![0.1, 0.2, 0.3], None);
-    let fw = look.family_wise(0.05, (6, 0), BoundScale::Log, look.levels(0.05, 6));
+    let fw = look.family_wise(0.05, (6, 0), &Method::default(), look.levels(0.05, 6));
     let v = serde_json::to_value(&fw).unwrap();
     let named = |edit: &dyn Fn(&mut serde_json::Map<String, serde_json::Value>)| {
         let mut v = v.clone();

@@ -60,12 +60,12 @@ impl Resampling {
 /// (one side before it, the other after): their ratios are far out,
 /// and a mean pays for them in variance. On the reference engine's journals
 /// of a bursty hour the mean's bootstrap SE was 2–8 × the trimmed mean's
-/// (`scripts/block-estimators.py`). The policy's default is `Trimmed`.
+/// (`scripts/block-estimators.py`). `compare` uses `Trimmed`
+/// (`crate::design::Method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockMean {
-    /// The mean of the log ratios (their geometric mean): every report
-    /// before the trimmed mean, which `verify` reads as this.
+    /// The mean of the log ratios (their geometric mean).
     Mean,
     /// The mean of the middle log ratios, a fifth of the blocks
     /// ([`TRIM_SHARE`], rounded down) set aside at each end, from
@@ -542,8 +542,8 @@ pub enum Boundaries {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BoundScale {
-    /// Distances from the point in percent (reports before the log scale):
-    /// with few blocks a latency's lower bound can cross −100 %.
+    /// Distances from the point in percent: with few blocks a latency's
+    /// lower bound can cross −100 %.
     Percent,
     /// Distances from the point in the log of the ratio, mapped back to
     /// percent: asymmetric, a latency ratio's bounds stay above −100 % and a
@@ -876,13 +876,12 @@ fn oracle_scale(
     (k.is_finite() && var > 0.0).then_some(k)
 }
 
-/// What an adaptive run's design plans its information from (`[gate]
-/// design_spread`).
+/// What an adaptive run's design plans its information from
+/// (`crate::design::Method::design_spread`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DesignSpread {
-    /// The estimate's standard error, the middle of its bootstrap; `verify`
-    /// reads a report without `design_spread` as this.
+    /// The estimate's standard error, the middle of its bootstrap.
     StandardError,
     /// The spread the bounds show: each bound's distance from the point
     /// over t at its level, where that exceeds the standard error. A heavy

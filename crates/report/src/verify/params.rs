@@ -2,14 +2,14 @@
 //! gates, the defaults when it says `source: "defaults"`, the `statistics`
 //! block against the policy (family-wise levels, design, bootstrap
 //! settings), and the turnover mode and alpha wherever they are repeated.
-//! Also rebuilds what a report was made with (the [`Policy`] and the
-//! [`Look`]), for recomputation.
+//! Also rebuilds what a report was made with (the [`Policy`], the
+//! [`Method`] and the [`Look`]), for recomputation.
 
 use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
-use crate::design::{self, Look};
-use crate::stats::evidence::{BlockMean, BoundScale, DesignSpread, DriftFloor};
+use crate::design::{self, Look, Method};
+use crate::stats::evidence::DriftFloor;
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
 use super::super::checker::{Checker, join, show};
@@ -50,6 +50,8 @@ pub(super) struct Params {
     pub claims_performance_pass: bool,
     /// The look `statistics.family_wise` records, when it records one.
     pub look: Option<Look>,
+    /// The method `statistics` records, when it records one.
+    pub method: Option<Method>,
 }
 
 impl Params {
@@ -101,9 +103,10 @@ pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) -> Params {
         samples_kept,
         claims_performance_pass: root.get("performance_gate_passed") == Some(&Value::Bool(true)),
         look: None,
+        method: None,
     };
     if let Some(s) = stats {
-        params.look = check_statistics(ck, root, s, &params);
+        (params.look, params.method) = check_statistics(ck, root, s, &params);
     }
     check_turnover_params(ck, root, &params);
     if policy.and_then(|p| p.get("source")).and_then(Value::as_str) == Some("defaults") {
@@ -285,13 +288,13 @@ pub(super) fn check_named(
 
 /// `statistics`: bootstrap settings in range, the family-wise levels from
 /// the policy's metrics and the cells, the design's parts agreeing. The
-/// look it records.
+/// look and the method it records.
 fn check_statistics(
     ck: &mut Checker,
     root: &Map<String, Value>,
     s: &Value,
     params: &Params,
-) -> Option<Look> {
+) -> (Option<Look>, Option<Method>) {
     let b = s.get("bootstrap");
     if let Some(n) = ck.count(
         "statistics.bootstrap.iterations",
@@ -313,13 +316,34 @@ fn check_statistics(
     if let Some(m) = s.get("turnover_margin") {
         unit_interval(ck, "statistics.turnover_margin", Some(m));
     }
+    if params.made_by_compare {
+        for k in ["family_wise", "design", "drift_floor"] {
+            if s.get(k).is_none() {
+                ck.push(
+                    format!("statistics.{k}"),
+                    "missing".into(),
+                    "present: `compare` writes it with the statistics block",
+                );
+            }
+        }
+    }
+    if let Some(d) = s.get("drift_floor")
+        && parse::<DriftFloor>(d).is_none()
+    {
+        ck.wrong(
+            "statistics.drift_floor",
+            Some(d),
+            "{\"pass_sd_percent\": a number, \"source\": a string}",
+        );
+    }
     let look = s
         .get("family_wise")
         .and_then(|fw| check_family_wise(ck, root, fw, params));
-    if let Some(d) = s.get("design") {
+    let method = s.get("design").and_then(|d| {
         check_design(ck, d);
-    }
-    look
+        Method::read(ck, s)
+    });
+    (look, method)
 }
 
 /// A number strictly between 0 and 1.
@@ -570,11 +594,12 @@ fn check_defaults(ck: &mut Checker, root: &Map<String, Value>, params: &Params) 
     }
 }
 
-/// What a compare-made report was made with: the policy (its `policy` and
-/// `statistics` blocks) and the look.
+/// What a compare-made report was made with: the user's policy (its
+/// `policy` and `statistics` blocks), the method and the look.
 #[derive(Debug, Clone)]
 pub struct MadeWith {
     pub policy: Policy,
+    pub method: Method,
     pub look: Look,
 }
 
@@ -585,7 +610,13 @@ impl MadeWith {
         baseline: &crate::artifact::RunArtifact,
         candidate: &crate::artifact::RunArtifact,
     ) -> Result<crate::Report, crate::CompareError> {
-        crate::compare_with_look(baseline, candidate, &self.policy, Some(&self.look))
+        crate::compare_by(
+            baseline,
+            candidate,
+            &self.policy,
+            &self.method,
+            Some(&self.look),
+        )
     }
 }
 
@@ -597,13 +628,17 @@ pub(super) fn made_with(root: &Map<String, Value>, params: &Params) -> Result<Ma
         .look
         .clone()
         .ok_or("no readable look (statistics.family_wise)")?;
+    let method = params
+        .method
+        .ok_or("no readable method (statistics.design, statistics.family_wise.bound_scale)")?;
     Ok(MadeWith {
         policy: policy_from_report(root, params, look.spending())?,
+        method,
         look,
     })
 }
 
-/// The policy a compare-made report was made with (spending by
+/// The user's policy a compare-made report was made with (spending by
 /// `spending`, its look's).
 fn policy_from_report(
     root: &Map<String, Value>,
@@ -638,7 +673,10 @@ fn policy_from_report(
         .get("gate_decides")
         .and_then(parse)
         .ok_or("unreadable statistics.gate_decides")?;
-    let drift = drift_floor(root).ok_or("no drift floor (statistics.drift_floor)")?;
+    let drift: DriftFloor = s
+        .get("drift_floor")
+        .and_then(parse)
+        .ok_or("unreadable statistics.drift_floor")?;
     Ok(Policy {
         source: policy
             .get("source")
@@ -665,22 +703,6 @@ fn policy_from_report(
             drift_sd_percent: drift.pass_sd_percent,
             drift_source: drift.source,
             spending,
-            // Reports from before the log scale built their bounds in percent.
-            bound_scale: s
-                .pointer("/family_wise/bound_scale")
-                .and_then(parse::<BoundScale>)
-                .unwrap_or(BoundScale::Percent),
-            pair_requests: s.pointer("/design/pairs_requests") == Some(&Value::Bool(true)),
-            // Reports from before the trimmed mean took the blocks' mean.
-            block_mean: s
-                .pointer("/design/block_mean")
-                .and_then(parse::<BlockMean>)
-                .unwrap_or(BlockMean::Mean),
-            // A report without the field planned from the standard error.
-            design_spread: s
-                .pointer("/design/design_spread")
-                .and_then(parse::<DesignSpread>)
-                .unwrap_or(DesignSpread::StandardError),
         },
         slo: match policy.get("slo") {
             None => Vec::new(),
@@ -725,47 +747,4 @@ fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
         q.feature_margin_points = m;
     }
     q
-}
-
-/// The policy's drift floor: `statistics.drift_floor`, else (older reports)
-/// the one any metric's evidence applied, without its "applied because" part.
-fn drift_floor(root: &Map<String, Value>) -> Option<DriftFloor> {
-    if let Some(d) = root
-        .get("statistics")
-        .and_then(|s| s.get("drift_floor"))
-        .and_then(parse::<DriftFloor>)
-    {
-        return Some(d);
-    }
-    let cells = root.get("cells")?.as_object()?;
-    let applied = cells
-        .values()
-        .filter_map(|c| c.get("metrics")?.as_object())
-        .flat_map(|m| m.values())
-        .find_map(|m| {
-            m.get("evidence")?
-                .get("drift_floor")
-                .and_then(parse::<DriftFloor>)
-        });
-    let single = root
-        .get("statistics")
-        .and_then(|s| s.pointer("/design/schedule"))
-        .and_then(Value::as_str)
-        .is_none_or(|s| s == "single");
-    let Some(applied) = applied else {
-        // Interleaved and alternating designs never apply the floor, so an
-        // older report that did not record it is recomputed without it.
-        return (!single).then(|| DriftFloor {
-            pass_sd_percent: crate::policy::DEFAULT_DRIFT_SD_PERCENT,
-            source: "not recorded by this report; not applied by its design".into(),
-        });
-    };
-    let source = match applied.source.rfind("; applied because ") {
-        Some(i) => applied.source[..i].to_string(),
-        None => applied.source,
-    };
-    Some(DriftFloor {
-        pass_sd_percent: applied.pass_sd_percent,
-        source,
-    })
 }

@@ -358,7 +358,7 @@ struct Sim {
     /// every request by meanwhile (the engine's journals: runs of 10–15
     /// requests a side at 1.4–1.8 × the TTFT around them).
     bursts: (f64, f64, f64),
-    /// How the paired designs combine their blocks (`policy.gate.block_mean`).
+    /// How the paired designs combine their blocks (`design::Method::block_mean`).
     block_mean: BlockMean,
 }
 
@@ -2405,7 +2405,7 @@ fn a_look_plans_by_its_own_spread() {
 }
 
 /// The blocks' log ratios combined by a trimmed mean
-/// (`policy.gate.block_mean = "trimmed"`, the default) against their mean,
+/// (`design::Method::block_mean`, trimmed) against their mean,
 /// in blocks of one request. Three hosts: the engine's fit, a quiet host with bursts (one begins every 100 slots or
 /// so, lasts about 25, and slows every request 1.5×: the reference engine's
 /// journals of 2026-12-05 01:38, where a pair astride a burst's edge has a
