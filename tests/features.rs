@@ -85,6 +85,16 @@ async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
     let dropped_url = format!("http://{}", dropping.addr());
     let c = turnover::run_turnover(&client(&dropped_url), &s, 0, None).await;
 
+    // The schema's first request timed apart from the rest (llama.cpp
+    // compiles the grammar for every request: no difference expected here).
+    for run in [&b, &a, &c] {
+        let (first, later) = (run.first_ttft_ms, run.later_ttft_p50_ms);
+        assert!(first.is_some() && later.is_some(), "{run:#?}");
+        eprintln!(
+            "{}: first request TTFT {first:?} ms, later p50 {later:?} ms",
+            run.name
+        );
+    }
     // Each answer as the marks say, read again here from its text.
     for run in [&b, &a, &c] {
         assert_eq!(marks(run).len(), REQUESTS, "{run:#?}");
@@ -146,7 +156,7 @@ async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
 fn judged(b: &TurnoverRun, c: &TurnoverRun) -> (QualityComparison, BTreeMap<String, GateOutcome>) {
     let (bs, cs) = (std::slice::from_ref(b), std::slice::from_ref(c));
     let features = feature_pairs(bs, cs);
-    assert_eq!(features.len(), 1);
+    assert!(!features.is_empty());
     let (q, gate) = quality::judge(None, &task_pairs(bs, cs), &features, &[], &policy(), A, A)
         .expect("something to judge");
     let parts = gate
@@ -408,6 +418,28 @@ async fn a_cell_expecting_speculative_decoding_names_the_side_that_did_not_draft
         text.contains("the candidate did not do what the cell expects, where the baseline did"),
         "{text}"
     );
+    // Both sides' drafting side by side, in the report and on the screen.
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        r["cells"]["spec"]["baseline_speculative"]["drafted"],
+        s.drafted
+    );
+    assert_eq!(
+        r["cells"]["spec"]["baseline_speculative"]["accepted"],
+        s.accepted
+    );
+    let shown = String::from_utf8_lossy(&o.stdout);
+    let line = format!(
+        "speculative decoding: baseline {} of {} drafted tokens accepted",
+        s.accepted, s.drafted
+    );
+    assert!(shown.contains(&line), "{shown}");
+    let v = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("verify")
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
 }
 
 /// A cell on `/v1/completions`: every measured request goes there with its
@@ -589,4 +621,209 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
     );
     assert_eq!(outcome, "fail", "{bad}");
     assert!(bad["cosine_mean"].as_f64().unwrap() < floors.embedding_cosine_mean_min);
+}
+
+/// Reasoning, on the fast source (the reference model never reasons): a
+/// workload expecting each answer's reasoning apart from it, its requests
+/// asking the source to reason for 3 chunks first. Two sources that send
+/// it as `reasoning_content` pass the reasoning part as an A/A pair; a
+/// source that leaves it in the content (`<think>…</think>`, a runtime
+/// whose reasoning parser broke) fails that part alone, its answers
+/// marked `t`. The answer's first token comes after the reasoning's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passes() {
+    use infergate::measure::features::REASONING;
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"reasoning\"\n[[turnover]]\nname = \"thinks\"\ncontract = \"reference\"\nprompt = \"words\"\n\
+         words = 4\nreasoning = true\nrequests = 100\nconcurrency = 4\nmax_tokens = 8\nseed = 3\n\
+         extra = { fastsource = { reasoning_chunks = 3 } }\n",
+    )
+    .unwrap();
+    let source = |think_in_content: bool| {
+        FastSource::start(FastSourceConfig {
+            itl: std::time::Duration::from_millis(1),
+            think_in_content,
+            ..FastSourceConfig::default()
+        })
+        .expect("fast source")
+    };
+    let run = |url: String, name: &str| {
+        let out = dir.path().join(name);
+        let mut opts = support::run_opts(&url, suite.clone(), out.clone());
+        opts.skip_turnover = false;
+        async move {
+            let art = infergate::measure::runner::run(&opts).await.expect("run");
+            (art, out)
+        }
+    };
+    // Each source stops when dropped: all three are held to the end.
+    let (a, a2, broken) = (source(false).1, source(false).1, source(true).1);
+    let (base, base_dir) = run(a.base_url(), "a").await;
+    let (_, again_dir) = run(a2.base_url(), "a2").await;
+    let (cand, cand_dir) = run(broken.base_url(), "broken").await;
+    let marks = |art: &infergate::report::artifact::RunArtifact| {
+        art.turnover[0].features[REASONING].clone()
+    };
+    assert_eq!(marks(&base), "1".repeat(100));
+    assert_eq!(marks(&cand), "t".repeat(100));
+
+    let journal =
+        infergate::measure::journal::read(&base_dir.join(infergate::measure::runner::JOURNAL_FILE))
+            .unwrap();
+    let reasoned: Vec<_> = journal
+        .iter()
+        .filter(|r| !r.capture.reasoning.is_empty())
+        .collect();
+    assert!(reasoned.len() >= 100, "{}", reasoned.len());
+    for r in reasoned {
+        let c = &r.capture;
+        assert!(c.ttft_ms > c.ttfo_ms, "answer after reasoning: {c:?}");
+        assert!(!c.reasoning_from_content && !c.content.contains("<think>"));
+    }
+
+    let outcome = |cand: &Path, name: &str| {
+        let report = dir.path().join(format!("{name}.json"));
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("compare")
+            .arg(base_dir.join("run.json"))
+            .arg(cand.join("run.json"))
+            .arg("-o")
+            .arg(&report)
+            .output()
+            .unwrap();
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let parts: Vec<(String, String)> = r["gates"]["quality"]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["subject"].as_str().unwrap().to_string(),
+                    p["outcome"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (parts, r["quality"]["features"][0]["reason"].clone(), r)
+    };
+    let (aa, _, _) = outcome(&again_dir, "aa");
+    assert_eq!(
+        aa,
+        vec![("quality: reasoning thinks".to_string(), "pass".to_string())]
+    );
+    let (bad, _, r) = outcome(&cand_dir, "broken");
+    assert_eq!(
+        bad,
+        vec![("quality: reasoning thinks".to_string(), "fail".to_string())]
+    );
+    assert_eq!(
+        r["quality"]["features"][0]["candidate_marks"]["reasoning_in_content"],
+        100
+    );
+    // Its text and speed parts do not carry the blame.
+    assert_eq!(r["strict_turnover_gate_passed"], true, "{}", r["turnover"]);
+}
+
+/// Tool calls that are delivered, on the fast source (the reference model
+/// never calls a tool): every request offers two functions and requires a
+/// call. Two sources that call the first pass both the tool-call and the
+/// same-function parts as an A/A pair; a source that calls the last, a
+/// valid call of an offered function, passes the tool-call part and fails
+/// the same-function part alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_that_calls_another_offered_function_fails_only_the_same_function_part() {
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig, ToolPick};
+    let dir = tempfile::tempdir().unwrap();
+    let function = |name: &str| {
+        serde_json::json!({"type": "function", "function": {"name": name, "parameters": {
+            "type": "object", "properties": {"answer": {"type": "integer"}},
+            "required": ["answer"], "additionalProperties": false}}})
+    };
+    std::fs::write(
+        dir.path().join("tools.json"),
+        serde_json::json!([function("submit_answer"), function("ask_again")]).to_string(),
+    )
+    .unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"tools\"\n[[turnover]]\nname = \"calls\"\ncontract = \"reference\"\nprompt = \"words\"\n\
+         words = 4\ntools = { file = \"tools.json\", choice = \"required\" }\nrequests = 100\n\
+         concurrency = 4\nmax_tokens = 8\nseed = 3\n",
+    )
+    .unwrap();
+    let source = |pick| {
+        FastSource::start(FastSourceConfig {
+            tool_calls: Some(pick),
+            ..FastSourceConfig::default()
+        })
+        .expect("fast source")
+        .1
+    };
+    let (a, a2, other) = (
+        source(ToolPick::First),
+        source(ToolPick::First),
+        source(ToolPick::Last),
+    );
+    let run = |url: String, name: &str| {
+        let out = dir.path().join(name);
+        let mut opts = support::run_opts(&url, suite.clone(), out.clone());
+        opts.skip_turnover = false;
+        async move {
+            infergate::measure::runner::run(&opts).await.expect("run");
+            out
+        }
+    };
+    let base_dir = run(a.base_url(), "a").await;
+    let again_dir = run(a2.base_url(), "a2").await;
+    let other_dir = run(other.base_url(), "other").await;
+    let parts = |cand: &Path, name: &str| {
+        let report = dir.path().join(format!("{name}.json"));
+        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("compare")
+            .arg(base_dir.join("run.json"))
+            .arg(cand.join("run.json"))
+            .arg("-o")
+            .arg(&report)
+            .output()
+            .unwrap();
+        let verified = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("verify")
+            .arg(&report)
+            .output()
+            .unwrap();
+        assert!(
+            verified.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verified.stdout)
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        r["gates"]["quality"]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["subject"].as_str().unwrap().to_string(),
+                    p["outcome"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let want = |call: &str, function: &str| {
+        vec![
+            ("quality: tool_call calls".to_string(), call.to_string()),
+            (
+                "quality: tool_function calls".to_string(),
+                function.to_string(),
+            ),
+        ]
+    };
+    assert_eq!(parts(&again_dir, "aa"), want("pass", "pass"));
+    assert_eq!(parts(&other_dir, "other"), want("pass", "fail"));
 }

@@ -206,6 +206,8 @@ fn a_reference_comparison_validates() {
         task_answers: String::new(),
         task_set_sha256: None,
         features: Default::default(),
+        first_ttft_ms: None,
+        later_ttft_p50_ms: None,
     };
     let b = run(
         &["ab", "x", "\u{fffd}", "q"],

@@ -110,6 +110,8 @@ fn speculative(ok: &[&RequestRecord]) -> Option<Speculative> {
         drafted: reported.iter().filter_map(|t| t.draft_n).sum(),
         accepted: reported.iter().filter_map(|t| t.draft_n_accepted).sum(),
         predicted: reported.iter().filter_map(|t| t.predicted_n).sum(),
+        drafts: None,
+        from_counters: None,
     })
 }
 

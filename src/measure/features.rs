@@ -16,6 +16,11 @@
 //! | `r` | | valid calls, another finish reason |
 //! | `-` | no answer: the request failed, or its text hit the capture cap | the same |
 //!
+//! A workload that expects reasoning (`reasoning = true`) has each answer
+//! marked by [`reasoning_mark`]: `1` reasoning apart from a non-empty
+//! answer, `t` reasoning left in the content, `e` no answer after the
+//! reasoning, `m` no reasoning.
+//!
 //! `compare` pairs the marks request by request across runtimes (only `1`
 //! counts as delivered) and gates the drop in the valid share like a task's
 //! accuracy (`report::quality`). Pure: a capture in, a mark out.
@@ -33,6 +38,28 @@ use crate::measure::record::StreamCapture;
 pub const STRUCTURED_OUTPUT: &str = "structured_output";
 /// The key of tool calls' marks.
 pub const TOOL_CALL: &str = "tool_call";
+/// The key of reasoning's marks.
+pub const REASONING: &str = "reasoning";
+pub use crate::report::quality::TOOL_FUNCTION;
+
+/// A reasoning workload's answer marked: `1` reasoning apart from a
+/// non-empty answer; `t` reasoning inside the content (a `<think>` block the
+/// server did not separate); `e` reasoning and no answer after it (it used
+/// up `max_tokens`, or the server stopped there); `m` no reasoning at all;
+/// `-` no answer.
+pub fn reasoning_mark(cap: &StreamCapture) -> char {
+    if cap.failure.is_some() || cap.truncated {
+        mark::NO_ANSWER
+    } else if cap.reasoning.trim().is_empty() {
+        mark::NO_REASONING
+    } else if cap.reasoning_from_content {
+        mark::REASONING_IN_CONTENT
+    } else if cap.content.trim().is_empty() {
+        mark::EMPTY_ANSWER
+    } else {
+        mark::VALID
+    }
+}
 
 pub use crate::report::quality::{mark, mark_counts};
 
@@ -324,6 +351,23 @@ impl ToolCalling {
         out
     }
 
+    /// Which function the answer called first, as a letter by its place
+    /// in the tools file (`A` the first offered; both runtimes were offered
+    /// the same file, so the letters compare across them): `n` no call,
+    /// `f` a function not offered, `-` no answer.
+    pub fn function_mark(&self, cap: &StreamCapture) -> char {
+        if cap.failure.is_some() || cap.truncated {
+            return mark::NO_ANSWER;
+        }
+        let Some(call) = cap.tool_calls.first() else {
+            return mark::NO_CALL;
+        };
+        match self.functions.iter().position(|(n, _)| *n == call.name) {
+            Some(i) if i < 26 => char::from(b'A' + i as u8),
+            _ => mark::UNKNOWN_FUNCTION,
+        }
+    }
+
     /// The answer's mark (the module's table): the first call that falls
     /// short decides it.
     pub fn mark(&self, cap: &StreamCapture) -> char {
@@ -374,6 +418,44 @@ mod tests {
             finish_reasons: vec![finish.into()],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn each_reasoning_answer_is_marked_by_where_its_reasoning_went() {
+        let with = |reasoning: &str, content: &str, from_content: bool| StreamCapture {
+            reasoning: reasoning.into(),
+            content: content.into(),
+            reasoning_from_content: from_content,
+            finish_reasons: vec!["length".into()],
+            ..Default::default()
+        };
+        assert_eq!(reasoning_mark(&with("think", "42", false)), mark::VALID);
+        assert_eq!(
+            reasoning_mark(&with("think", "42", true)),
+            mark::REASONING_IN_CONTENT
+        );
+        // max_tokens spent on reasoning: nothing after it.
+        assert_eq!(
+            reasoning_mark(&with("think", " ", false)),
+            mark::EMPTY_ANSWER
+        );
+        assert_eq!(reasoning_mark(&with("", "42", false)), mark::NO_REASONING);
+        let mut failed = with("think", "42", false);
+        failed.truncated = true;
+        assert_eq!(reasoning_mark(&failed), mark::NO_ANSWER);
+        assert_eq!(
+            mark_counts("1tem-"),
+            [
+                ("answer_empty", 1),
+                ("no_answer", 1),
+                ("no_reasoning", 1),
+                ("reasoning_in_content", 1),
+                ("valid", 1)
+            ]
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), n))
+            .collect()
+        );
     }
 
     fn answer_schema() -> StructuredOutput {

@@ -40,6 +40,10 @@ pub struct StreamCapture {
     pub completion_tokens: Option<u64>,
     /// True when completion_tokens was counted client-side because the server sent no usage.
     pub completion_tokens_estimated: bool,
+    /// Of the completion tokens, the reasoning's, as the server counted them
+    /// (`usage.completion_tokens_details.reasoning_tokens`), when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
     /// Every finish_reason the stream carried, in order.
     pub finish_reasons: Vec<String>,
     /// Did the stream end with `data: [DONE]`?

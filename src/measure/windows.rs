@@ -74,6 +74,30 @@ pub fn merge(
     }
 }
 
+/// A server that does not count drafts per response (vLLM) may count them
+/// in its metrics: the target's counters then say what drafting did, and
+/// the cell's expectation of it is judged on them.
+fn speculative_from_counters(cell: &mut CellResult) {
+    if cell.speculative.is_some() {
+        return;
+    }
+    let Some(spec) = cell
+        .server_metrics
+        .iter()
+        .filter(|m| m.endpoint == crate::measure::scrape::TARGET_ENDPOINT)
+        .find_map(|m| m.speculative())
+    else {
+        return;
+    };
+    const KEY: &str = "expect.spec_acceptance_min";
+    cell.ineligible_reasons.retain(|r| !r.starts_with(KEY));
+    let unmet = cell.expect.unmet(None, Some(&spec));
+    cell.ineligible_reasons
+        .extend(unmet.into_iter().filter(|r| r.starts_with(KEY)));
+    cell.performance_eligible = cell.ineligible_reasons.is_empty();
+    cell.speculative = Some(spec);
+}
+
 /// One summary per endpoint; an endpoint that never gave a window is
 /// reported unavailable, with the reason its first failed scrape gave.
 pub fn server_metrics(windows: BTreeMap<String, EndpointWindows>) -> Vec<ServerMetrics> {
@@ -90,6 +114,7 @@ pub fn server_metrics(windows: BTreeMap<String, EndpointWindows>) -> Vec<ServerM
 /// whose token counters disagree with the journal over the same requests.
 pub fn attach(cell: &mut CellResult, windows: BTreeMap<String, EndpointWindows>) {
     cell.server_metrics = server_metrics(windows);
+    speculative_from_counters(cell);
     for m in &cell.server_metrics {
         let Some(check) = m
             .check
@@ -266,5 +291,79 @@ mod tests {
             Some("GET answered 404 Not Found")
         );
         assert_eq!(m[0].windows, 0);
+    }
+
+    /// vLLM counts drafts in its metrics, not per response: the target's
+    /// counters over the cell's window give the cell's speculative decoding
+    /// (summed over series, as vLLM labels each engine), and the cell's
+    /// expectation is judged on them.
+    #[test]
+    fn a_vllm_cell_reads_its_drafting_from_the_counters_and_is_judged_on_it() {
+        let vllm = |phase, requests, [drafts, drafted, accepted, generated]: [f64; 4]| {
+            let counter = |name: &str, engine: &str, value: f64| MetricSample {
+                name: name.into(),
+                labels: [("engine".to_string(), engine.to_string())].into(),
+                kind: Kind::Counter,
+                value,
+            };
+            ScrapeEntry {
+                samples: Some(vec![
+                    counter("vllm:spec_decode_num_drafts_total", "0", drafts),
+                    counter(
+                        "vllm:spec_decode_num_draft_tokens_total",
+                        "0",
+                        drafted / 2.0,
+                    ),
+                    counter(
+                        "vllm:spec_decode_num_draft_tokens_total",
+                        "1",
+                        drafted / 2.0,
+                    ),
+                    counter("vllm:spec_decode_num_accepted_tokens_total", "0", accepted),
+                    counter("vllm:generation_tokens_total", "0", generated),
+                ]),
+                error: None,
+                ..entry("a/0", phase, requests, Some(0.0))
+            }
+        };
+        let entries = vec![
+            vllm(Phase::Before, vec![[0, 2]], [10.0, 30.0, 20.0, 100.0]),
+            vllm(Phase::After, vec![], [50.0, 190.0, 116.0, 260.0]),
+        ];
+        let records = vec![rec(0, 100, 0, 80), rec(1, 100, 0, 80)];
+        let m = server_metrics(cell_windows(&entries, "c", &records, usize::MAX));
+        let spec = m[0].speculative().expect("vLLM's counters");
+        assert_eq!(
+            (spec.drafts, spec.drafted, spec.accepted, spec.predicted),
+            (Some(40), 160, 96, 160)
+        );
+        // 1 + 96 accepted over 40 verification steps.
+        assert_eq!(spec.mean_accepted_length(), Some(3.4));
+
+        let expect = |min: f64| {
+            let mut cell = crate::report::fixtures::cell(
+                "c",
+                crate::report::fixtures::shape(100, 1, 2),
+                BTreeMap::new(),
+                None,
+            );
+            cell.expect.spec_acceptance_min = Some(min);
+            cell.ineligible_reasons = cell.expect.unmet(None, None);
+            cell.performance_eligible = false;
+            cell.server_metrics = m.clone();
+            speculative_from_counters(&mut cell);
+            cell
+        };
+        let met = expect(0.5);
+        assert!(met.performance_eligible, "{:?}", met.ineligible_reasons);
+        assert_eq!(met.speculative.as_ref().map(|s| s.accepted), Some(96));
+        let short = expect(0.7);
+        assert!(!short.performance_eligible);
+        assert!(
+            short.ineligible_reasons[0]
+                .contains("accepted 0.600 of its drafted tokens (96 of 160)"),
+            "{:?}",
+            short.ineligible_reasons
+        );
     }
 }

@@ -500,17 +500,26 @@ impl Expect {
 }
 
 /// The server's own account of speculative decoding over a cell's
-/// successful requests (llama.cpp's per-response `timings.draft_n`,
-/// `draft_n_accepted` and `predicted_n`).
+/// successful requests: llama.cpp's per-response `timings.draft_n`,
+/// `draft_n_accepted` and `predicted_n`, or vLLM's `spec_decode_*`
+/// counters over the cell's windows (`from_counters`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Speculative {
-    /// Requests whose server reported its drafted tokens.
+    /// Requests whose server reported its drafted tokens (0 when read from
+    /// counters, which do not count requests).
     pub reported: usize,
     /// Tokens drafted, and of them accepted, summed over those requests.
     pub drafted: u64,
     pub accepted: u64,
     /// Output tokens of those requests.
     pub predicted: u64,
+    /// Verification steps that carried drafts (vLLM's `num_drafts`), when
+    /// the server counts them: the mean accepted length follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafts: Option<u64>,
+    /// The counters it was read from, when not per-response timings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_counters: Option<String>,
 }
 
 impl Speculative {
@@ -522,6 +531,15 @@ impl Speculative {
     /// Output tokens that came from accepted drafts.
     pub fn accepted_share(&self) -> Option<f64> {
         (self.predicted > 0).then(|| self.accepted as f64 / self.predicted as f64)
+    }
+
+    /// Tokens each verification step yields on average: its accepted
+    /// drafts and the target model's own token (vLLM's definition, `1 +
+    /// accepted / drafts`); none where steps are not counted.
+    pub fn mean_accepted_length(&self) -> Option<f64> {
+        self.drafts
+            .filter(|&d| d > 0)
+            .map(|d| 1.0 + self.accepted as f64 / d as f64)
     }
 }
 
@@ -602,6 +620,14 @@ pub struct TurnoverRun {
     /// `max_tokens`, `-` no answer (the request failed).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub features: std::collections::BTreeMap<String, String>,
+    /// A workload asking for structured output or tools: the TTFT of its
+    /// first reference request (alone, the first on its schema in this
+    /// run, where a runtime compiles its grammar) and the median of the
+    /// later ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -656,6 +682,7 @@ mod tests {
             drafted,
             accepted,
             predicted: 100,
+            ..Speculative::default()
         };
         assert!(
             want.unmet(Some(&cache(60, 100)), Some(&spec(50, 15)))

@@ -224,6 +224,8 @@ fn turnover_report(r: &TurnoverRun) -> TurnoverRunReport {
         contract: Some(r.contract.clone()),
         concurrency: Some(r.concurrency),
         contaminated: Some(r.contaminated),
+        first_ttft_ms: r.first_ttft_ms,
+        later_ttft_p50_ms: r.later_ttft_p50_ms,
     }
 }
 
@@ -894,6 +896,8 @@ fn cell_comparison(bc: &CellResult, cc: &CellResult, sides: SideEligibility) -> 
         candidate_sessions: cc.sessions.clone(),
         baseline_server_metrics: bc.server_metrics.iter().map(|m| m.for_report()).collect(),
         candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
+        baseline_speculative: bc.speculative.clone(),
+        candidate_speculative: cc.speculative.clone(),
     }
 }
 

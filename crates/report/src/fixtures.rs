@@ -129,6 +129,8 @@ pub fn turnover(repeat: usize, requests: usize, failed: usize) -> TurnoverRun {
         performance_eligible: false,
         contaminated: 0,
         failures: (0..failed).map(|i| failure(i * 5)).collect(),
+        first_ttft_ms: None,
+        later_ttft_p50_ms: None,
     }
 }
 

@@ -207,6 +207,12 @@ pub struct CellComparison {
     pub baseline_server_metrics: Vec<crate::server_metrics::ServerMetrics>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidate_server_metrics: Vec<crate::server_metrics::ServerMetrics>,
+    /// Each side's speculative decoding over the cell, as its server counted
+    /// it (drafted and accepted tokens), when it said anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_speculative: Option<crate::artifact::Speculative>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_speculative: Option<crate::artifact::Speculative>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -417,6 +423,11 @@ pub struct TurnoverRunReport {
     /// Answers that carried another request's canary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contaminated: Option<usize>,
+    /// A schema's first request's TTFT and the later ones' median (the run's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -91,6 +91,10 @@ pub struct FeaturePair {
     pub candidate: String,
 }
 
+/// The key of each answer's first called function, a letter by its place
+/// among the functions offered (`A` first; `n` no call, `f` not offered).
+pub const TOOL_FUNCTION: &str = "tool_function";
+
 /// The features both sides marked for the same workload (its first
 /// repeat), in the baseline's order.
 pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec<FeaturePair> {
@@ -98,16 +102,43 @@ pub fn feature_pairs(baseline: &[TurnoverRun], candidate: &[TurnoverRun]) -> Vec
     for (b, c) in first_repeats(baseline, candidate) {
         for (feature, marks) in &b.features {
             if let Some(theirs) = c.features.get(feature) {
+                let (baseline, candidate) = if feature == TOOL_FUNCTION {
+                    same_function(marks, theirs)
+                } else {
+                    (marks.clone(), theirs.clone())
+                };
                 out.push(FeaturePair {
                     workload: b.name.clone(),
                     feature: feature.clone(),
-                    baseline: marks.clone(),
-                    candidate: theirs.clone(),
+                    baseline,
+                    candidate,
                 });
             }
         }
     }
     out
+}
+
+/// The called functions as a feature: the baseline delivers (`1`) where
+/// it called one, the candidate where it called the same one; a candidate
+/// that called another is `f`. Its own output again gives itself (a
+/// report keeps these marks, and `verify` pairs them again).
+fn same_function(baseline: &str, candidate: &str) -> (String, String) {
+    let called = |m: char| m.is_ascii_uppercase() || m == mark::VALID;
+    baseline
+        .chars()
+        .zip(candidate.chars())
+        .map(|(b, c)| {
+            let theirs = if called(b) && c == b {
+                mark::VALID
+            } else if called(c) {
+                mark::UNKNOWN_FUNCTION
+            } else {
+                c
+            };
+            (if called(b) { mark::VALID } else { b }, theirs)
+        })
+        .unzip()
 }
 
 /// How many quality parts gate under `policy`: one per task both sides
@@ -257,8 +288,13 @@ impl FeatureRate {
                 parts.join(", ")
             }
         };
+        let none = if t.baseline_correct == 0 && t.candidate_correct == 0 {
+            "; neither side delivered it on any request: the feature did not engage"
+        } else {
+            ""
+        };
         format!(
-            "delivered {}/{} ({:.1} %) → {}/{} ({:.1} %), drop {:+.1} points; one-sided bounds [{:+.1}, {:+.1}] against a margin of {} points; not delivered: baseline {}, candidate {}",
+            "delivered {}/{} ({:.1} %) → {}/{} ({:.1} %), drop {:+.1} points; one-sided bounds [{:+.1}, {:+.1}] against a margin of {} points; not delivered: baseline {}, candidate {}{none}",
             t.baseline_correct,
             t.items,
             pct(t.baseline_correct),
@@ -283,7 +319,7 @@ pub fn feature_rate(
     alpha_pass: f64,
     alpha_fail: f64,
 ) -> FeatureRate {
-    let rate = task_accuracy(
+    let mut rate = task_accuracy(
         &p.workload,
         &p.baseline,
         &p.candidate,
@@ -291,6 +327,12 @@ pub fn feature_rate(
         alpha_pass,
         alpha_fail,
     );
+    // Nothing delivered on either side: no drop, and no sign the feature
+    // ran at all; more requests would not change that.
+    if rate.baseline_correct == 0 && rate.candidate_correct == 0 {
+        rate.outcome = GateOutcome::Inconclusive;
+        rate.items_to_resolve = None;
+    }
     FeatureRate {
         feature: p.feature.clone(),
         baseline_marks: mark_counts(&rate.baseline_answers),
@@ -318,10 +360,18 @@ pub mod mark {
     pub const UNKNOWN_FUNCTION: char = 'f';
     /// Valid calls, but the stream did not finish with `"tool_calls"`.
     pub const WRONG_FINISH: char = 'r';
+    /// A reasoning workload's answer whose reasoning came inside the
+    /// content (`<think>…</think>`), not apart from it.
+    pub const REASONING_IN_CONTENT: char = 't';
+    /// Reasoning, and no answer after it (it used up `max_tokens`, or the
+    /// server stopped there).
+    pub const EMPTY_ANSWER: char = 'e';
+    /// A reasoning workload's answer with no reasoning at all.
+    pub const NO_REASONING: char = 'm';
     /// No answer: the request failed, or its text hit the capture cap.
     pub const NO_ANSWER: char = '-';
     /// Every mark with the name a report counts it under.
-    pub const NAMES: [(char, &str); 8] = [
+    pub const NAMES: [(char, &str); 11] = [
         (VALID, "valid"),
         (SCHEMA_INVALID, "schema_invalid"),
         (INVALID_JSON, "invalid_json"),
@@ -329,6 +379,9 @@ pub mod mark {
         (NO_CALL, "no_call"),
         (UNKNOWN_FUNCTION, "unknown_function"),
         (WRONG_FINISH, "wrong_finish_reason"),
+        (REASONING_IN_CONTENT, "reasoning_in_content"),
+        (EMPTY_ANSWER, "answer_empty"),
+        (NO_REASONING, "no_reasoning"),
         (NO_ANSWER, "no_answer"),
     ];
 }

@@ -265,6 +265,8 @@ mod tests {
             task_answers: String::new(),
             task_set_sha256: None,
             features: Default::default(),
+            first_ttft_ms: None,
+            later_ttft_p50_ms: None,
         }
     }
 

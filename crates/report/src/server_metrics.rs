@@ -252,6 +252,41 @@ impl ServerMetrics {
     }
 }
 
+/// vLLM's speculative-decoding counters, summed over their series.
+const VLLM_DRAFTS: &str = "vllm:spec_decode_num_drafts_total";
+const VLLM_DRAFT_TOKENS: &str = "vllm:spec_decode_num_draft_tokens_total";
+const VLLM_ACCEPTED: &str = "vllm:spec_decode_num_accepted_tokens_total";
+const VLLM_GENERATED: &str = "vllm:generation_tokens_total";
+
+impl ServerMetrics {
+    /// Speculative decoding as the endpoint's counters saw it over the
+    /// cell's windows (vLLM's `spec_decode_*`); none when it has none.
+    pub fn speculative(&self) -> Option<crate::artifact::Speculative> {
+        let sum = |family: &str| -> Option<f64> {
+            let mut found = None;
+            for (key, v) in &self.counters {
+                if key.split('{').next() == Some(family) {
+                    *found.get_or_insert(0.0) += v;
+                }
+            }
+            found
+        };
+        let drafted = sum(VLLM_DRAFT_TOKENS)?;
+        let whole = |v: f64| v.max(0.0).round() as u64;
+        Some(crate::artifact::Speculative {
+            reported: 0,
+            drafted: whole(drafted),
+            accepted: whole(sum(VLLM_ACCEPTED).unwrap_or(0.0)),
+            predicted: whole(sum(VLLM_GENERATED).unwrap_or(0.0)),
+            drafts: sum(VLLM_DRAFTS).map(whole),
+            from_counters: Some(format!(
+                "{VLLM_DRAFT_TOKENS}, {VLLM_ACCEPTED}, {VLLM_DRAFTS} and {VLLM_GENERATED} over the cell's windows at {}",
+                self.endpoint
+            )),
+        })
+    }
+}
+
 /// Engine families by metric-name prefix.
 const ENGINES: [(&str, &str); 4] = [
     ("llamacpp:", "llama.cpp"),
@@ -354,6 +389,19 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("vllm", "vllm:prompt_tokens_total", "prompt tokens"),
     ("vllm", "vllm:generation_tokens_total", "tokens generated"),
     ("vllm", "vllm:num_preemptions_total", "preemptions"),
+    ("vllm", VLLM_DRAFT_TOKENS, "speculative tokens drafted"),
+    ("vllm", VLLM_ACCEPTED, "speculative tokens accepted"),
+    ("vllm", VLLM_DRAFTS, "speculative verification steps"),
+    (
+        "sglang",
+        "sglang:spec_accept_rate",
+        "speculative acceptance rate",
+    ),
+    (
+        "sglang",
+        "sglang:spec_accept_length",
+        "speculative tokens per verification step",
+    ),
     ("sglang", "sglang:time_to_first_token_seconds", "TTFT (s)"),
     ("sglang", "sglang:inter_token_latency_seconds", "ITL (s)"),
     (

@@ -77,7 +77,25 @@ pub struct FastSourceConfig {
     /// Counting mode: keep each chat request's messages and count, for
     /// [`FastSource::take_prompts`] (a test's independent recount).
     pub record_prompts: bool,
+    /// Reasoning a request asks for (`reasoning_chunks`) comes inside the
+    /// content in `<think>…</think>`, as from a server that does not
+    /// separate it; a request's `think_in_content` overrides it.
+    pub think_in_content: bool,
+    /// A streamed chat request that offers `tools` is answered with one
+    /// call of the first offered function (or, `Last`, the last), its
+    /// arguments [`TOOL_ARGUMENTS`], and `finish_reason = "tool_calls"`.
+    pub tool_calls: Option<ToolPick>,
 }
+
+/// Which offered function the source calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolPick {
+    First,
+    Last,
+}
+
+/// The arguments of every call the source makes.
+pub const TOOL_ARGUMENTS: &str = "{\"answer\": 1}";
 
 impl Default for FastSourceConfig {
     fn default() -> Self {
@@ -93,6 +111,8 @@ impl Default for FastSourceConfig {
             threads: 1,
             counter: None,
             record_prompts: false,
+            think_in_content: false,
+            tool_calls: None,
         }
     }
 }
@@ -137,6 +157,11 @@ pub struct Overrides {
     /// [`monotonic_ns`]). Lets a benchmark split its timing error into the
     /// source's lateness and the client's delay.
     pub stamp: Option<bool>,
+    /// The first this many chunks carry reasoning, not the answer: as
+    /// `reasoning_content` deltas, or with `think_in_content` as content
+    /// inside `<think>…</think>` (a server that does not separate it).
+    pub reasoning_chunks: Option<usize>,
+    pub think_in_content: Option<bool>,
 }
 
 /// Width of a send stamp in content text.
@@ -164,6 +189,234 @@ struct RequestBody {
     max_completion_tokens: Option<u64>,
     #[serde(default)]
     fastsource: Overrides,
+    /// OpenAI's `tools`: only their function names are read.
+    #[serde(default)]
+    tools: Vec<OfferedTool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedTool {
+    function: OfferedFunction,
+}
+
+#[derive(Debug, Deserialize)]
+struct OfferedFunction {
+    name: String,
+}
+
+/// Where a request goes.
+enum Route {
+    Chat,
+    Completions,
+    /// Answered already; whether the connection may be reused.
+    Answered(bool),
+}
+
+/// One answer's facts: its endpoint, tokens, finish reason and ids.
+struct Answer {
+    chat: bool,
+    seq: u64,
+    tokens: usize,
+    finish: &'static str,
+    prompt_tokens: usize,
+    /// The function called instead of text, when the source calls tools.
+    call: Option<String>,
+}
+
+impl Answer {
+    fn of(
+        cfg: &FastSourceConfig,
+        req: &RequestBody,
+        chat: bool,
+        seq: u64,
+        prompt_tokens: usize,
+    ) -> Answer {
+        let requested = req.max_completion_tokens.or(req.max_tokens);
+        let offered = || match cfg.tool_calls? {
+            ToolPick::First => req.tools.first(),
+            ToolPick::Last => req.tools.last(),
+        };
+        let call = offered()
+            .filter(|_| chat && req.stream)
+            .map(|t| t.function.name.clone());
+        Answer {
+            chat,
+            seq,
+            tokens: if call.is_some() {
+                1
+            } else {
+                requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX))
+            },
+            finish: match (&call, requested) {
+                (Some(_), _) => "tool_calls",
+                (None, Some(_)) => "length",
+                (None, None) => "stop",
+            },
+            prompt_tokens,
+            call,
+        }
+    }
+
+    fn usage(&self) -> serde_json::Value {
+        let (p, n) = (self.prompt_tokens, self.tokens);
+        serde_json::json!({"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n})
+    }
+
+    /// The unstreamed answer.
+    fn whole(&self, cfg: &FastSourceConfig) -> serde_json::Value {
+        let text = cfg.token.repeat(self.tokens.min(1 << 20));
+        let (seq, finish) = (self.seq, self.finish);
+        if self.chat {
+            serde_json::json!({"id": format!("chatcmpl-fs-{seq}"), "object": "chat.completion",
+                "created": 0, "model": cfg.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": self.usage()})
+        } else {
+            serde_json::json!({"id": format!("cmpl-fs-{seq}"), "object": "text_completion",
+                "created": 0, "model": cfg.model,
+                "choices": [{"index": 0, "text": text, "finish_reason": finish}],
+                "usage": self.usage()})
+        }
+    }
+}
+
+/// Every frame of a streamed answer, built once per request; per chunk the
+/// source only copies bytes.
+struct Frames {
+    role: Vec<u8>,
+    content: Vec<u8>,
+    /// Where the stamp digits sit inside the content frame.
+    stamp_at: Option<usize>,
+    /// The first `reasoning` chunks carry reasoning instead: as
+    /// `reasoning_content` deltas, or as content inside `<think>…</think>`
+    /// (first, middle and last frames).
+    reasoning: usize,
+    think: [Vec<u8>; 3],
+    fin: Vec<u8>,
+    prefix: String,
+    usage_json: String,
+}
+
+impl Frames {
+    fn of(cfg: &FastSourceConfig, a: &Answer, o: &Overrides) -> Frames {
+        let stamp = o.stamp.unwrap_or(false);
+        // A stamped chunk carries a placeholder that is overwritten as it is sent.
+        let token_json = if stamp {
+            format!("\"{}\"", "0".repeat(STAMP_DIGITS))
+        } else {
+            json_string(&cfg.token)
+        };
+        let (id, object) = if a.chat {
+            (format!("chatcmpl-fs-{}", a.seq), "chat.completion.chunk")
+        } else {
+            (format!("cmpl-fs-{}", a.seq), "text_completion")
+        };
+        let prefix = format!(
+            "{{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":0,\"model\":{},\"system_fingerprint\":\"fastsource\",\"choices\":",
+            json_string(&cfg.model)
+        );
+        let choice = |payload: &str, fin: &str| {
+            if a.chat {
+                format!("[{{\"index\":0,\"delta\":{payload},\"finish_reason\":{fin}}}]}}")
+            } else {
+                format!(
+                    "[{{\"index\":0,\"text\":{payload},\"logprobs\":null,\"finish_reason\":{fin}}}]}}"
+                )
+            }
+        };
+        let delta = |field: &str, text: &str| {
+            let payload = if a.chat {
+                format!("{{\"{field}\":{text}}}")
+            } else {
+                text.to_string()
+            };
+            frame(&format!("{prefix}{}", choice(&payload, "null")))
+        };
+        let content = match &a.call {
+            Some(name) => delta(
+                "tool_calls",
+                &serde_json::json!([{"index": 0, "id": format!("call_{}", a.seq), "type": "function",
+                    "function": {"name": name, "arguments": TOOL_ARGUMENTS}}])
+                .to_string(),
+            ),
+            None => delta("content", &token_json),
+        };
+        let stamp_at = stamp
+            .then(|| find(&content, token_json.as_bytes()).map(|p| p + 1))
+            .flatten();
+        let reasoning = o.reasoning_chunks.unwrap_or(0).min(a.tokens);
+        let tok = &cfg.token;
+        let think = if o.think_in_content.unwrap_or(cfg.think_in_content) || !a.chat {
+            let last = if reasoning == 1 {
+                format!("<think>{tok}</think>")
+            } else {
+                format!("{tok}</think>")
+            };
+            [
+                delta("content", &json_string(&format!("<think>{tok}"))),
+                delta("content", &json_string(tok)),
+                delta("content", &json_string(&last)),
+            ]
+        } else {
+            let r = delta("reasoning_content", &json_string(tok));
+            [r.clone(), r.clone(), r]
+        };
+        let fin_payload = if a.chat { "{}" } else { "\"\"" };
+        Frames {
+            role: frame(&format!(
+                "{prefix}{}",
+                choice("{\"role\":\"assistant\",\"content\":null}", "null")
+            )),
+            fin: frame(&format!(
+                "{prefix}{}",
+                choice(fin_payload, &format!("\"{}\"", a.finish))
+            )),
+            content,
+            stamp_at,
+            reasoning,
+            think,
+            prefix,
+            usage_json: format!(
+                "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}",
+                a.prompt_tokens,
+                a.tokens,
+                a.prompt_tokens + a.tokens
+            ),
+        }
+    }
+
+    /// Chunk `i`'s frame, and where its stamp goes.
+    fn chunk(&self, i: usize) -> (&[u8], Option<usize>) {
+        if i >= self.reasoning {
+            return (&self.content, self.stamp_at);
+        }
+        let which = if i + 1 == self.reasoning {
+            2
+        } else {
+            usize::from(i > 0)
+        };
+        (&self.think[which], None)
+    }
+
+    /// The finish, usage and `[DONE]` frames the overrides leave in.
+    fn push_tail(&self, out: &mut Vec<u8>, o: &Overrides, cfg: &FastSourceConfig) {
+        if !o.no_finish.unwrap_or(false) {
+            out.extend_from_slice(&self.fin);
+        }
+        if o.usage.unwrap_or(cfg.usage) {
+            out.extend_from_slice(&frame(&format!(
+                "{}[],\"usage\":{}}}",
+                self.prefix, self.usage_json
+            )));
+        }
+        if o.done.unwrap_or(cfg.done) {
+            out.extend_from_slice(&frame("[DONE]"));
+        }
+    }
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// A running source. Dropping it stops the server and closes its connections.
@@ -386,46 +639,14 @@ impl Conn {
 
     /// Answer one request. Returns whether the connection may be reused.
     async fn respond(&mut self, head: &Head, body: &[u8], t0: Instant) -> io::Result<bool> {
-        let chat = match (head.method_post, head.path.as_str()) {
-            (true, "/v1/chat/completions") => true,
-            (true, "/v1/completions") => false,
-            (false, "/v1/models") => {
-                let m = serde_json::json!({
-                    "object": "list",
-                    "data": [{"id": self.cfg.model, "object": "model", "owned_by": "fastsource"}],
-                });
-                self.simple(200, "application/json", m.to_string().as_bytes(), false)
-                    .await?;
-                return Ok(true);
-            }
-            (false, "/health") => {
-                self.simple(200, "application/json", b"{\"status\":\"ok\"}", false)
-                    .await?;
-                return Ok(true);
-            }
-            (_, "") => {
-                self.simple(400, "text/plain", b"bad request", true).await?;
-                return Ok(false);
-            }
-            _ => {
-                self.simple(
-                    404,
-                    "application/json",
-                    b"{\"error\":{\"message\":\"not found\"}}",
-                    false,
-                )
-                .await?;
-                return Ok(true);
-            }
+        let chat = match self.route(head).await? {
+            Route::Answered(reuse) => return Ok(reuse),
+            Route::Chat => true,
+            Route::Completions => false,
         };
         let req: RequestBody = match serde_json::from_slice(body) {
             Ok(r) => r,
-            Err(e) => {
-                let msg = serde_json::json!({"error": {"message": format!("bad JSON: {e}"), "code": 400}});
-                self.simple(400, "application/json", msg.to_string().as_bytes(), false)
-                    .await?;
-                return Ok(true);
-            }
+            Err(e) => return self.error_json(400, format!("bad JSON: {e}")).await,
         };
         let o = &req.fastsource;
         if let Some(status) = o.status.filter(|s| *s != 200) {
@@ -441,118 +662,94 @@ impl Conn {
             return Ok(true);
         }
         let cfg = self.cfg.clone();
-        let requested = req.max_completion_tokens.or(req.max_tokens);
-        let n = requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX));
-        let finish = if requested.is_some() {
-            "length"
-        } else {
-            "stop"
-        };
         let (prompt_tokens, t0) = match (&cfg.counter, chat) {
             // Counting is the source's prefill: the schedule starts after it,
             // so a paced answer stays paced however long the prompt.
             (Some(counter), true) => match self.count(counter, body, req.stream).await {
                 Ok(n) => (usize::try_from(n).unwrap_or(usize::MAX), Instant::now()),
-                Err(e) => {
-                    let msg = serde_json::json!({"error": {"message": format!("fastsource: {e:#}"), "code": 400}});
-                    self.simple(400, "application/json", msg.to_string().as_bytes(), false)
-                        .await?;
-                    return Ok(true);
-                }
+                Err(e) => return self.error_json(400, format!("fastsource: {e:#}")).await,
             },
             _ => (body.len() / 4, t0),
         };
         let seq = self.counter.fetch_add(1, Ordering::Relaxed);
-        let stamp = o.stamp.unwrap_or(false);
-        // A stamped chunk carries a placeholder that is overwritten as it is sent.
-        let token_json = if stamp {
-            format!("\"{}\"", "0".repeat(STAMP_DIGITS))
-        } else {
-            serde_json::to_string(&cfg.token).unwrap_or_else(|_| "\"\"".into())
-        };
-
+        let answer = Answer::of(&self.cfg, &req, chat, seq, prompt_tokens);
         if !req.stream {
-            let text = cfg.token.repeat(n.min(1 << 20));
-            let v = if chat {
-                serde_json::json!({"id": format!("chatcmpl-fs-{seq}"), "object": "chat.completion",
-                    "created": 0, "model": cfg.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}})
-            } else {
-                serde_json::json!({"id": format!("cmpl-fs-{seq}"), "object": "text_completion",
-                    "created": 0, "model": cfg.model,
-                    "choices": [{"index": 0, "text": text, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}})
-            };
+            let v = answer.whole(&self.cfg);
             self.simple(200, "application/json", v.to_string().as_bytes(), false)
                 .await?;
             return Ok(true);
         }
+        self.stream(&answer, o, t0).await
+    }
 
+    /// What a path answers: a chat or text completion, or (models, health,
+    /// not found, a bad request) an answer already written.
+    async fn route(&mut self, head: &Head) -> io::Result<Route> {
+        match (head.method_post, head.path.as_str()) {
+            (true, "/v1/chat/completions") => Ok(Route::Chat),
+            (true, "/v1/completions") => Ok(Route::Completions),
+            (false, "/v1/models") => {
+                let m = serde_json::json!({
+                    "object": "list",
+                    "data": [{"id": self.cfg.model, "object": "model", "owned_by": "fastsource"}],
+                });
+                self.simple(200, "application/json", m.to_string().as_bytes(), false)
+                    .await?;
+                Ok(Route::Answered(true))
+            }
+            (false, "/health") => {
+                self.simple(200, "application/json", b"{\"status\":\"ok\"}", false)
+                    .await?;
+                Ok(Route::Answered(true))
+            }
+            (_, "") => {
+                self.simple(400, "text/plain", b"bad request", true).await?;
+                Ok(Route::Answered(false))
+            }
+            _ => {
+                let body = b"{\"error\":{\"message\":\"not found\"}}";
+                self.simple(404, "application/json", body, false).await?;
+                Ok(Route::Answered(true))
+            }
+        }
+    }
+
+    /// An error answer with a JSON body; the connection stays usable.
+    async fn error_json(&mut self, status: u16, message: String) -> io::Result<bool> {
+        let msg = serde_json::json!({"error": {"message": message, "code": status}});
+        self.simple(
+            status,
+            "application/json",
+            msg.to_string().as_bytes(),
+            false,
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Stream `answer` on its schedule, with the faults `o` asks for.
+    async fn stream(&mut self, answer: &Answer, o: &Overrides, t0: Instant) -> io::Result<bool> {
         let ms = |v: Option<f64>, d: Duration| {
             v.filter(|x| x.is_finite() && *x >= 0.0)
                 .map_or(d, |x| Duration::from_secs_f64(x / 1000.0))
         };
-        let ttft = ms(o.ttft_ms, cfg.ttft);
-        let itl = ms(o.itl_ms, cfg.itl);
-        let role_chunk = o.role_chunk.unwrap_or(cfg.role_chunk) && chat;
-        let usage = o.usage.unwrap_or(cfg.usage);
-        let done = o.done.unwrap_or(cfg.done);
-        let model_json = serde_json::to_string(&cfg.model).unwrap_or_else(|_| "\"\"".into());
-
-        // Every frame is built once per request; per chunk the source only copies bytes.
-        let (id, object) = if chat {
-            (format!("chatcmpl-fs-{seq}"), "chat.completion.chunk")
-        } else {
-            (format!("cmpl-fs-{seq}"), "text_completion")
-        };
-        let prefix = format!(
-            "{{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":0,\"model\":{model_json},\"system_fingerprint\":\"fastsource\",\"choices\":"
-        );
-        let choice = |payload: &str, fin: &str| {
-            if chat {
-                format!("[{{\"index\":0,\"delta\":{payload},\"finish_reason\":{fin}}}]}}")
-            } else {
-                format!(
-                    "[{{\"index\":0,\"text\":{payload},\"logprobs\":null,\"finish_reason\":{fin}}}]}}"
-                )
-            }
-        };
-        let role = frame(&format!(
-            "{prefix}{}",
-            choice("{\"role\":\"assistant\",\"content\":null}", "null")
-        ));
-        let content = if chat {
-            frame(&format!(
-                "{prefix}{}",
-                choice(&format!("{{\"content\":{token_json}}}"), "null")
-            ))
-        } else {
-            frame(&format!("{prefix}{}", choice(&token_json, "null")))
-        };
-        let fin_payload = if chat { "{}" } else { "\"\"" };
-        let fin = frame(&format!(
-            "{prefix}{}",
-            choice(fin_payload, &format!("\"{finish}\""))
-        ));
-
+        let ttft = ms(o.ttft_ms, self.cfg.ttft);
+        let itl = ms(o.itl_ms, self.cfg.itl);
+        let frames = Frames::of(&self.cfg, answer, o);
+        let n = answer.tokens;
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         out.extend_from_slice(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n",
         );
-        if role_chunk {
-            out.extend_from_slice(&role);
+        if o.role_chunk.unwrap_or(self.cfg.role_chunk) && answer.chat {
+            out.extend_from_slice(&frames.role);
         }
         let stall = o.stall_after.map(|k| k.min(n));
         let error_at = o.error_after.map(|k| k.min(n));
         let sent = stall.or(error_at).unwrap_or(n);
-        // Where the stamp digits sit inside the content frame.
-        let stamp_at = stamp
-            .then(|| find(&content, token_json.as_bytes()).map(|p| p + 1))
-            .flatten();
         let r = self
-            .send_chunks(&mut out, &content, stamp_at, sent, t0, ttft, itl)
+            .send_chunks(&mut out, &frames, sent, t0, ttft, itl)
             .await;
         if let Err(e) = r {
             self.out = out;
@@ -571,18 +768,7 @@ impl Conn {
                 "{\"error\":{\"message\":\"fastsource: injected error\",\"type\":\"server_error\",\"code\":500}}",
             ));
         } else {
-            if !o.no_finish.unwrap_or(false) {
-                out.extend_from_slice(&fin);
-            }
-            if usage {
-                out.extend_from_slice(&frame(&format!(
-                    "{prefix}[],\"usage\":{{\"prompt_tokens\":{prompt_tokens},\"completion_tokens\":{n},\"total_tokens\":{}}}}}",
-                    prompt_tokens + n
-                )));
-            }
-            if done {
-                out.extend_from_slice(&frame("[DONE]"));
-            }
+            frames.push_tail(&mut out, o, &self.cfg);
         }
         out.extend_from_slice(b"0\r\n\r\n");
         let r = self.sock.write_all(&out).await;
@@ -630,8 +816,7 @@ impl Conn {
     async fn send_chunks(
         &mut self,
         out: &mut Vec<u8>,
-        content: &[u8],
-        stamp_at: Option<usize>,
+        frames: &Frames,
         count: usize,
         t0: Instant,
         ttft: Duration,
@@ -651,7 +836,8 @@ impl Conn {
                 }
             }
             let at = out.len();
-            out.extend_from_slice(content);
+            let (chunk, stamp_at) = frames.chunk(i);
+            out.extend_from_slice(chunk);
             if let Some(p) = stamp_at {
                 let digits = format!("{:0width$}", monotonic_ns(), width = STAMP_DIGITS);
                 out[at + p..at + p + STAMP_DIGITS].copy_from_slice(digits.as_bytes());

@@ -89,6 +89,15 @@ pub(super) struct Usage {
     /// vLLM, OpenAI, llama.cpp: `{cached_tokens}`, prompt tokens served from cache.
     #[serde(default)]
     pub(super) prompt_tokens_details: Option<PromptTokensDetails>,
+    /// vLLM, OpenAI: `{reasoning_tokens}`, the completion's reasoning share.
+    #[serde(default)]
+    pub(super) completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct CompletionTokensDetails {
+    #[serde(default)]
+    pub(super) reasoning_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

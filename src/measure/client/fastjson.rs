@@ -357,7 +357,7 @@ impl<'a> Parser<'a> {
                 Some(())
             }
             // Once per stream, in the usage chunk: left to serde.
-            "prompt_tokens_details" => None,
+            "prompt_tokens_details" | "completion_tokens_details" => None,
             _ => p.skip(2),
         })
     }

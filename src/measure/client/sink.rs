@@ -325,6 +325,9 @@ impl<'c> Sink<'c> {
         if let Some(n) = u.prompt_tokens_details.and_then(|d| d.cached_tokens) {
             self.cap.cached_prompt_tokens = Some(n);
         }
+        if let Some(n) = u.completion_tokens_details.and_then(|d| d.reasoning_tokens) {
+            self.cap.reasoning_tokens = Some(n);
+        }
     }
 
     /// llama.cpp's per-request timings (the final chunk).

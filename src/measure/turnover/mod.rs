@@ -33,6 +33,7 @@
 //! #                         # output asked of every request, each reference answer
 //! #                         # marked by what came back (reference contract only; features)
 //! # tools = { file = "tools/answer.json", choice = "required" }   # tool calls, likewise
+//! # reasoning = true        # each answer's reasoning expected apart from it, likewise
 //! ```
 //!
 //! Pure parts (markers, contracts, judging, the run record) are unit tested in
@@ -153,6 +154,12 @@ pub struct TurnoverSpec {
     /// `tools` read and compiled, by `Suite::load`.
     #[serde(skip)]
     pub tool_calling: Option<features::ToolCalling>,
+    /// Every answer is expected to carry its reasoning apart from the
+    /// answer (a reasoning model behind a reasoning parser): each reference
+    /// answer is marked ([`features::reasoning_mark`]) and `compare` gates
+    /// the share that was.
+    #[serde(default)]
+    pub reasoning: bool,
     /// Every marker of the qualification: this workload's repeats once
     /// parsed, every workload of the suite once the suite is (`with_suite_markers`).
     #[serde(skip)]
@@ -338,6 +345,7 @@ impl TurnoverSpec {
                 self.tools.is_some(),
                 &["tools", "tool_choice", "parallel_tool_calls"][..],
             ),
+            ("reasoning", self.reasoning, &[][..]),
         ] {
             if !asked {
                 continue;
@@ -658,6 +666,8 @@ pub fn summarize(
         task_answers: String::new(),
         task_set_sha256: spec.task_set_sha256(),
         features: Default::default(),
+        first_ttft_ms: None,
+        later_ttft_p50_ms: None,
     };
     for j in judged {
         run.requests += 1;
@@ -697,6 +707,24 @@ async fn closed_loop(
     while let Some((i, t_send, cap)) = in_flight.next().await {
         on_done(i, t_send, cap);
     }
+}
+
+/// The first reference answer's TTFT (or TTFO, for a tool call) and the
+/// later ones' median: a grammar compiled on a schema's first request
+/// shows as the difference.
+fn first_and_later_ttft<'a>(
+    refs: impl IntoIterator<Item = &'a StreamCapture>,
+) -> (Option<f64>, Option<f64>) {
+    let ttft = |c: &StreamCapture| {
+        c.failure
+            .is_none()
+            .then(|| c.ttft_ms.or(c.ttfo_ms))
+            .flatten()
+    };
+    let mut refs = refs.into_iter();
+    let first = refs.next().and_then(ttft);
+    let later: Vec<f64> = refs.filter_map(ttft).collect();
+    (first, crate::report::stats::median(&later))
 }
 
 /// Run repeat `repeat` of `spec` against `client` and judge it.
@@ -789,6 +817,10 @@ pub async fn run_turnover(
     run.reference_tokens = reference_tokens(references.iter().flatten());
     run.task_answers = spec.task_answers(references.iter().flatten());
     run.features = spec.feature_marks(references.iter().flatten());
+    if spec.structured.is_some() || spec.tool_calling.is_some() {
+        (run.first_ttft_ms, run.later_ttft_p50_ms) =
+            first_and_later_ttft(references.iter().flatten());
+    }
     run
 }
 
@@ -875,7 +907,20 @@ impl TurnoverSpec {
             let marks = refs.iter().map(|c| t.mark(c)).collect();
             (features::TOOL_CALL.to_string(), marks)
         });
-        structured.into_iter().chain(tools).collect()
+        let functions = self.tool_calling.as_ref().map(|t| {
+            let marks = refs.iter().map(|c| t.function_mark(c)).collect();
+            (features::TOOL_FUNCTION.to_string(), marks)
+        });
+        let reasoning = self.reasoning.then(|| {
+            let marks = refs.iter().map(|c| features::reasoning_mark(c)).collect();
+            (features::REASONING.to_string(), marks)
+        });
+        structured
+            .into_iter()
+            .chain(tools)
+            .chain(functions)
+            .chain(reasoning)
+            .collect()
     }
 
     /// Task prompts: the identity of the items asked (None for other prompts).

@@ -339,3 +339,56 @@ fn a_feature_part_passes_an_a_a_pair_only_with_enough_requests() {
     assert_eq!(f.rate.outcome, GateOutcome::Fail);
     assert_eq!(f.candidate_marks.get("invalid_json"), Some(&20));
 }
+
+/// A feature neither side delivered on any request (a reasoning workload
+/// against two runtimes without reasoning, tools a model never calls) is
+/// undecided and says so, however many requests: no drop is not evidence
+/// that the feature works. One side delivering is judged as usual.
+#[test]
+fn a_feature_neither_side_delivered_is_undecided_and_named() {
+    let pair = |b: &str, c: &str| FeaturePair {
+        workload: "w".into(),
+        feature: "reasoning".into(),
+        baseline: b.repeat(200),
+        candidate: c.repeat(200),
+    };
+    let none = feature_rate(&pair("m", "m"), 5.0, A, A);
+    assert_eq!(none.rate.outcome, GateOutcome::Inconclusive);
+    assert_eq!(none.rate.items_to_resolve, None);
+    assert!(
+        none.reason().contains("did not engage"),
+        "{}",
+        none.reason()
+    );
+    assert_eq!(none.baseline_marks.get("no_reasoning"), Some(&200));
+    assert_eq!(
+        feature_rate(&pair("1", "m"), 5.0, A, A).rate.outcome,
+        GateOutcome::Fail
+    );
+    assert_eq!(
+        feature_rate(&pair("m", "1"), 5.0, A, A).rate.outcome,
+        GateOutcome::Pass
+    );
+}
+
+/// Each answer's first called function, compared with the baseline's on
+/// the same request: another offered function is not delivered, and the
+/// pairing of its own output gives the same marks again (what `verify`
+/// does with a report's).
+#[test]
+fn the_same_function_as_the_baseline_is_what_a_tool_function_part_counts() {
+    let run = |marks: &str| TurnoverRun {
+        features: [(TOOL_FUNCTION.to_string(), marks.to_string())].into(),
+        ..crate::fixtures::turnover(0, marks.len(), 0)
+    };
+    let pairs = feature_pairs(&[run("AABn-A")], &[run("ABBAAn")]);
+    let p = &pairs[0];
+    assert_eq!(
+        (p.baseline.as_str(), p.candidate.as_str()),
+        ("111n-1", "1f1ffn")
+    );
+    let again = feature_pairs(&[run(&p.baseline)], &[run(&p.candidate)]);
+    assert_eq!(again[0], *p);
+    let f = feature_rate(p, 5.0, A, A);
+    assert_eq!((f.rate.baseline_correct, f.rate.candidate_correct), (4, 2));
+}

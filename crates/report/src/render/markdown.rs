@@ -321,7 +321,7 @@ fn turnover(out: &mut String, v: &View) {
         }
     );
     for run in &v.runs {
-        for line in View::failure_summary(run) {
+        for line in View::run_lines(run) {
             let _ = writeln!(out, "- {}: {}", code(&run.key), md(&line));
         }
     }

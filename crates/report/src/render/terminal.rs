@@ -301,7 +301,7 @@ fn turnover(out: &mut String, v: &View, color: bool) {
         "  p worse / p better: one-sided p that the candidate's failure rate is higher / lower than the baseline's"
     );
     for run in &v.runs {
-        for line in View::failure_summary(run) {
+        for line in View::run_lines(run) {
             let _ = writeln!(out, "  {}: {line}", run.key);
         }
     }

@@ -105,6 +105,9 @@ pub struct CellView {
     /// Each side's conversation sessions.
     pub baseline_sessions: Option<crate::artifact::Sessions>,
     pub candidate_sessions: Option<crate::artifact::Sessions>,
+    /// Each side's speculative decoding, as its server counted it.
+    pub baseline_speculative: Option<crate::artifact::Speculative>,
+    pub candidate_speculative: Option<crate::artifact::Speculative>,
 }
 
 impl CellView {
@@ -169,6 +172,7 @@ impl CellView {
 
     fn server_entries(&self) -> Vec<ServerLine> {
         let mut out = self.timing_lines();
+        out.extend(self.speculative_line());
         for (side, all) in [
             ("baseline", &self.baseline_metrics),
             ("candidate", &self.candidate_metrics),
@@ -178,6 +182,42 @@ impl CellView {
             }
         }
         out
+    }
+
+    /// Both sides' speculative decoding side by side; an alarm when the
+    /// baseline drafted and the candidate did not.
+    fn speculative_line(&self) -> Option<ServerLine> {
+        let (b, c) = (
+            self.baseline_speculative.as_ref(),
+            self.candidate_speculative.as_ref(),
+        );
+        if b.is_none() && c.is_none() {
+            return None;
+        }
+        let show = |s: Option<&crate::artifact::Speculative>| match s {
+            Some(s) if s.drafted > 0 => format!(
+                "{} of {} drafted tokens accepted ({:.1} %), {:.1} % of {} output tokens{}",
+                s.accepted,
+                s.drafted,
+                s.acceptance().unwrap_or(0.0) * 100.0,
+                s.accepted_share().unwrap_or(0.0) * 100.0,
+                s.predicted,
+                s.mean_accepted_length().map_or(String::new(), |l| format!(
+                    ", {l:.2} tokens per verification step"
+                ))
+            ),
+            Some(s) => format!("nothing drafted over {} requests", s.reported),
+            None => "nothing reported".to_string(),
+        };
+        let drafted = |s: Option<&crate::artifact::Speculative>| s.is_some_and(|s| s.drafted > 0);
+        Some(ServerLine {
+            text: format!(
+                "speculative decoding: baseline {}; candidate {}",
+                show(b),
+                show(c)
+            ),
+            alarm: drafted(b) && !drafted(c),
+        })
     }
 
     fn timing_lines(&self) -> Vec<ServerLine> {
@@ -236,6 +276,10 @@ impl CellView {
             .filter(|l| l.alarm)
             .map(|l| l.text.clone())
             .collect();
+        // What drafting did is shown whether or not it alarms.
+        if let Some(l) = self.speculative_line().filter(|l| !l.alarm) {
+            out.insert(0, l.text);
+        }
         let agreeing: Vec<&str> = [
             ("baseline", &self.baseline_metrics),
             ("candidate", &self.candidate_metrics),
@@ -416,6 +460,10 @@ pub struct RunView {
     pub responses_received: Option<u64>,
     pub contaminated: Option<u64>,
     pub failures: Vec<FailureView>,
+    /// A structured-output or tool workload: its first request's TTFT, and
+    /// the later ones' median.
+    pub first_ttft_ms: Option<f64>,
+    pub later_ttft_p50_ms: Option<f64>,
 }
 
 pub struct FailureView {
@@ -1048,6 +1096,8 @@ fn cell_view(name: &str, c: &Value, policy_order: &[String], by_evidence: bool) 
         candidate_slices: typed(c.get("candidate_slices")).unwrap_or_default(),
         baseline_sessions: typed(c.get("baseline_sessions")),
         candidate_sessions: typed(c.get("candidate_sessions")),
+        baseline_speculative: typed(c.get("baseline_speculative")),
+        candidate_speculative: typed(c.get("candidate_speculative")),
     }
 }
 
@@ -1075,6 +1125,8 @@ fn run_view(((side, _), key, r): &TurnoverEntry<'_>) -> RunView {
         failed: u(r.get("failed")),
         responses_received: u(r.get("responses_received")),
         contaminated: u(r.get("contaminated")),
+        first_ttft_ms: f(r.get("first_ttft_ms")),
+        later_ttft_p50_ms: f(r.get("later_ttft_p50_ms")),
         failures: r
             .get("failures")
             .and_then(Value::as_array)
@@ -1534,6 +1586,21 @@ impl View {
 
     /// Turnover failures of a run, one line per failure class:
     /// `controlled_output_failed ×2: #2 (33 words, stop), #35 (31 words, stop)`.
+    /// What a run's failures and, for a schema's workload, its first
+    /// request say: one line each.
+    pub fn run_lines(run: &RunView) -> Vec<String> {
+        let mut out = Self::failure_summary(run);
+        if let Some(first) = run.first_ttft_ms {
+            let later = run
+                .later_ttft_p50_ms
+                .map_or("—".to_string(), |l| format!("{l:.1} ms"));
+            out.push(format!(
+                "first request on its schema (where a grammar is compiled): TTFT {first:.1} ms; later requests p50 {later}"
+            ));
+        }
+        out
+    }
+
     pub fn failure_summary(run: &RunView) -> Vec<String> {
         let mut classes: Vec<(String, Vec<String>)> = Vec::new();
         for f in &run.failures {

@@ -118,6 +118,17 @@ pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expecte
     }
 }
 
+/// A field a run may leave out.
+fn optional<T: serde::de::DeserializeOwned>(
+    run: &Value,
+    key: &str,
+    field: &str,
+) -> Result<Option<T>, String> {
+    run.get(field)
+        .map(|v| parse(Some(v), &join(key, field)))
+        .transpose()
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: Option<&Value>, what: &str) -> Result<T, String> {
     let v = v.ok_or(format!("no {what}"))?;
     serde_json::from_value(v.clone()).map_err(|e| format!("unreadable {what}: {e}"))
@@ -218,6 +229,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
     // Measured by the run (per turn or length): taken as given.
     let slices = fields.optional("slices")?.unwrap_or_default();
     let sessions = fields.optional("sessions")?;
+    let speculative = fields.optional("speculative")?;
     let slo = suite_slo(&fields, &request_rows)?;
     Ok(CellResult {
         name: name.to_string(),
@@ -236,7 +248,7 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         // Not kept by a report; what they decided (comparability, warnings)
         // is in the report's own eligibility and warnings, taken as given.
         prompt_cache: None,
-        speculative: None,
+        speculative,
         expect: Default::default(),
         output_length: None,
         warnings: Vec::new(),
@@ -467,6 +479,9 @@ fn side_turnover(root: &Map<String, Value>, side: Side) -> Result<Vec<TurnoverRu
             contaminated: run
                 .get("contaminated")
                 .map_or(Ok(0), |_| num("contaminated"))?,
+            // Measured by the run: taken as given, carried through.
+            first_ttft_ms: optional(run, key, "first_ttft_ms")?,
+            later_ttft_p50_ms: optional(run, key, "later_ttft_p50_ms")?,
             failures,
             name,
         });
