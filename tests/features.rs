@@ -65,6 +65,41 @@ fn marks(run: &TurnoverRun) -> &str {
         .unwrap_or_default()
 }
 
+/// `infergate compare` of two run directories into `report`, then
+/// `infergate verify` of it, which must agree: the report, and what
+/// compare printed.
+fn compare_and_verify(base: &Path, cand: &Path, report: &Path) -> (serde_json::Value, String) {
+    let infergate = || std::process::Command::new(env!("CARGO_BIN_EXE_infergate"));
+    let o = infergate()
+        .arg("compare")
+        .arg(base.join("run.json"))
+        .arg(cand.join("run.json"))
+        .arg("-o")
+        .arg(report)
+        .output()
+        .unwrap();
+    assert!(report.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = infergate().arg("verify").arg(report).output().unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
+    let r = serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
+    (r, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The quality gate's parts of a report: (subject, outcome).
+fn quality_parts(r: &serde_json::Value) -> Vec<(String, String)> {
+    r["gates"]["quality"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["subject"].as_str().unwrap().to_string(),
+                p["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
     let s = spec(
@@ -577,30 +612,11 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
 
     let judged = |cand_dir: &Path, name: &str| {
         let report = dir.path().join(format!("{name}.json"));
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .arg("compare")
-            .arg(base_dir.join("run.json"))
-            .arg(cand_dir.join("run.json"))
-            .arg("-o")
-            .arg(&report)
-            .output()
-            .unwrap();
-        assert!(report.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
-        let v = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .arg("verify")
-            .arg(&report)
-            .output()
-            .unwrap();
-        assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        let parts = r["gates"]["quality"]["parts"].as_array().unwrap().clone();
+        let (r, _) = compare_and_verify(&base_dir, cand_dir, &report);
+        let parts = quality_parts(&r);
         assert_eq!(parts.len(), 1, "{parts:?}");
-        assert_eq!(parts[0]["subject"], format!("{PART_PREFIX}sentences"));
-        (
-            r["quality"]["embeddings"][0].clone(),
-            parts[0]["outcome"].clone(),
-        )
+        assert_eq!(parts[0].0, format!("{PART_PREFIX}sentences"));
+        (r["quality"]["embeddings"][0].clone(), parts[0].1.clone())
     };
     let (_, cand_dir, _) = run("embed-candidate", "candidate").await;
     let (aa, outcome) = judged(&cand_dir, "aa");
@@ -686,36 +702,15 @@ async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passe
     }
 
     let outcome = |cand: &Path, name: &str| {
-        let report = dir.path().join(format!("{name}.json"));
-        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .arg("compare")
-            .arg(base_dir.join("run.json"))
-            .arg(cand.join("run.json"))
-            .arg("-o")
-            .arg(&report)
-            .output()
-            .unwrap();
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        let parts: Vec<(String, String)> = r["gates"]["quality"]["parts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| {
-                (
-                    p["subject"].as_str().unwrap().to_string(),
-                    p["outcome"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        (parts, r["quality"]["features"][0]["reason"].clone(), r)
+        let (r, _) = compare_and_verify(&base_dir, cand, &dir.path().join(format!("{name}.json")));
+        (quality_parts(&r), r)
     };
-    let (aa, _, _) = outcome(&again_dir, "aa");
+    let (aa, _) = outcome(&again_dir, "aa");
     assert_eq!(
         aa,
         vec![("quality: reasoning thinks".to_string(), "pass".to_string())]
     );
-    let (bad, _, r) = outcome(&cand_dir, "broken");
+    let (bad, r) = outcome(&cand_dir, "broken");
     assert_eq!(
         bad,
         vec![("quality: reasoning thinks".to_string(), "fail".to_string())]
@@ -783,37 +778,7 @@ async fn a_runtime_that_calls_another_offered_function_fails_only_the_same_funct
     let other_dir = run(other.base_url(), "other").await;
     let parts = |cand: &Path, name: &str| {
         let report = dir.path().join(format!("{name}.json"));
-        std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .arg("compare")
-            .arg(base_dir.join("run.json"))
-            .arg(cand.join("run.json"))
-            .arg("-o")
-            .arg(&report)
-            .output()
-            .unwrap();
-        let verified = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-            .arg("verify")
-            .arg(&report)
-            .output()
-            .unwrap();
-        assert!(
-            verified.status.success(),
-            "{}",
-            String::from_utf8_lossy(&verified.stdout)
-        );
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        r["gates"]["quality"]["parts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| {
-                (
-                    p["subject"].as_str().unwrap().to_string(),
-                    p["outcome"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect::<Vec<_>>()
+        quality_parts(&compare_and_verify(&base_dir, cand, &report).0)
     };
     let want = |call: &str, function: &str| {
         vec![

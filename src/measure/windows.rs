@@ -85,7 +85,7 @@ fn speculative_from_counters(cell: &mut CellResult) {
         .server_metrics
         .iter()
         .filter(|m| m.endpoint == crate::measure::scrape::TARGET_ENDPOINT)
-        .find_map(|m| m.speculative())
+        .find_map(crate::report::artifact::Speculative::from_counters)
     else {
         return;
     };
@@ -332,7 +332,8 @@ mod tests {
         ];
         let records = vec![rec(0, 100, 0, 80), rec(1, 100, 0, 80)];
         let m = server_metrics(cell_windows(&entries, "c", &records, usize::MAX));
-        let spec = m[0].speculative().expect("vLLM's counters");
+        let spec =
+            crate::report::artifact::Speculative::from_counters(&m[0]).expect("vLLM's counters");
         assert_eq!(
             (spec.drafts, spec.drafted, spec.accepted, spec.predicted),
             (Some(40), 160, 96, 160)

@@ -533,6 +533,27 @@ impl Speculative {
         (self.predicted > 0).then(|| self.accepted as f64 / self.predicted as f64)
     }
 
+    /// Speculative decoding as an endpoint's counters saw it over the
+    /// cell's windows (vLLM's `spec_decode_*`); none when it has none.
+    pub fn from_counters(m: &crate::server_metrics::ServerMetrics) -> Option<Speculative> {
+        use crate::server_metrics::{
+            VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS, VLLM_GENERATED,
+        };
+        let whole = |v: f64| v.max(0.0).round() as u64;
+        let drafted = m.counter_sum(VLLM_DRAFT_TOKENS)?;
+        Some(Speculative {
+            reported: 0,
+            drafted: whole(drafted),
+            accepted: whole(m.counter_sum(VLLM_ACCEPTED).unwrap_or(0.0)),
+            predicted: whole(m.counter_sum(VLLM_GENERATED).unwrap_or(0.0)),
+            drafts: m.counter_sum(VLLM_DRAFTS).map(whole),
+            from_counters: Some(format!(
+                "{VLLM_DRAFT_TOKENS}, {VLLM_ACCEPTED}, {VLLM_DRAFTS} and {VLLM_GENERATED} over the cell's windows at {}",
+                m.endpoint
+            )),
+        })
+    }
+
     /// Tokens each verification step yields on average: its accepted
     /// drafts and the target model's own token (vLLM's definition, `1 +
     /// accepted / drafts`); none where steps are not counted.

@@ -252,38 +252,23 @@ impl ServerMetrics {
     }
 }
 
-/// vLLM's speculative-decoding counters, summed over their series.
-const VLLM_DRAFTS: &str = "vllm:spec_decode_num_drafts_total";
-const VLLM_DRAFT_TOKENS: &str = "vllm:spec_decode_num_draft_tokens_total";
-const VLLM_ACCEPTED: &str = "vllm:spec_decode_num_accepted_tokens_total";
-const VLLM_GENERATED: &str = "vllm:generation_tokens_total";
+/// vLLM's speculative-decoding counters (`artifact::Speculative` reads them).
+pub const VLLM_DRAFTS: &str = "vllm:spec_decode_num_drafts_total";
+pub const VLLM_DRAFT_TOKENS: &str = "vllm:spec_decode_num_draft_tokens_total";
+pub const VLLM_ACCEPTED: &str = "vllm:spec_decode_num_accepted_tokens_total";
+pub const VLLM_GENERATED: &str = "vllm:generation_tokens_total";
 
 impl ServerMetrics {
-    /// Speculative decoding as the endpoint's counters saw it over the
-    /// cell's windows (vLLM's `spec_decode_*`); none when it has none.
-    pub fn speculative(&self) -> Option<crate::artifact::Speculative> {
-        let sum = |family: &str| -> Option<f64> {
-            let mut found = None;
-            for (key, v) in &self.counters {
-                if key.split('{').next() == Some(family) {
-                    *found.get_or_insert(0.0) += v;
-                }
+    /// A counter family's increase, summed over its series; none when the
+    /// endpoint has no series of it.
+    pub fn counter_sum(&self, family: &str) -> Option<f64> {
+        let mut found = None;
+        for (key, v) in &self.counters {
+            if key.split('{').next() == Some(family) {
+                *found.get_or_insert(0.0) += v;
             }
-            found
-        };
-        let drafted = sum(VLLM_DRAFT_TOKENS)?;
-        let whole = |v: f64| v.max(0.0).round() as u64;
-        Some(crate::artifact::Speculative {
-            reported: 0,
-            drafted: whole(drafted),
-            accepted: whole(sum(VLLM_ACCEPTED).unwrap_or(0.0)),
-            predicted: whole(sum(VLLM_GENERATED).unwrap_or(0.0)),
-            drafts: sum(VLLM_DRAFTS).map(whole),
-            from_counters: Some(format!(
-                "{VLLM_DRAFT_TOKENS}, {VLLM_ACCEPTED}, {VLLM_DRAFTS} and {VLLM_GENERATED} over the cell's windows at {}",
-                self.endpoint
-            )),
-        })
+        }
+        found
     }
 }
 

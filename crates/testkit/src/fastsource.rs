@@ -646,20 +646,16 @@ impl Conn {
         };
         let req: RequestBody = match serde_json::from_slice(body) {
             Ok(r) => r,
-            Err(e) => return self.error_json(400, format!("bad JSON: {e}")).await,
+            Err(e) => {
+                return self
+                    .error_json(400, "invalid_request_error", format!("bad JSON: {e}"))
+                    .await;
+            }
         };
         let o = &req.fastsource;
         if let Some(status) = o.status.filter(|s| *s != 200) {
-            let msg = serde_json::json!({"error": {
-                "message": "fastsource: injected failure", "type": "server_error", "code": status}});
-            self.simple(
-                status,
-                "application/json",
-                msg.to_string().as_bytes(),
-                false,
-            )
-            .await?;
-            return Ok(true);
+            let why = "fastsource: injected failure".to_string();
+            return self.error_json(status, "server_error", why).await;
         }
         let cfg = self.cfg.clone();
         let (prompt_tokens, t0) = match (&cfg.counter, chat) {
@@ -667,7 +663,11 @@ impl Conn {
             // so a paced answer stays paced however long the prompt.
             (Some(counter), true) => match self.count(counter, body, req.stream).await {
                 Ok(n) => (usize::try_from(n).unwrap_or(usize::MAX), Instant::now()),
-                Err(e) => return self.error_json(400, format!("fastsource: {e:#}")).await,
+                Err(e) => {
+                    return self
+                        .error_json(400, "invalid_request_error", format!("fastsource: {e:#}"))
+                        .await;
+                }
             },
             _ => (body.len() / 4, t0),
         };
@@ -715,8 +715,8 @@ impl Conn {
     }
 
     /// An error answer with a JSON body; the connection stays usable.
-    async fn error_json(&mut self, status: u16, message: String) -> io::Result<bool> {
-        let msg = serde_json::json!({"error": {"message": message, "code": status}});
+    async fn error_json(&mut self, status: u16, kind: &str, message: String) -> io::Result<bool> {
+        let msg = serde_json::json!({"error": {"message": message, "type": kind, "code": status}});
         self.simple(
             status,
             "application/json",
