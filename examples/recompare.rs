@@ -18,13 +18,17 @@ fn main() -> Result<()> {
     );
     let baseline = report::read_artifact(Path::new(&args[0]))?;
     let candidate = report::read_artifact(Path::new(&args[1]))?;
-    let policy = report::Policy {
-        sequential_look: Some(args[2].parse().context("LOOK")?),
-        sequential_looks: args[3].parse().context("LOOKS")?,
-        sequential_closing: args.get(4).is_some_and(|a| a == "closing"),
-        ..report::Policy::default()
-    };
-    let r = report::compare(&baseline, &candidate, &policy)?;
+    let policy = report::Policy::default();
+    let closing = args.get(4).is_some_and(|a| a == "closing");
+    let mut look = report::design::Look::planned(
+        args[2].parse().context("LOOK")?,
+        args[3].parse().context("LOOKS")?,
+        policy.gate.spending,
+    );
+    if closing {
+        look = look.closing();
+    }
+    let r = report::compare_with_look(&baseline, &candidate, &policy, Some(&look))?;
     let v = r.to_value();
     let fw = &v["statistics"]["family_wise"];
     println!(
@@ -32,11 +36,7 @@ fn main() -> Result<()> {
         v["performance_outcome"].as_str().unwrap_or("?"),
         fw["look"],
         fw["looks"],
-        if policy.sequential_closing {
-            " (closing)"
-        } else {
-            ""
-        },
+        if look.is_closing() { " (closing)" } else { "" },
         fw["alpha_pass"].as_f64().unwrap_or(f64::NAN),
         fw["alpha_fail"].as_f64().unwrap_or(f64::NAN)
     );

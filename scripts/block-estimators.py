@@ -8,8 +8,8 @@ For each qualification run in blocks of one request (its two sides'
 baseline of TTFT, end-to-end latency and decode speed, in request order;
 for the first n pairs, the bootstrap standard error (percent) of:
 
-- the mean (the gate's statistic before `block_mean = "trimmed"`),
-- the 20 % trimmed mean (the default now) and a 10 % one,
+- the mean (`statistics.design.block_mean = "mean"`, measured, not used),
+- the 20 % trimmed mean (the gate's statistic, `"trimmed"`) and a 10 % one,
 - the median.
 
 The requests a bound needs go as the SE squared, so the ratio of two SEs,

@@ -5,8 +5,9 @@
 //! record per request; each cell is aggregated again from the journal and
 //! must equal the artifact's; with the suite, each turnover run is judged
 //! again from its journaled answers. Then `compare` runs on the rebuilt
-//! artifacts with the report's own policy, and every derived field must
-//! agree bit for bit. An edited journal line is named by file and line.
+//! artifacts with what the report was made with (its policy, method and
+//! look), and every derived field must agree bit for bit. An edited
+//! journal line is named by file and line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
 use crate::measure::{aggregate, windows};
 use crate::report::checker::{Checker, Disagreement, show};
 use crate::report::verify::{self as report_verify, Verification};
-use crate::report::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, Side, compare};
+use crate::report::{INPUT_JOURNAL, INPUT_RUN_ARTIFACT, Side};
 use crate::util::sha256_hex;
 
 /// How many lines of one cell or run are named before the rest is summed up.
@@ -198,22 +199,22 @@ fn load_suite(ck: &mut Checker, path: &Path) -> Option<SuiteFile> {
     }
 }
 
-/// The report made with `compare` from the rebuilt artifacts and the
-/// report's own policy, against the report.
+/// The report made with `compare` from the rebuilt artifacts and what the
+/// report was made with (its policy, method and look), against the report.
 fn recompute_from_runs(
     ck: &mut Checker,
     root: &Map<String, Value>,
     b: &RunArtifact,
     c: &RunArtifact,
 ) {
-    let policy = match report_verify::policy_of(root) {
-        Ok(p) => p,
+    let made = match report_verify::made_with(root) {
+        Ok(m) => m,
         Err(why) => {
             ck.limit(format!("the report made again from its runs: {why}"));
             return;
         }
     };
-    match compare(b, c, &policy) {
+    match made.compare(b, c) {
         Ok(r) => {
             let mut sub = Checker::default();
             report_verify::expect_report(&mut sub, root, &r);

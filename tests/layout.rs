@@ -599,6 +599,105 @@ fn compare_and_the_renderers_do_not_import_verify() {
     assert!(imports_verify(&g[&vec!["rendered".to_string()]]));
 }
 
+/// The named fields of `pub struct {name}` in `code` (comments and
+/// strings stripped).
+fn struct_fields(code: &str, name: &str) -> Vec<String> {
+    let code = strip(code);
+    let start = code
+        .find(&format!("pub struct {name} {{"))
+        .unwrap_or_else(|| panic!("no `pub struct {name}`"));
+    let body = &code[start..];
+    let body = &body[body.find('{').unwrap() + 1..body.find("\n}").unwrap()];
+    body.lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("pub ").unwrap_or(l.trim());
+            let (field, _) = l.split_once(':')?;
+            let field = field.trim();
+            field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                .then(|| field.to_string())
+        })
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// The user's policy holds what a user decides; which look a comparison is
+/// and the method it computes by are the sequential design's
+/// (`crates/report/src/design/`): no field of `Policy` or of its `[gate]`
+/// names a look, and the method's knobs are not gate settings.
+#[test]
+fn the_policy_has_no_look_and_no_method() {
+    let code = std::fs::read_to_string(root().join("crates/report/src/policy.rs")).unwrap();
+    let fields = struct_fields(&code, "Policy");
+    assert!(fields.len() >= 6, "{fields:?}");
+    assert!(fields.contains(&"gate".to_string()), "{fields:?}");
+    for f in &fields {
+        assert!(
+            !f.contains("look") && !f.contains("sequential") && !f.contains("fraction"),
+            "Policy has a per-look field `{f}`"
+        );
+    }
+    let gate = struct_fields(&code, "GatePolicy");
+    assert!(gate.contains(&"spending".to_string()), "{gate:?}");
+    for f in &gate {
+        assert!(
+            ![
+                "pair_requests",
+                "block_mean",
+                "design_spread",
+                "bound_scale",
+                "boundaries"
+            ]
+            .contains(&f.as_str())
+                && !f.contains("look"),
+            "GatePolicy has the method's `{f}`"
+        );
+    }
+    // The parser sees fields where there are some.
+    let fake =
+        "pub struct Policy {\n    /// a look\n    pub sequential_look: usize,\n    x: u8,\n}\n";
+    assert_eq!(struct_fields(fake, "Policy"), ["sequential_look", "x"]);
+}
+
+/// One definition of a look: `design::Look` in the report crate; no other
+/// file of either crate (tests aside) defines a look type, its levels or
+/// the planning of the looks.
+#[test]
+fn a_look_is_defined_once() {
+    let report = Crate::read(&root().join("crates/report/src"));
+    let main = main_crate();
+    let mut found = Vec::new();
+    for (label, c) in [("infergate_report", &report), ("infergate", &main)] {
+        for (m, code) in &c.code {
+            if m.last().map(String::as_str) == Some("tests") {
+                continue;
+            }
+            let code = strip(code);
+            for item in [
+                "struct Look ",
+                "struct Look<",
+                "struct LookPlan",
+                "fn alpha_levels",
+                "fn information_fraction",
+                "fn design_rounds",
+            ] {
+                if code.contains(item) {
+                    found.push(format!("{label}::{} {}", name(m), item.trim()));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        found,
+        [
+            "infergate_report::design struct Look",
+            "infergate_report::design::plan fn information_fraction",
+            "infergate_report::design::plan fn design_rounds",
+        ],
+    );
+}
+
 #[test]
 fn config_is_the_lowest_layer() {
     // Configuration is read before anything runs, so it builds on nothing

@@ -718,12 +718,10 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         serde_json::json!([0.5, 1.0])
     );
     let m = fw["gating_pairs"].as_u64().unwrap() as usize;
-    let exact = infergate_report::stats::evidence::alpha_levels_sequential(
-        0.05,
-        m,
-        &[0.5, 1.0],
-        infergate_report::stats::evidence::Spending::OBrienFleming,
-    );
+    let spending = infergate_report::stats::evidence::Spending::OBrienFleming;
+    let exact = infergate_report::design::Look::planned(2, 2, spending)
+        .at_fractions(vec![0.5, 1.0], Some(vec![0.5, 1.0]))
+        .levels(0.05, m);
     assert_eq!(
         (fw["alpha_pass"].as_f64(), fw["alpha_fail"].as_f64()),
         (Some(exact.0), Some(exact.1))

@@ -10,15 +10,16 @@ use super::interleave::{self, CellLayout, StopReason, totals};
 use super::outcome::StepEnd;
 use super::pool::{Blocks, merge_interleaved, merge_passes_of};
 use super::progress::{
-    PASS_FRACTION, fraction_of, fractions_looked, fractions_looked_by, last_round, rounds_done,
+    PASS_FRACTION, fractions_looked, fractions_looked_by, last_round, rounds_done,
 };
 use super::workdir::{recorded_window_rule, turnover_dir};
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
 use crate::measure::runner::ARTIFACT_FILE;
+use crate::report::design::Look;
 use crate::report::{self, Report};
 use crate::runtime::ctx::Ctx;
-use crate::runtime::ledger::Status;
+use crate::runtime::ledger::{Entry, Status};
 use crate::runtime::state::pass_dir;
 
 /// Compare the two sides and write the report; a failed comparison is
@@ -60,59 +61,18 @@ pub(super) fn compare_and_write(
     Ok(report)
 }
 
-/// Which look of an adaptive run a comparison is: the look after round
-/// `round`, at the information fractions the run measured (None when the
-/// ledger's rounds recorded none), and whether it closes the run early.
-#[derive(Debug, Clone)]
-pub(super) struct Look {
-    pub round: usize,
-    pub fractions: Option<(f64, f64)>,
-    /// Every look's fraction so far, this one last (the ledger's rounds):
-    /// the levels are exact group-sequential boundaries over them. None
-    /// when a round of the ledger recorded no fraction.
-    pub history: Option<Vec<f64>>,
-    /// The pass side's own fractions, every look's (looks by the design).
-    pub pass_history: Option<Vec<f64>>,
-    pub closing: bool,
-}
-
-impl Look {
-    /// A look after round `round` at the full levels, as if it were the
-    /// only one: what the design plans by (its spread), never a verdict.
-    pub fn probe(round: usize) -> Self {
-        Look {
-            round,
-            fractions: Some((0.0, 1.0)),
-            history: Some(vec![1.0]),
-            pass_history: Some(vec![1.0]),
-            closing: false,
-        }
-    }
-}
-
 /// Merge each side's blocks (requests `0 .. totals` of every cell) and compare,
 /// telling the comparison which look of the adaptive plan it is (`None`: a
-/// fixed-size run).
+/// fixed-size run). Every adaptive round is a look: the look after round
+/// `look.round()`.
 pub(super) fn compare_interleaved(
     ctx: &Ctx<'_>,
     suite: &Suite,
     cells: &[CellLayout],
     blocks: &Blocks,
-    look: Option<Look>,
+    look: Option<&Look>,
 ) -> Result<Report> {
-    let mut policy = ctx.plan.gate_policy.clone();
-    policy.sequential_looks = match look {
-        Some(_) => interleave::max_rounds(cells, ctx.plan.adaptive.max_requests),
-        None => 1,
-    };
-    // Every adaptive round is a look; this comparison is the look after round `rounds`.
-    let rounds = look.as_ref().map(|l| l.round);
-    policy.sequential_look = rounds;
-    policy.sequential_closing = look.as_ref().is_some_and(|l| l.closing);
-    policy.sequential_fractions = look.as_ref().and_then(|l| l.fractions);
-    policy.pass_look_fractions = look.as_ref().and_then(|l| l.pass_history.clone());
-    policy.look_fractions = look.and_then(|l| l.history);
-    let totals = totals(cells, rounds);
+    let totals = totals(cells, look.map(Look::round));
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let side = |label: &str| -> Result<PathBuf> {
         let started_at = entries
@@ -134,7 +94,8 @@ pub(super) fn compare_interleaved(
     let (b, c) = (side(BASELINE)?, side(CANDIDATE)?);
     // From the files as written, so the report records their sha256 and
     // `verify --runs` can hold them to it.
-    report::compare_paths(&b, &c, &policy).map_err(|e| anyhow!("{e}"))
+    let policy = &ctx.plan.gate_policy;
+    report::compare_paths_at(&b, &c, policy, look).map_err(|e| anyhow!("{e}"))
 }
 
 /// Compare the pooled passes (or blocks) of each side; the blocks as measured
@@ -152,28 +113,12 @@ fn compare(
             recorded_window_rule(ctx.out_dir),
         );
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();
-        let last = last_round(&entries);
-        // The last look again, at the fractions its round recorded; a ledger
-        // from before them: stopped by the clock before the last planned
-        // look, it spends the error the earlier ones left.
-        let look = adaptive.then(|| Look {
-            round: rounds_done(&entries),
-            fractions: last.and_then(|e| {
-                Some((
-                    e.detail.get("previous_information_fraction")?.as_f64()?,
-                    fraction_of(e)?,
-                ))
-            }),
-            history: fractions_looked(&entries),
-            pass_history: fractions_looked_by(&entries, PASS_FRACTION),
-            closing: last.and_then(|e| e.detail_str("stop"))
-                == Some(StopReason::MaxMinutes.as_str()),
-        });
+        let look = adaptive.then(|| last_look(ctx, &cells, &entries));
         let blocks = match blocks {
             Some(b) => b,
             None => Blocks::recover(ctx.out_dir)?,
         };
-        return compare_interleaved(ctx, &suite.suite, &cells, &blocks, look);
+        return compare_interleaved(ctx, &suite.suite, &cells, &blocks, look.as_ref());
     }
     let policy = &ctx.plan.gate_policy;
     if ctx.plan.repeats == 1 {
@@ -201,4 +146,28 @@ fn compare(
     // From the files, so the report records their (and a single pass's
     // journal's) sha256 for `verify --runs`.
     report::compare_paths(&b, &c, policy).map_err(|e| anyhow!("{e}"))
+}
+
+/// The last look of an adaptive run again, as the ledger's rounds recorded
+/// it: at every look's fraction, the pass side's own where each round kept
+/// it, closing when the clock stopped the run before its planned last.
+/// Rounds that recorded no fractions looked by their share of the planned
+/// looks.
+fn last_look(ctx: &Ctx<'_>, cells: &[CellLayout], entries: &[Entry]) -> Look {
+    let planned = interleave::max_rounds(cells, ctx.plan.adaptive.max_requests);
+    let look = Look::planned(
+        rounds_done(entries),
+        planned,
+        ctx.plan.gate_policy.gate.spending,
+    );
+    let stop = last_round(entries).and_then(|e| e.detail_str("stop"));
+    let look = if stop == Some(StopReason::MaxMinutes.as_str()) {
+        look.closing()
+    } else {
+        look
+    };
+    look.at_fractions(
+        fractions_looked(entries).unwrap_or_default(),
+        fractions_looked_by(entries, PASS_FRACTION),
+    )
 }

@@ -207,30 +207,6 @@ pub fn stop_after(
     }
 }
 
-/// Blocks per cell before the design plans the looks: a spread from fewer
-/// is too noisy to plan by (on the reference engine a first look's 2 blocks
-/// planned 2 rounds where later looks planned 40). Every window plans from
-/// round 2 (a pair of blocks a round): 4 requests per side for blocks of
-/// one, so a quiet host's second look can spend all it has. Planned from
-/// the bounds' spread (t with 3 degrees of freedom), a plan from round 2
-/// decides as often in simulation as one from round 3, and sooner on a
-/// quiet host (`docs/gate-calibration-results.md`).
-pub const DESIGN_FIRST_BLOCKS: usize = 4;
-
-/// The rounds a run needs for the design's power, planned at the look
-/// after round `done` (each cell then has at least `blocks` blocks) from
-/// its spread: `done` times the most any pair needs over what it has
-/// (`report::gate::design_growth`), rounded up. None when not every pair
-/// can be planned for, or below [`DESIGN_FIRST_BLOCKS`]; the budget alone
-/// then plans the looks.
-pub fn design_rounds(done: usize, blocks: usize, growth: Option<f64>) -> Option<usize> {
-    if blocks < DESIGN_FIRST_BLOCKS {
-        return None;
-    }
-    let r = growth? * done as f64;
-    (r.is_finite() && r >= 0.0).then(|| (r.ceil() as usize).max(1))
-}
-
 /// The blocks per side every cell has once `rounds` adaptive rounds are
 /// done (none without cells).
 pub fn blocks_after(cells: &[CellLayout], rounds: usize) -> usize {
@@ -239,56 +215,6 @@ pub fn blocks_after(cells: &[CellLayout], rounds: usize) -> usize {
     } else {
         rounds * BLOCKS_PER_ROUND
     }
-}
-
-/// The rounds the pass side needs: `share` (`stats::evidence::pass_design_share`,
-/// below 1) of the rounds the design needs, rounded up. None without either.
-pub fn pass_design_rounds(design_rounds: Option<usize>, share: Option<f64>) -> Option<usize> {
-    let r = design_rounds? as f64 * share.filter(|s| s.is_finite() && *s > 0.0)?.min(1.0);
-    Some((r.ceil() as usize).max(1))
-}
-
-/// The information fraction of the look after round `done`: the share of
-/// the rounds this run will really have, re-planned at every look. When
-/// the budget ends the run at this look (the same rule as [`stop_after`]'s),
-/// 1: it spends what is left. Otherwise the rounds left
-/// are the fewer of what the request budget allows and what the clock
-/// allows at the measured minutes per round (`round_minutes`; the round
-/// that crosses the clock still runs), so a run the clock will end early
-/// spends its error over the looks it will get, not over a request budget
-/// it never reaches. With `design_rounds` (the rounds the design needs,
-/// planned by this look's spread, a probe) the rounds left are fewer still
-/// when the design needs fewer than the budget allows: the error is spent where the
-/// evidence will suffice, and the look at them spends what is left. Above
-/// `before` (the previous look's) by at least an even share of what is
-/// left over the looks left, so a plan that grows (the design needs more
-/// rounds than it did) re-spreads the rest instead of holding the fraction
-/// where it was (a look whose fraction does not grow has no error to
-/// spend: on the reference engine three looks in a row decided nothing
-/// that way), and below 1 while another round will run. It depends on the
-/// clock, the budget and the spread, not on the observed difference, which
-/// keeps the spending valid.
-pub fn information_fraction(
-    done: usize,
-    max_rounds: usize,
-    (minutes, max_minutes, round_minutes): (f64, f64, Option<f64>),
-    design_rounds: Option<usize>,
-    before: f64,
-) -> f64 {
-    let max_rounds = max_rounds.min(design_rounds.unwrap_or(usize::MAX));
-    if done >= max_rounds || minutes >= max_minutes {
-        return 1.0;
-    }
-    let by_clock = round_minutes
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .map_or(usize::MAX, |r| {
-            done.saturating_add(((max_minutes - minutes) / r).ceil().min(1e9) as usize)
-        });
-    let rounds = max_rounds.min(by_clock).max(done + 1);
-    let before = before.clamp(0.0, 1.0);
-    // The looks left, this one included: rounds − (done − 1).
-    let even = before + (1.0 - before) / (rounds + 1 - done.max(1)) as f64;
-    (done as f64 / rounds as f64).max(even)
 }
 
 /// The block (cluster id) of request `index` of a cell cut in blocks of `window`.
@@ -317,69 +243,10 @@ pub fn pool_cell(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn information_fraction_is_the_share_of_the_rounds_the_run_will_have() {
-        use super::information_fraction as f;
-        // No clock measured yet: the request budget's rounds.
-        assert_eq!(f(1, 50, (0.5, 6.0, None), None, 0.0), 1.0 / 50.0);
-        // 0.4 min per round, 5.6 min left: 14 more rounds → 15 in all,
-        // fewer than the 50 the request budget allows.
-        let t = f(1, 50, (0.4, 6.0, Some(0.4)), None, 0.0);
-        assert!((t - 1.0 / 15.0).abs() < 1e-12, "{t}");
-        // The request budget binds first.
-        assert_eq!(f(2, 4, (0.8, 60.0, Some(0.4)), None, 0.0), 0.5);
-        // The budget ends the run at this look: all that is left.
-        assert_eq!(f(4, 4, (1.6, 60.0, Some(0.4)), None, 0.5), 1.0);
-        assert_eq!(f(3, 50, (6.1, 6.0, Some(2.0)), None, 0.1), 1.0);
-        // Below 1 while another round will run, even if the clock is nearly spent.
-        assert!(f(3, 50, (5.99, 6.0, Some(2.0)), None, 0.1) < 1.0);
-        // Rounds got faster (more looks ahead): what is left spread evenly
-        // over them, above the previous look.
-        let t = f(2, 50, (0.8, 6.0, Some(0.1)), None, 0.3);
-        assert!((t - (0.3 + 0.7 / 49.0)).abs() < 1e-12, "{t}");
-        // The design needs more rounds than it did (5 of 12 done, now 19):
-        // not held at the previous look's 5/12, which would spend nothing,
-        // but 5/12 plus an even share of the rest over the 14 looks left.
-        let t = f(6, 50, (2.4, 60.0, Some(0.4)), Some(19), 5.0 / 12.0);
-        assert!(
-            (t - (5.0 / 12.0 + (7.0 / 12.0) / 14.0)).abs() < 1e-12,
-            "{t}"
-        );
-        // A constant plan: the same as k / rounds.
-        let t = f(6, 50, (2.4, 60.0, Some(0.4)), Some(19), 5.0 / 19.0);
-        assert!((t - 6.0 / 19.0).abs() < 1e-12, "{t}");
-        // The design needs 8 rounds of the 50 the budget allows: its share.
-        assert_eq!(f(2, 50, (0.8, 60.0, Some(0.4)), Some(8), 0.0), 0.25);
-        // The clock binds before the design's rounds: the clock's share.
-        let t = f(1, 50, (0.4, 6.0, Some(0.4)), Some(20), 0.0);
-        assert!((t - 1.0 / 15.0).abs() < 1e-12, "{t}");
-        // The look at the design's rounds (or past them) spends what is left.
-        assert_eq!(f(8, 50, (3.2, 60.0, Some(0.4)), Some(8), 0.2), 1.0);
-        assert_eq!(f(3, 50, (1.2, 60.0, Some(0.4)), Some(1), 0.2), 1.0);
-    }
-
-    #[test]
-    fn design_rounds_scale_the_rounds_done_by_the_growth_the_gate_needs() {
-        assert_eq!(design_rounds(4, 8, Some(1.6)), Some(7));
-        assert_eq!(design_rounds(4, 8, Some(0.5)), Some(2));
-        assert_eq!(design_rounds(3, 6, Some(0.0)), Some(1));
-        // Round 2's 4 blocks plan, whatever the window.
-        assert_eq!(design_rounds(2, 4, Some(0.3)), Some(1));
-        assert_eq!(design_rounds(2, 4, Some(2.5)), Some(5));
-        // Too few blocks to plan by: the budget plans the looks.
-        assert_eq!(design_rounds(1, 2, Some(1.6)), None);
-        assert_eq!(design_rounds(4, 8, None), None);
-        assert_eq!(design_rounds(4, 8, Some(f64::NAN)), None);
-        // A pair of blocks a round in every cell: the design plans at round 2.
-        let cells = [cl("a", 1, 16), cl("b", 4, 16)];
-        assert_eq!(blocks_after(&cells, 1), 2);
-        assert_eq!(blocks_after(&cells, 2), DESIGN_FIRST_BLOCKS);
-        assert_eq!(blocks_after(&cells[..1], 1), 2);
-    }
-
     use super::*;
     use crate::artifact::metric;
     use crate::measure::record::{Outcome, StreamCapture};
+    use crate::report::design::DESIGN_FIRST_BLOCKS;
 
     fn cl(name: &str, window: usize, requests: usize) -> CellLayout {
         CellLayout {
@@ -442,14 +309,12 @@ mod tests {
     }
 
     #[test]
-    fn the_pass_side_needs_its_share_of_the_designs_rounds() {
-        assert_eq!(pass_design_rounds(Some(40), Some(0.76)), Some(31));
-        assert_eq!(pass_design_rounds(Some(1), Some(0.1)), Some(1));
-        // Never more than the design's own.
-        assert_eq!(pass_design_rounds(Some(10), Some(1.5)), Some(10));
-        assert_eq!(pass_design_rounds(None, Some(0.76)), None);
-        assert_eq!(pass_design_rounds(Some(10), None), None);
-        assert_eq!(pass_design_rounds(Some(10), Some(f64::NAN)), None);
+    fn the_design_plans_from_round_2_in_every_cell() {
+        // A pair of blocks a round in every cell: the design plans at round 2.
+        let cells = [cl("a", 1, 16), cl("b", 4, 16)];
+        assert_eq!(blocks_after(&cells, 1), 2);
+        assert_eq!(blocks_after(&cells, 2), DESIGN_FIRST_BLOCKS);
+        assert_eq!(blocks_after(&cells[..1], 1), 2);
     }
 
     #[test]

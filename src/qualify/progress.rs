@@ -61,19 +61,13 @@ pub(super) fn round_size_mismatch<'a>(
     })
 }
 
-/// A round entry's information fraction, when it recorded one.
-pub(super) fn fraction_of(e: &Entry) -> Option<f64> {
-    e.detail.get(FRACTION).and_then(|f| f.as_f64())
-}
-
 /// The round entries' keys of the looks' fractions: both sides', and the
 /// pass side's own when it spends by its own information.
 pub(super) const FRACTION: &str = "information_fraction";
 pub(super) const PASS_FRACTION: &str = "pass_information_fraction";
 
 /// Every adaptive round's information fraction, in round order (the
-/// looks' history); None when a round recorded none (a ledger from before
-/// fractions were recorded) or none was looked at.
+/// looks' history); None when a round recorded none or none was looked at.
 pub(super) fn fractions_looked(entries: &[Entry]) -> Option<Vec<f64>> {
     fractions_looked_by(entries, FRACTION)
 }

@@ -9,7 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::artifact::RunArtifact;
-use crate::stats::evidence::{self as ev, Clustered, Resampling, alpha_levels};
+use crate::design::fixed_levels;
+use crate::stats::evidence::{self as ev, Clustered, Resampling};
 use crate::stats::special::normal_quantile;
 use crate::stats::{self, GateOutcome};
 
@@ -147,7 +148,7 @@ pub fn calibrate(
     let first = check_runs(runs)?;
     let aa = aa_pairs(runs, policy)?;
     let pairs_in_family = first.cells.len() * policy.metrics.len();
-    let levels = alpha_levels(policy.gate.alpha, pairs_in_family, 1);
+    let levels = fixed_levels(policy.gate.alpha, pairs_in_family);
     let cells: Vec<CellNoise> = first
         .cells
         .iter()
@@ -564,7 +565,7 @@ mod tests {
         let c = calibrate(&runs, &p, "t").unwrap();
         let m = &c.cells[0].metrics[0];
         // The closed form at the levels calibrate uses (3 pairs, one look).
-        let (ap, af) = alpha_levels(p.gate.alpha, 3, 1);
+        let (ap, af) = fixed_levels(p.gate.alpha, 3);
         let sd = std::f64::consts::SQRT_2 * 0.05;
         let need = |alpha: f64, delta: f64| {
             let z = normal_quantile(1.0 - alpha) + normal_quantile(0.8);

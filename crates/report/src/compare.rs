@@ -24,6 +24,7 @@ use crate::artifact::{
     CellResult, CellShape, RUN_SCHEMA, RunArtifact, Schedule, Slo, TurnoverRun,
     is_unmet_expectation, metric,
 };
+use crate::design::{self, Look, Method, SINGLE_PASS_DRIFT};
 use crate::slo;
 use crate::stats::evidence::{self as ev, MIN_CLUSTERS};
 use crate::stats::{self, BlockMean, Clustered, DriftFloor, GateOutcome, Resampling};
@@ -33,11 +34,10 @@ use super::gate::{
     turnover_ok,
 };
 use super::model::{
-    BootstrapSettings, CellComparison, Decision, Design, EvidenceGate, EvidencePart, FamilyWise,
-    Gate, GatePart, Gates, MetricComparison, OrderedMap, PENDING, ProvenancePair,
-    QualityComparison, REPORT_SCHEMA, Report, RowsPair, SamplePair, Side, SloComparison,
-    Statistics, TurnoverComparison, TurnoverGateResult, TurnoverRunReport, TurnoverRuns,
-    turnover_key,
+    BootstrapSettings, CellComparison, Decision, EvidenceGate, EvidencePart, Gate, GatePart, Gates,
+    MetricComparison, OrderedMap, PENDING, ProvenancePair, QualityComparison, REPORT_SCHEMA,
+    Report, RowsPair, SamplePair, Side, SloComparison, Statistics, TurnoverComparison,
+    TurnoverGateResult, TurnoverRunReport, TurnoverRuns, turnover_key,
 };
 use super::policy::{DEFAULT_SLO_MARGIN_POINTS, GateRule, MetricSpec, Policy};
 use super::quality;
@@ -281,47 +281,18 @@ fn direction_word(d: stats::Direction) -> &'static str {
     }
 }
 
-/// One metric of one cell (both sides non-empty and finite), or the failed
-/// gate part saying why it could not be computed.
-const SINGLE_PASS_DRIFT: &str = "one pass per side, run at different times: nothing in the data measures the drift between them";
-
 /// How one comparison resamples, and what it assumes about drift.
 #[derive(Debug, Clone)]
 struct DesignChoice {
     pub schedule: Schedule,
     pub resampling: Resampling,
+    pub method: Method,
     /// Levels of the pass and fail bounds.
     pub alpha_pass: f64,
     pub alpha_fail: f64,
     /// The one-look levels (pass, fail) the fixed-n oracle is held to.
     pub oracle_levels: (f64, f64),
     pub drift: DriftFloor,
-}
-
-/// The design as the report states it: interleaved designs pair requests
-/// within blocks where the policy says so (and fall back to blocks alone
-/// per metric where a request has no value on a side).
-fn report_design(schedule: Schedule, resampling: Resampling, policy: &Policy) -> Design {
-    let pairs_requests = resampling == Resampling::Paired && policy.gate.pair_requests;
-    let block_mean = (resampling == Resampling::Paired).then_some(policy.gate.block_mean);
-    let mut method = if pairs_requests {
-        Resampling::PairedRequests.describe().to_string()
-            + "; blocks apart where a request has no value on a side"
-    } else {
-        resampling.describe().to_string()
-    };
-    if let Some(m) = block_mean.filter(|m| *m != BlockMean::Mean) {
-        method = format!("{method}; the statistic is {}", m.describe());
-    }
-    Design {
-        schedule: schedule.as_str().to_string(),
-        resampling,
-        resampling_method: method,
-        drift_floor_reason: (schedule == Schedule::Single).then(|| SINGLE_PASS_DRIFT.to_string()),
-        pairs_requests: pairs_requests.then_some(true),
-        block_mean,
-        design_spread: Some(policy.gate.design_spread),
-    }
 }
 
 /// The design both artifacts declare: interleaved on both sides → paired
@@ -389,7 +360,7 @@ fn metric_evidence(
     every_request: bool,
 ) -> Option<(Vec<f64>, stats::Evidence)> {
     let bs = &policy.bootstrap;
-    let block_mean = policy.gate.block_mean;
+    let block_mean = design.method.block_mean;
     let run = |r| {
         stats::bootstrap_deltas_by(b, c, spec.quantile, (r, block_mean), bs.iterations, bs.seed)
     };
@@ -398,7 +369,7 @@ fn metric_evidence(
     // else the clusters of each side.
     let mut tries = vec![design.resampling];
     if design.resampling == Resampling::Paired {
-        if every_request && policy.gate.pair_requests {
+        if every_request && design.method.pair_requests {
             tries.insert(0, Resampling::PairedRequests);
         }
         tries.push(Resampling::Clustered);
@@ -430,12 +401,14 @@ fn metric_evidence(
             drift_floor: floor.as_ref(),
             n_eff: ev::n_eff(b.values.len(), c.values.len()),
             units,
-            scale: policy.gate.bound_scale,
+            scale: design.method.bound_scale,
         },
     )?;
     Some((deltas, e))
 }
 
+/// One metric of one cell (both sides non-empty and finite), or the failed
+/// gate part saying why it could not be computed.
 #[allow(clippy::too_many_arguments)]
 fn compare_metric(
     spec: &MetricSpec,
@@ -1001,10 +974,10 @@ fn cell_metrics(
                 e.resampling,
                 clustered(b, bcl),
                 clustered(c, ccl),
-                policy.gate.block_mean,
+                design.method.block_mean,
             );
             ep.design_requests_per_side = ev::design_requests(
-                policy.gate.design_spread.of(e, units),
+                design.method.design_spread.of(e, units),
                 b.len().min(c.len()),
                 e.margin_percent,
                 design.oracle_levels.1,
@@ -1045,12 +1018,43 @@ pub fn same_run(a: &RunArtifact, b: &RunArtifact) -> Option<String> {
     (a == b).then(|| "the two artifacts are identical".to_string())
 }
 
+/// The report of `candidate` against `baseline` under `policy`, as a
+/// fixed-size run's one look.
 pub fn compare(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
     policy: &Policy,
 ) -> Result<Report, CompareError> {
-    compare_given(baseline, candidate, policy, Given::default())
+    compare_with_look(baseline, candidate, policy, None)
+}
+
+/// [`compare`] at `look` of a sequential run (None: a fixed-size run's one
+/// look, spending by the policy's `gate.spending`).
+pub fn compare_with_look(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+    look: Option<&Look>,
+) -> Result<Report, CompareError> {
+    compare_by(baseline, candidate, policy, &Method::default(), look)
+}
+
+/// [`compare_with_look`] computed by `method`: the one a report records,
+/// when `verify` makes it again.
+pub fn compare_by(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+    method: &Method,
+    look: Option<&Look>,
+) -> Result<Report, CompareError> {
+    compare_given(
+        baseline,
+        candidate,
+        policy,
+        (method, look),
+        Given::default(),
+    )
 }
 
 /// What `verify` gives `compare` instead of what the runs would hold: a
@@ -1069,6 +1073,7 @@ pub(crate) fn compare_given(
     baseline: &RunArtifact,
     candidate: &RunArtifact,
     policy: &Policy,
+    (method, look): (&Method, Option<&Look>),
     given: Given,
 ) -> Result<Report, CompareError> {
     check_comparable(baseline, candidate)?;
@@ -1086,8 +1091,12 @@ pub(crate) fn compare_given(
     let features = quality::feature_pairs(&baseline.turnover, &candidate.turnover);
     let quality_pairs =
         quality::gating_parts(tasks.len() + features.len(), quality_refs, &policy.quality);
-    let family = Family::of(baseline, policy, quality_pairs);
-    let design = design_choice(schedule, resampling, &family, policy);
+    let fixed = Look::fixed(policy.gate.spending);
+    let family = Family {
+        pairs: (gating_pairs(baseline, policy, quality_pairs), quality_pairs),
+        look: look.unwrap_or(&fixed),
+    };
+    let design = design_choice(schedule, resampling, &family, policy, method);
     let cells = compare_cells(baseline, candidate, &design, policy)?;
     let turnover = TurnoverGates::of(&baseline.turnover, &c_turnover, policy);
     let quality = quality::judge(
@@ -1158,57 +1167,23 @@ fn check_comparable(baseline: &RunArtifact, candidate: &RunArtifact) -> Result<(
     Ok(())
 }
 
-/// The family of gating pairs the gate's alpha is spread over, and which
-/// look of the sequential plan this comparison is.
-struct Family {
-    gating_pairs: usize,
-    quality_pairs: usize,
-    looks: usize,
-    look: usize,
-    closing: bool,
-    /// (previous look, this look) information fractions, when the run
-    /// measured them; else `look / looks`.
-    fractions: Option<(f64, f64)>,
-    /// Every look's fraction, this one last: exact group-sequential levels.
-    history: Option<Vec<f64>>,
-    /// The pass side's own fractions, when it spends by its own information.
-    pass_history: Option<Vec<f64>>,
-    spending: ev::Spending,
+/// The gating pairs the gate's alpha is spread over (all of them, and the
+/// quality parts among them), and which look of the sequential design
+/// this comparison is.
+struct Family<'a> {
+    pairs: (usize, usize),
+    look: &'a Look,
 }
 
-impl Family {
-    fn of(baseline: &RunArtifact, policy: &Policy, quality_pairs: usize) -> Family {
-        // Each cell the policy gives SLOs adds one pair: its attainment.
-        let slo_cells = baseline
-            .cells
-            .iter()
-            .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
-            .count();
-        let gating_pairs = baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs;
-        let looks = policy.sequential_looks.max(1);
-        let look = policy.sequential_look.unwrap_or(looks).clamp(1, looks);
-        let history = policy.look_fractions.clone().filter(|h| !h.is_empty());
-        Family {
-            gating_pairs,
-            quality_pairs,
-            looks,
-            look,
-            // A look before the last that closes the run spends what is left.
-            closing: policy.sequential_closing && look < looks,
-            // Every look's fractions, when given, say this one's and the previous.
-            fractions: history
-                .as_deref()
-                .and_then(ev::last_two_fractions)
-                .or(policy.sequential_fractions),
-            // Only beside a history of the same length: each look has both.
-            pass_history: policy
-                .pass_look_fractions
-                .clone()
-                .filter(|p| history.as_ref().is_some_and(|h| h.len() == p.len())),
-            history,
-            spending: policy.gate.spending,
-        }
-    }
+/// Every (cell, policy metric), each cell the policy gives SLOs (its
+/// attainment), and each gating quality part.
+fn gating_pairs(baseline: &RunArtifact, policy: &Policy, quality_pairs: usize) -> usize {
+    let slo_cells = baseline
+        .cells
+        .iter()
+        .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
+        .count();
+    baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs
 }
 
 /// The design and the levels of this look's pass and fail bounds.
@@ -1217,41 +1192,15 @@ fn design_choice(
     resampling: Resampling,
     family: &Family,
     policy: &Policy,
+    method: &Method,
 ) -> DesignChoice {
-    let (alpha_pass, alpha_fail) = match (&family.history, family.fractions) {
-        (Some(history), _) => ev::alpha_levels_by_side(
-            policy.gate.alpha,
-            family.gating_pairs,
-            family.pass_history.as_deref().unwrap_or(history),
-            history,
-            family.spending,
-        ),
-        (None, Some((before, now))) => ev::alpha_levels_between(
-            policy.gate.alpha,
-            family.gating_pairs,
-            before,
-            now,
-            family.spending,
-        ),
-        (None, None) => {
-            let levels = if family.closing {
-                ev::alpha_levels_closing
-            } else {
-                ev::alpha_levels_at
-            };
-            levels(
-                policy.gate.alpha,
-                family.gating_pairs,
-                family.look,
-                family.looks,
-                family.spending,
-            )
-        }
-    };
+    let pairs = family.pairs.0;
+    let (alpha_pass, alpha_fail) = family.look.levels(policy.gate.alpha, pairs);
     DesignChoice {
-        oracle_levels: ev::alpha_levels(policy.gate.alpha, family.gating_pairs, 1),
+        oracle_levels: design::fixed_levels(policy.gate.alpha, pairs),
         schedule,
         resampling,
+        method: *method,
         alpha_pass,
         alpha_fail,
         drift: DriftFloor {
@@ -1516,8 +1465,13 @@ fn statistics(
         ),
         gate_decides: Some(policy.gate.decide.as_str().to_string()),
         evidence_rule: Some(EVIDENCE_RULE.to_string()),
-        family_wise: Some(family_wise(policy, design, family)),
-        design: Some(report_design(design.schedule, design.resampling, policy)),
+        family_wise: Some(family.look.family_wise(
+            policy.gate.alpha,
+            family.pairs,
+            &design.method,
+            (design.alpha_pass, design.alpha_fail),
+        )),
+        design: Some(design.method.design(design.schedule, design.resampling)),
         turnover_margin: Some(policy.turnover.margin),
         drift_floor: Some(DriftFloor {
             pass_sd_percent: policy.gate.drift_sd_percent,
@@ -1525,63 +1479,5 @@ fn statistics(
         }),
         samples_kept: Some(true),
         attainment_rule: any_slo.then(|| ATTAINMENT_RULE.to_string()),
-    }
-}
-
-/// The `statistics.family_wise` block: how alpha was spread over the pairs
-/// and the looks.
-fn family_wise(policy: &Policy, design: &DesignChoice, family: &Family) -> FamilyWise {
-    let spending = family.spending;
-    FamilyWise {
-        method: format!(
-            "this look's share of alpha ({} spending over the planned looks: {}); the fail bound Bonferroni over gating pairs, each (cell, metric) and each cell's SLO attainment (share / pairs), the pass bound intersection-union (every pair at the share)",
-            spending.as_str(),
-            match spending {
-                ev::Spending::Bonferroni => "alpha / looks each",
-                ev::Spending::OBrienFleming =>
-                    "Lan-DeMets O'Brien-Fleming type, alpha(t) = 2 - 2 Phi(z_(1-alpha/2) / sqrt(t)), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
-                ev::Spending::Pocock =>
-                    "Lan-DeMets Pocock type, alpha(t) = alpha ln(1 + (e - 1) t), t = look / looks; look k spends alpha(t_k) - alpha(t_(k-1))",
-            }
-        ) + if family.quality_pairs > 0 {
-            "; each gating quality part (gates.quality) is one more pair"
-        } else {
-            ""
-        } + if family.fractions.is_some() {
-            "; t is the information fraction the run measured (the share of its request or time budget it will really have, re-planned from its round time), recorded as information_fraction and previous_information_fraction; a look at t = 1 spends all that is left"
-        } else {
-            ""
-        } + if family.history.is_some() {
-            "; the levels are exact group-sequential boundaries (Lan-DeMets; Armitage-McPherson-Rowe recursion over every look's fraction, information_fractions): under the null each look's bound crosses, beyond the earlier looks' boundaries, with probability its share, rather than the share being the level"
-        } else {
-            ""
-        } + if family.pass_history.is_some() {
-            "; the pass bound spends its alpha over its own fractions (pass_information_fractions: the share of the information the design needs to pass, which is pass_design_share of what it needs to fail), the fail bound over information_fractions"
-        } else {
-            ""
-        } + if family.closing {
-            "; this look closes the run before its last (time budget): it spends alpha - alpha(t_(k-1))"
-        } else {
-            ""
-        },
-        alpha: policy.gate.alpha,
-        gating_pairs: family.gating_pairs,
-        looks: family.looks,
-        look: Some(family.look),
-        closing: family.closing.then_some(true),
-        information_fraction: family.fractions.map(|f| f.1),
-        previous_information_fraction: family.fractions.map(|f| f.0),
-        information_fractions: family.history.clone(),
-        pass_information_fractions: family.pass_history.clone(),
-        boundaries: family
-            .history
-            .is_some()
-            .then_some(ev::Boundaries::GroupSequential),
-        spending: Some(spending),
-        // Absent means percent (reports made before the log scale).
-        bound_scale: (policy.gate.bound_scale == ev::BoundScale::Log)
-            .then_some(policy.gate.bound_scale),
-        alpha_pass: design.alpha_pass,
-        alpha_fail: design.alpha_fail,
     }
 }

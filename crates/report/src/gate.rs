@@ -180,17 +180,6 @@ fn cost(
     )
 }
 
-/// How many times its present requests the gate needs for the design's
-/// power: the most any pair needs (every pair must pass), each pair's
-/// `design_requests_per_side` over its `requests_per_side`. None when a
-/// pair lacks either (not every pair can be planned for).
-pub fn design_growth(gate: &EvidenceGate) -> Option<f64> {
-    gate.parts.iter().try_fold(0.0f64, |most, p| {
-        let (need, used) = (p.design_requests_per_side?, p.requests_per_side?);
-        (used > 0).then(|| most.max(need as f64 / used as f64))
-    })
-}
-
 pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";
 
 pub const NON_INFERIOR_RULE: &str = "for each turnover workload, every candidate run and the candidate's runs pooled: the one-sided upper confidence bound (at 1 - alpha; Newcombe hybrid score interval) of the failure-rate difference candidate - baseline is below the margin, and zero contaminated answers; Fisher's exact test is reported beside it";

@@ -8,6 +8,7 @@ use thiserror::Error;
 
 use crate::artifact::RunArtifact;
 use crate::atomic::AtomicWriteError;
+use crate::design::Look;
 pub use crate::files::read_regular;
 
 use super::compare::CompareError;
@@ -187,6 +188,17 @@ pub fn compare_files(baseline: &Path, candidate: &Path, policy: Option<&Path>) -
 
 /// [`compare_files`] with a policy already loaded.
 pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Result<Report> {
+    compare_paths_at(baseline, candidate, policy, None)
+}
+
+/// [`compare_paths`] at `look` of a sequential run (None: a fixed-size
+/// run's one look).
+pub fn compare_paths_at(
+    baseline: &Path,
+    candidate: &Path,
+    policy: &Policy,
+    look: Option<&Look>,
+) -> Result<Report> {
     let mut inputs = Vec::new();
     let mut warnings = Vec::new();
     let mut arts = Vec::new();
@@ -216,10 +228,12 @@ pub fn compare_paths(baseline: &Path, candidate: &Path, policy: &Policy) -> Resu
         arts.push(art);
     }
     let mut report =
-        super::compare(&arts[0], &arts[1], policy).map_err(|source| IoError::Compare {
-            baseline: baseline.display().to_string(),
-            candidate: candidate.display().to_string(),
-            source,
+        super::compare::compare_with_look(&arts[0], &arts[1], policy, look).map_err(|source| {
+            IoError::Compare {
+                baseline: baseline.display().to_string(),
+                candidate: candidate.display().to_string(),
+                source,
+            }
         })?;
     if let Some(p) = report.provenance.as_mut() {
         p.inputs = inputs;

@@ -3,7 +3,8 @@
 //! or tokenizer: everything here is a function of files and seeds.
 //!
 //! Data flows: [`artifact`] (what a run measured) → [`stats`] (the math, a
-//! leaf) → [`compare`] (per-metric deltas and evidence) → [`gate`] (every
+//! leaf) → [`design`] (which look a comparison is, its levels, the method)
+//! → [`compare`] (per-metric deltas and evidence) → [`gate`] (every
 //! pass/fail/inconclusive rule, in one place) → the report model →
 //! [`verify`] (recompute it) → [`render`] (terminal, Markdown, HTML).
 //!
@@ -19,6 +20,7 @@ pub mod checker;
 mod compare;
 pub mod config_error;
 mod consistency;
+pub mod design;
 pub mod digest;
 pub mod embedding;
 pub mod files;
@@ -42,7 +44,7 @@ mod turnover_rates;
 pub mod verify;
 
 pub use checker::Disagreement;
-pub use compare::{CompareError, compare};
+pub use compare::{CompareError, compare, compare_by, compare_with_look};
 pub use config_error::ConfigError;
 pub use gate::{
     EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE,
@@ -51,8 +53,8 @@ pub use gate::{
     qualification, strict_gate,
 };
 pub use io::{
-    IoError, compare_files, compare_paths, parse_report_value, read_artifact, read_regular,
-    read_report_value, without_bom, write_report_atomic,
+    IoError, compare_files, compare_paths, compare_paths_at, parse_report_value, read_artifact,
+    read_regular, read_report_value, without_bom, write_report_atomic,
 };
 pub use model::*;
 pub use policy::{GateRule, Policy, TurnoverGateMode};

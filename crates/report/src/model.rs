@@ -646,6 +646,9 @@ pub struct Statistics {
     pub attainment_rule: Option<String>,
 }
 
+/// `statistics.family_wise`: how the gate's alpha is spread over its
+/// gating pairs and its looks, written from the comparison's
+/// [`crate::design::Look`] and read back into one by `verify`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FamilyWise {
     pub method: String,
@@ -655,7 +658,7 @@ pub struct FamilyWise {
     pub gating_pairs: usize,
     /// Planned maximum looks at the data (1: fixed size).
     pub looks: usize,
-    /// Which look this report is (1-based); absent in older reports (the last).
+    /// Which look this report is (1-based); `compare` writes it at every look.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub look: Option<usize>,
     /// This look closed the run before its planned last (time budget) and
@@ -664,7 +667,8 @@ pub struct FamilyWise {
     pub closing: Option<bool>,
     /// The information fraction this look was made at, and the previous
     /// look's (0 for the first): the share of the budget the run measured
-    /// it will have. Absent: `look / looks`.
+    /// it will have; the last two of `information_fractions`, with which
+    /// they are present. Absent: `look / looks`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub information_fraction: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -683,10 +687,11 @@ pub struct FamilyWise {
     /// share is the level (union bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boundaries: Option<crate::stats::evidence::Boundaries>,
-    /// How alpha is shared between looks; absent in older reports (Bonferroni).
+    /// How alpha is shared between looks; `compare` writes it at every look.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spending: Option<crate::stats::evidence::Spending>,
-    /// The scale the evidence bounds were built on; absent in older reports (percent).
+    /// The scale the evidence bounds were built on (the method's,
+    /// [`crate::design::Method`]); `compare` always writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_scale: Option<crate::stats::evidence::BoundScale>,
     /// Level of each pair's pass bound and fail bound.
@@ -694,6 +699,8 @@ pub struct FamilyWise {
     pub alpha_fail: f64,
 }
 
+/// `statistics.design`: the schedule, its resampling and the method the
+/// evidence was computed by ([`crate::design::Method::design`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Design {
     /// `single`, `alternating_passes` or `interleaved` (baseline's; both must agree).
@@ -705,15 +712,15 @@ pub struct Design {
     pub drift_floor_reason: Option<String>,
     /// Interleaved: request k of a block resampled on both sides together
     /// where every request has its value (`paired_requests` in a metric's
-    /// evidence); absent in older reports (blocks only).
+    /// evidence); absent: blocks only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs_requests: Option<bool>,
-    /// Paired designs: how the blocks' log ratios combine; absent in older
-    /// reports (their mean).
+    /// Paired designs: how the blocks' log ratios combine; present exactly
+    /// for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_mean: Option<crate::stats::BlockMean>,
     /// What an adaptive run's design plans from (each evidence part's
-    /// `design_requests_per_side`); absent in older reports (the standard error).
+    /// `design_requests_per_side`); `compare` always writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub design_spread: Option<crate::stats::DesignSpread>,
 }

@@ -43,7 +43,7 @@ use toml::Spanned;
 use crate::config_error::{ConfigError, line_col};
 
 use crate::artifact::Slo;
-use crate::stats::evidence::{BlockMean, BoundScale, DesignSpread, Spending};
+use crate::stats::evidence::Spending;
 use crate::stats::{BootstrapConfig, Direction};
 
 pub use super::model::PolicySlo as SloSpec;
@@ -161,22 +161,6 @@ pub struct GatePolicy {
     pub drift_source: String,
     /// How an adaptive run shares `alpha` between its looks.
     pub spending: Spending,
-    /// The scale of the evidence bounds (log: ratios' bounds never cross
-    /// −100 %); a report that records no scale is verified on the percent
-    /// scale.
-    pub bound_scale: BoundScale,
-    /// Interleaved: resample request k of a block on both sides together
-    /// (`Resampling::PairedRequests`) when every request has its value;
-    /// a report without `pairs_requests` is verified with each side's block
-    /// resampled apart.
-    pub pair_requests: bool,
-    /// Paired designs: how the blocks' log ratios combine (a trimmed mean
-    /// by default); a report without `block_mean` is verified with their mean.
-    pub block_mean: BlockMean,
-    /// What an adaptive run's design plans its information from (the
-    /// bounds' spread by default); a report without `design_spread` is
-    /// verified as planned from the standard error.
-    pub design_spread: DesignSpread,
 }
 
 pub const DEFAULT_GATE_ALPHA: f64 = 0.05;
@@ -195,10 +179,6 @@ impl Default for GatePolicy {
             drift_sd_percent: DEFAULT_DRIFT_SD_PERCENT,
             drift_source: "policy default (6%: the ±12% run-to-run range measured on the reference engine); run `infergate calibrate` for this runtime and suite".into(),
             spending: Spending::OBrienFleming,
-            bound_scale: BoundScale::Log,
-            pair_requests: true,
-            block_mean: BlockMean::Trimmed,
-            design_spread: DesignSpread::Bounds,
         }
     }
 }
@@ -210,28 +190,6 @@ pub struct Policy {
     pub metrics: Vec<MetricSpec>,
     pub turnover: TurnoverPolicy,
     pub bootstrap: BootstrapConfig,
-    /// Looks at the data the experiment may take before it stops (adaptive
-    /// mode); each spends its share of `alpha` under `gate.spending`. 1: a
-    /// fixed-size run.
-    pub sequential_looks: usize,
-    /// Which look this comparison is (1-based); None: the last.
-    pub sequential_look: Option<usize>,
-    /// This look closes the run before its planned last (the time budget
-    /// ran out): it spends the error the earlier looks left.
-    pub sequential_closing: bool,
-    /// Information fractions of this look and the one before it (0 for the
-    /// first): the share of the budget the run will really have, re-planned
-    /// as it learns its round time. None: `look / looks`.
-    pub sequential_fractions: Option<(f64, f64)>,
-    /// Every look's information fraction so far, this one last: the look's
-    /// levels are exact group-sequential boundaries over them (what the
-    /// earlier looks' boundaries already took). None: each look at its
-    /// share of alpha (the union bound over looks).
-    pub look_fractions: Option<Vec<f64>>,
-    /// The pass bounds' own fractions (same length as `look_fractions`),
-    /// when the pass side spends its error by its own information. None:
-    /// `look_fractions` for both sides.
-    pub pass_look_fractions: Option<Vec<f64>>,
     pub gate: GatePolicy,
     /// SLOs to gate on, per cell (a spec without a cell applies to every
     /// cell; a cell's own spec wins over it).
@@ -254,12 +212,6 @@ impl Default for Policy {
                 margin: DEFAULT_TURNOVER_MARGIN,
             },
             bootstrap: BootstrapConfig::default(),
-            sequential_looks: 1,
-            sequential_look: None,
-            sequential_closing: false,
-            sequential_fractions: None,
-            look_fractions: None,
-            pass_look_fractions: None,
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
@@ -395,12 +347,6 @@ struct RawGate {
     drift_sd_percent: Option<Spanned<f64>>,
     #[serde(default)]
     spending: Option<Spending>,
-    #[serde(default)]
-    pair_requests: Option<bool>,
-    #[serde(default)]
-    block_mean: Option<BlockMean>,
-    #[serde(default)]
-    design_spread: Option<DesignSpread>,
 }
 
 #[derive(Deserialize)]
@@ -539,12 +485,6 @@ impl RawPolicy {
             metrics,
             turnover,
             bootstrap,
-            sequential_looks: 1,
-            sequential_look: None,
-            sequential_closing: false,
-            sequential_fractions: None,
-            look_fractions: None,
-            pass_look_fractions: None,
             gate,
             slo,
             quality,
@@ -699,9 +639,6 @@ fn gate(
         )?;
         gate.decide = g.decide.unwrap_or(gate.decide);
         gate.spending = g.spending.unwrap_or(gate.spending);
-        gate.pair_requests = g.pair_requests.unwrap_or(gate.pair_requests);
-        gate.block_mean = g.block_mean.unwrap_or(gate.block_mean);
-        gate.design_spread = g.design_spread.unwrap_or(gate.design_spread);
         gate.alpha = g.alpha.map_or(gate.alpha, |s| *s.get_ref());
         if let Some(d) = g.drift_sd_percent {
             gate.drift_sd_percent = *d.get_ref();
@@ -1119,22 +1056,31 @@ mod tests {
     }
 
     #[test]
-    fn design_spread_defaults_to_the_bounds_and_can_be_the_standard_error() {
-        assert_eq!(Policy::default().gate.design_spread, DesignSpread::Bounds);
-        let toml = "[gate]\ndesign_spread = \"standard_error\"\n";
-        let p = Policy::from_toml_str(toml, "p.toml").unwrap();
-        assert_eq!(p.gate.design_spread, DesignSpread::StandardError);
-        let e = Policy::from_toml_str("[gate]\ndesign_spread = \"mad\"\n", "p.toml").unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("gate.design_spread"), "{e}");
-    }
-
-    #[test]
-    fn block_mean_defaults_to_trimmed_and_can_be_the_mean() {
-        assert_eq!(Policy::default().gate.block_mean, BlockMean::Trimmed);
-        let p = Policy::from_toml_str("[gate]\nblock_mean = \"mean\"\n", "p.toml").unwrap();
-        assert_eq!(p.gate.block_mean, BlockMean::Mean);
-        let e = Policy::from_toml_str("[gate]\nblock_mean = \"median\"\n", "p.toml").unwrap_err();
-        assert_eq!(e.field.as_deref(), Some("gate.block_mean"), "{e}");
+    fn the_method_is_no_gate_setting() {
+        // How compare computes (`design::Method`) is not the user's to set.
+        for (text, field) in [
+            ("[gate]\nblock_mean = \"mean\"\n", "gate.block_mean"),
+            (
+                "[gate]\n\ndesign_spread = \"bounds\"\n",
+                "gate.design_spread",
+            ),
+            (
+                "[gate]\nalpha = 0.05\npair_requests = false\n",
+                "gate.pair_requests",
+            ),
+        ] {
+            let e = Policy::from_toml_str(text, "pol.toml").expect_err(text);
+            let line = text.lines().count();
+            assert_eq!(
+                (e.line, e.field.as_deref()),
+                (Some(line), Some(field)),
+                "{text}: {e}"
+            );
+            assert!(
+                e.to_string().starts_with(&format!("pol.toml:{line}:")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -223,11 +223,9 @@ fn verify_catches_an_edited_outcome() {
 fn an_early_look_too_small_to_bound_says_so_and_decides_nothing() {
     let b = artifact("b", 96, 8, 0.0, &DRIFT, Some(Schedule::Interleaved), 1);
     let c = artifact("c", 96, 8, 0.0, &DRIFT, Some(Schedule::Interleaved), 2);
-    let mut p = policy();
     // O'Brien-Fleming at look 1 of 40: a share of alpha that 1 − α loses.
-    p.sequential_looks = 40;
-    p.sequential_look = Some(1);
-    let r = compare(&b, &c, &p).unwrap();
+    let look = infergate_report::design::Look::planned(1, 40, policy().gate.spending);
+    let r = infergate_report::compare_with_look(&b, &c, &policy(), Some(&look)).unwrap();
     assert_eq!(r.performance_outcome, Some(GateOutcome::Inconclusive));
     let gate = r
         .gates

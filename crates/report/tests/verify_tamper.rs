@@ -4,8 +4,9 @@
 //! verify clean, so every case here is one that could fail.
 
 use infergate_report::artifact::{CellResult, RunArtifact, TurnoverRun};
-use infergate_report::{self as report, Policy, compare, verify, verify_report};
-use infergate_report::{fixtures, stats};
+use infergate_report::design::{Look, Method};
+use infergate_report::{self as report, Policy, compare, compare_by, compare_with_look};
+use infergate_report::{fixtures, stats, verify, verify_report};
 use serde_json::{Value, json};
 
 // ------------------------------------------------------------ inputs ----
@@ -90,9 +91,13 @@ fn interleaved_report() -> Value {
     // The candidate here is the baseline times a constant, request by
     // request: paired by request the change is known exactly and decided;
     // these tests need an undecided pair, so blocks are paired only.
-    let mut p = policy();
-    p.gate.pair_requests = false;
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let blocks_only = Method {
+        pair_requests: false,
+        ..Method::default()
+    };
+    let v = compare_by(&b, &c, &policy(), &blocks_only, None)
+        .expect("comparable")
+        .to_value();
     let d = verify(&v);
     assert!(d.is_empty(), "the untouched report verifies: {d:#?}");
     v
@@ -483,6 +488,47 @@ fn design_resampling_disagreeing_with_its_schedule() {
     names(&p, "statistics.design.resampling");
 }
 
+/// What a report was made with is read from it whole: the method's fields
+/// (`statistics.design`, `statistics.family_wise.bound_scale`), the look
+/// and the drift floor. Each removed is named; the method changed is read
+/// and computed by, and the numbers no longer agree with it.
+#[test]
+fn the_method_and_the_look_are_read_whole_from_the_report() {
+    let v = interleaved_report();
+    for (block, key) in [
+        ("design", "block_mean"),
+        ("design", "design_spread"),
+        ("family_wise", "bound_scale"),
+        ("family_wise", "look"),
+        ("family_wise", "spending"),
+    ] {
+        let p = paths(v.clone(), |v| {
+            v["statistics"][block].as_object_mut().unwrap().remove(key);
+        });
+        names(&p, &format!("statistics.{block}.{key}"));
+    }
+    for block in ["design", "family_wise", "drift_floor"] {
+        let p = paths(v.clone(), |v| {
+            v["statistics"].as_object_mut().unwrap().remove(block);
+        });
+        names(&p, &format!("statistics.{block}"));
+    }
+    let p = paths(v.clone(), |v| {
+        v["statistics"]["design"]["design_spread"] = "standard_error".into();
+    });
+    assert!(
+        p.iter().any(|x| x.ends_with("design_requests_per_side")),
+        "{p:#?}"
+    );
+    let p = paths(v, |v| {
+        v["statistics"]["family_wise"]["bound_scale"] = "percent".into();
+    });
+    assert!(
+        p.iter().any(|x| x.ends_with("upper_bound_percent")),
+        "{p:#?}"
+    );
+}
+
 #[test]
 fn edited_bootstrap_seed_moves_every_interval() {
     let p = paths(report(), |v| {
@@ -583,29 +629,6 @@ fn a_negative_sample_is_no_measurement_for_compare_nor_verify() {
     names(&p, "cells");
 }
 
-#[test]
-fn a_report_from_an_earlier_compare_is_not_held_to_newer_fields() {
-    let mut v = report();
-    v["statistics"].as_object_mut().map(|s| {
-        s.remove("drift_floor");
-        s.remove("samples_kept")
-    });
-    for c in ["fast", "slow"] {
-        let cell = v["cells"][c].as_object_mut().expect("cell");
-        cell.remove("baseline_failed");
-        cell.remove("candidate_failed");
-    }
-    let r = verify_report(&v);
-    assert!(r.is_clean(), "{:#?}", r.disagreements);
-    assert!(
-        r.unchecked
-            .iter()
-            .any(|u| u.contains("statistics.samples_kept")),
-        "{:#?}",
-        r.unchecked
-    );
-}
-
 /// A limit, stated: the seed does not say how many turnover runs were
 /// planned, and its dropped repeat leaves every count consistent.
 #[test]
@@ -624,63 +647,25 @@ fn dropped_repeat_in_the_seed_is_a_stated_limit() {
     );
 }
 
-/// A real interleaved report from the demo, written by the compare of the
-/// previous release (before drift_floor, samples_kept, look, spending and the
-/// gate parts' requests were recorded): it still verifies, and still cannot
-/// be edited unnoticed (its intervals are recomputed from its samples).
-#[test]
-fn an_older_interleaved_report_verifies_and_an_edited_interval_is_named() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/data/interleaved-report-before-spending.json");
-    let mut v = report::read_report_value(&path).expect("fixture");
-    let r = verify_report(&v);
-    assert!(r.is_clean(), "{:#?}", r.disagreements);
-    let ci = &mut v["cells"]["capacity-1k"]["metrics"]["ttft_p50_ms"]["ci_delta_percent"]["low"];
-    *ci = serde_json::json!(ci.as_f64().unwrap() - 1.0);
-    let r = verify_report(&v);
-    assert!(
-        r.disagreements
-            .iter()
-            .any(|d| d.path == "cells.capacity-1k.metrics.ttft_p50_ms.ci_delta_percent.low"),
-        "{:#?}",
-        r.disagreements
-    );
-}
-
 /// A look the clock closed early spends what the earlier looks left; the
 /// report says so (`closing`), verify recomputes those levels, and a
 /// `closing` that was not (dropped, or claimed at the planned last look) is named.
 #[test]
 fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
     let (b, c) = runs();
-    let p = Policy {
-        sequential_looks: 20,
-        sequential_look: Some(17),
-        sequential_closing: true,
-        ..policy()
-    };
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let open = Look::planned(17, 20, stats::evidence::Spending::OBrienFleming);
+    let look = open.clone().closing();
+    let v = compare_with_look(&b, &c, &policy(), Some(&look))
+        .expect("comparable")
+        .to_value();
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
     let fw = &v["statistics"]["family_wise"];
     assert_eq!(fw["closing"], true);
-    let (pass, _) = stats::evidence::alpha_levels_closing(
-        0.05,
-        3,
-        17,
-        20,
-        stats::evidence::Spending::OBrienFleming,
-    );
+    let (pass, _) = look.levels(0.05, 3);
     assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
-    let open = compare(
-        &b,
-        &c,
-        &Policy {
-            sequential_closing: false,
-            ..p.clone()
-        },
-    )
-    .unwrap()
-    .to_value();
+    let open = compare_with_look(&b, &c, &policy(), Some(&open))
+        .unwrap()
+        .to_value();
     assert!(
         open["statistics"]["family_wise"]["alpha_pass"]
             .as_f64()
@@ -703,71 +688,14 @@ fn a_closing_look_is_recomputed_and_cannot_be_claimed_or_dropped() {
     names(&at_the_last, "statistics.family_wise.closing");
 }
 
-/// A look at measured information fractions (the share of the budget the
-/// run will really have) spends `α(t) − α(t_prev)`; verify recomputes
-/// those levels from the recorded fractions, and names a fraction that was
-/// edited or is impossible.
-#[test]
-fn a_look_at_measured_fractions_is_recomputed_and_an_edited_fraction_is_named() {
-    let (b, c) = runs();
-    let p = Policy {
-        sequential_looks: 50,
-        sequential_look: Some(3),
-        sequential_fractions: Some((2.0 / 14.0, 3.0 / 14.0)),
-        ..policy()
-    };
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
-    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
-    let fw = &v["statistics"]["family_wise"];
-    assert_eq!(fw["information_fraction"].as_f64(), Some(3.0 / 14.0));
-    assert_eq!(
-        fw["previous_information_fraction"].as_f64(),
-        Some(2.0 / 14.0)
-    );
-    let spending = stats::evidence::Spending::OBrienFleming;
-    let m = fw["gating_pairs"].as_u64().unwrap() as usize;
-    let (pass, fail) =
-        stats::evidence::alpha_levels_between(0.05, m, 2.0 / 14.0, 3.0 / 14.0, spending);
-    assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
-    assert_eq!(fw["alpha_fail"].as_f64(), Some(fail));
-    // The same look by look / looks (3 of 50) spends far less: the point of the fractions.
-    let (by_count, _) = stats::evidence::alpha_levels_at(0.05, 3, 3, 50, spending);
-    assert!(pass > 100.0 * by_count, "{pass} vs {by_count}");
-
-    let edited = paths(v.clone(), |v| {
-        v["statistics"]["family_wise"]["information_fraction"] = json!(0.5);
-    });
-    names(&edited, "statistics.family_wise.alpha_pass");
-    let backwards = paths(v.clone(), |v| {
-        v["statistics"]["family_wise"]["previous_information_fraction"] = json!(0.9);
-    });
-    names(&backwards, "statistics.family_wise.information_fraction");
-    let half = paths(v, |v| {
-        v["statistics"]["family_wise"]
-            .as_object_mut()
-            .unwrap()
-            .remove("previous_information_fraction");
-    });
-    names(
-        &half,
-        "statistics.family_wise.previous_information_fraction",
-    );
-}
-
 /// The fractions of a run's first three looks, re-planned at the third.
 const THIRD_LOOK: [f64; 3] = [1.0 / 14.0, 2.0 / 14.0, 3.0 / 13.0];
 
-/// The policy of the third look of an adaptive run at [`THIRD_LOOK`], the
-/// pass side at `pass` when it spends by its own fractions.
-fn third_look(pass: Option<Vec<f64>>) -> Policy {
-    Policy {
-        sequential_looks: 50,
-        sequential_look: Some(3),
-        sequential_fractions: Some((THIRD_LOOK[1], THIRD_LOOK[2])),
-        look_fractions: Some(THIRD_LOOK.to_vec()),
-        pass_look_fractions: pass,
-        ..policy()
-    }
+/// The third look of an adaptive run of 50 at [`THIRD_LOOK`], the pass
+/// side at `pass` when it spends by its own fractions.
+fn third_look(pass: Option<Vec<f64>>) -> Look {
+    Look::planned(3, 50, stats::evidence::Spending::OBrienFleming)
+        .at_fractions(THIRD_LOOK.to_vec(), pass)
 }
 
 /// What verify names in `v` with its `statistics.family_wise` edited by `f`.
@@ -780,27 +708,38 @@ fn family_edited(v: &Value, f: &dyn Fn(&mut Map)) -> Vec<String> {
 /// Exact group-sequential boundaries over every look's fraction:
 /// the report names the method and the fractions, verify recomputes the
 /// levels from them, and names a history edited, out of order, not ending
-/// at this look, or present without its method.
+/// at this look, present without its method, or absent beside this look's
+/// fractions; and this look's fractions edited, out of order or half there.
 #[test]
 fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
     let (b, c) = runs();
     let history = THIRD_LOOK.to_vec();
-    let p = third_look(None);
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let look = third_look(None);
+    let v = compare_with_look(&b, &c, &policy(), Some(&look))
+        .expect("comparable")
+        .to_value();
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
     let fw = &v["statistics"]["family_wise"];
     assert_eq!(fw["boundaries"], "group_sequential");
     assert_eq!(fw["information_fractions"], json!(history));
+    assert_eq!(fw["information_fraction"].as_f64(), Some(3.0 / 13.0));
+    assert_eq!(
+        fw["previous_information_fraction"].as_f64(),
+        Some(2.0 / 14.0)
+    );
     let spending = stats::evidence::Spending::OBrienFleming;
     let m = fw["gating_pairs"].as_u64().unwrap() as usize;
-    let (pass, fail) = stats::evidence::alpha_levels_sequential(0.05, m, &history, spending);
+    let (pass, fail) = look.levels(0.05, m);
     assert_eq!(fw["alpha_pass"].as_f64(), Some(pass));
     assert_eq!(fw["alpha_fail"].as_f64(), Some(fail));
     // Above the share the union bound would have used: the earlier looks'
     // boundaries took some paths already.
-    let (share, _) =
-        stats::evidence::alpha_levels_between(0.05, m, 2.0 / 14.0, 3.0 / 13.0, spending);
+    let share = spending.spent(0.05, 3.0 / 13.0) - spending.spent(0.05, 2.0 / 14.0);
     assert!(pass > share, "{pass} vs {share}");
+    // The same look by look / looks (3 of 50) spends far less: the point
+    // of the fractions.
+    let (by_count, _) = Look::planned(3, 50, spending).levels(0.05, 3);
+    assert!(pass > 100.0 * by_count, "{pass} vs {by_count}");
 
     let family = |f: &dyn Fn(&mut Map)| family_edited(&v, f);
     let earlier = family(&|fw| {
@@ -832,7 +771,23 @@ fn group_sequential_levels_are_recomputed_from_every_looks_fraction() {
         fw.remove("boundaries");
         fw.remove("information_fractions");
     });
-    names(&union, "statistics.family_wise.alpha_pass");
+    names(&union, "statistics.family_wise.information_fractions");
+
+    let edited = family(&|fw| {
+        fw.insert("information_fraction".into(), json!(0.5));
+    });
+    names(&edited, "statistics.family_wise.information_fractions");
+    let backwards = family(&|fw| {
+        fw.insert("previous_information_fraction".into(), json!(0.9));
+    });
+    names(&backwards, "statistics.family_wise.information_fraction");
+    let half = family(&|fw| {
+        fw.remove("previous_information_fraction");
+    });
+    names(
+        &half,
+        "statistics.family_wise.previous_information_fraction",
+    );
 }
 
 /// The pass side spending by its own information: the report
@@ -845,15 +800,16 @@ fn the_pass_side_spends_over_its_own_fractions() {
     let (b, c) = runs();
     let history = THIRD_LOOK.to_vec();
     let pass = vec![1.0 / 14.0, 2.0 / 10.0, 3.0 / 10.0];
-    let p = third_look(Some(pass.clone()));
-    let v = compare(&b, &c, &p).expect("comparable").to_value();
+    let look = third_look(Some(pass.clone()));
+    let v = compare_with_look(&b, &c, &policy(), Some(&look))
+        .expect("comparable")
+        .to_value();
     assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
     let fw = &v["statistics"]["family_wise"];
     assert_eq!(fw["pass_information_fractions"], json!(pass));
-    let spending = stats::evidence::Spending::OBrienFleming;
     let m = fw["gating_pairs"].as_u64().unwrap() as usize;
-    let (shared_pass, shared_fail) =
-        stats::evidence::alpha_levels_sequential(0.05, m, &history, spending);
+    let (shared_pass, shared_fail) = third_look(None).levels(0.05, m);
+    assert_eq!(third_look(None).fractions(), Some(&history[..]));
     assert!(fw["alpha_pass"].as_f64().unwrap() > shared_pass);
     assert_eq!(fw["alpha_fail"].as_f64(), Some(shared_fail));
 

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{independent_median_deltas, rank_sampled_quantile};
 use super::percentile::{percentile_sorted, sorted_finite};
-use super::sequential::{LookSpend, nominal_level};
 use super::special::{chi_square_quantile_approx, normal_cdf, normal_quantile, t_quantile};
 use super::{BootstrapConfig, Direction, GateOutcome, delta_percent};
 
@@ -61,12 +60,12 @@ impl Resampling {
 /// (one side before it, the other after): their ratios are far out,
 /// and a mean pays for them in variance. On the reference engine's journals
 /// of a bursty hour the mean's bootstrap SE was 2–8 × the trimmed mean's
-/// (`scripts/block-estimators.py`). The policy's default is `Trimmed`.
+/// (`scripts/block-estimators.py`). `compare` uses `Trimmed`
+/// (`crate::design::Method`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockMean {
-    /// The mean of the log ratios (their geometric mean): every report
-    /// before the trimmed mean, which `verify` reads as this.
+    /// The mean of the log ratios (their geometric mean).
     Mean,
     /// The mean of the middle log ratios, a fifth of the blocks
     /// ([`TRIM_SHARE`], rounded down) set aside at each end, from
@@ -487,22 +486,6 @@ pub const POWER: f64 = 0.8;
 /// Above this, `requests_to_resolve` is reported as unresolvable.
 pub const MAX_REQUESTS_TO_RESOLVE: f64 = 1_000_000.0;
 
-/// Levels of the two one-sided bounds for `m` gating (cell, metric) pairs and
-/// `looks` looks at the data, each look at `alpha / looks`.
-///
-/// - *fail* is a union over pairs (any one failing fails the gate): Bonferroni,
-///   `alpha / (m × looks)`, keeps the chance that a runtime no worse than its
-///   margins fails anywhere at or below `alpha`.
-/// - *pass* needs every pair to pass (intersection-union): each at `alpha /
-///   looks` keeps the chance of passing a runtime worse than some margin at
-///   or below `alpha` with no split across pairs.
-/// - Looks: Bonferroni alpha spending over the planned maximum number of
-///   looks, valid under any stopping rule that looks at most that often.
-pub fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
-    // Bonferroni spends the same share at every look.
-    alpha_levels_at(alpha, m, 1, looks, Spending::Bonferroni)
-}
-
 /// How a sequential run shares its error between looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -543,185 +526,15 @@ impl Spending {
     }
 }
 
-/// [`alpha_levels`] at look `look` (1-based) of `looks` planned, each look
-/// at its share of `alpha` under `spending`. The shares sum to `alpha`, so
-/// by the union bound over looks the error stays at or below `alpha` under
-/// any stopping rule that looks at most `looks` times at these points;
-/// dependence between looks (they share data) only makes it conservative.
-pub fn alpha_levels_at(
-    alpha: f64,
-    m: usize,
-    look: usize,
-    looks: usize,
-    spending: Spending,
-) -> (f64, f64) {
-    look_levels(alpha, m, look, looks, spending, false)
-}
-
-/// [`alpha_levels_at`] for a run that stops at look `look` before its
-/// planned last (its time budget ran out): this look spends everything the
-/// earlier looks left, `alpha − α(t₍look−1₎)`, so the shares still sum to
-/// `alpha` and the error stays at or below it. The stop must not depend on
-/// the observed difference (a clock does not, to first order: it measures
-/// both sides' latencies together).
-pub fn alpha_levels_closing(
-    alpha: f64,
-    m: usize,
-    look: usize,
-    looks: usize,
-    spending: Spending,
-) -> (f64, f64) {
-    look_levels(alpha, m, look, looks, spending, true)
-}
-
-/// What look `look` of `looks` spends: up to its own information fraction,
-/// or (`closing`) all that is left, less what the earlier looks spent.
-fn look_levels(
-    alpha: f64,
-    m: usize,
-    look: usize,
-    looks: usize,
-    spending: Spending,
-    closing: bool,
-) -> (f64, f64) {
-    let looks = looks.max(1);
-    let look = look.clamp(1, looks);
-    let until = if closing {
-        alpha
-    } else {
-        spending.spent(alpha, look as f64 / looks as f64)
-    };
-    share_levels(
-        until - spending.spent(alpha, (look - 1) as f64 / looks as f64),
-        m,
-    )
-}
-
-/// A look's pass and fail levels from its share of alpha.
-fn share_levels(share: f64, m: usize) -> (f64, f64) {
-    // Never zero: a look with no error to spend would be a bound at ±inf.
-    let share = share.max(f64::MIN_POSITIVE);
-    (share, share / m.max(1) as f64)
-}
-
-/// [`alpha_levels`] for a look at information fraction `now` whose
-/// previous look was at `before` (0 for the first): this look spends
-/// `α(now) − α(before)`, and a look at `now = 1` spends all that is left.
-/// The fractions are the share of the budget the run will really have
-/// (re-planned as it learns its round time), so a run the clock ends early
-/// spends its error over the looks it gets, not over a request budget it
-/// never reaches. As long as the fractions do not depend on the observed
-/// difference, the shares telescope to at most `alpha`, and the union bound
-/// holds as in [`alpha_levels_at`].
-pub fn alpha_levels_between(
-    alpha: f64,
-    m: usize,
-    before: f64,
-    now: f64,
-    spending: Spending,
-) -> (f64, f64) {
-    let before = before.clamp(0.0, 1.0);
-    let until = if now >= 1.0 {
-        alpha
-    } else {
-        spending.spent(alpha, now.max(before))
-    };
-    share_levels(until - spending.spent(alpha, before), m)
-}
-
-/// [`alpha_levels`] for the last of looks made at information fractions
-/// `fractions` (in order, this look last), with exact group-sequential
-/// boundaries ([`super::sequential`]): each look's pass bound crosses, under
-/// its null, with probability `α(tₖ) − α(tₖ₋₁)` beyond the earlier looks'
-/// boundaries (each fail bound with that over `m`), so the error over all
-/// looks is `alpha` exactly where the union bound of [`alpha_levels_between`]
-/// spends less. A fraction of 1 spends all that is left; a fraction below
-/// an earlier one counts as that one. Valid as long as the fractions do not
-/// depend on the observed difference.
-pub fn alpha_levels_sequential(
-    alpha: f64,
-    m: usize,
-    fractions: &[f64],
-    spending: Spending,
-) -> (f64, f64) {
-    alpha_levels_by_side(alpha, m, fractions, fractions, spending)
-}
-
-/// [`alpha_levels_sequential`] with each side's own fractions: the pass
-/// bound's error (`alpha`) spent over `pass_fractions`, the fail bound's
-/// (`alpha / m`) over `fail_fractions`. The two errors are separate (a pass
-/// wrongly given, a fail wrongly given), so each holds over its own looks
-/// whatever the other's fractions are, as long as neither depends on the
-/// observed difference. A side whose fraction stays at 1 has nothing left:
-/// its later looks' levels are 0.
-pub fn alpha_levels_by_side(
-    alpha: f64,
-    m: usize,
-    pass_fractions: &[f64],
-    fail_fractions: &[f64],
-    spending: Spending,
-) -> (f64, f64) {
-    let m = m.max(1) as f64;
-    (
-        side_level(alpha, 1.0, pass_fractions, spending),
-        side_level(alpha, m, fail_fractions, spending),
-    )
-}
-
-/// The exact level of the last look of one side spending `alpha`'s
-/// spending function over `share` (1 for the pass side, m for the fail
-/// side's pairs) at `fractions` (a fraction below an earlier one counts as
-/// that one).
-fn side_level(alpha: f64, share: f64, fractions: &[f64], spending: Spending) -> f64 {
-    let mut reached = 0.0f64;
-    let looks: Vec<LookSpend> = fractions
-        .iter()
-        .map(|&t| {
-            reached = reached.max(t.clamp(0.0, 1.0));
-            let spent = if reached >= 1.0 {
-                alpha
-            } else {
-                spending.spent(alpha, reached)
-            } / share;
-            LookSpend {
-                fraction: reached,
-                spent,
-            }
-        })
-        .collect();
-    nominal_level(&looks).max(f64::MIN_POSITIVE)
-}
-
-/// The share of the fail side's design information the pass side needs:
-/// both plan for a margin's distance at [`DESIGN_POWER`], the pass side at
-/// the fixed-size pass level `alpha` (every pair must pass, each at
-/// `alpha`), the fail side at `alpha / m` (any pair may fail), so
-/// `((z₁₋α + z_P) / (z₁₋α/m + z_P))²`, below 1 for `m > 1`.
-pub fn pass_design_share(alpha: f64, m: usize) -> f64 {
-    let zp = normal_quantile(DESIGN_POWER);
-    let z = |a: f64| normal_quantile(1.0 - a);
-    ((z(alpha) + zp) / (z(alpha / m.max(1) as f64) + zp)).powi(2)
-}
-
-/// The previous look's fraction (0 for the first) and this look's, from
-/// every look's fractions in order; None for no looks.
-pub fn last_two_fractions(history: &[f64]) -> Option<(f64, f64)> {
-    let now = *history.last()?;
-    Some((
-        history.len().checked_sub(2).map_or(0.0, |i| history[i]),
-        now,
-    ))
-}
-
 /// How a look's levels follow from its share of alpha.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Boundaries {
-    /// The share is the level (the union bound over looks; reports that
-    /// record no `boundaries`).
+    /// The share is the level (the union bound over looks), as a look
+    /// without measured fractions has it.
     UnionBound,
     /// Exact group-sequential boundaries over every look's information
-    /// fraction ([`alpha_levels_sequential`]).
+    /// fraction (`crate::design::Look::levels`).
     GroupSequential,
 }
 
@@ -729,8 +542,8 @@ pub enum Boundaries {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BoundScale {
-    /// Distances from the point in percent (reports before the log scale):
-    /// with few blocks a latency's lower bound can cross −100 %.
+    /// Distances from the point in percent: with few blocks a latency's
+    /// lower bound can cross −100 %.
     Percent,
     /// Distances from the point in the log of the ratio, mapped back to
     /// percent: asymmetric, a latency ratio's bounds stay above −100 % and a
@@ -1063,13 +876,12 @@ fn oracle_scale(
     (k.is_finite() && var > 0.0).then_some(k)
 }
 
-/// What an adaptive run's design plans its information from (`[gate]
-/// design_spread`).
+/// What an adaptive run's design plans its information from
+/// (`crate::design::Method::design_spread`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DesignSpread {
-    /// The estimate's standard error, the middle of its bootstrap; `verify`
-    /// reads a report without `design_spread` as this.
+    /// The estimate's standard error, the middle of its bootstrap.
     StandardError,
     /// The spread the bounds show: each bound's distance from the point
     /// over t at its level, where that exceeds the standard error. A heavy
@@ -1132,6 +944,17 @@ pub fn design_requests(
     let z = normal_quantile(1.0 - alpha_fail) + normal_quantile(DESIGN_POWER);
     let n = DESIGN_INFLATION * n_now as f64 * (z * se_percent / margin_percent).powi(2);
     (n.is_finite() && n <= MAX_REQUESTS_TO_RESOLVE).then(|| (n.ceil() as usize).max(1))
+}
+
+/// The share of the fail side's design information the pass side needs:
+/// both plan for a margin's distance at [`DESIGN_POWER`], the pass side at
+/// the fixed-size pass level `alpha` (every pair must pass, each at
+/// `alpha`), the fail side at `alpha / m` (any pair may fail), so
+/// `((z₁₋α + z_P) / (z₁₋α/m + z_P))²`, below 1 for `m > 1`.
+pub fn pass_design_share(alpha: f64, m: usize) -> f64 {
+    let zp = normal_quantile(DESIGN_POWER);
+    let z = |a: f64| normal_quantile(1.0 - a);
+    ((z(alpha) + zp) / (z(alpha / m.max(1) as f64) + zp)).powi(2)
 }
 
 /// Requests per side at which a true worse change of `shift_percent` fails

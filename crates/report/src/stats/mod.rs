@@ -34,8 +34,7 @@ pub use delta::{
 };
 pub use evidence::{
     BlockMean, BoundScale, Boundaries, Clustered, DesignSpread, DriftFloor, Evidence,
-    EvidenceInput, Resampling, Spending, alpha_levels, alpha_levels_at, alpha_levels_by_side,
-    alpha_levels_closing, alpha_levels_sequential, bootstrap_deltas, bootstrap_deltas_by, combine,
+    EvidenceInput, Resampling, Spending, bootstrap_deltas, bootstrap_deltas_by, combine,
     newcombe_difference, paired_point_delta, paired_point_delta_by, pass_design_share,
 };
 pub use exact::{ExactTest, clopper_pearson, fisher_exact};

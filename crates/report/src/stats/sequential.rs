@@ -16,6 +16,7 @@
 //! Pure functions of the fractions and the cumulative spending; no clock,
 //! no randomness.
 
+use super::evidence::Spending;
 use super::special::normal_cdf;
 
 /// Grid points never exceed this (a look this close to the next is left
@@ -62,6 +63,32 @@ pub fn nominal_level(looks: &[LookSpend]) -> f64 {
         ),
     };
     level.max(share).min(1.0)
+}
+
+/// The exact level of the last look of one side of a gate spending
+/// `alpha`'s spending function over `share` (1 for a pass side, the pairs
+/// for a fail side that splits its error over them) at `fractions`, every
+/// look's in order (a fraction below an earlier one counts as that one; a
+/// fraction of 1 spends all that is left, and after it a side has nothing:
+/// level 0, drawn at the smallest positive).
+pub fn side_level(alpha: f64, share: f64, fractions: &[f64], spending: Spending) -> f64 {
+    let mut reached = 0.0f64;
+    let looks: Vec<LookSpend> = fractions
+        .iter()
+        .map(|&t| {
+            reached = reached.max(t.clamp(0.0, 1.0));
+            let spent = if reached >= 1.0 {
+                alpha
+            } else {
+                spending.spent(alpha, reached)
+            } / share;
+            LookSpend {
+                fraction: reached,
+                spent,
+            }
+        })
+        .collect();
+    nominal_level(&looks).max(f64::MIN_POSITIVE)
 }
 
 /// An earlier look that truncates the paths: its fraction and its boundary

@@ -149,11 +149,14 @@ fn limits(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
 
 use params::Params;
 
-/// The policy a report declares, rebuilt from its `policy` and `statistics`
-/// blocks (for making the report again from its runs: `infergate::verify_runs`).
-pub fn policy_of(root: &Map<String, Value>) -> Result<crate::Policy, String> {
+pub use params::MadeWith;
+
+/// What a report was made with (its policy, method and look), rebuilt from
+/// its `policy` and `statistics` blocks (for making the report again from
+/// its runs: `infergate::verify_runs`).
+pub fn made_with(root: &Map<String, Value>) -> Result<MadeWith, String> {
     let params = params::check(&mut Checker::default(), root);
-    params::policy_from_report(root, &params)
+    params::made_with(root, &params)
 }
 
 /// Every field of `expected` (a report made again) against the report

@@ -2,15 +2,14 @@
 //! gates, the defaults when it says `source: "defaults"`, the `statistics`
 //! block against the policy (family-wise levels, design, bootstrap
 //! settings), and the turnover mode and alpha wherever they are repeated.
-//! Also rebuilds the [`Policy`] a report was made with, for recomputation.
+//! Also rebuilds what a report was made with (the [`Policy`], the
+//! [`Method`] and the [`Look`]), for recomputation.
 
 use serde_json::{Map, Value};
 
 use crate::artifact::Schedule;
-use crate::stats::evidence::{
-    BlockMean, BoundScale, Boundaries, DesignSpread, DriftFloor, Spending, alpha_levels_at,
-    alpha_levels_between, alpha_levels_by_side, alpha_levels_closing, last_two_fractions,
-};
+use crate::design::{self, Look, Method};
+use crate::stats::evidence::DriftFloor;
 use crate::stats::{BootstrapConfig, Direction, Resampling};
 
 use super::super::checker::{Checker, join, show};
@@ -20,9 +19,10 @@ use super::super::policy::{
     TurnoverGateMode, TurnoverPolicy, infer_direction, split_quantile,
 };
 
-/// Blocks `compare` has always written: a report with one of them is a
-/// compare-made report, and must have them all. (`performance_outcome`
-/// came later; the recomputation names it when it is missing.)
+/// Blocks `compare` writes: a report with one of them is a compare-made
+/// report, and must have them all (the seed has none). Every other field
+/// `compare` writes, `performance_outcome` among them, the recomputation
+/// names when it is missing.
 const COMPARE_BLOCKS: [&str; 6] = [
     "policy",
     "statistics",
@@ -48,6 +48,10 @@ pub(super) struct Params {
     pub samples_kept: bool,
     /// `performance_gate_passed` is true as found.
     pub claims_performance_pass: bool,
+    /// The look `statistics.family_wise` records, when it records one.
+    pub look: Option<Look>,
+    /// The method `statistics` records, when it records one.
+    pub method: Option<Method>,
 }
 
 impl Params {
@@ -90,7 +94,7 @@ pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) -> Params {
         .and_then(|s| s.get("samples_kept"))
         .and_then(Value::as_bool)
         == Some(true);
-    let params = Params {
+    let mut params = Params {
         policy_metrics,
         required,
         mode,
@@ -98,9 +102,11 @@ pub(super) fn check(ck: &mut Checker, root: &Map<String, Value>) -> Params {
         made_by_compare,
         samples_kept,
         claims_performance_pass: root.get("performance_gate_passed") == Some(&Value::Bool(true)),
+        look: None,
+        method: None,
     };
     if let Some(s) = stats {
-        check_statistics(ck, root, s, &params);
+        (params.look, params.method) = check_statistics(ck, root, s, &params);
     }
     check_turnover_params(ck, root, &params);
     if policy.and_then(|p| p.get("source")).and_then(Value::as_str) == Some("defaults") {
@@ -281,8 +287,14 @@ pub(super) fn check_named(
 }
 
 /// `statistics`: bootstrap settings in range, the family-wise levels from
-/// the policy's metrics and the cells, the design's parts agreeing.
-fn check_statistics(ck: &mut Checker, root: &Map<String, Value>, s: &Value, params: &Params) {
+/// the policy's metrics and the cells, the design's parts agreeing. The
+/// look and the method it records.
+fn check_statistics(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    s: &Value,
+    params: &Params,
+) -> (Option<Look>, Option<Method>) {
     let b = s.get("bootstrap");
     if let Some(n) = ck.count(
         "statistics.bootstrap.iterations",
@@ -304,12 +316,34 @@ fn check_statistics(ck: &mut Checker, root: &Map<String, Value>, s: &Value, para
     if let Some(m) = s.get("turnover_margin") {
         unit_interval(ck, "statistics.turnover_margin", Some(m));
     }
-    if let Some(fw) = s.get("family_wise") {
-        check_family_wise(ck, root, fw, params);
+    if params.made_by_compare {
+        for k in ["family_wise", "design", "drift_floor"] {
+            if s.get(k).is_none() {
+                ck.push(
+                    format!("statistics.{k}"),
+                    "missing".into(),
+                    "present: `compare` writes it with the statistics block",
+                );
+            }
+        }
     }
-    if let Some(d) = s.get("design") {
+    if let Some(d) = s.get("drift_floor")
+        && parse::<DriftFloor>(d).is_none()
+    {
+        ck.wrong(
+            "statistics.drift_floor",
+            Some(d),
+            "{\"pass_sd_percent\": a number, \"source\": a string}",
+        );
+    }
+    let look = s
+        .get("family_wise")
+        .and_then(|fw| check_family_wise(ck, root, fw, params));
+    let method = s.get("design").and_then(|d| {
         check_design(ck, d);
-    }
+        Method::read(ck, s)
+    });
+    (look, method)
 }
 
 /// A number strictly between 0 and 1.
@@ -322,7 +356,14 @@ fn unit_interval(ck: &mut Checker, path: &str, v: Option<&Value>) -> Option<f64>
     Some(x)
 }
 
-fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, params: &Params) {
+/// The family-wise levels against the look's, from alpha and the gating
+/// pairs; the look, when the block records one.
+fn check_family_wise(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    fw: &Value,
+    params: &Params,
+) -> Option<Look> {
     let alpha = ck.num(&fw_key("alpha"), fw.get("alpha"));
     if let Some(a) = alpha.filter(|a| !(*a > 0.0 && *a < 0.5)) {
         ck.push(fw_key("alpha"), a.to_string(), "in (0, 0.5)");
@@ -333,13 +374,11 @@ fn check_family_wise(ck: &mut Checker, root: &Map<String, Value>, fw: &Value, pa
     if looks == Some(0) {
         ck.push(fw_key("looks"), "0".into(), "at least 1");
     }
-    let (Some(a), Some(m), Some(l)) = (alpha, pairs, looks) else {
-        return;
-    };
-    let Some(look) = look_of(ck, fw, l) else {
-        return;
-    };
-    check_levels(ck, fw, a, m, look);
+    let look = design::read_look(ck, fw, looks.filter(|l| *l > 0)?)?;
+    if let (Some(a), Some(m)) = (alpha, pairs) {
+        check_levels(ck, fw, a, m as usize, &look);
+    }
+    Some(look)
 }
 
 fn fw_key(k: &str) -> String {
@@ -402,219 +441,9 @@ fn check_gating_pairs(
     }
 }
 
-/// Which look of `looks` the report was made at, how alpha was spent over
-/// the looks, and whether that look closed the run.
-struct Look {
-    look: u64,
-    looks: u64,
-    spending: Spending,
-    closing: bool,
-    /// (previous, this) information fractions, when the run recorded them.
-    fractions: Option<(f64, f64)>,
-    /// Every look's fraction, when the levels are exact group-sequential
-    /// boundaries over them.
-    history: Option<Vec<f64>>,
-    /// The pass bounds' own fractions, when the pass side spends by them.
-    pass_history: Option<Vec<f64>>,
-}
-
-/// The report's look, spending and closing; None (and a disagreement) when
-/// one of them cannot be.
-fn look_of(ck: &mut Checker, fw: &Value, l: u64) -> Option<Look> {
-    // Reports from before `look` and `spending` were written: the last look, Bonferroni.
-    let look = match fw.get("look") {
-        None => l,
-        Some(v) => match ck.count(&fw_key("look"), Some(v)) {
-            Some(k) if (1..=l).contains(&k) => k,
-            Some(k) => {
-                ck.push(fw_key("look"), k.to_string(), format!("in 1..={l} (looks)"));
-                return None;
-            }
-            None => return None,
-        },
-    };
-    let spending = match fw.get("spending") {
-        None => Spending::Bonferroni,
-        Some(v) => match parse::<Spending>(v) {
-            Some(sp) => sp,
-            None => {
-                ck.push(
-                    fw_key("spending"),
-                    v.to_string(),
-                    "bonferroni, o_brien_fleming or pocock",
-                );
-                return None;
-            }
-        },
-    };
-    // A look that closed the run early spent what the earlier looks left;
-    // only a look before the last can close it.
-    let closing = match fw.get("closing") {
-        None => false,
-        Some(Value::Bool(true)) if look < l => true,
-        Some(v) => {
-            ck.push(
-                fw_key("closing"),
-                v.to_string(),
-                format!("absent, or true at a look before the last ({l})"),
-            );
-            return None;
-        }
-    };
-    let fractions = fractions_of(ck, fw)?;
-    let history = history_of(ck, fw, fractions)?;
-    let pass_history = pass_history_of(ck, fw, history.as_deref())?;
-    Some(Look {
-        look,
-        looks: l,
-        spending,
-        closing,
-        fractions,
-        history,
-        pass_history,
-    })
-}
-
-/// The pass bounds' own fractions (`pass_information_fractions`): absent,
-/// or one per look of `information_fractions`, each in [0, 1], never going
-/// back. `None` (and a disagreement) when they cannot be.
-fn pass_history_of(
-    ck: &mut Checker,
-    fw: &Value,
-    history: Option<&[f64]>,
-) -> Option<Option<Vec<f64>>> {
-    let key = "pass_information_fractions";
-    let Some(found) = fw.get(key) else {
-        return Some(None);
-    };
-    let values: Option<Vec<f64>> = found
-        .as_array()
-        .and_then(|a| a.iter().map(Value::as_f64).collect());
-    match (values, history) {
-        (Some(p), Some(h)) if p.len() == h.len() && fractions_in_order(&p) => Some(Some(p)),
-        _ => {
-            ck.push(
-                fw_key(key),
-                found.to_string(),
-                "one fraction per look of information_fractions, in order, each in [0, 1]",
-            );
-            None
-        }
-    }
-}
-
-/// Every look's recorded fraction (`information_fractions`), with
-/// `boundaries = "group_sequential"`: in [0, 1], never going back, the
-/// last two the previous and this look's fractions. Both absent: the union
-/// bound. `None` (and a disagreement) when they cannot be.
-fn history_of(
-    ck: &mut Checker,
-    fw: &Value,
-    fractions: Option<(f64, f64)>,
-) -> Option<Option<Vec<f64>>> {
-    let (key, kind) = ("information_fractions", "boundaries");
-    let group = fw.get(kind).map(|v| parse::<Boundaries>(v).ok_or(v));
-    let history = match (fw.get(key), group) {
-        (None, None | Some(Ok(Boundaries::UnionBound))) => return Some(None),
-        (_, Some(Err(v))) => {
-            ck.push(
-                fw_key(kind),
-                v.to_string(),
-                "union_bound or group_sequential",
-            );
-            return None;
-        }
-        (Some(v), Some(Ok(Boundaries::GroupSequential))) => v,
-        (found, _) => {
-            ck.push(
-                fw_key(key),
-                found.map_or("absent".to_string(), Value::to_string),
-                "present exactly when boundaries = \"group_sequential\"",
-            );
-            return None;
-        }
-    };
-    let values: Option<Vec<f64>> = history
-        .as_array()
-        .map(|a| a.iter().map(Value::as_f64).collect::<Option<Vec<f64>>>())
-        .unwrap_or(None);
-    match values {
-        Some(h)
-            if fractions_in_order(&h)
-                && fractions.is_some()
-                && last_two_fractions(&h) == fractions =>
-        {
-            Some(Some(h))
-        }
-        _ => {
-            ck.push(
-                fw_key(key),
-                history.to_string(),
-                "the looks' fractions in order, each in [0, 1], ending with previous_information_fraction and information_fraction",
-            );
-            None
-        }
-    }
-}
-
-/// Looks' fractions as a run records them: at least one, each in [0, 1],
-/// never going back.
-fn fractions_in_order(h: &[f64]) -> bool {
-    !h.is_empty() && h.iter().all(|t| (0.0..=1.0).contains(t)) && h.windows(2).all(|w| w[0] <= w[1])
-}
-
-/// The recorded information fractions: both or neither, with
-/// 0 ≤ previous ≤ this ≤ 1 and this > 0 (a look whose fraction did not
-/// grow spends nothing). `None` (and a disagreement) when they cannot be.
-fn fractions_of(ck: &mut Checker, fw: &Value) -> Option<Option<(f64, f64)>> {
-    let (now_key, before_key) = ("information_fraction", "previous_information_fraction");
-    match (fw.get(before_key), fw.get(now_key)) {
-        (None, None) => Some(None),
-        (before, now) => {
-            let before = ck.num(&fw_key(before_key), before);
-            let now = ck.num(&fw_key(now_key), now);
-            let (Some(b), Some(n)) = (before, now) else {
-                return None;
-            };
-            if (0.0..1.0).contains(&b) && b <= n && n > 0.0 && n <= 1.0 {
-                Some(Some((b, n)))
-            } else {
-                ck.push(
-                    fw_key(now_key),
-                    format!("{n} after {b}"),
-                    "0 ≤ previous_information_fraction ≤ information_fraction ≤ 1, information_fraction > 0",
-                );
-                None
-            }
-        }
-    }
-}
-
-/// `alpha_pass` and `alpha_fail` are this look's levels of `alpha` over `m` pairs.
-fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
-    let Look {
-        look,
-        looks: l,
-        spending,
-        closing,
-        fractions,
-        history,
-        pass_history,
-    } = look;
-    let (ap, af) = match (&history, fractions) {
-        (Some(h), _) => alpha_levels_by_side(
-            a,
-            m as usize,
-            pass_history.as_deref().unwrap_or(h),
-            h,
-            spending,
-        ),
-        (None, Some((before, now))) => alpha_levels_between(a, m as usize, before, now, spending),
-        (None, None) if closing => {
-            alpha_levels_closing(a, m as usize, look as usize, l as usize, spending)
-        }
-        (None, None) => alpha_levels_at(a, m as usize, look as usize, l as usize, spending),
-    };
+/// `alpha_pass` and `alpha_fail` are the look's levels of `a` over `m` pairs.
+fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: usize, look: &Look) {
+    let (ap, af) = look.levels(a, m);
     for (key, expected) in [("alpha_pass", ap), ("alpha_fail", af)] {
         if let Some(found) = ck.num(&fw_key(key), fw.get(key))
             && found != expected
@@ -622,23 +451,7 @@ fn check_levels(ck: &mut Checker, fw: &Value, a: f64, m: u64, look: Look) {
             ck.push(
                 fw_key(key),
                 found.to_string(),
-                format!(
-                    "{expected}, from alpha {a}, {m} pairs, look {look} of {l}{}, {} spending",
-                    match fractions {
-                        Some((b, n)) => format!(" at information fraction {n} after {b}"),
-                        None if closing => " (closing)".to_string(),
-                        None => String::new(),
-                    },
-                    spending.as_str()
-                ) + if history.is_some() {
-                    ", group-sequential boundaries over information_fractions"
-                } else {
-                    ""
-                } + if pass_history.is_some() {
-                    " (the pass bounds over pass_information_fractions)"
-                } else {
-                    ""
-                },
+                format!("{expected}, {}", look.describe_levels(a, m)),
             );
         }
     }
@@ -781,11 +594,56 @@ fn check_defaults(ck: &mut Checker, root: &Map<String, Value>, params: &Params) 
     }
 }
 
-/// The policy a compare-made report was made with, from its `policy` and
-/// `statistics` blocks; `None` (with the reason) when they do not say enough.
-pub(super) fn policy_from_report(
+/// What a compare-made report was made with: the user's policy (its
+/// `policy` and `statistics` blocks), the method and the look.
+#[derive(Debug, Clone)]
+pub struct MadeWith {
+    pub policy: Policy,
+    pub method: Method,
+    pub look: Look,
+}
+
+impl MadeWith {
+    /// `compare` of `baseline` and `candidate` as the report was made.
+    pub fn compare(
+        &self,
+        baseline: &crate::artifact::RunArtifact,
+        candidate: &crate::artifact::RunArtifact,
+    ) -> Result<crate::Report, crate::CompareError> {
+        crate::compare_by(
+            baseline,
+            candidate,
+            &self.policy,
+            &self.method,
+            Some(&self.look),
+        )
+    }
+}
+
+/// What a compare-made report was made with, from its `policy` and
+/// `statistics` blocks and what [`check`] read of them; the reason when
+/// they do not say enough.
+pub(super) fn made_with(root: &Map<String, Value>, params: &Params) -> Result<MadeWith, String> {
+    let look = params
+        .look
+        .clone()
+        .ok_or("no readable look (statistics.family_wise)")?;
+    let method = params
+        .method
+        .ok_or("no readable method (statistics.design, statistics.family_wise.bound_scale)")?;
+    Ok(MadeWith {
+        policy: policy_from_report(root, params, look.spending())?,
+        method,
+        look,
+    })
+}
+
+/// The user's policy a compare-made report was made with (spending by
+/// `spending`, its look's).
+fn policy_from_report(
     root: &Map<String, Value>,
     params: &Params,
+    spending: crate::stats::Spending,
 ) -> Result<Policy, String> {
     let policy = root.get("policy").ok_or("no policy block")?;
     let s = root.get("statistics").ok_or("no statistics block")?;
@@ -811,12 +669,14 @@ pub(super) fn policy_from_report(
     if !(1..=MAX_BOOTSTRAP_ITERATIONS).contains(&bootstrap.iterations) {
         return Err("statistics.bootstrap.iterations is out of range".into());
     }
-    let fw = s.get("family_wise").ok_or("no statistics.family_wise")?;
     let decide: GateRule = s
         .get("gate_decides")
         .and_then(parse)
         .ok_or("unreadable statistics.gate_decides")?;
-    let drift = drift_floor(root).ok_or("no drift floor (statistics.drift_floor)")?;
+    let drift: DriftFloor = s
+        .get("drift_floor")
+        .and_then(parse)
+        .ok_or("unreadable statistics.drift_floor")?;
     Ok(Policy {
         source: policy
             .get("source")
@@ -834,46 +694,15 @@ pub(super) fn policy_from_report(
             margin: num(s.get("turnover_margin"), "statistics.turnover_margin")?,
         },
         bootstrap,
-        sequential_looks: fw.get("looks").and_then(Value::as_u64).ok_or("no looks")? as usize,
-        sequential_look: fw.get("look").and_then(Value::as_u64).map(|k| k as usize),
-        sequential_closing: fw.get("closing") == Some(&Value::Bool(true)),
-        sequential_fractions: fw
-            .get("previous_information_fraction")
-            .and_then(Value::as_f64)
-            .zip(fw.get("information_fraction").and_then(Value::as_f64)),
-        look_fractions: fw
-            .get("information_fractions")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(Value::as_f64).collect()),
-        pass_look_fractions: fw
-            .get("pass_information_fractions")
-            .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(Value::as_f64).collect()),
         gate: GatePolicy {
             decide,
-            alpha: num(fw.get("alpha"), "statistics.family_wise.alpha")?,
+            alpha: num(
+                s.pointer("/family_wise/alpha"),
+                "statistics.family_wise.alpha",
+            )?,
             drift_sd_percent: drift.pass_sd_percent,
             drift_source: drift.source,
-            spending: fw
-                .get("spending")
-                .and_then(parse::<Spending>)
-                .unwrap_or(Spending::Bonferroni),
-            // Reports from before the log scale built their bounds in percent.
-            bound_scale: fw
-                .get("bound_scale")
-                .and_then(parse::<BoundScale>)
-                .unwrap_or(BoundScale::Percent),
-            pair_requests: s.pointer("/design/pairs_requests") == Some(&Value::Bool(true)),
-            // Reports from before the trimmed mean took the blocks' mean.
-            block_mean: s
-                .pointer("/design/block_mean")
-                .and_then(parse::<BlockMean>)
-                .unwrap_or(BlockMean::Mean),
-            // A report without the field planned from the standard error.
-            design_spread: s
-                .pointer("/design/design_spread")
-                .and_then(parse::<DesignSpread>)
-                .unwrap_or(DesignSpread::StandardError),
+            spending,
         },
         slo: match policy.get("slo") {
             None => Vec::new(),
@@ -918,47 +747,4 @@ fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
         q.feature_margin_points = m;
     }
     q
-}
-
-/// The policy's drift floor: `statistics.drift_floor`, else (older reports)
-/// the one any metric's evidence applied, without its "applied because" part.
-fn drift_floor(root: &Map<String, Value>) -> Option<DriftFloor> {
-    if let Some(d) = root
-        .get("statistics")
-        .and_then(|s| s.get("drift_floor"))
-        .and_then(parse::<DriftFloor>)
-    {
-        return Some(d);
-    }
-    let cells = root.get("cells")?.as_object()?;
-    let applied = cells
-        .values()
-        .filter_map(|c| c.get("metrics")?.as_object())
-        .flat_map(|m| m.values())
-        .find_map(|m| {
-            m.get("evidence")?
-                .get("drift_floor")
-                .and_then(parse::<DriftFloor>)
-        });
-    let single = root
-        .get("statistics")
-        .and_then(|s| s.pointer("/design/schedule"))
-        .and_then(Value::as_str)
-        .is_none_or(|s| s == "single");
-    let Some(applied) = applied else {
-        // Interleaved and alternating designs never apply the floor, so an
-        // older report that did not record it is recomputed without it.
-        return (!single).then(|| DriftFloor {
-            pass_sd_percent: crate::policy::DEFAULT_DRIFT_SD_PERCENT,
-            source: "not recorded by this report; not applied by its design".into(),
-        });
-    };
-    let source = match applied.source.rfind("; applied because ") {
-        Some(i) => applied.source[..i].to_string(),
-        None => applied.source,
-    };
-    Some(DriftFloor {
-        pass_sd_percent: applied.pass_sd_percent,
-        source,
-    })
 }

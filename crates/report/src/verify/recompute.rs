@@ -1,5 +1,6 @@
 //! Bit-for-bit recomputation of a compare-made report from what it holds:
-//! the policy (from its `policy` and `statistics` blocks), and each side's
+//! the policy, method and look (from its `policy` and `statistics`
+//! blocks), and each side's
 //! cells (per-request samples and clusters, requests, eligibility) and
 //! turnover runs rebuilt into run artifacts, then `compare` run again. Every
 //! derived field must come out identical: values, deltas, flags, intervals,
@@ -37,8 +38,8 @@ pub(super) fn check(
     if !params.made_by_compare {
         return None;
     }
-    let policy = match params::policy_from_report(root, params) {
-        Ok(p) => p,
+    let made = match params::made_with(root, params) {
+        Ok(m) => m,
         Err(why) => {
             ck.limit(format!("bit-for-bit recomputation of the report: {why}"));
             return None;
@@ -65,7 +66,13 @@ pub(super) fn check(
         references: given.as_ref(),
         embeddings,
     };
-    match compare_given(&b, &c, &policy, given) {
+    match compare_given(
+        &b,
+        &c,
+        &made.policy,
+        (&made.method, Some(&made.look)),
+        given,
+    ) {
         Ok(r) => {
             expect_report(ck, root, &r);
             Some(r)
@@ -84,10 +91,9 @@ pub(super) fn check(
 /// Every field of `expected` (but the human ones and the warnings, which
 /// depend on what the report does not keep) bit for bit in `root`.
 pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expected: &Report) {
-    let Value::Object(mut e) = expected.to_value() else {
+    let Value::Object(e) = expected.to_value() else {
         return;
     };
-    skip_newer_fields(ck, root, &mut e);
     for (k, ev) in &e {
         match k.as_str() {
             k if HUMAN.contains(&k) || k == "warnings" => {}
@@ -109,81 +115,6 @@ pub(super) fn expect_report(ck: &mut Checker, root: &Map<String, Value>, expecte
                 "absent: no such run in the recomputation",
             );
         }
-    }
-}
-
-/// Fields `compare` added after reports were first written (pointer from the
-/// report's root; `*` is every cell or side): a report without them was made
-/// by an earlier `compare`, and is not held to them.
-const NEWER: [&str; 18] = [
-    "/statistics/drift_floor",
-    "/statistics/samples_kept",
-    "/cells/*/baseline_failed",
-    "/cells/*/candidate_failed",
-    "/provenance/*/journal",
-    "/gates/performance_evidence/parts/*/requests_to_resolve",
-    "/gates/performance_evidence/parts/*/requests_per_side",
-    "/gates/performance_evidence/parts/*/oracle_requests_per_side",
-    "/gates/performance_evidence/parts/*/design_requests_per_side",
-    "/gates/performance_evidence/requests_per_side",
-    "/gates/performance_evidence/oracle_requests_per_side",
-    "/gates/performance_evidence/parts/*/learning_oracle_requests_per_side",
-    "/gates/performance_evidence/learning_oracle_requests_per_side",
-    "/statistics/design/block_mean",
-    "/statistics/design/design_spread",
-    "/statistics/family_wise/look",
-    "/statistics/family_wise/spending",
-    "/cells/*/output_tolerance_percent",
-];
-
-fn skip_newer_fields(
-    ck: &mut Checker,
-    root: &Map<String, Value>,
-    expected: &mut Map<String, Value>,
-) {
-    let found = Value::Object(root.clone());
-    let mut exp = Value::Object(std::mem::take(expected));
-    for pointer in NEWER {
-        let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
-        let (head, tail) = parent.split_once("/*").unwrap_or((parent, ""));
-        let keys: Vec<String> = match exp.pointer(head) {
-            Some(Value::Object(m)) if parent.contains('*') => m.keys().cloned().collect(),
-            Some(Value::Array(a)) if parent.contains('*') => {
-                (0..a.len()).map(|i| i.to_string()).collect()
-            }
-            _ => vec![String::new()],
-        };
-        for k in keys {
-            let at = if parent.contains('*') {
-                format!("{head}/{k}{tail}")
-            } else {
-                parent.to_string()
-            };
-            let missing = found.pointer(&at).is_some_and(|o| o.get(field).is_none());
-            if missing
-                && let Some(Value::Object(o)) = exp.pointer_mut(&at)
-                && o.remove(field).is_some()
-            {
-                ck.limit(format!(
-                    "{}.{field}: not in this report (made by an earlier compare)",
-                    at.trim_start_matches('/').replace('/', "."),
-                ));
-            }
-        }
-    }
-    // Before `spending` was recorded the rule was Bonferroni over looks, in
-    // other words: the levels are checked, the wording is not.
-    let old_rule = found.pointer("/statistics/family_wise/spending").is_none();
-    let old_method = found.pointer("/statistics/family_wise/method").cloned();
-    if old_rule
-        && let Some(old) = old_method
-        && let Some(Value::Object(fw)) = exp.pointer_mut("/statistics/family_wise")
-        && fw.insert("method".into(), old).is_some()
-    {
-        ck.limit("statistics.family_wise.method: worded by an earlier compare (Bonferroni over looks); its levels are checked, not its wording");
-    }
-    if let Value::Object(m) = exp {
-        *expected = m;
     }
 }
 

@@ -4,7 +4,100 @@
 
 use super::*;
 use crate::stats::evidence::Spending;
+use crate::stats::sequential::side_level;
 use crate::stats::{Xoshiro256, percentile};
+
+// ---- the levels of the looks the simulations compare ----
+//
+// As `design::Look::levels` computes them (the shipped rule: exact
+// boundaries over measured fractions), and the rules measured against it.
+
+/// A look's pass and fail levels from its share of alpha.
+fn split(share: f64, m: usize) -> (f64, f64) {
+    let share = share.max(f64::MIN_POSITIVE);
+    (share, share / m.max(1) as f64)
+}
+
+/// The first of `looks` by Bonferroni (a fixed-size run's one look, for one).
+fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
+    alpha_levels_at(alpha, m, 1, looks, Spending::Bonferroni)
+}
+
+/// Look `look` of `looks` at its share of the planned looks (the union bound).
+fn alpha_levels_at(
+    alpha: f64,
+    m: usize,
+    look: usize,
+    looks: usize,
+    spending: Spending,
+) -> (f64, f64) {
+    let looks = looks.max(1);
+    let look = look.clamp(1, looks);
+    let until = spending.spent(alpha, look as f64 / looks as f64);
+    split(
+        until - spending.spent(alpha, (look - 1) as f64 / looks as f64),
+        m,
+    )
+}
+
+/// [`alpha_levels_at`] closing the run before its last look: all that is left.
+fn alpha_levels_closing(
+    alpha: f64,
+    m: usize,
+    look: usize,
+    looks: usize,
+    spending: Spending,
+) -> (f64, f64) {
+    let looks = looks.max(1);
+    let look = look.clamp(1, looks);
+    split(
+        alpha - spending.spent(alpha, (look - 1) as f64 / looks as f64),
+        m,
+    )
+}
+
+/// The last of looks at `fractions`, exact group-sequential boundaries.
+fn alpha_levels_sequential(
+    alpha: f64,
+    m: usize,
+    fractions: &[f64],
+    spending: Spending,
+) -> (f64, f64) {
+    alpha_levels_by_side(alpha, m, fractions, fractions, spending)
+}
+
+/// [`alpha_levels_sequential`], the pass side over its own fractions.
+fn alpha_levels_by_side(
+    alpha: f64,
+    m: usize,
+    pass_fractions: &[f64],
+    fail_fractions: &[f64],
+    spending: Spending,
+) -> (f64, f64) {
+    (
+        side_level(alpha, 1.0, pass_fractions, spending),
+        side_level(alpha, m.max(1) as f64, fail_fractions, spending),
+    )
+}
+
+/// A look at information fraction `now` after `before`, its share its
+/// level (the union bound over looks at measured fractions: a rule not
+/// used, measured against the exact boundaries).
+fn alpha_levels_between(
+    alpha: f64,
+    m: usize,
+    before: f64,
+    now: f64,
+    spending: Spending,
+) -> (f64, f64) {
+    let before = before.clamp(0.0, 1.0);
+    let until = if now >= 1.0 {
+        alpha
+    } else {
+        spending.spent(alpha, now.max(before))
+    };
+    split(until - spending.spent(alpha, before), m)
+}
 
 /// Runs of a simulation case: `ci` in the test suite, `table` (the count the
 /// docs' tables were made with) when `INFERGATE_SIM_TABLES=1`, by hand:
@@ -45,18 +138,6 @@ fn wilson_and_newcombe_match_published_values() {
     // Wilson 0/60 at 95%: upper 0.0602 (R: prop.test(0, 60, correct=FALSE)).
     let (l, u) = wilson(0, 60, 1.959_963_984_540_054);
     assert!(l == 0.0 && (u - 0.0602).abs() < 5e-4, "{u}");
-}
-
-#[test]
-fn alpha_levels_split_fail_not_pass() {
-    assert_eq!(alpha_levels(0.05, 1, 1), (0.05, 0.05));
-    let (p, f) = alpha_levels(0.05, 6, 1);
-    assert_eq!(p, 0.05);
-    assert!((f - 0.05 / 6.0).abs() < 1e-15);
-    let (p, f) = alpha_levels(0.05, 2, 5);
-    assert!((p - 0.01).abs() < 1e-15 && (f - 0.005).abs() < 1e-15);
-    // Degenerate counts are taken as 1.
-    assert_eq!(alpha_levels(0.05, 0, 0), (0.05, 0.05));
 }
 
 #[test]
@@ -277,7 +358,7 @@ struct Sim {
     /// every request by meanwhile (the engine's journals: runs of 10–15
     /// requests a side at 1.4–1.8 × the TTFT around them).
     bursts: (f64, f64, f64),
-    /// How the paired designs combine their blocks (`policy.gate.block_mean`).
+    /// How the paired designs combine their blocks (`design::Method::block_mean`).
     block_mean: BlockMean,
 }
 
@@ -748,36 +829,6 @@ fn requests_to_resolve_resolves_at_least_80_percent() {
 
 // ---- sequential looks (adaptive mode) ----
 
-#[test]
-fn spending_shares_sum_to_alpha_and_match_published_boundaries() {
-    for spending in [Spending::Bonferroni, Spending::OBrienFleming] {
-        for looks in [1usize, 2, 5, 6] {
-            let total: f64 = (1..=looks)
-                .map(|k| alpha_levels_at(0.05, 3, k, looks, spending).0)
-                .sum();
-            assert!(
-                (total - 0.05).abs() < 1e-12,
-                "{spending:?} {looks}: {total}"
-            );
-            // The fail level splits each share over the pairs.
-            let (p, f) = alpha_levels_at(0.05, 3, looks, looks, spending);
-            assert!((f - p / 3.0).abs() < 1e-15);
-        }
-    }
-    // One look: the whole alpha, as a fixed-size run has.
-    assert_eq!(
-        alpha_levels_at(0.05, 3, 1, 1, Spending::OBrienFleming),
-        alpha_levels(0.05, 3, 1)
-    );
-    // Lan-DeMets O'Brien-Fleming, one-sided 0.025 (two-sided 0.05), half-way:
-    // 2 - 2 Phi(2.2414 / sqrt(0.5)) = 0.00153 (Jennison & Turnbull, table 7.6 gives 0.0015).
-    let half = Spending::OBrienFleming.spent(0.025, 0.5);
-    assert!((half - 0.001_53).abs() < 2e-5, "{half}");
-    // Bonferroni spends evenly.
-    let (p, f) = alpha_levels_at(0.05, 1, 2, 5, Spending::Bonferroni);
-    assert!((p - 0.01).abs() < 1e-15 && p == f);
-}
-
 /// An adaptive run as `qualify --adaptive` makes it: three cells, a look
 /// after every round of two blocks per side, up to `looks` rounds; stop at
 /// the first look whose family outcome resolves. `shifts[c]` is cell c's
@@ -928,22 +979,6 @@ fn a_run_stopped_by_its_clock_spends_what_is_left_at_its_last_look() {
         closed_aa[0] + closed_worse[1] > open_aa[0] + open_worse[1],
         "closing decides more"
     );
-}
-
-#[test]
-fn closing_levels_spend_what_the_earlier_looks_left() {
-    let spent_before = Spending::OBrienFleming.spent(0.05, 11.0 / 20.0);
-    let (pass, fail) = alpha_levels_closing(0.05, 3, 12, 20, Spending::OBrienFleming);
-    assert!((pass - (0.05 - spent_before)).abs() < 1e-15 && (fail - pass / 3.0).abs() < 1e-15);
-    let (open, _) = alpha_levels_at(0.05, 3, 12, 20, Spending::OBrienFleming);
-    assert!(
-        pass > 5.0 * open,
-        "closing {pass} vs the look's own share {open}"
-    );
-    // The planned last look closes the run anyway: the same levels.
-    let (a, _) = alpha_levels_closing(0.05, 3, 20, 20, Spending::OBrienFleming);
-    let (b, _) = alpha_levels_at(0.05, 3, 20, 20, Spending::OBrienFleming);
-    assert!((a - b).abs() < 1e-12, "{a} vs {b}");
 }
 
 /// The log scale's bounds: asymmetric around the point as a ratio's are, a
@@ -1323,35 +1358,6 @@ fn oracle_cases(sim: Sim, alpha: f64, m: usize) -> [OracleCase; 2] {
             known_variance_oracle(sim, 10.0, 5.0, alpha / m as f64, 0.8),
         ),
     ]
-}
-
-/// Each side spends over its own fractions: with the same fractions both
-/// sides' levels are `alpha_levels_sequential`'s; a pass side further
-/// along gets a larger pass level and leaves the fail level alone; a pass
-/// side held at 1 has nothing left to spend. The pass side's share of the
-/// design: ((z₀.₉₅ + z₀.₉₅) / (z₁₋₀.₀₅/₃ + z₀.₉₅))² = (3.2897 / 3.7730)² for
-/// three pairs (quantiles from tables), 1 for one pair.
-#[test]
-fn each_side_spends_over_its_own_fractions() {
-    let obf = Spending::OBrienFleming;
-    let fail_t = [0.1, 0.2, 0.3];
-    let same = alpha_levels_by_side(0.05, 3, &fail_t, &fail_t, obf);
-    assert_eq!(same, alpha_levels_sequential(0.05, 3, &fail_t, obf));
-    let ahead = alpha_levels_by_side(0.05, 3, &[0.13, 0.26, 0.39], &fail_t, obf);
-    assert!(ahead.0 > same.0, "{ahead:?} vs {same:?}");
-    assert_eq!(ahead.1, same.1);
-    // At 1 the pass side spends all that is left; after it, nothing.
-    let closing = alpha_levels_by_side(0.05, 3, &[0.5, 1.0], &[0.4, 0.8], obf);
-    assert!(closing.0 > 0.01, "{closing:?}");
-    let after = alpha_levels_by_side(0.05, 3, &[0.5, 1.0, 1.0], &[0.4, 0.8, 0.9], obf);
-    assert_eq!(after.0, f64::MIN_POSITIVE);
-    assert!(after.1 > 1e-4, "{after:?}");
-    let share = pass_design_share(0.05, 3);
-    assert!(
-        (share - (3.2897 / 3.7730f64).powi(2)).abs() < 1e-3,
-        "{share}"
-    );
-    assert!((pass_design_share(0.05, 1) - 1.0).abs() < 1e-12);
 }
 
 /// Look k of a run the budget ends after `clock` rounds, at fraction k / clock.
@@ -1776,7 +1782,7 @@ enum Looks {
     Bounds,
 }
 
-/// Look `look`'s fraction of `rounds`, as `qualify::interleave::information_fraction`
+/// Look `look`'s fraction of `rounds`, as `design::information_fraction`
 /// makes it: at least the last of `history` plus an even share of what is
 /// left over the looks left, 1 from the look that reaches them.
 fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
@@ -1793,15 +1799,15 @@ fn next_fraction(look: usize, rounds: usize, history: &[f64]) -> f64 {
 /// fewer of the rounds the budget allows (`clock`) and, with `by_design`,
 /// the rounds the design needs as the previous look planned them (k times
 /// the most any cell's `design_requests` exceeds its requests, from look 3
-/// on: the rule of `report::gate::design_growth` and
-/// `qualify::interleave::design_rounds`),
+/// on: the rule of `design::design_growth` and
+/// `design::design_rounds`),
 /// with exact boundaries over every look's fraction. It stops at the first
 /// decided look or the look at fraction 1. Returns [pass, fail,
 /// inconclusive] and the mean requests per side per cell spent (ASN).
 /// The policy's default spending.
 const OBF: Spending = Spending::OBrienFleming;
 
-/// Blocks per cell before the design plans (`qualify::interleave::DESIGN_FIRST_BLOCKS`).
+/// Blocks per cell before the design plans (`design::DESIGN_FIRST_BLOCKS`).
 const DESIGN_FIRST_BLOCKS: usize = 4;
 
 /// Blocks per cell before the design plans in the rules `qualify` does not
@@ -1923,7 +1929,7 @@ fn planned_run_by(
                     })
                     .collect()
             };
-            // As `qualify::interleave::design_rounds`: the design plans from
+            // As `design::design_rounds`: the design plans from
             // DESIGN_FIRST_BLOCKS blocks on; with `plan_now`, from this
             // look's spread (a probe at the full levels: the spread does not
             // depend on them), else from the previous look's.
@@ -2399,7 +2405,7 @@ fn a_look_plans_by_its_own_spread() {
 }
 
 /// The blocks' log ratios combined by a trimmed mean
-/// (`policy.gate.block_mean = "trimmed"`, the default) against their mean,
+/// (`design::Method::block_mean`, trimmed) against their mean,
 /// in blocks of one request. Three hosts: the engine's fit, a quiet host with bursts (one begins every 100 slots or
 /// so, lasts about 25, and slows every request 1.5×: the reference engine's
 /// journals of 2026-12-05 01:38, where a pair astride a burst's edge has a
