@@ -792,3 +792,55 @@ async fn a_runtime_that_calls_another_offered_function_fails_only_the_same_funct
     assert_eq!(parts(&again_dir, "aa"), want("pass", "pass"));
     assert_eq!(parts(&other_dir, "other"), want("pass", "fail"));
 }
+
+/// Tool results in a conversation, on the fast source: a two-turn
+/// conversation offering a tool, each session's history its own answers.
+/// The source answers the first turn with a call; the second turn's
+/// request (seen on the wire by a pass-through forwarder) carries that
+/// call, with the id the source gave it, and the tool's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_feeds_each_tool_call_its_result_in_the_next_turn() {
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig, ToolPick};
+    let (_, src) = FastSource::start(FastSourceConfig {
+        tool_calls: Some(ToolPick::First),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let proxy = FaultProxy::start(FaultProxyConfig::new(src.base_url()), |_| Fault::Pass)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(
+        &suite,
+        "name = \"agent\"\n[[cell]]\nname = \"agent\"\nprompt_tokens = 64\ntolerance_percent = 50\n\
+         max_tokens = 8\nrequests = 4\nseed = 3\n\
+         workload = { kind = \"conversation\", turns = 2, turn_tokens = 16, history = \"own\" }\n\
+         extra = { tools = [{ type = \"function\", function = { name = \"submit_answer\", \
+         parameters = { type = \"object\", properties = { answer = { type = \"integer\" } } } } }] }\n",
+    )
+    .unwrap();
+    let opts = support::run_opts(&proxy.base_url(), suite, dir.path().join("run"));
+    let art = infergate::measure::runner::run(&opts).await.expect("run");
+    assert_eq!(art.cells[0].succeeded, 4, "{:?}", art.cells[0]);
+    let streamed: Vec<serde_json::Value> = proxy
+        .events()
+        .into_iter()
+        .filter_map(|e| e.body.filter(|b| b["stream"] == true))
+        .collect();
+    let second: Vec<&serde_json::Value> = streamed
+        .iter()
+        .filter(|b| b["messages"].as_array().unwrap().len() > 1)
+        .collect();
+    assert_eq!(second.len(), 2, "one second turn per session");
+    for b in second {
+        let m = b["messages"].as_array().unwrap();
+        let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "user"], "{b}");
+        let id = m[1]["tool_calls"][0]["id"].as_str().unwrap();
+        assert!(id.starts_with("call_"), "the source's own id: {id}");
+        assert_eq!(m[1]["tool_calls"][0]["function"]["name"], "submit_answer");
+        assert_eq!(m[2]["tool_call_id"], id);
+        assert_eq!(m[2]["content"], infergate::measure::source::TOOL_RESULT);
+    }
+}

@@ -1101,7 +1101,7 @@ fn request_job(
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
             if let Some(src) = &source {
-                src.record_answer(index, &capture.content);
+                src.record_answer(index, &capture);
             }
             let (outcome, detail) = match &capture.failure {
                 Some(f) => (f.class, Some(f.message.clone())),

@@ -46,7 +46,7 @@ pub struct Source {
     /// ShareGPT sessions: the conversations with enough turns, in file order.
     eligible: Vec<usize>,
     /// `history = "own"`: each session's answers so far, by (session, turn).
-    answers: Arc<Mutex<BTreeMap<(usize, u32), String>>>,
+    answers: Arc<Mutex<BTreeMap<(usize, u32), OwnAnswer>>>,
 }
 
 impl Source {
@@ -282,13 +282,16 @@ impl Source {
         let mut messages = Vec::with_capacity(2 * t as usize + 1);
         for k in 0..t {
             messages.push(json!({"role": "user", "content": user(k)}));
-            let a = match history {
-                History::Own => own.get(&(s, k)).cloned().unwrap_or_default(),
-                History::Recorded => {
-                    self.text(answer, self.seed(&[s as u64, u64::from(k), u64::MAX]))
+            match history {
+                History::Own => {
+                    let a = own.get(&(s, k)).cloned().unwrap_or_default();
+                    messages.extend(a.messages());
                 }
-            };
-            messages.push(json!({"role": "assistant", "content": a}));
+                History::Recorded => {
+                    let a = self.text(answer, self.seed(&[s as u64, u64::from(k), u64::MAX]));
+                    messages.push(json!({"role": "assistant", "content": a}));
+                }
+            }
         }
         messages.push(json!({"role": "user", "content": user(t)}));
         let target = match (history, self.probe.and_then(|p| p.turn_step)) {
@@ -395,8 +398,9 @@ impl Source {
         )
     }
 
-    /// `history = "own"`: keep a finished turn's answer for the next turn.
-    pub fn record_answer(&self, index: usize, content: &str) {
+    /// `history = "own"`: keep a finished turn's answer (its text and its
+    /// tool calls) for the next turn.
+    pub fn record_answer(&self, index: usize, cap: &crate::measure::record::StreamCapture) {
         let Some(WorkloadSpec::Conversation {
             turns,
             history: History::Own,
@@ -407,7 +411,11 @@ impl Source {
         };
         let t = *turns as usize;
         if let Ok(mut a) = self.answers.lock() {
-            a.insert((index / t, (index % t) as u32), content.to_string());
+            let answer = OwnAnswer {
+                content: cap.content.clone(),
+                calls: cap.tool_calls.clone(),
+            };
+            a.insert((index / t, (index % t) as u32), answer);
         }
     }
 
@@ -426,6 +434,46 @@ fn splitmix(mut z: u64) -> u64 {
 /// A uniform in [0, 1) from a hash.
 fn unit(h: u64) -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What a session's turn answered, for the next turn's history.
+#[derive(Debug, Clone, Default)]
+struct OwnAnswer {
+    content: String,
+    calls: Vec<crate::measure::record::ToolCall>,
+}
+
+/// What a tool answers in a conversation: the same for every call, so
+/// both runtimes see the same history after the same calls.
+pub const TOOL_RESULT: &str = "{\"ok\": true}";
+
+impl OwnAnswer {
+    /// The assistant's message, and after a tool call each call's result
+    /// as a `tool` message (OpenAI's shapes), as a client that runs the
+    /// tools would send them back.
+    fn messages(&self) -> Vec<Value> {
+        if self.calls.is_empty() {
+            return vec![json!({"role": "assistant", "content": self.content})];
+        }
+        let id = |i: usize, c: &crate::measure::record::ToolCall| {
+            c.id.clone().unwrap_or_else(|| format!("call_{i}"))
+        };
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({"id": id(i, c), "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        let content = (!self.content.is_empty()).then(|| self.content.clone());
+        let mut out = vec![json!({"role": "assistant", "content": content, "tool_calls": calls})];
+        out.extend(self.calls.iter().enumerate().map(
+            |(i, c)| json!({"role": "tool", "tool_call_id": id(i, c), "content": TOOL_RESULT}),
+        ));
+        out
+    }
 }
 
 #[cfg(test)]
@@ -532,10 +580,83 @@ mod tests {
             "",
         );
         let s = Source::new(&c, "n", &sized());
-        s.record_answer(0, "my own answer");
+        s.record_answer(
+            0,
+            &crate::measure::record::StreamCapture {
+                content: "my own answer".into(),
+                ..Default::default()
+            },
+        );
         let p = s.plan(1);
         assert_eq!(content(&p.messages, 1), "my own answer");
         assert_eq!(p.target_prompt_tokens, None);
+    }
+
+    /// A turn that called tools is followed, in the next turn's history,
+    /// by its calls and each call's result, as a client running the tools
+    /// would send them.
+    #[test]
+    fn own_history_feeds_each_tool_call_its_result() {
+        use crate::measure::record::{StreamCapture, ToolCall};
+        let c = cell(
+            "{ kind = \"conversation\", turns = 3, turn_tokens = 20, history = \"own\" }",
+            "",
+        );
+        let s = Source::new(&c, "n", &sized());
+        let call = |id: Option<&str>, name: &str| ToolCall {
+            id: id.map(str::to_string),
+            name: name.into(),
+            arguments: "{\"answer\": 1}".into(),
+        };
+        s.record_answer(
+            0,
+            &StreamCapture {
+                tool_calls: vec![
+                    call(Some("call_a"), "submit_answer"),
+                    call(None, "ask_again"),
+                ],
+                ..Default::default()
+            },
+        );
+        s.record_answer(
+            1,
+            &StreamCapture {
+                content: "done".into(),
+                ..Default::default()
+            },
+        );
+        let m = s.plan(2).messages;
+        let roles: Vec<&str> = m
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "assistant",
+                "tool",
+                "tool",
+                "user",
+                "assistant",
+                "user"
+            ]
+        );
+        assert_eq!(m[1]["content"], serde_json::Value::Null);
+        assert_eq!(m[1]["tool_calls"][0]["id"], "call_a");
+        assert_eq!(m[1]["tool_calls"][1]["function"]["name"], "ask_again");
+        assert_eq!(
+            m[1]["tool_calls"][1]["function"]["arguments"],
+            "{\"answer\": 1}"
+        );
+        assert_eq!(
+            (m[2]["tool_call_id"].as_str(), m[3]["tool_call_id"].as_str()),
+            (Some("call_a"), Some("call_1"))
+        );
+        assert_eq!(m[2]["content"], TOOL_RESULT);
+        assert_eq!(m[5]["content"], "done");
     }
 
     #[test]
