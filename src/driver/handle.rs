@@ -172,18 +172,24 @@ fn running_container(
     }
 }
 
+/// A process handle for unit tests: `pid` on a fixed loopback URL.
+#[cfg(test)]
+pub(crate) fn test_process(pid: i32) -> Handle {
+    Handle::Process {
+        base_url: "http://127.0.0.1:1".into(),
+        pid,
+        start_ticks: 7,
+        log: "l".into(),
+        command_line: "c".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn h(pid: i32) -> Handle {
-        Handle::Process {
-            base_url: "http://127.0.0.1:1".into(),
-            pid,
-            start_ticks: 7,
-            log: "l".into(),
-            command_line: "c".into(),
-        }
+        test_process(pid)
     }
 
     #[test]

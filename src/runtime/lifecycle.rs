@@ -694,13 +694,7 @@ mod tests {
     }
 
     fn h(pid: i32) -> Handle {
-        Handle::Process {
-            base_url: "http://127.0.0.1:1".into(),
-            pid,
-            start_ticks: 7,
-            log: "l".into(),
-            command_line: "c".into(),
-        }
+        crate::driver::handle::test_process(pid)
     }
 
     #[test]
