@@ -636,7 +636,7 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
         bad["cosine_min"], bad["cosine_mean"]
     );
     assert_eq!(outcome, "fail", "{bad}");
-    assert!(bad["cosine_mean"].as_f64().unwrap() < floors.embedding_cosine_mean_min);
+    assert!(bad["cosine_min"].as_f64().unwrap() < floors.embedding_cosine_min);
 }
 
 /// Reasoning, on the fast source (the reference model never reasons): a
