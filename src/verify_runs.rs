@@ -549,10 +549,7 @@ fn spec_of(c: &CellResult) -> CellSpec {
             Some(o) if !o.fixed => OutputPolicy::Free,
             _ => OutputPolicy::Fixed,
         },
-        endpoint: match s.endpoint.as_deref() {
-            Some("completions") => CellEndpoint::Completions,
-            _ => CellEndpoint::Chat,
-        },
+        endpoint: CellEndpoint::of_shape(s.endpoint.as_deref()),
         extra: toml::Table::new(),
         slo: c.slo.as_ref().map(|a| a.targets),
         expect: c.expect,

@@ -113,6 +113,8 @@ pub enum OutputPolicy {
     Free,
 }
 
+const COMPLETIONS: &str = "completions";
+
 /// The endpoint a cell's requests go to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -132,7 +134,15 @@ impl CellEndpoint {
     fn shape_name(self) -> Option<String> {
         match self {
             CellEndpoint::Chat => None,
-            CellEndpoint::Completions => Some("completions".into()),
+            CellEndpoint::Completions => Some(COMPLETIONS.into()),
+        }
+    }
+
+    /// The endpoint a cell's shape names ([`Self::shape_name`] read back).
+    pub fn of_shape(name: Option<&str>) -> CellEndpoint {
+        match name {
+            Some(COMPLETIONS) => CellEndpoint::Completions,
+            _ => CellEndpoint::Chat,
         }
     }
 }

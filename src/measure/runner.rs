@@ -1093,11 +1093,9 @@ fn request_job(
                     (req, Some(cell.prompt_tokens), template_prompt_tokens, None)
                 }
             };
-            let endpoint = match cell.endpoint {
-                CellEndpoint::Chat => Endpoint::Chat,
-                CellEndpoint::Completions => Endpoint::Completions,
-            };
-            let (sent, mut capture) = client.stream_sized(endpoint, &req, target).await;
+            let (sent, mut capture) = client
+                .stream_sized(endpoint(cell.endpoint), &req, target)
+                .await;
             let sent = Instant::from_std(sent);
             estimator.fill(&mut capture).await;
             if let Some(src) = &source {
@@ -1120,6 +1118,14 @@ fn request_job(
                 detail,
             }
         })
+    }
+}
+
+/// The client's endpoint for a cell's (config does not know the client).
+fn endpoint(e: CellEndpoint) -> Endpoint {
+    match e {
+        CellEndpoint::Chat => Endpoint::Chat,
+        CellEndpoint::Completions => Endpoint::Completions,
     }
 }
 

@@ -334,31 +334,40 @@ fn finish_process(
 
 /// Stop a runtime this qualification started. Ledger: `stop` ok or failed.
 pub async fn stop(ctx: &Ctx<'_>, label: &str, handle: &Handle, reason: &str) -> Result<()> {
+    let what = stop_recorded(ctx, "stop", label, handle, reason)
+        .await
+        .with_context(|| format!("stopping the {label} runtime"))?;
+    ctx.say(&format!("{label}: {what} ({reason})"));
+    Ok(())
+}
+
+/// Stop `handle` within its runtime's grace and record it as `step`, ok
+/// with what the stop did or failed with why.
+async fn stop_recorded(
+    ctx: &Ctx<'_>,
+    step: &str,
+    label: &str,
+    handle: &Handle,
+    reason: &str,
+) -> Result<String> {
     let grace = ctx
         .plan
         .runtime(label)
         .map_or(Duration::from_secs(10), |r| r.stop_grace);
-    match handle.stop(&ctx.docker, grace).await {
+    let stopped = handle.stop(&ctx.docker, grace).await;
+    let mut entry = json!({"handle": handle.to_value(), "reason": reason});
+    let status = match &stopped {
         Ok(what) => {
-            ctx.log(
-                "stop",
-                Some(label),
-                Status::Ok,
-                json!({"handle": handle.to_value(), "reason": reason, "result": what}),
-            )?;
-            ctx.say(&format!("{label}: {what} ({reason})"));
-            Ok(())
+            entry["result"] = json!(what);
+            Status::Ok
         }
         Err(e) => {
-            ctx.log(
-                "stop",
-                Some(label),
-                Status::Failed,
-                json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}),
-            )?;
-            Err(e.context(format!("stopping the {label} runtime")))
+            entry["error"] = json!(format!("{e:#}"));
+            Status::Failed
         }
-    }
+    };
+    ctx.log(step, Some(label), status, entry)?;
+    stopped
 }
 
 /// Why `started` is no longer running, or None while it runs.
@@ -618,32 +627,9 @@ pub fn leftovers(entries: &[Entry]) -> Vec<(String, Handle)> {
 
 /// Take the serving runtime out of service and stop it. Ledger: `retire`.
 pub async fn retire(ctx: &Ctx<'_>, label: &str, handle: &Handle, reason: &str) -> Result<()> {
-    let grace = ctx
-        .plan
-        .runtime(label)
-        .map_or(Duration::from_secs(10), |r| r.stop_grace);
-    let what = handle.stop(&ctx.docker, grace).await;
-    match what {
-        Ok(what) => {
-            ctx.log(
-                "retire",
-                Some(label),
-                Status::Ok,
-                json!({"handle": handle.to_value(), "reason": reason, "result": what}),
-            )?;
-            ctx.say(&format!("{label}: retired: {what} ({reason})"));
-            Ok(())
-        }
-        Err(e) => {
-            ctx.log(
-                "retire",
-                Some(label),
-                Status::Failed,
-                json!({"handle": handle.to_value(), "reason": reason, "error": format!("{e:#}")}),
-            )?;
-            Err(e)
-        }
-    }
+    let what = stop_recorded(ctx, "retire", label, handle, reason).await?;
+    ctx.say(&format!("{label}: retired: {what} ({reason})"));
+    Ok(())
 }
 
 /// Stop whatever an interrupted invocation left running.

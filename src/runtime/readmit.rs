@@ -88,15 +88,24 @@ pub async fn readmit(
     })
 }
 
+/// The checks' HTTP client (no proxy: the runtime is on loopback), or why
+/// there is none.
+fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| format!("building HTTP client: {e}"))
+}
+
 async fn health(url: &str, timeout: Duration) -> Check {
     let name = "health".to_string();
-    let http = match reqwest::Client::builder().no_proxy().build() {
+    let http = match http_client() {
         Ok(h) => h,
-        Err(e) => {
+        Err(detail) => {
             return Check {
                 name,
                 passed: false,
-                detail: format!("building HTTP client: {e}"),
+                detail,
             };
         }
     };
@@ -133,13 +142,13 @@ async fn health(url: &str, timeout: Duration) -> Check {
 
 async fn identity(base_url: &str, api_key: Option<&str>, expected: &str) -> Check {
     let name = "identity".to_string();
-    let http = match reqwest::Client::builder().no_proxy().build() {
+    let http = match http_client() {
         Ok(h) => h,
-        Err(e) => {
+        Err(detail) => {
             return Check {
                 name,
                 passed: false,
-                detail: format!("building HTTP client: {e}"),
+                detail,
             };
         }
     };

@@ -346,7 +346,10 @@ impl Frames {
             .flatten();
         let reasoning = o.reasoning_chunks.unwrap_or(0).min(a.tokens);
         let tok = &cfg.token;
-        let think = if o.think_in_content.unwrap_or(cfg.think_in_content) || !a.chat {
+        // Built only for an answer that reasons: the others never send them.
+        let think = if reasoning == 0 {
+            Default::default()
+        } else if o.think_in_content.unwrap_or(cfg.think_in_content) || !a.chat {
             let last = if reasoning == 1 {
                 format!("<think>{tok}</think>")
             } else {
