@@ -3,7 +3,10 @@
 Run by the venv that scripts/setup-engine.sh installs. Prints exactly one line
 on stdout once the server accepts requests:
 
-    infergate-engine listening http://127.0.0.1:PORT
+    [pid PID] infergate-engine listening http://127.0.0.1:PORT
+
+(PID is this process's: engines started at once may share a log file, and
+each starter takes only its own process's line.)
 
 and exits 0 on SIGTERM or SIGINT. It binds 127.0.0.1 only: the reference
 engine exists for local tests and measurements, never to be reached from
@@ -12,6 +15,7 @@ another machine. Diagnostics (including llama.cpp's log) go to stderr.
 
 import argparse
 import importlib.metadata
+import os
 import signal
 import sys
 
@@ -114,7 +118,7 @@ def main(argv):
         return 1
     # One write, newline included, so the engine's own log lines (same file)
     # cannot land between the address and its newline.
-    sys.stdout.write(READY_PREFIX + address + "\n")
+    sys.stdout.write(f"[pid {os.getpid()}] {READY_PREFIX}{address}\n")
     sys.stdout.flush()
 
     received = signal.sigwait(stop_signals)

@@ -2,8 +2,8 @@
 # The evidence gate's error rates, measured on the real reference engine.
 #
 #   scripts/calibrate-gate.sh [TRIALS] [ADAPTIVE_TRIALS] [OUT] [MAX_REQUESTS] [MAX_MINUTES]
-#   (defaults: 5, 3, docs/gate-calibration.md, 48, 8: the adaptive budget per
-#   side per cell, and per trial)
+#   (defaults: 5, 3, target/gate-calibration.md, 48, 8: the adaptive budget per
+#   side per cell, and per trial; docs/gate-calibration.md quotes its tables)
 #
 # One llama.cpp server (the reference engine, baseline profile) serves both
 # sides of every qualification, each side through its own loopback delay
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 trials=${1:-5}
 adaptive_trials=${2:-3}
-out=${3:-docs/gate-calibration.md}
+out=${3:-target/gate-calibration.md}
 max_requests=${4:-48}
 max_minutes=${5:-8}
 
@@ -46,10 +46,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_line() { # FILE PREFIX → the rest of the first line starting with PREFIX
+wait_line() { # FILE TEXT → what follows TEXT on the first line holding it
     for _ in $(seq 1 600); do
-        if l=$(grep -m1 "^$2" "$1" 2>/dev/null); then
-            printf '%s\n' "${l#"$2"}"
+        if l=$(grep -m1 -F -- "$2" "$1" 2>/dev/null); then
+            printf '%s\n' "${l#*"$2"}"
             return 0
         fi
         sleep 0.2

@@ -281,26 +281,74 @@ async fn discovered_context_is_the_per_slot_context_of_the_profile() {
     }
 }
 
-#[tokio::test]
-async fn a_started_engine_stops_when_dropped() {
-    // Its own instance, not the shared one.
+/// The process listening on loopback `port`, from /proc: the socket's inode
+/// in `/proc/net/tcp`, then the process holding a descriptor to it.
+fn listener_pid(port: u16) -> Option<u32> {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let inode = tcp.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // local address 127.0.0.1:port, state 0A (LISTEN)
+        (f.get(1) == Some(&format!("0100007F:{port:04X}").as_str()) && f.get(3) == Some(&"0A"))
+            .then(|| f[9].to_string())
+    })?;
+    let socket = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|p| {
+        let pid: u32 = p.file_name().to_str()?.parse().ok()?;
+        let fds = std::fs::read_dir(p.path().join("fd")).ok()?;
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str()))
+            .then_some(pid)
+    })
+}
+
+fn port_of(base_url: &str) -> u16 {
+    base_url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Two engines of one profile started at once append to one log file. Each
+/// starter takes its own process's ready line, so each URL is served by the
+/// process it names; a dropped one stops, and the other serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engines_started_at_once_into_one_log_serve_their_own_urls_and_stop_when_dropped() {
+    // Their own instances, not the shared one.
     let profile = support::profile("baseline");
-    let running = infergate::driver::engine::start(&profile, &support::log_dir().join("drop-test"))
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let (pid, health) = (running.pid, format!("{}/health", running.base_url));
-    let http = support::http();
-    assert_eq!(
-        http.get(&health)
-            .send()
-            .await
-            .map(|r| r.status().as_u16())
-            .ok(),
-        Some(200)
+    let dir = support::log_dir().join("drop-test");
+    let (a, b) = tokio::join!(
+        infergate::driver::engine::start(&profile, &dir),
+        infergate::driver::engine::start(&profile, &dir)
     );
+    let (a, b) = (
+        a.unwrap_or_else(|e| panic!("{e:#}")),
+        b.unwrap_or_else(|e| panic!("{e:#}")),
+    );
+    assert_eq!(a.log_path, b.log_path, "one log file");
+    assert_ne!(a.base_url, b.base_url);
+    for e in [&a, &b] {
+        assert_eq!(
+            listener_pid(port_of(&e.base_url)),
+            Some(e.pid),
+            "{}",
+            e.base_url
+        );
+    }
+
+    let (pid, health) = (a.pid, format!("{}/health", a.base_url));
+    let http = support::http();
+    let status = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+        }
+    };
+    assert_eq!(status(health.clone()).await, Some(200));
 
     let t = std::time::Instant::now();
-    drop(running);
+    drop(a);
     assert!(
         t.elapsed() < Duration::from_secs(10),
         "stop took {:?}",
@@ -310,12 +358,6 @@ async fn a_started_engine_stops_when_dropped() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "pid {pid} still exists"
     );
-    assert!(
-        http.get(&health)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .is_err(),
-        "{health} still answers"
-    );
+    assert_eq!(status(health.clone()).await, None, "{health} still answers");
+    assert_eq!(status(format!("{}/health", b.base_url)).await, Some(200));
 }

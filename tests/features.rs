@@ -645,7 +645,9 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
 /// it as `reasoning_content` pass the reasoning part as an A/A pair; a
 /// source that leaves it in the content (`<think>…</think>`, a runtime
 /// whose reasoning parser broke) fails that part alone, its answers
-/// marked `t`. The answer's first token comes after the reasoning's.
+/// marked `t`. The answer's first token is timed at the first answer chunk,
+/// apart from the first output (the client's unit tests hold the two apart
+/// on a scripted stream).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passes() {
     use infergate::measure::features::REASONING;
@@ -695,9 +697,14 @@ async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passe
         .filter(|r| !r.capture.reasoning.is_empty())
         .collect();
     assert!(reasoned.len() >= 100, "{}", reasoned.len());
+    // Output begins at the first reasoning chunk, the answer at the first
+    // chunk after the 3 reasoning ones. Times are per read, so chunks the
+    // source wrote late in one burst share one time (seen on a loaded
+    // machine): the test holds each time to its chunk, not to a gap.
     for r in reasoned {
         let c = &r.capture;
-        assert!(c.ttft_ms > c.ttfo_ms, "answer after reasoning: {c:?}");
+        assert_eq!(c.ttfo_ms, c.chunk_ms.first().copied(), "{c:?}");
+        assert_eq!(c.ttft_ms, c.chunk_ms.get(3).copied(), "{c:?}");
         assert!(!c.reasoning_from_content && !c.content.contains("<think>"));
     }
 

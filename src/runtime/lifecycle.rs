@@ -237,7 +237,10 @@ async fn start_inner(
             let mut proc = DetachedProcess::spawn(&spec)?;
             let ready = async {
                 let line = proc
-                    .wait_for_line(engine::READY_PREFIX, rt.ready_timeout)
+                    .wait_for_line(
+                        &engine::ready_needle(proc.identity().pid.unsigned_abs()),
+                        rt.ready_timeout,
+                    )
                     .await?;
                 let base_url = engine::parse_ready_line(&line)?;
                 proc.wait_for_http_ok(&format!("{base_url}/health"), rt.ready_timeout)

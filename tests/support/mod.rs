@@ -32,9 +32,16 @@ pub fn profile(name: &str) -> EngineProfile {
         .unwrap_or_else(|| panic!("no engine profile {name:?} in {}", path.display()))
 }
 
-/// Server logs of this test binary's engines.
+/// Server logs of this test binary's engines, a directory per binary
+/// (`engine-logs/features` for `features-<hash>`): binaries run two at once,
+/// and each one's logs read apart from the other's.
 pub fn log_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("engine-logs")
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let stem = exe.file_stem().and_then(|s| s.to_str()).unwrap_or("tests");
+    let binary = stem.rsplit_once('-').map_or(stem, |(name, _hash)| name);
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("engine-logs")
+        .join(binary)
 }
 
 /// The shared server for `profile_name`, started on first use.
