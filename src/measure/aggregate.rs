@@ -6,7 +6,7 @@ use crate::artifact::{
     CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Sessions, Slice,
     Speculative, metric,
 };
-use crate::config::suite::{CachePolicy, CellSpec, OutputPolicy, within_tolerance};
+use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, within_tolerance};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::slo;
 use crate::stats;
@@ -469,8 +469,9 @@ fn decode_reasons(ok: &[&RequestRecord], with_decode: usize) -> Vec<String> {
 }
 
 /// The server's cache counts over the cell; with a reason when a unique
-/// cell's request took more from the cache than the chat template, the one
-/// part its prompts share (its TTFT is then not a cold prefill).
+/// cell's request took more from the cache than the part its prompts share
+/// (a chat cell's template, a completions cell's lead shape): its TTFT is
+/// then not a cold prefill.
 fn prompt_cache(spec: &CellSpec, ok: &[&RequestRecord]) -> (Option<PromptCache>, Option<String>) {
     let reported: Vec<(usize, u64, Option<u64>)> = ok
         .iter()
@@ -496,10 +497,14 @@ fn prompt_cache(spec: &CellSpec, ok: &[&RequestRecord]) -> (Option<PromptCache>,
         cached_tokens: Some(reported.iter().map(|r| r.1).sum()),
         prompt_tokens: reported.iter().map(|r| r.2).sum::<Option<u64>>(),
     };
+    let shared = match spec.endpoint {
+        CellEndpoint::Chat => "the chat template",
+        CellEndpoint::Completions => "the prompts' shared lead",
+    };
     let reason = beyond.first().map(|(i, n, p)| {
         let of = p.map_or(String::new(), |p| format!(" of {p}"));
         format!(
-            "{} requests of a unique-cache cell were served from the server's prompt cache beyond the chat template ({} tokens), e.g. request {i}: {n}{of} prompt tokens cached",
+            "{} requests of a unique-cache cell were served from the server's prompt cache beyond {shared} ({} tokens), e.g. request {i}: {n}{of} prompt tokens cached",
             beyond.len(),
             template.unwrap_or(0)
         )
@@ -711,6 +716,13 @@ mod tests {
         // A shared-cache cell is meant to hit the cache.
         let c = cell(&spec("cache = \"shared\""), &recs);
         assert!(c.performance_eligible, "{:?}", c.ineligible_reasons);
+        // A completions cell's prompts share a lead, not a chat template.
+        let c = cell(&spec("endpoint = \"completions\""), &recs);
+        let why = c.ineligible_reasons.join("; ");
+        assert!(
+            why.contains("beyond the prompts' shared lead (30 tokens)"),
+            "{why}"
+        );
     }
 
     #[test]

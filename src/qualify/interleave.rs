@@ -469,8 +469,12 @@ mod tests {
         // request at concurrency 1 closed-loop, else at least 4.
         assert_eq!(layout(std::slice::from_ref(&sp), None)[0].window, 1);
         // A qualification recorded before the rule pools as it ran.
-        let legacy = layout_by(std::slice::from_ref(&sp), None, DefaultWindow::Legacy);
-        assert_eq!(legacy[0].window, 4);
+        let twice = layout_by(
+            std::slice::from_ref(&sp),
+            None,
+            DefaultWindow::TwiceConcurrency,
+        );
+        assert_eq!(twice[0].window, 4);
         let mut wide = sp.clone();
         wide.concurrency = 4;
         let mut open = sp;

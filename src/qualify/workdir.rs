@@ -153,7 +153,7 @@ pub(super) fn record_plan(
 
 /// The default-window rule the qualification in `out_dir` began under, so a
 /// resumed one cuts its blocks as its first invocation did: a file without
-/// the field was written before the rule (`Legacy`); no file, the current one.
+/// the field was cut by `TwiceConcurrency`; no file, the current one.
 pub(super) fn recorded_window_rule(out_dir: &Path) -> DefaultWindow {
     match QualificationFile::read(out_dir) {
         Ok(q) => q.window_rule(),
@@ -250,9 +250,12 @@ mod tests {
     fn a_resumed_qualification_keeps_the_window_rule_it_began_under() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::ByArrivals);
-        let old = crate::runtime::state::LEGACY_QUALIFICATION_JSON;
+        let old = crate::runtime::state::UNRECORDED_WINDOW_QUALIFICATION_JSON;
         std::fs::write(dir.path().join(QUALIFICATION_FILE), old).unwrap();
-        assert_eq!(recorded_window_rule(dir.path()), DefaultWindow::Legacy);
+        assert_eq!(
+            recorded_window_rule(dir.path()),
+            DefaultWindow::TwiceConcurrency
+        );
         let mut q: QualificationFile = serde_json::from_str(old).unwrap();
         q.default_window = Some(DefaultWindow::ByArrivals);
         crate::atomic::write_json_atomic(&dir.path().join(QUALIFICATION_FILE), &q).unwrap();

@@ -33,21 +33,22 @@ pub struct QualificationFile {
     pub plan_sha256: String,
     /// The ledger it is recorded in (a file path, or a URL without a password).
     pub ledger: crate::runtime::ledger::Location,
-    /// The rule that cut cells the plan gives no `window`; absent in files
-    /// written before there was a choice (`Legacy`).
-    #[serde(default = "legacy_window", skip_serializing_if = "Option::is_none")]
+    /// The rule that cut cells the plan gives no `window`; a file without
+    /// it was cut by `TwiceConcurrency`.
+    #[serde(default = "unrecorded_window", skip_serializing_if = "Option::is_none")]
     pub default_window: Option<DefaultWindow>,
 }
 
-fn legacy_window() -> Option<DefaultWindow> {
-    Some(DefaultWindow::Legacy)
+fn unrecorded_window() -> Option<DefaultWindow> {
+    Some(DefaultWindow::TwiceConcurrency)
 }
 
 impl QualificationFile {
-    /// The rule that cut cells the plan gives no `window` (`Legacy` when
-    /// the file predates the field).
+    /// The rule that cut cells the plan gives no `window` (`TwiceConcurrency`
+    /// when the file does not say).
     pub fn window_rule(&self) -> DefaultWindow {
-        self.default_window.unwrap_or(DefaultWindow::Legacy)
+        self.default_window
+            .unwrap_or(DefaultWindow::TwiceConcurrency)
     }
 
     pub fn read(out_dir: &Path) -> Result<QualificationFile> {
@@ -91,20 +92,21 @@ pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
     out_dir.join(format!("{label}-{n}"))
 }
 
-/// A qualification file as written before the window rule (for tests).
+/// A qualification file that does not say its window rule (for tests).
 #[cfg(test)]
-pub(crate) const LEGACY_QUALIFICATION_JSON: &str = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
+pub(crate) const UNRECORDED_WINDOW_QUALIFICATION_JSON: &str = r#"{"schema":"infergate-qualification/v1","id":"q","plan":"/p.toml","plan_dir":"/","plan_sha256":"x","ledger":"/l.sqlite"}"#;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A file written before the window rule reads as the legacy rule; a
-    /// new one names the rule it ran and reads back the same.
+    /// A file that does not say its window rule reads as twice the
+    /// concurrency; one that does names the rule it ran and reads back the same.
     #[test]
     fn the_default_window_rule_is_read_as_written() {
-        let q: QualificationFile = serde_json::from_str(LEGACY_QUALIFICATION_JSON).unwrap();
-        assert_eq!(q.default_window, Some(DefaultWindow::Legacy));
+        let q: QualificationFile =
+            serde_json::from_str(UNRECORDED_WINDOW_QUALIFICATION_JSON).unwrap();
+        assert_eq!(q.default_window, Some(DefaultWindow::TwiceConcurrency));
         let new = QualificationFile {
             default_window: Some(DefaultWindow::ByArrivals),
             ..q

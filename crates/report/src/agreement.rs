@@ -323,8 +323,8 @@ pub const DEFAULT_ACCURACY_MARGIN_POINTS: f64 = 5.0;
 pub const DEFAULT_FEATURE_MARGIN_POINTS: f64 = 5.0;
 /// Default embedding floors, from an A/A pair of the reference engine's
 /// two profiles, 8 inputs per request (docs/features.md): lowest cosine
-/// 0.900 and mean 0.987 there, as batching moves llama.cpp's vectors; the
-/// perturbed-weights model gives 0.770 and 0.934.
+/// 0.912 and mean 0.987 there, as batching moves llama.cpp's vectors; the
+/// perturbed-weights model gives 0.723 and 0.955.
 pub const DEFAULT_EMBEDDING_COSINE_MIN: f64 = 0.85;
 pub const DEFAULT_EMBEDDING_COSINE_MEAN_MIN: f64 = 0.97;
 

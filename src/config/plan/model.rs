@@ -94,9 +94,9 @@ pub fn default_window(concurrency: usize, closed_loop: bool) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DefaultWindow {
-    /// max(4, 2 × concurrency) for every cell: the rule of a qualification
-    /// file without the field.
-    Legacy,
+    /// max(4, 2 × concurrency) for every cell, closed-loop c=1 included:
+    /// the rule of a qualification file without the field.
+    TwiceConcurrency,
     /// [`default_window`]: one request for a closed-loop cell at
     /// concurrency 1.
     #[default]

@@ -268,7 +268,7 @@ fn drift_floor_widens_and_can_make_it_unresolvable() {
 }
 
 #[test]
-fn independent_median_path_is_the_legacy_stream() {
+fn independent_median_path_is_the_plain_bootstrap_stream() {
     let b: Vec<f64> = (0..30).map(|i| 100.0 + (i * 7 % 11) as f64).collect();
     let c: Vec<f64> = (0..30).map(|i| 103.0 + (i * 5 % 13) as f64).collect();
     let cfg = BootstrapConfig::default();
@@ -2506,8 +2506,8 @@ fn a_trimmed_mean_of_blocks_pays_less_for_a_hosts_bursts() {
 
 /// The trimmed mean sets aside a fifth of the blocks (rounded down) at
 /// each end and averages the rest; below 16 blocks it is the mean. The
-/// mean is bit for bit the sum in block order over the count (older
-/// reports verify against it).
+/// mean is bit for bit the sum in block order over the count (reports
+/// made with the mean verify against it).
 #[test]
 fn a_trimmed_mean_sets_aside_a_fifth_at_each_end() {
     let of = |m: BlockMean, v: &[f64]| m.of(&mut v.to_vec()).unwrap();
@@ -2686,7 +2686,7 @@ fn a_heavy_tail_in_rounds_of_8_4_and_2() {
 
 /// The five simulated hosts of the design's tables, in rounds of 2 (blocks
 /// of one request, the trimmed mean).
-fn ninth_step_hosts() -> [(&'static str, Sim); 5] {
+fn design_hosts() -> [(&'static str, Sim); 5] {
     [
         ("quiet", QUIET),
         ("middling", MIDDLING),
@@ -2708,7 +2708,7 @@ fn ninth_step_hosts() -> [(&'static str, Sim); 5] {
 #[test]
 #[ignore]
 fn pocock_with_the_designs_looks() {
-    for (name, sim) in ninth_step_hosts() {
+    for (name, sim) in design_hosts() {
         for spending in [OBF, Spending::Pocock] {
             let label = format!("{name} {}", spending.as_str());
             let rule = Rule {
@@ -2737,7 +2737,7 @@ fn pocock_with_the_designs_looks() {
 #[test]
 #[ignore]
 fn a_plan_from_the_robust_spread() {
-    for (name, sim) in ninth_step_hosts().into_iter().take(4) {
+    for (name, sim) in design_hosts().into_iter().take(4) {
         for looks in [Looks::Robust, Looks::RobustTrimmed] {
             let label = format!("{name} {looks:?}");
             let rule = Rule {
@@ -2843,7 +2843,7 @@ fn a_plan_from_the_spread_the_bounds_show() {
 /// a case) and, but for the engine's fit (most of an hour), the margin
 /// (1000 runs), printed.
 fn ninth_step_table(rule: Rule) {
-    for (name, sim) in ninth_step_hosts() {
+    for (name, sim) in design_hosts() {
         cases_in_rounds(name, sim, rule, (200, 4710));
         if name != "engine fit" {
             on_the_margin_in_rounds(name, sim, rule, (1000, 4730));
