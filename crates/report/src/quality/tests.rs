@@ -392,3 +392,55 @@ fn the_same_function_as_the_baseline_is_what_a_tool_function_part_counts() {
     let f = feature_rate(p, 5.0, A, A);
     assert_eq!((f.rate.baseline_correct, f.rate.candidate_correct), (4, 2));
 }
+
+/// A report judged by a policy's own embedding floors verifies: `verify`
+/// reads the floors each pair was judged by from the report, and an edited
+/// floor is named.
+#[test]
+fn embedding_floors_of_the_policy_are_what_verify_judges_again() {
+    use crate::embedding::EmbeddingRun;
+    let run = |label: &str, second: [f32; 2]| {
+        let mut a = crate::fixtures::artifact(
+            crate::fixtures::provenance(label, &format!("sha256:{label}")),
+            vec![crate::fixtures::cell(
+                "c",
+                crate::fixtures::shape(128, 1, 8),
+                crate::fixtures::spread_samples(8, (100.0, 400.0, 50.0), 0),
+                Some(128.0),
+            )],
+            Vec::new(),
+        );
+        a.embeddings = vec![EmbeddingRun {
+            name: "e".into(),
+            inputs: 2,
+            batch: 1,
+            inputs_sha256: "00".into(),
+            requests: 2,
+            failed: 0,
+            failures_by_class: Default::default(),
+            latency_ms: vec![10.0, 12.0],
+            dimension: Some(2),
+            vectors: vec![Some(vec![1.0, 0.0]), Some(second.to_vec())],
+        }];
+        a
+    };
+    // The second input's cosine is 0.8: under the default floor (0.85),
+    // above the policy's 0.5.
+    let (b, c) = (run("base", [0.0, 1.0]), run("cand", [0.6, 0.8]));
+    let policy = crate::policy::Policy::from_toml_str(
+        "[quality]\nembedding_cosine_min = 0.5\nembedding_cosine_mean_min = 0.8\n",
+        "p.toml",
+    )
+    .unwrap();
+    let report = crate::compare::compare(&b, &c, &policy).unwrap();
+    let e = &report.quality.as_ref().unwrap().embeddings[0];
+    assert_eq!((e.cosine_min_floor, e.outcome), (0.5, GateOutcome::Pass));
+    let mut json = serde_json::to_value(&report).unwrap();
+    assert_eq!(crate::verify::verify(&json), vec![]);
+    json["quality"]["embeddings"][0]["cosine_min_floor"] = serde_json::json!(0.9);
+    let named = crate::verify::verify(&json);
+    assert!(
+        named.iter().any(|d| format!("{d:?}").contains("embedding")),
+        "{named:?}"
+    );
+}

@@ -713,8 +713,9 @@ fn policy_from_report(
 }
 
 /// The quality policy as far as the report shows it: the cross-runtime
-/// rule and tolerance from `reference_comparison`, the margins from
-/// `quality` (defaults where the report has nothing they would judge).
+/// rule and tolerance from `reference_comparison`, the margins and the
+/// embedding floors from `quality` (defaults where the report has nothing
+/// they would judge).
 fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
     let mut q = crate::policy::QualityPolicy::default();
     let rc = root.get("reference_comparison");
@@ -745,6 +746,16 @@ fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
         .and_then(Value::as_f64)
     {
         q.feature_margin_points = m;
+    }
+    let floor = |name: &str| {
+        qv.and_then(|v| v.pointer(&format!("/embeddings/0/{name}")))
+            .and_then(Value::as_f64)
+    };
+    if let Some(f) = floor("cosine_min_floor") {
+        q.embedding_cosine_min = f;
+    }
+    if let Some(f) = floor("cosine_mean_floor") {
+        q.embedding_cosine_mean_min = f;
     }
     q
 }
