@@ -69,15 +69,28 @@ fn marks(run: &TurnoverRun) -> &str {
 /// `infergate verify` of it, which must agree: the report, and what
 /// compare printed.
 fn compare_and_verify(base: &Path, cand: &Path, report: &Path) -> (serde_json::Value, String) {
+    compare_and_verify_by(base, cand, report, None)
+}
+
+/// [`compare_and_verify`] under the policy file `policy`, when given.
+fn compare_and_verify_by(
+    base: &Path,
+    cand: &Path,
+    report: &Path,
+    policy: Option<&Path>,
+) -> (serde_json::Value, String) {
     let infergate = || std::process::Command::new(env!("CARGO_BIN_EXE_infergate"));
-    let o = infergate()
+    let mut compare = infergate();
+    compare
         .arg("compare")
         .arg(base.join("run.json"))
         .arg(cand.join("run.json"))
         .arg("-o")
-        .arg(report)
-        .output()
-        .unwrap();
+        .arg(report);
+    if let Some(p) = policy {
+        compare.arg("--policy").arg(p);
+    }
+    let o = compare.output().unwrap();
     assert!(report.is_file(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = infergate().arg("verify").arg(report).output().unwrap();
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stdout));
@@ -563,7 +576,9 @@ async fn a_completions_cell_sends_text_prompts_and_the_server_counts_them_as_rec
 /// the policy's floors were set from, and must hold them; the
 /// perturbed-weights model, measured after, falls below them and fails
 /// that part alone. A second client asks the first batch again and gets
-/// the artifact's vectors.
+/// the artifact's vectors. A second workload sends one input per request,
+/// which batching cannot move: it holds floors of its own (0.999, 0.9999)
+/// the batched workload could not, and the perturbed model fails them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_falls_outside() {
     use infergate::report::embedding::PART_PREFIX;
@@ -571,7 +586,25 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
     let suite = dir.path().join("suite.toml");
     std::fs::write(
         &suite,
-        "name = \"emb\"\n[[embeddings]]\nname = \"sentences\"\ninputs = 48\nbatch = 8\nseed = 3\n",
+        "name = \"emb\"\n[[embeddings]]\nname = \"sentences\"\ninputs = 48\nbatch = 8\nseed = 3\n\
+         [[embeddings]]\nname = \"alone\"\ninputs = 16\nbatch = 1\nseed = 5\n",
+    )
+    .unwrap();
+    // Strict floors: for `alone` alone, and for every workload.
+    let own = dir.path().join("own-floors.toml");
+    let strict = "cosine_min = 0.999\ncosine_mean_min = 0.9999\n";
+    std::fs::write(
+        &own,
+        format!("[[quality.embeddings]]\nworkload = \"alone\"\n{strict}"),
+    )
+    .unwrap();
+    let everywhere = dir.path().join("strict-floors.toml");
+    std::fs::write(
+        &everywhere,
+        format!(
+            "[quality]\nembedding_{}",
+            strict.replace("\nc", "\nembedding_c")
+        ),
     )
     .unwrap();
     let run = |engine: &str, name: &str| {
@@ -610,16 +643,25 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
         assert_eq!(b.vectors[i].as_ref(), Some(&v), "input {i}");
     }
 
-    let judged = |cand_dir: &Path, name: &str| {
+    // Each workload's agreement and part outcome, in the suite's order.
+    let judged_by = |cand_dir: &Path, name: &str, policy: Option<&Path>| {
         let report = dir.path().join(format!("{name}.json"));
-        let (r, _) = compare_and_verify(&base_dir, cand_dir, &report);
+        let (r, _) = compare_and_verify_by(&base_dir, cand_dir, &report, policy);
         let parts = quality_parts(&r);
-        assert_eq!(parts.len(), 1, "{parts:?}");
-        assert_eq!(parts[0].0, format!("{PART_PREFIX}sentences"));
-        (r["quality"]["embeddings"][0].clone(), parts[0].1.clone())
+        let names: Vec<&str> = parts.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                format!("{PART_PREFIX}sentences"),
+                format!("{PART_PREFIX}alone")
+            ]
+        );
+        let agreement = |i: usize| (r["quality"]["embeddings"][i].clone(), parts[i].1.clone());
+        [agreement(0), agreement(1)]
     };
+    let judged = |cand_dir: &Path, name: &str| judged_by(cand_dir, name, None);
     let (_, cand_dir, _) = run("embed-candidate", "candidate").await;
-    let (aa, outcome) = judged(&cand_dir, "aa");
+    let [(aa, outcome), (aa_alone, _)] = judged(&cand_dir, "aa");
     let floors = QualityPolicy::default();
     eprintln!(
         "A/A embeddings: lowest cosine {}, mean {}",
@@ -628,9 +670,32 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
     assert_eq!(outcome, "pass", "{aa}");
     assert!(aa["cosine_min"].as_f64().unwrap() >= floors.embedding_cosine_min);
     assert!(aa["cosine_mean"].as_f64().unwrap() >= floors.embedding_cosine_mean_min);
+    // One input per request: the two profiles agree to the strict floors,
+    // which only a workload's own floors can ask of it.
+    eprintln!(
+        "A/A embeddings, one input per request: lowest cosine {}, mean {}",
+        aa_alone["cosine_min"], aa_alone["cosine_mean"]
+    );
+    let outcomes = |j: [(serde_json::Value, String); 2]| [j[0].1.clone(), j[1].1.clone()];
+    assert_eq!(
+        outcomes(judged_by(&cand_dir, "aa-own", Some(&own))),
+        ["pass", "pass"]
+    );
+    assert_eq!(
+        outcomes(judged_by(&cand_dir, "aa-strict", Some(&everywhere))),
+        ["fail", "pass"]
+    );
 
     let (_, bad_dir, _) = run("embed-perturbed", "perturbed").await;
-    let (bad, outcome) = judged(&bad_dir, "perturbed");
+    let [(bad, outcome), (bad_alone, _)] = judged(&bad_dir, "perturbed");
+    eprintln!(
+        "perturbed embeddings, one input per request: lowest cosine {}, mean {}",
+        bad_alone["cosine_min"], bad_alone["cosine_mean"]
+    );
+    assert_eq!(
+        outcomes(judged_by(&bad_dir, "perturbed-own", Some(&own))),
+        ["fail", "fail"]
+    );
     eprintln!(
         "perturbed embeddings: lowest cosine {}, mean {}",
         bad["cosine_min"], bad["cosine_mean"]

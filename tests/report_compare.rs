@@ -749,6 +749,20 @@ fn slo_attainment_is_gated_as_a_proportion_and_recomputed_by_verify() {
             .contains("Newcombe")
     );
     assert!(verify(&v).is_empty(), "{:?}", verify(&v));
+    assert!(!rep.warnings.iter().any(|w| w.contains("judged nothing")));
+
+    // An SLO for a cell the runs do not have (a typo) is named.
+    let typo =
+        Policy::from_toml_str("[[slo]]\ncell = \"c2\"\nttft_ms = 500\n", "slo.toml").unwrap();
+    let warned = compare(&side("base", 0), &side("cand", 60), &typo)
+        .unwrap()
+        .warnings;
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("the SLO for cell `c2` names no cell")),
+        "{warned:?}"
+    );
 
     // verify recomputes the attainment from the rows: edits are named.
     type Edit = (&'static str, fn(&mut Value));

@@ -307,6 +307,18 @@ pub struct QualityPolicy {
     /// mean, the quality gate passes.
     pub embedding_cosine_min: f64,
     pub embedding_cosine_mean_min: f64,
+    /// Floors of named embeddings workloads, in place of the two above.
+    pub embedding_floors: Vec<EmbeddingFloors>,
+}
+
+/// The floors of one embeddings workload (`[[quality.embeddings]]`): a
+/// workload whose vectors do not depend on batching (one input per
+/// request) can hold far stricter ones than the default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingFloors {
+    pub workload: String,
+    pub cosine_min: f64,
+    pub cosine_mean_min: f64,
 }
 
 /// Default hard-divergence margin: a runtime against itself shows none, so
@@ -333,6 +345,17 @@ impl QualityPolicy {
     pub fn rate_gated(&self) -> bool {
         self.cross_runtime == CrossRuntime::Rate
     }
+
+    /// The (lowest, mean) cosine floors `workload` is judged by.
+    pub fn embedding_floors_for(&self, workload: &str) -> (f64, f64) {
+        self.embedding_floors
+            .iter()
+            .find(|f| f.workload == workload)
+            .map_or(
+                (self.embedding_cosine_min, self.embedding_cosine_mean_min),
+                |f| (f.cosine_min, f.cosine_mean_min),
+            )
+    }
 }
 
 impl Default for QualityPolicy {
@@ -345,6 +368,7 @@ impl Default for QualityPolicy {
             feature_margin_points: DEFAULT_FEATURE_MARGIN_POINTS,
             embedding_cosine_min: DEFAULT_EMBEDDING_COSINE_MIN,
             embedding_cosine_mean_min: DEFAULT_EMBEDDING_COSINE_MEAN_MIN,
+            embedding_floors: Vec::new(),
         }
     }
 }

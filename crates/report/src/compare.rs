@@ -1346,7 +1346,33 @@ fn warnings(
             policy.gate.drift_sd_percent, policy.gate.drift_source
         ));
     }
+    warnings.extend(unmatched_policy_names(baseline, policy));
     warnings
+}
+
+/// Policy entries naming a cell or an embeddings workload the runs do not
+/// have: most likely a typo, which would leave the defaults judging it.
+fn unmatched_policy_names(baseline: &RunArtifact, policy: &Policy) -> Vec<String> {
+    let cells = policy
+        .slo
+        .iter()
+        .filter_map(|s| s.cell.as_deref())
+        .filter(|c| !baseline.cells.iter().any(|b| b.name == *c))
+        .map(|c| {
+            format!("policy: the SLO for cell `{c}` names no cell of these runs: it judged nothing")
+        });
+    let workloads = policy
+        .quality
+        .embedding_floors
+        .iter()
+        .filter(|f| !baseline.embeddings.iter().any(|e| e.name == f.workload))
+        .map(|f| {
+            format!(
+                "policy: the embedding floors for workload `{}` name no embeddings workload of these runs: they judged nothing",
+                f.workload
+            )
+        });
+    cells.chain(workloads).collect()
 }
 
 /// What the comparison decided, for the report.

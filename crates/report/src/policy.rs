@@ -32,6 +32,10 @@
 //! feature_margin_points = 5        # a feature's delivered share (valid JSON, …) likewise
 //! embedding_cosine_min = 0.85      # embeddings: every input's cosine across runtimes at least
 //! embedding_cosine_mean_min = 0.97 # and their mean at least
+//!
+//! [[quality.embeddings]]           # one embeddings workload's own floors
+//! workload = "alone"
+//! cosine_min = 0.999
 //! ```
 
 use std::ops::Range;
@@ -126,7 +130,7 @@ pub struct TurnoverPolicy {
 }
 
 // Defined beside the classifier (no import cycle through the report model).
-pub use crate::agreement::{CrossRuntime, QualityPolicy};
+pub use crate::agreement::{CrossRuntime, EmbeddingFloors, QualityPolicy};
 
 /// Which rule decides the qualification's performance part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -317,6 +321,18 @@ struct RawQuality {
     embedding_cosine_min: Option<Spanned<f64>>,
     #[serde(default)]
     embedding_cosine_mean_min: Option<Spanned<f64>>,
+    #[serde(default)]
+    embeddings: Option<Vec<RawEmbeddingFloors>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmbeddingFloors {
+    workload: Spanned<String>,
+    #[serde(default)]
+    cosine_min: Option<Spanned<f64>>,
+    #[serde(default)]
+    cosine_mean_min: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -769,7 +785,6 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
             percent_ok,
             "points in [0, 100)",
         )?;
-        let cosine_ok: fn(f64) -> bool = |c| c.is_finite() && (-1.0..=1.0).contains(&c);
         for (v, name) in [
             (&q.embedding_cosine_min, "quality.embedding_cosine_min"),
             (
@@ -777,7 +792,7 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
                 "quality.embedding_cosine_mean_min",
             ),
         ] {
-            src.check(v, name.into(), cosine_ok, "a cosine in [-1, 1]")?;
+            src.check(v, name.into(), cosine_ok, COSINE)?;
         }
         quality.embedding_cosine_min = q
             .embedding_cosine_min
@@ -785,6 +800,8 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
         quality.embedding_cosine_mean_min = q
             .embedding_cosine_mean_min
             .map_or(quality.embedding_cosine_mean_min, |s| *s.get_ref());
+        quality.embedding_floors =
+            embedding_floors(src, q.embeddings.unwrap_or_default(), &quality)?;
         quality.feature_margin_points = q
             .feature_margin_points
             .map_or(quality.feature_margin_points, |s| *s.get_ref());
@@ -800,6 +817,50 @@ fn quality(src: &Source, raw: Option<RawQuality>) -> Result<QualityPolicy, Confi
             .map_or(quality.near_tie_nats, |s| *s.get_ref());
     }
     Ok(quality)
+}
+
+fn cosine_ok(c: f64) -> bool {
+    c.is_finite() && (-1.0..=1.0).contains(&c)
+}
+const COSINE: &str = "a cosine in [-1, 1]";
+
+/// The `[[quality.embeddings]]` tables: one per named workload, a floor it
+/// leaves out taken from `[quality]`'s.
+fn embedding_floors(
+    src: &Source,
+    raw: Vec<RawEmbeddingFloors>,
+    quality: &QualityPolicy,
+) -> Result<Vec<EmbeddingFloors>, ConfigError> {
+    let mut out: Vec<EmbeddingFloors> = Vec::new();
+    for (i, raw) in raw.into_iter().enumerate() {
+        let at = |f: &str| format!("quality.embeddings[{i}].{f}");
+        let workload = raw.workload.get_ref().trim().to_string();
+        if workload.is_empty() || out.iter().any(|f| f.workload == workload) {
+            let why = if workload.is_empty() {
+                "an empty workload name".to_string()
+            } else {
+                format!("a second floor for workload `{workload}`")
+            };
+            return Err(src.err(raw.workload.span(), at("workload"), why));
+        }
+        src.check(&raw.cosine_min, at("cosine_min"), cosine_ok, COSINE)?;
+        src.check(
+            &raw.cosine_mean_min,
+            at("cosine_mean_min"),
+            cosine_ok,
+            COSINE,
+        )?;
+        out.push(EmbeddingFloors {
+            workload,
+            cosine_min: raw
+                .cosine_min
+                .map_or(quality.embedding_cosine_min, |s| *s.get_ref()),
+            cosine_mean_min: raw
+                .cosine_mean_min
+                .map_or(quality.embedding_cosine_mean_min, |s| *s.get_ref()),
+        });
+    }
+    Ok(out)
 }
 
 /// A metric named `<sample>_pNN…` may not declare another sample,
@@ -970,6 +1031,44 @@ mod tests {
         let e = Policy::from_toml_str("[quality]\nnear_tie_nats = -1\n", "p.toml").unwrap_err();
         assert_eq!(e.field.as_deref(), Some("quality.near_tie_nats"));
         assert!(Policy::from_toml_str("[quality]\ncross_runtime = \"loose\"\n", "p.toml").is_err());
+    }
+
+    /// `[[quality.embeddings]]`: a workload's own floors, what it leaves
+    /// out taken from `[quality]`; a second table for one workload, an
+    /// empty name, a cosine out of range or an unknown field is refused
+    /// with its line and field.
+    #[test]
+    fn a_workload_may_have_its_own_embedding_floors() {
+        let p = Policy::from_toml_str(
+            "[quality]\nembedding_cosine_mean_min = 0.9\n[[quality.embeddings]]\nworkload = \"alone\"\ncosine_min = 0.99\n",
+            "p.toml",
+        )
+        .expect("valid policy");
+        assert_eq!(p.quality.embedding_floors_for("alone"), (0.99, 0.9));
+        assert_eq!(p.quality.embedding_floors_for("other"), (0.85, 0.9));
+        let refused = |text: &str| Policy::from_toml_str(text, "p.toml").unwrap_err();
+        let twice =
+            "[[quality.embeddings]]\nworkload = \"a\"\n[[quality.embeddings]]\nworkload = \"a\"\n";
+        let e = refused(twice);
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(4), Some("quality.embeddings[1].workload"))
+        );
+        assert!(e.message.contains("a second floor for workload `a`"), "{e}");
+        let e = refused("[[quality.embeddings]]\nworkload = \" \"\n");
+        assert!(e.message.contains("empty workload name"), "{e}");
+        let e = refused("[[quality.embeddings]]\nworkload = \"a\"\ncosine_min = 1.5\n");
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(3), Some("quality.embeddings[0].cosine_min"))
+        );
+        let e = refused("[[quality.embeddings]]\nworkload = \"a\"\ncosine = 0.9\n");
+        assert!(format!("{e}").contains("cosine"), "{e}");
+        assert!(
+            refused("[[quality.embeddings]]\ncosine_min = 0.9\n")
+                .to_string()
+                .contains("workload")
+        );
     }
 
     #[test]

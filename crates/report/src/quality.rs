@@ -187,11 +187,8 @@ pub fn judge(
     let embeddings: Vec<EmbeddingAgreement> = embeddings
         .iter()
         .map(|p| {
-            embedding::judge(
-                p,
-                policy.embedding_cosine_min,
-                policy.embedding_cosine_mean_min,
-            )
+            let (min, mean) = policy.embedding_floors_for(&p.name);
+            embedding::judge(p, min, mean)
         })
         .collect();
     if hard.is_none() && tasks.is_empty() && features.is_empty() && embeddings.is_empty() {

@@ -393,12 +393,24 @@ fn the_same_function_as_the_baseline_is_what_a_tool_function_part_counts() {
     assert_eq!((f.rate.baseline_correct, f.rate.candidate_correct), (4, 2));
 }
 
-/// A report judged by a policy's own embedding floors verifies: `verify`
-/// reads the floors each pair was judged by from the report, and an edited
-/// floor is named.
+/// A report judged by a policy's own embedding floors, one workload's its
+/// own, verifies: `verify` reads the floors each pair was judged by from the
+/// report, and an edited floor is named.
 #[test]
 fn embedding_floors_of_the_policy_are_what_verify_judges_again() {
     use crate::embedding::EmbeddingRun;
+    let workload = |name: &str, second: [f32; 2]| EmbeddingRun {
+        name: name.into(),
+        inputs: 2,
+        batch: 1,
+        inputs_sha256: "00".into(),
+        requests: 2,
+        failed: 0,
+        failures_by_class: Default::default(),
+        latency_ms: vec![10.0, 12.0],
+        dimension: Some(2),
+        vectors: vec![Some(vec![1.0, 0.0]), Some(second.to_vec())],
+    };
     let run = |label: &str, second: [f32; 2]| {
         let mut a = crate::fixtures::artifact(
             crate::fixtures::provenance(label, &format!("sha256:{label}")),
@@ -410,37 +422,68 @@ fn embedding_floors_of_the_policy_are_what_verify_judges_again() {
             )],
             Vec::new(),
         );
-        a.embeddings = vec![EmbeddingRun {
-            name: "e".into(),
-            inputs: 2,
-            batch: 1,
-            inputs_sha256: "00".into(),
-            requests: 2,
-            failed: 0,
-            failures_by_class: Default::default(),
-            latency_ms: vec![10.0, 12.0],
-            dimension: Some(2),
-            vectors: vec![Some(vec![1.0, 0.0]), Some(second.to_vec())],
-        }];
+        a.embeddings = vec![workload("alone", second), workload("batched", second)];
         a
     };
-    // The second input's cosine is 0.8: under the default floor (0.85),
-    // above the policy's 0.5.
+    // Each workload's second input has cosine 0.8 across the two sides:
+    // below the default floor (0.85) and `alone`'s own (0.9), above the
+    // policy's 0.5 for the rest.
     let (b, c) = (run("base", [0.0, 1.0]), run("cand", [0.6, 0.8]));
     let policy = crate::policy::Policy::from_toml_str(
-        "[quality]\nembedding_cosine_min = 0.5\nembedding_cosine_mean_min = 0.8\n",
+        "[quality]\nembedding_cosine_min = 0.5\nembedding_cosine_mean_min = 0.8\n\
+         [[quality.embeddings]]\nworkload = \"alone\"\ncosine_min = 0.9\n",
         "p.toml",
     )
     .unwrap();
     let report = crate::compare::compare(&b, &c, &policy).unwrap();
-    let e = &report.quality.as_ref().unwrap().embeddings[0];
-    assert_eq!((e.cosine_min_floor, e.outcome), (0.5, GateOutcome::Pass));
+    let judged: Vec<(&str, f64, f64, GateOutcome)> = report
+        .quality
+        .as_ref()
+        .unwrap()
+        .embeddings
+        .iter()
+        .map(|e| {
+            (
+                e.name.as_str(),
+                e.cosine_min_floor,
+                e.cosine_mean_floor,
+                e.outcome,
+            )
+        })
+        .collect();
+    assert_eq!(
+        judged,
+        vec![
+            ("alone", 0.9, 0.8, GateOutcome::Fail),
+            ("batched", 0.5, 0.8, GateOutcome::Pass)
+        ]
+    );
+    assert!(
+        !report.warnings.iter().any(|w| w.contains("judged nothing")),
+        "{:?}",
+        report.warnings
+    );
     let mut json = serde_json::to_value(&report).unwrap();
     assert_eq!(crate::verify::verify(&json), vec![]);
-    json["quality"]["embeddings"][0]["cosine_min_floor"] = serde_json::json!(0.9);
+    // A floor for a workload the runs do not have (a typo) is named.
+    let typo = crate::policy::Policy::from_toml_str(
+        "[[quality.embeddings]]\nworkload = \"alon\"\ncosine_min = 0.9\n",
+        "p.toml",
+    )
+    .unwrap();
+    let warned = crate::compare::compare(&b, &c, &typo).unwrap().warnings;
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("workload `alon` name no embeddings workload")),
+        "{warned:?}"
+    );
+    json["quality"]["embeddings"][1]["cosine_min_floor"] = serde_json::json!(0.9);
     let named = crate::verify::verify(&json);
     assert!(
-        named.iter().any(|d| format!("{d:?}").contains("embedding")),
+        named
+            .iter()
+            .any(|d| d.path == "quality.embeddings[1].outcome"),
         "{named:?}"
     );
 }

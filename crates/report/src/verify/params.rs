@@ -713,9 +713,9 @@ fn policy_from_report(
 }
 
 /// The quality policy as far as the report shows it: the cross-runtime
-/// rule and tolerance from `reference_comparison`, the margins and the
-/// embedding floors from `quality` (defaults where the report has nothing
-/// they would judge).
+/// rule and tolerance from `reference_comparison`, the margins and each
+/// embeddings workload's floors from `quality` (defaults where the report
+/// has nothing they would judge).
 fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
     let mut q = crate::policy::QualityPolicy::default();
     let rc = root.get("reference_comparison");
@@ -747,15 +747,25 @@ fn quality_policy(root: &Map<String, Value>) -> crate::policy::QualityPolicy {
     {
         q.feature_margin_points = m;
     }
-    let floor = |name: &str| {
-        qv.and_then(|v| v.pointer(&format!("/embeddings/0/{name}")))
-            .and_then(Value::as_f64)
-    };
-    if let Some(f) = floor("cosine_min_floor") {
-        q.embedding_cosine_min = f;
-    }
-    if let Some(f) = floor("cosine_mean_floor") {
-        q.embedding_cosine_mean_min = f;
-    }
+    q.embedding_floors = embedding_floors(qv);
     q
+}
+
+/// Each embeddings pair's floors as the report shows them: a policy may
+/// give each workload its own, so each is judged again by its own.
+fn embedding_floors(quality: Option<&Value>) -> Vec<crate::policy::EmbeddingFloors> {
+    let pairs = quality
+        .and_then(|q| q.get("embeddings"))
+        .and_then(Value::as_array);
+    pairs
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some(crate::policy::EmbeddingFloors {
+                workload: e.get("name")?.as_str()?.to_string(),
+                cosine_min: e.get("cosine_min_floor")?.as_f64()?,
+                cosine_mean_min: e.get("cosine_mean_floor")?.as_f64()?,
+            })
+        })
+        .collect()
 }
