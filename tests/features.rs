@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infergate::measure::features::{STRUCTURED_OUTPUT, TOOL_CALL};
+use infergate::measure::record::RequestRecord;
 use infergate::measure::turnover::{self, TurnoverSpec};
 use infergate::report::artifact::TurnoverRun;
 use infergate::report::policy::QualityPolicy;
@@ -113,6 +114,15 @@ fn quality_parts(r: &serde_json::Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A journal that keeps the records of cell `label`.
+fn kept<'a>(label: &'a str, into: &'a mut Vec<RequestRecord>) -> impl FnMut(&RequestRecord) + 'a {
+    move |r: &RequestRecord| {
+        if r.cell == label {
+            into.push(r.clone());
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
     let s = spec(
@@ -128,19 +138,51 @@ async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
     })
     .await
     .expect("forwarder");
-    let b = turnover::run_turnover(&client(&base.base_url), &s, 0, None).await;
-    let a = turnover::run_turnover(&client(&base.base_url), &s, 0, None).await;
+    // The reference requests (each prompt alone) as journaled, per run.
+    let label = s.reference_label(0);
+    let mut journals: [Vec<RequestRecord>; 3] = Default::default();
+    let [jb, ja, jc] = &mut journals;
+    let b =
+        turnover::run_turnover(&client(&base.base_url), &s, 0, Some(&mut kept(&label, jb))).await;
+    let a =
+        turnover::run_turnover(&client(&base.base_url), &s, 0, Some(&mut kept(&label, ja))).await;
     let dropped_url = format!("http://{}", dropping.addr());
-    let c = turnover::run_turnover(&client(&dropped_url), &s, 0, None).await;
+    let c = turnover::run_turnover(&client(&dropped_url), &s, 0, Some(&mut kept(&label, jc))).await;
 
     // The schema's first request timed apart from the rest (llama.cpp
-    // compiles the grammar for every request: no difference expected here).
-    for run in [&b, &a, &c] {
+    // compiles the grammar for every request: no difference expected here),
+    // cross-checked by the server's own prompt timer: no reference answer's
+    // first token reached the client before the server had evaluated its
+    // prompt (1 ms slack between the clocks), and what the grammar costs
+    // is outside that timer (client TTFT less the server's prompt time).
+    for (run, journal) in [&b, &a, &c].into_iter().zip(&journals) {
         let (first, later) = (run.first_ttft_ms, run.later_ttft_p50_ms);
         assert!(first.is_some() && later.is_some(), "{run:#?}");
+        let first_journaled = journal
+            .iter()
+            .find(|r| r.index == 0)
+            .map(|r| r.capture.ttft_ms);
+        assert_eq!(first_journaled, Some(first), "{}", run.name);
+        let outside: Vec<f64> = journal
+            .iter()
+            .map(|r| {
+                let c = &r.capture;
+                let prompt_ms = c.server_timings.as_ref().and_then(|t| t.prompt_ms);
+                let (ttft, prompt_ms) =
+                    (c.ttft_ms.unwrap(), prompt_ms.expect("llama.cpp's timings"));
+                assert!(
+                    ttft + 1.0 >= prompt_ms,
+                    "request {}: TTFT {ttft} < server prompt {prompt_ms}",
+                    r.index
+                );
+                ttft - prompt_ms
+            })
+            .collect();
+        assert_eq!(outside.len(), REQUESTS);
         eprintln!(
-            "{}: first request TTFT {first:?} ms, later p50 {later:?} ms",
-            run.name
+            "{}: first request TTFT {first:?} ms, later p50 {later:?} ms; TTFT outside the server's prompt time, p50 {:?} ms",
+            run.name,
+            infergate::report::stats::median(&outside)
         );
     }
     // Each answer as the marks say, read again here from its text.
