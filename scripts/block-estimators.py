@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What each way of combining request pairs would cost, on real journals (#31).
+"""What each way of combining request pairs would cost, on real journals.
 
     scripts/block-estimators.py QUALIFICATION_DIR... [--n 16,32,64] [--resamples 2000]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the block design's dependence costs against the gate's oracle (#31).
+"""What the block design's dependence costs against the gate's oracle.
 
     scripts/oracle-design-effect.py QUALIFICATIONS_DIR
 

@@ -1,4 +1,4 @@
-//! Issue #26: no suite the parser accepts makes infergate allocate more than
+//! No suite the parser accepts makes infergate allocate more than
 //! a bound before its first request. A counting allocator measures the
 //! peak of what a run does before sending: load and check the suite, build
 //! each cell's request source and its first request, build each turnover

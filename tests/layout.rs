@@ -703,7 +703,7 @@ fn config_is_the_lowest_layer() {
     // Configuration is read before anything runs, so it builds on nothing
     // of the pipeline: only itself, `util` and the report crate's re-exports.
     // One edge is left, named here so it can only go: the suite hands its
-    // `[[turnover]]` tables to `measure::turnover` to parse (#25).
+    // `[[turnover]]` tables to `measure::turnover` to parse.
     const BELOW: &[&str] = &[
         "config",
         "util",
@@ -797,7 +797,7 @@ fn the_checker_sees_a_cycle_when_there_is_one() {
 
 #[test]
 fn the_checker_sees_a_super_cycle_through_a_child_module() {
-    // The shape issue #25 found: `c` calls `super::v::problems`, `v` calls
+    // A shape seen in this code: `c` calls `super::v::problems`, `v` calls
     // its child `r` by a bare path, and `r` imports `c` back with `super::super::`.
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path();
@@ -859,4 +859,51 @@ fn test_doubles_are_dev_only_and_fuzzing_is_opt_in() {
             "{n} in the main crate"
         );
     }
+}
+
+/// Docs, comments, identifiers and plans say how the system works today;
+/// how it got there is in git. An ordinal "step", an issue number or a
+/// stop number in them narrates history.
+#[test]
+fn nothing_narrates_the_history_of_the_work() {
+    let history = regex::Regex::new(
+        r"(?i)\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)[ _]step\b|issue #[0-9]|\bstop [0-9]+\b|\(#[0-9]+\)",
+    )
+    .unwrap();
+    let root = root();
+    let mut files = vec![root.join("README.md")];
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| {
+                ["rs", "md", "toml", "py", "sh"].contains(&x.to_str().unwrap_or(""))
+            }) {
+                out.push(p);
+            }
+        }
+    }
+    for dir in [
+        "docs", "src", "crates", "tests", "scripts", "plans", "policies", "suites", "engine",
+    ] {
+        walk(&root.join(dir), &mut files);
+    }
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| history.is_match(l))
+                .map(|(i, l)| format!("{rel}:{}: {}", i + 1, l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(files.len() > 100, "{} files read", files.len());
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

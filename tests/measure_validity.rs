@@ -1,4 +1,4 @@
-//! Measurement validity against the real reference engine (issue #12): the
+//! Measurement validity against the real reference engine: the
 //! server's own cache counts prove unique prompts are cold, a runtime that
 //! stops early does not compare on speed, and an open-loop client that falls
 //! behind its schedule is caught.

@@ -429,7 +429,7 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
     // One merged artifact per side: every block pooled, clusters = blocks,
     // the same ids on both sides; every block's requests in the journal.
     // The blocks were pooled in memory: no block, merge or comparison read
-    // a journal back (#25).
+    // a journal back.
     for label in ["baseline", "candidate"] {
         let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
         assert_eq!(infergate::util::input_reads(&journal), 0, "{label}");
@@ -466,7 +466,7 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
     );
     assert_eq!(v["cells"]["tiny"]["candidate_requests"], 5);
 
-    // verify --runs pools the blocks again from their journal (issue #26):
+    // verify --runs pools the blocks again from their journal:
     // clean as made, and an edited journal line is named by file and line.
     let side = |label: &str| vec![o.out_dir.join(format!("{label}.json"))];
     let dirs = infergate::verify_runs::RunDirs {
@@ -568,7 +568,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         "finished before it could be interrupted"
     );
     // One reading of the suite and of the policy for the whole invocation:
-    // not one per block, look or comparison (#25).
+    // not one per block, look or comparison.
     let reads = || {
         (
             infergate::util::input_reads(&suite),
@@ -630,7 +630,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     );
     // The blocks were pooled in memory: the resumed invocation read each
     // side's journal once, to recover what the interrupted one measured;
-    // no block, look or merge read it again (#25).
+    // no block, look or merge read it again.
     for label in ["baseline", "candidate"] {
         let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
         assert_eq!(infergate::util::input_reads(&journal), 1, "{label}");
@@ -686,7 +686,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
         (Some(2), Some(2))
     );
     assert_eq!(fw["spending"], "o_brien_fleming");
-    // Each look spends by the share of the rounds the run will have (#31):
+    // Each look spends by the share of the rounds the run will have:
     // the request budget allows 2 (the clock far more), so the first look is
     // at 1/2, and the last, which the budget ends, at 1 after it, across the
     // interruption.

@@ -130,7 +130,7 @@ fn the_ledger_password_is_never_written_or_printed() {
             .output()
             .unwrap()
     };
-    // `status` never creates a ledger (issue #26): made here, then read.
+    // `status` never creates a ledger: made here, then read.
     infergate::runtime::ledger::Ledger::open(&sqlite).unwrap();
     let init = infergate(&["status", "--ledger", sqlite.to_str().unwrap()], &password);
     let migrate = infergate(

@@ -1,4 +1,4 @@
-//! Issue #26: the command line's failure modes, tried as a user would, with
+//! The command line's failure modes, tried as a user would, with
 //! no engine: no command writes over its own inputs, secrets in targets and
 //! ledger addresses are never printed or written, read-only commands create
 //! nothing.

@@ -530,7 +530,7 @@ async fn reference_logprobs_are_real_and_a_runtime_against_itself_has_no_hard_di
     engine.stop().unwrap();
 }
 
-/// A broken candidate that serves as fast as the baseline (issue #28): the
+/// A broken candidate that serves as fast as the baseline: the
 /// reference engine with RoPE's base at Llama's 10000 instead of the
 /// model's 100000 (`engine/profiles.toml` [rope-default]). Its reference
 /// answers, held against the baseline's token by token, diverge hard: the

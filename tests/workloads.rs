@@ -1,4 +1,4 @@
-//! The dataset workloads on the real reference engine (issue #27): a
+//! The dataset workloads on the real reference engine: a
 //! ShareGPT file (two turns, recorded history), an OpenAI request log and a
 //! Mooncake trace replayed at its timestamps. Two runs of the same suite are
 //! compared and the report is made again from their journals.

@@ -132,7 +132,7 @@ type Map = serde_json::Map<String, Value>;
 
 const E2E_SLOW: &str = "cells.slow.metrics.e2e_p50_ms";
 
-// ----------------------------------------------------- the list ----
+// ------------------------------------------------ each kind of edit ----
 
 #[test]
 fn untouched_reports_verify_clean_and_the_seed_says_what_it_cannot_check() {

@@ -330,7 +330,7 @@ fn schedule_defaults_to_interleaved_and_repeats_means_alternating() {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans/reference.toml");
     let shipped = Plan::load(&shipped).unwrap();
     assert_eq!(shipped.schedule, PlanSchedule::Interleaved);
-    // The demo runs adaptive (#31): rounds until the evidence decides.
+    // The demo runs adaptive: rounds until the evidence decides.
     assert!(shipped.adaptive.enabled);
 }
 

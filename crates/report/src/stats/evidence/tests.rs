@@ -1500,7 +1500,7 @@ fn adaptive_looks_by_the_budget_the_run_has() {
     }
     for clock in [20, 30] {
         // With a budget that allows it, the default (OBF, exact boundaries)
-        // reaches the issue's targets: ≥ 95 % of +10 % runs fail, and both
+        // reaches its targets: ≥ 95 % of +10 % runs fail, and both
         // verdicts cost at most twice the known-variance oracle.
         let (fails, asn) = row(clock, 3, 1);
         assert!(
@@ -1706,7 +1706,7 @@ fn a_generous_budget_favours_earlier_spending() {
 
 /// The exact boundaries spend no more error than they claim where it
 /// matters: a runtime exactly on the margin (one cell 5 % worse, the
-/// others unchanged), on the issue's noise with a 20-round clock. Such a
+/// others unchanged), on the CV 3 % hosts' noise with a 20-round clock. Such a
 /// runtime passes at most α of the time (its cell must pass) and fails at
 /// most α / m plus what the unchanged cells add (they are a margin away).
 /// Prints the rates `docs/gate-calibration.md` quotes; the test fails if
@@ -1766,7 +1766,7 @@ enum Looks {
     DesignBySide,
     /// As `DesignBySide`, each look planned by the previous look's spread
     /// (not `qualify`'s rule: a first look cannot spend by the design).
-    DesignBySideLate,
+    DesignBySideFromSecondLook,
     /// As `DesignBySide`, the design planned from the request pairs' robust
     /// SD (1.4826 × MAD of their log ratios) instead of the estimate's
     /// standard error: a spread the outliers that have come do not move
@@ -1813,7 +1813,7 @@ const DESIGN_FIRST_BLOCKS: usize = 4;
 /// Blocks per cell before the design plans in the rules `qualify` does not
 /// use (round 3 in rounds of a pair of blocks), so their tables stay
 /// reproducible.
-const FIRST_BLOCKS_BEFORE: usize = 6;
+const FIRST_BLOCKS_AT_ROUND_THREE: usize = 6;
 
 fn planned_run(
     sim: Sim,
@@ -1853,7 +1853,7 @@ struct Rule {
     spending: Spending,
     looks: Looks,
     /// Blocks per cell before the design plans ([`DESIGN_FIRST_BLOCKS`];
-    /// [`FIRST_BLOCKS_BEFORE`] in [`Rule::rounds`]).
+    /// [`FIRST_BLOCKS_AT_ROUND_THREE`] in [`Rule::rounds`]).
     first: usize,
 }
 
@@ -1869,7 +1869,7 @@ impl Rule {
             round,
             spending: OBF,
             looks: Looks::DesignBySide,
-            first: FIRST_BLOCKS_BEFORE,
+            first: FIRST_BLOCKS_AT_ROUND_THREE,
         }
     }
 }
@@ -1893,10 +1893,10 @@ fn planned_run_by(
     } = rule;
     let blocks_per_round = (round / sim.per_block.max(1)).max(2);
     let by_design = looks != Looks::Budget;
-    let plan_now = looks != Looks::DesignBySideLate;
+    let plan_now = looks != Looks::DesignBySideFromSecondLook;
     let pass_share = match looks {
         Looks::DesignBySide
-        | Looks::DesignBySideLate
+        | Looks::DesignBySideFromSecondLook
         | Looks::Robust
         | Looks::RobustTrimmed
         | Looks::Bounds => pass_design_share(alpha, m),
@@ -2025,7 +2025,7 @@ fn looks_by_the_information_the_design_needs() {
                 Looks::Budget => "budget",
                 Looks::Design => "design",
                 Looks::DesignBySide => "by side",
-                Looks::DesignBySideLate => "by side, late",
+                Looks::DesignBySideFromSecondLook => "by side, late",
                 _ => "robust",
             };
             for (i, (case, shifts, want, oracle)) in cases.iter().enumerate() {
@@ -2368,7 +2368,7 @@ fn a_look_plans_by_its_own_spread() {
     );
     let slack = |n: usize| 2.0 * (alpha * (1.0 - alpha) / n as f64).sqrt();
     let mut asn = Vec::new();
-    for (j, looks) in [Looks::DesignBySideLate, Looks::DesignBySide]
+    for (j, looks) in [Looks::DesignBySideFromSecondLook, Looks::DesignBySide]
         .into_iter()
         .enumerate()
     {
@@ -2794,7 +2794,7 @@ fn a_plan_from_the_second_round_decides_a_quiet_host_sooner() {
     let most =
         |n: usize| ((alpha + 2.0 * (alpha * (1.0 - alpha) / n as f64).sqrt()) * n as f64) as usize;
     let mut asn = Vec::new();
-    for first in [FIRST_BLOCKS_BEFORE, DESIGN_FIRST_BLOCKS] {
+    for first in [FIRST_BLOCKS_AT_ROUND_THREE, DESIGN_FIRST_BLOCKS] {
         let rule = Rule {
             looks: Looks::Bounds,
             first,
@@ -2833,7 +2833,7 @@ fn a_plan_from_the_second_round_decides_a_quiet_host_sooner() {
 #[test]
 #[ignore]
 fn a_plan_from_the_spread_the_bounds_show() {
-    ninth_step_table(Rule {
+    design_hosts_table(Rule {
         looks: Looks::Bounds,
         ..Rule::rounds(60, 2)
     });
@@ -2842,7 +2842,7 @@ fn a_plan_from_the_spread_the_bounds_show() {
 /// `rule` on the five hosts with their seeds: A/A and +10 % (200 runs
 /// a case) and, but for the engine's fit (most of an hour), the margin
 /// (1000 runs), printed.
-fn ninth_step_table(rule: Rule) {
+fn design_hosts_table(rule: Rule) {
     for (name, sim) in design_hosts() {
         cases_in_rounds(name, sim, rule, (200, 4710));
         if name != "engine fit" {
@@ -2861,7 +2861,7 @@ fn ninth_step_table(rule: Rule) {
 #[test]
 #[ignore]
 fn a_plan_from_the_second_round() {
-    ninth_step_table(Rule {
+    design_hosts_table(Rule {
         looks: Looks::Bounds,
         first: DESIGN_FIRST_BLOCKS,
         ..Rule::rounds(60, 2)
@@ -2879,7 +2879,7 @@ fn blocks_of_four_planned_from_the_second_round() {
         per_block: 4,
         ..MIDDLING
     };
-    for first in [FIRST_BLOCKS_BEFORE, DESIGN_FIRST_BLOCKS] {
+    for first in [FIRST_BLOCKS_AT_ROUND_THREE, DESIGN_FIRST_BLOCKS] {
         let rule = Rule {
             looks: Looks::Bounds,
             first,
@@ -2900,7 +2900,7 @@ fn blocks_of_four_planned_from_the_second_round() {
 /// most 2× the known-variance oracle for A/A pass and +10 % fail, A/A pass
 /// and +10 % fail in at least 95 of 100 runs, no wrong call above 5 %.
 #[test]
-fn the_issues_hosts_under_the_shipped_rule() {
+fn cv3_hosts_under_the_shipped_rule() {
     let (alpha, m) = (0.05, 3);
     for (per_block, round, clock) in [(4, 8, 15), (1, 2, 60)] {
         let sim = Sim {
