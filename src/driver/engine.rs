@@ -23,13 +23,6 @@ pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc7
 pub const MODEL_RELATIVE_PATH: &str = "models/SmolLM2-135M-Instruct.Q4_1-b179c952.gguf";
 /// `engine/serve.py` prints this, then the base URL, once it serves.
 pub const READY_PREFIX: &str = "infergate-engine listening ";
-
-/// The ready line of the engine process `pid` (serve.py heads it with its
-/// pid). Two engines of one profile started at once append to one log file,
-/// and each starter must take its own process's URL, never the other's.
-pub fn ready_needle(pid: u32) -> String {
-    format!("[pid {pid}] {READY_PREFIX}")
-}
 /// Overall bound on starting: model load plus the first `/health`.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most CPU threads (`-t` and `-tb`) any reference-engine server gets,
@@ -500,6 +493,13 @@ pub async fn start_with(
         startup: t0.elapsed(),
         process,
     })
+}
+
+/// The ready line of the engine process `pid` (serve.py heads it with its
+/// pid). Two engines of one profile started at once append to one log file,
+/// and each starter must take its own process's URL, never the other's.
+pub fn ready_needle(pid: u32) -> String {
+    format!("[pid {pid}] {READY_PREFIX}")
 }
 
 /// The base URL of a ready line; only loopback is accepted.
