@@ -1346,13 +1346,18 @@ fn warnings(
             policy.gate.drift_sd_percent, policy.gate.drift_source
         ));
     }
-    warnings.extend(unmatched_policy_names(baseline, policy));
+    warnings.extend(unmatched_policy_names(baseline, candidate, policy));
     warnings
 }
 
 /// Policy entries naming a cell or an embeddings workload the runs do not
-/// have: most likely a typo, which would leave the defaults judging it.
-fn unmatched_policy_names(baseline: &RunArtifact, policy: &Policy) -> Vec<String> {
+/// both have: most likely a typo, which would leave the defaults judging
+/// it. (Both runs have the same cells, or they were refused.)
+fn unmatched_policy_names(
+    baseline: &RunArtifact,
+    candidate: &RunArtifact,
+    policy: &Policy,
+) -> Vec<String> {
     let cells = policy
         .slo
         .iter()
@@ -1365,10 +1370,13 @@ fn unmatched_policy_names(baseline: &RunArtifact, policy: &Policy) -> Vec<String
         .quality
         .embedding_floors
         .iter()
-        .filter(|f| !baseline.embeddings.iter().any(|e| e.name == f.workload))
+        .filter(|f| {
+            let ran = |a: &RunArtifact| a.embeddings.iter().any(|e| e.name == f.workload);
+            !(ran(baseline) && ran(candidate))
+        })
         .map(|f| {
             format!(
-                "policy: the embedding floors for workload `{}` name no embeddings workload of these runs: they judged nothing",
+                "policy: the embedding floors for workload `{}` name no embeddings workload both runs have: they judged nothing",
                 f.workload
             )
         });
