@@ -76,7 +76,7 @@ pub fn merge(
 
 /// A server that does not count drafts per response (vLLM) may count them
 /// in its metrics: the target's counters then say what drafting did, and
-/// the cell's expectation of it is judged on them.
+/// the cell's expectations are judged again on what it now knows.
 fn speculative_from_counters(cell: &mut CellResult) {
     if cell.speculative.is_some() {
         return;
@@ -89,13 +89,20 @@ fn speculative_from_counters(cell: &mut CellResult) {
     else {
         return;
     };
-    const KEY: &str = "expect.spec_acceptance_min";
-    cell.ineligible_reasons.retain(|r| !r.starts_with(KEY));
-    let unmet = cell.expect.unmet(None, Some(&spec));
-    cell.ineligible_reasons
-        .extend(unmet.into_iter().filter(|r| r.starts_with(KEY)));
-    cell.performance_eligible = cell.ineligible_reasons.is_empty();
     cell.speculative = Some(spec);
+    judge_expectations(cell);
+}
+
+/// The cell's `expect` judged on its prompt cache and speculative counts
+/// as they stand, in place of any earlier judgement.
+fn judge_expectations(cell: &mut CellResult) {
+    use crate::report::artifact::is_unmet_expectation;
+    cell.ineligible_reasons.retain(|r| !is_unmet_expectation(r));
+    let unmet = cell
+        .expect
+        .unmet(cell.prompt_cache.as_ref(), cell.speculative.as_ref());
+    cell.ineligible_reasons.extend(unmet);
+    cell.performance_eligible = cell.ineligible_reasons.is_empty();
 }
 
 /// One summary per endpoint; an endpoint that never gave a window is

@@ -23,6 +23,15 @@ fn alpha_levels(alpha: f64, m: usize, looks: usize) -> (f64, f64) {
     alpha_levels_at(alpha, m, 1, looks, Spending::Bonferroni)
 }
 
+/// Look `look` of `looks` (clamped to them) at its share of the planned
+/// looks: what spending has spent by it, and by the look before it.
+fn spent_by_shares(alpha: f64, look: usize, looks: usize, spending: Spending) -> (f64, f64) {
+    let looks = looks.max(1);
+    let look = look.clamp(1, looks);
+    let share = |k: usize| spending.spent(alpha, k as f64 / looks as f64);
+    (share(look), share(look - 1))
+}
+
 /// Look `look` of `looks` at its share of the planned looks (the union bound).
 fn alpha_levels_at(
     alpha: f64,
@@ -31,13 +40,8 @@ fn alpha_levels_at(
     looks: usize,
     spending: Spending,
 ) -> (f64, f64) {
-    let looks = looks.max(1);
-    let look = look.clamp(1, looks);
-    let until = spending.spent(alpha, look as f64 / looks as f64);
-    split(
-        until - spending.spent(alpha, (look - 1) as f64 / looks as f64),
-        m,
-    )
+    let (until, before) = spent_by_shares(alpha, look, looks, spending);
+    split(until - before, m)
 }
 
 /// [`alpha_levels_at`] closing the run before its last look: all that is left.
@@ -48,12 +52,8 @@ fn alpha_levels_closing(
     looks: usize,
     spending: Spending,
 ) -> (f64, f64) {
-    let looks = looks.max(1);
-    let look = look.clamp(1, looks);
-    split(
-        alpha - spending.spent(alpha, (look - 1) as f64 / looks as f64),
-        m,
-    )
+    let (_, before) = spent_by_shares(alpha, look, looks, spending);
+    split(alpha - before, m)
 }
 
 /// The last of looks at `fractions`, exact group-sequential boundaries.
