@@ -29,7 +29,6 @@ use serde_json::Value;
 use crate::config::plan::{BASELINE, CANDIDATE, Driver, OnOutcome, Plan, PolicySource};
 use crate::config::suite::Suite;
 use crate::measure::sse::{DEFAULT_MAX_EVENT_BYTES, Event, SseError, SseParser};
-use crate::measure::turnover::TurnoverSpec;
 use crate::report::{self, Policy, Report};
 
 // ---------------------------------------------------------------- SSE ----
@@ -666,10 +665,8 @@ fn check_suite(text: &str, is_toml: bool) {
             fits = ok;
         }
     }
-    if let Ok(specs) = TurnoverSpec::from_tables(&suite.turnover) {
-        for s in &specs {
-            let _ = (s.max_tokens(), s.shots(), s.prompt_style(), s.cell_label(1));
-        }
+    for s in &suite.turnover {
+        let _ = (s.max_tokens(), s.shots(), s.prompt_style(), s.cell_label(1));
     }
 }
 

@@ -19,6 +19,7 @@ use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, Su
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
+use crate::measure::turnover::TurnoverWorkload;
 use crate::measure::{aggregate, windows};
 use crate::report::checker::{Checker, Disagreement, show};
 use crate::report::verify::{self as report_verify, Verification};
@@ -883,11 +884,12 @@ fn rejudge_turnover(
         );
     }
     let records: Vec<RequestRecord> = j.records.iter().map(|(_, r)| r.clone()).collect();
+    let workloads = TurnoverWorkload::of_suite(&suite.suite.turnover);
     let mut out = Vec::new();
     for (ti, t) in art.turnover.iter().enumerate() {
         let what = format!("turnover `{}` repeat {}", t.name, t.repeat);
         let lines = j.check_indices(ck, &turnover_label(t), t.requests, &what);
-        let Some(spec) = suite.suite.turnover_specs.iter().find(|s| s.name == t.name) else {
+        let Some(workload) = workloads.iter().find(|w| w.spec.name == t.name) else {
             ck.push(
                 format!("{art_name}: turnover[{ti}].name"),
                 show(Some(&Value::String(t.name.clone()))),
@@ -896,7 +898,7 @@ fn rejudge_turnover(
             out.push(t.clone());
             continue;
         };
-        match spec.from_journal(t.repeat, &records) {
+        match workload.from_journal(t.repeat, &records) {
             Some(again) => {
                 name_failure_lines(ck, j, &lines, t, &again, art_name, ti);
                 out.push(again);

@@ -16,6 +16,7 @@ use infergate::config::limits::{
 };
 use infergate::config::suite::Suite;
 use infergate::measure::exact;
+use infergate::measure::turnover::TurnoverWorkload;
 use infergate::measure::workload::{self, SizedBody};
 
 struct Counting;
@@ -132,9 +133,9 @@ fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
                 let first = workload::user_content(&pre, &bodies.body(fits[0]));
                 assert!(first.len() >= sized.body.len());
             }
-            for spec in &suite.turnover_specs {
-                let plan = spec.plan(0);
-                assert_eq!(plan.requests.len(), spec.requests);
+            for w in TurnoverWorkload::of_suite(&suite.turnover) {
+                let plan = w.plan(0);
+                assert_eq!(plan.requests.len(), w.spec.requests);
             }
         }
         let used = PEAK.load(Ordering::Relaxed) - base;

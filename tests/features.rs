@@ -22,7 +22,7 @@ use std::path::Path;
 
 use infergate::measure::features::{STRUCTURED_OUTPUT, TOOL_CALL};
 use infergate::measure::record::RequestRecord;
-use infergate::measure::turnover::{self, TurnoverSpec};
+use infergate::measure::turnover::{self, TurnoverSpec, TurnoverWorkload};
 use infergate::report::artifact::TurnoverRun;
 use infergate::report::policy::QualityPolicy;
 use infergate::report::quality::{self, QualityComparison, feature_pairs, task_pairs};
@@ -35,15 +35,15 @@ const REQUESTS: usize = 20;
 
 /// 20 generated arithmetic questions asking `feature` (a TOML key and
 /// value) of every request, read from the shipped suites' folder.
-fn spec(name: &str, feature: &str, max_tokens: u64) -> TurnoverSpec {
+fn spec(name: &str, feature: &str, max_tokens: u64) -> TurnoverWorkload {
     let text = format!(
         "name = \"{name}\"\ncontract = \"reference\"\nprompt = \"task\"\ngenerate = {{ kind = \"arithmetic\" }}\n{feature}\nrequests = {REQUESTS}\nconcurrency = 4\nmax_tokens = {max_tokens}\nseed = 3\nextra = {{ cache_prompt = false }}\n"
     );
     let table: toml::Table = toml::from_str(&text).expect("spec toml");
     let mut s = TurnoverSpec::from_table(&table).expect("valid spec");
-    s.read_tasks(&Path::new(env!("CARGO_MANIFEST_DIR")).join("suites"))
+    s.read_inputs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("suites"))
         .expect("the shipped files");
-    s
+    TurnoverWorkload::alone(s)
 }
 
 /// With no discordant pair, Tango's one-sided bound on 20 pairs at these
@@ -139,7 +139,7 @@ async fn structured_output_fails_only_its_own_part_when_a_runtime_drops_it() {
     .await
     .expect("forwarder");
     // The reference requests (each prompt alone) as journaled, per run.
-    let label = s.reference_label(0);
+    let label = s.spec.reference_label(0);
     let mut journals: [Vec<RequestRecord>; 3] = Default::default();
     let [jb, ja, jc] = &mut journals;
     let b =
@@ -314,7 +314,7 @@ async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_tex
     let _alone = spec_engine_alone().await;
     let text = "name = \"words12\"\ncontract = \"reference\"\nprompt = \"words\"\nwords = 12\ncode_words = [\"cedar\", \"violet\"]\nrequests = 8\nconcurrency = 1\nseed = 5\nextra = { cache_prompt = false }\n";
     let table: toml::Table = toml::from_str(text).expect("spec toml");
-    let s = TurnoverSpec::from_table(&table).expect("valid spec");
+    let s = TurnoverWorkload::alone(TurnoverSpec::from_table(&table).expect("valid spec"));
     let base = support::engine("baseline");
     let spec = support::engine("spec-ngram");
     // The log file outlives this binary (it is appended to): read what
@@ -390,7 +390,7 @@ async fn speculative_decoding_is_counted_by_the_server_and_changes_no_greedy_tex
     // (one at a time and without the prompt cache: this engine's CPU
     // numerics move with the batch and with a cached prefix, drafting or
     // not, as tests/quality.rs measured).
-    let differing: Vec<usize> = (0..s.requests)
+    let differing: Vec<usize> = (0..s.spec.requests)
         .filter(|&i| b.references[i] != c.references[i])
         .collect();
     assert!(

@@ -702,8 +702,8 @@ fn a_look_is_defined_once() {
 fn config_is_the_lowest_layer() {
     // Configuration is read before anything runs, so it builds on nothing
     // of the pipeline: only itself, `util` and the report crate's re-exports.
-    // One edge is left, named here so it can only go: the suite hands its
-    // `[[turnover]]` tables to `measure::turnover` to parse.
+    // What a suite declares is parsed and checked here; what is compiled for
+    // a run (prompts, markers, marks) is `measure`'s.
     const BELOW: &[&str] = &[
         "config",
         "util",
@@ -731,11 +731,7 @@ fn config_is_the_lowest_layer() {
             left.push(format!("{} imports {}", name(m), name(d)));
         }
     }
-    assert_eq!(
-        left,
-        ["config::suite imports measure::turnover"],
-        "config imports the pipeline"
-    );
+    assert!(left.is_empty(), "config imports the pipeline: {left:#?}");
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use infergate::measure::turnover::{self, TurnoverSpec};
+use infergate::measure::turnover::{self, TurnoverSpec, TurnoverWorkload};
 use infergate::report::agreement::CrossRuntime;
 use infergate::report::policy::QualityPolicy;
 use infergate::report::quality::{self, task_pairs};
@@ -15,12 +15,12 @@ use infergate::report::stats::GateOutcome;
 
 use support::client;
 
-fn spec(text: &str) -> TurnoverSpec {
+fn spec(text: &str) -> TurnoverWorkload {
     let table: toml::Table = toml::from_str(text).expect("spec toml");
     let mut s = TurnoverSpec::from_table(&table).expect("valid spec");
-    s.read_tasks(&Path::new(env!("CARGO_MANIFEST_DIR")).join("suites"))
+    s.read_inputs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("suites"))
         .expect("the shipped task file");
-    s
+    TurnoverWorkload::alone(s)
 }
 
 fn rate() -> QualityPolicy {

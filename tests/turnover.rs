@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use infergate::artifact::TurnoverRun;
 use infergate::measure::record::{Outcome, RequestRecord};
-use infergate::measure::turnover::{self, TurnoverSpec};
+use infergate::measure::turnover::{self, TurnoverSpec, TurnoverWorkload};
 use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig, ProxiedRequest};
 
 /// Four slots, like the server the suites were calibrated on.
@@ -25,9 +25,9 @@ const CLASSES: [&str; 5] = [
 
 use support::client;
 
-fn spec(text: &str) -> TurnoverSpec {
+fn spec(text: &str) -> TurnoverWorkload {
     let table: toml::Table = toml::from_str(text).expect("spec toml");
-    TurnoverSpec::from_table(&table).expect("valid spec")
+    TurnoverWorkload::alone(TurnoverSpec::from_table(&table).expect("valid spec"))
 }
 
 /// The arithmetic every run record must satisfy, whatever the engine did.
@@ -395,19 +395,22 @@ async fn calibrate() {
     for path in suites.split(',') {
         let (suite, _) =
             infergate::config::suite::Suite::load(&root.join(path.trim())).expect("suite");
-        for mut s in TurnoverSpec::from_tables(&suite.turnover).expect("turnover specs") {
+        let mut specs = suite.turnover.clone();
+        for s in &mut specs {
             s.requests = requests.unwrap_or(s.requests);
             s.repeats = repeats.unwrap_or(s.repeats);
+        }
+        for mut w in TurnoverWorkload::of_suite(&specs) {
             let levels = if concurrencies.is_empty() {
-                vec![s.concurrency]
+                vec![w.spec.concurrency]
             } else {
                 concurrencies.clone()
             };
             for conc in levels {
-                s.concurrency = conc;
-                for repeat in 0..s.repeats {
+                w.spec.concurrency = conc;
+                for repeat in 0..w.spec.repeats {
                     let t0 = Instant::now();
-                    let run = turnover::run_turnover(&c, &s, repeat, None).await;
+                    let run = turnover::run_turnover(&c, &w, repeat, None).await;
                     assert_consistent(&run);
                     println!("{}: {}", path.trim(), summary(&run, t0.elapsed()));
                     for f in &run.failures {
@@ -581,7 +584,7 @@ async fn a_candidate_with_the_wrong_rope_base_diverges_hard_from_the_baseline() 
 }
 
 /// 8 free-text prompts, references taken alone with their logprobs.
-fn sentence_references(name: &str) -> TurnoverSpec {
+fn sentence_references(name: &str) -> TurnoverWorkload {
     spec(&format!(
         "name = \"{name}\"\ncontract = \"reference\"\nprompt = \"sentence\"\nrequests = 8\nconcurrency = 2\nmax_tokens = 32\n"
     ))

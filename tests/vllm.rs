@@ -404,7 +404,7 @@ async fn the_llamacpp_to_vllm_plan_qualifies_end_to_end_and_its_report_verifies(
 /// hard) instead of only "differs". Prints each divergence with its gaps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_engine_reference_divergences_are_classified_from_logprobs() {
-    use infergate::measure::turnover::{self, TurnoverSpec};
+    use infergate::measure::turnover::{self, TurnoverSpec, TurnoverWorkload};
     use report::agreement::DivergenceClass;
     use report::policy::{CrossRuntime, QualityPolicy};
 
@@ -419,13 +419,13 @@ async fn cross_engine_reference_divergences_are_classified_from_logprobs() {
         .iter()
         .filter_map(|t| t.as_table())
         .find(|t| t["name"].as_str() == Some("reference-sentence-c4"))
-        .map(|t| TurnoverSpec::from_table(t).expect("valid spec"))
+        .map(|t| TurnoverWorkload::alone(TurnoverSpec::from_table(t).expect("valid spec")))
         .expect("the plan's free-text workload");
     let client = support::client;
     let b = turnover::run_turnover(&client(&llama.base_url), &spec, 0, None).await;
     let c = turnover::run_turnover(&client(&server.base_url), &spec, 0, None).await;
     for run in [&b, &c] {
-        assert_eq!(run.reference_tokens.len(), spec.requests, "{run:#?}");
+        assert_eq!(run.reference_tokens.len(), spec.spec.requests, "{run:#?}");
         for t in run.reference_tokens.iter().flatten().flatten() {
             assert!(t.logprob.is_finite() && t.logprob <= 0.0, "{t:?}");
             assert!(!t.top.is_empty(), "{t:?}");
@@ -475,7 +475,7 @@ async fn cross_engine_reference_divergences_are_classified_from_logprobs() {
         "agreement before divergence: {n} tokens, mean |Δ logprob| {:.3}, max {max:.3}",
         sum / n.max(1) as f64
     );
-    assert_eq!(cmp.pairs, spec.requests);
+    assert_eq!(cmp.pairs, spec.spec.requests);
     assert_eq!(cmp.text_only, 0, "both engines sent logprobs");
     // Measured: 3 of 20 differ, each at a near-tie of 0.001-0.18 nats
     // (DESIGN.md's 0.06-0.31 on this model); same weights on two engines

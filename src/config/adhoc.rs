@@ -131,7 +131,6 @@ impl CellFlags {
             description: self.command_line(),
             cells,
             turnover: Vec::new(),
-            turnover_specs: Vec::new(),
             tokenizer: None,
             embeddings: Vec::new(),
         };

@@ -324,7 +324,7 @@ mod tests {
         );
         let suite = LoadedSuite::read(&plan.suite).unwrap();
         assert_eq!(suite.suite.cells.len(), 2);
-        assert_eq!(suite.suite.turnover_specs.len(), 1);
+        assert_eq!(suite.suite.turnover.len(), 1);
         // One endpoint twice is an A/A run, and its files say so.
         let aa = endpoints("http://127.0.0.1:8000/", "http://127.0.0.1:8000");
         assert!(aa.is_aa());

@@ -154,7 +154,7 @@ mod tests {
             assert!(plan.adaptive.enabled, "{kind:?}");
             let suite = LoadedSuite::read(&plan.suite).unwrap();
             assert_eq!(suite.suite.cells.len(), 2);
-            assert_eq!(suite.suite.turnover_specs.len(), 1);
+            assert_eq!(suite.suite.turnover.len(), 1);
         }
     }
 }

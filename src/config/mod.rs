@@ -8,6 +8,7 @@ pub mod adhoc;
 pub mod dataset;
 pub mod embeddings;
 pub mod endpoints;
+pub mod features;
 pub mod init;
 pub mod ledger_location;
 pub mod limits;
@@ -15,6 +16,7 @@ pub mod plan;
 pub mod suite;
 pub mod tasks;
 pub mod timeouts;
+pub mod turnover;
 pub mod urls;
 pub mod workload;
 

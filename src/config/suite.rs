@@ -10,29 +10,39 @@ use std::sync::Arc;
 use crate::artifact::{CellShape, Expect, Slo};
 use crate::config::dataset::{self, Dataset};
 use crate::config::embeddings::EmbeddingSpec;
+use crate::config::turnover::TurnoverSpec;
 use crate::config::workload::WorkloadSpec;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Suite {
     pub name: String,
-    #[serde(default)]
     pub description: String,
-    #[serde(default, rename = "cell")]
     pub cells: Vec<CellSpec>,
-    /// Turnover runs as written; `turnover_specs` holds them checked.
-    #[serde(default)]
-    pub turnover: Vec<toml::Table>,
-    /// `turnover`, parsed and validated by `parse`.
-    #[serde(skip)]
-    pub turnover_specs: Vec<crate::measure::turnover::TurnoverSpec>,
+    /// Turnover workloads, each checked when the suite is parsed.
+    pub turnover: Vec<TurnoverSpec>,
     /// The model's Hugging Face `tokenizer.json`, for sizing prompts; a
     /// relative path is relative to the suite file (resolved by `load`).
-    #[serde(default)]
     pub tokenizer: Option<std::path::PathBuf>,
     /// Inputs embedded on each side and compared across runtimes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub embeddings: Vec<EmbeddingSpec>,
+}
+
+/// A suite file as TOML gives it: turnover tables are parsed apart, so each
+/// error can name its table's line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default, rename = "cell")]
+    cells: Vec<CellSpec>,
+    #[serde(default)]
+    turnover: Vec<toml::Table>,
+    #[serde(default)]
+    tokenizer: Option<std::path::PathBuf>,
+    #[serde(default)]
+    embeddings: Vec<EmbeddingSpec>,
 }
 
 /// Cache policy: every request gets a unique prefix (cold prefill), or all share one.
@@ -318,8 +328,7 @@ impl CellSpec {
 
 impl Suite {
     pub fn parse(text: &str, origin: &str) -> Result<Suite> {
-        let mut suite: Suite =
-            toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+        let file: SuiteFile = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
         // Lines are only needed to report an error: found then, not before.
         let at = |which: fn(&TableLines) -> &Vec<usize>, kind: &str, i: usize| {
             let line = which(&TableLines::of(text))
@@ -327,7 +336,7 @@ impl Suite {
                 .map_or("?".into(), usize::to_string);
             format!("{origin}: line {line}: [[{kind}]]")
         };
-        if let Some(why) = crate::report::text::name_problem(&suite.name) {
+        if let Some(why) = crate::report::text::name_problem(&file.name) {
             // The top-level key, above the first table header.
             let line = text
                 .lines()
@@ -336,18 +345,18 @@ impl Suite {
                 .map_or("?".into(), |i| (i + 1).to_string());
             bail!("{origin}: line {line}: field `name`: {why}");
         }
-        if suite.cells.is_empty() && suite.turnover.is_empty() && suite.embeddings.is_empty() {
+        if file.cells.is_empty() && file.turnover.is_empty() && file.embeddings.is_empty() {
             bail!(
                 "{origin}: the suite has no [[cell]], [[turnover]] or [[embeddings]]: nothing to measure"
             );
         }
         let mut seen = std::collections::BTreeSet::new();
-        for (i, c) in suite.cells.iter().enumerate() {
+        for (i, c) in file.cells.iter().enumerate() {
             c.validate(&mut seen)
                 .with_context(|| at(|l| &l.cells, "cell", i))?;
         }
         let mut names = std::collections::BTreeSet::new();
-        for (i, e) in suite.embeddings.iter().enumerate() {
+        for (i, e) in file.embeddings.iter().enumerate() {
             let at = || at(|l| &l.embeddings, "embeddings", i);
             e.validate().with_context(at)?;
             if !names.insert(&e.name) {
@@ -356,18 +365,16 @@ impl Suite {
             }
         }
         // Turnover tables are checked now, not after the cells have run.
-        let mut specs = Vec::with_capacity(suite.turnover.len());
-        for (i, t) in suite.turnover.iter().enumerate() {
-            specs.push(
-                crate::measure::turnover::TurnoverSpec::from_table(t)
-                    .with_context(|| at(|l| &l.turnover, "turnover", i))?,
-            );
-        }
-        crate::measure::turnover::TurnoverSpec::check_unique(&specs)
-            .with_context(|| format!("{origin}: [[turnover]]"))?;
-        crate::measure::turnover::TurnoverSpec::with_suite_markers(&mut specs);
-        suite.turnover_specs = specs;
-        Ok(suite)
+        let turnover =
+            TurnoverSpec::from_tables(&file.turnover, |i| at(|l| &l.turnover, "turnover", i))?;
+        Ok(Suite {
+            name: file.name,
+            description: file.description,
+            cells: file.cells,
+            turnover,
+            tokenizer: file.tokenizer,
+            embeddings: file.embeddings,
+        })
     }
 
     /// Read and check the suite at `path`, with the datasets and task files
@@ -392,9 +399,9 @@ impl Suite {
             e.read_inputs(dir)
                 .with_context(|| format!("{origin}: line {line}: [[embeddings]] '{}'", e.name))?;
         }
-        for (i, t) in suite.turnover_specs.iter_mut().enumerate() {
+        for (i, t) in suite.turnover.iter_mut().enumerate() {
             let line = lines.turnover.get(i).map_or("?".into(), usize::to_string);
-            t.read_tasks(dir)
+            t.read_inputs(dir)
                 .with_context(|| format!("{origin}: line {line}: [[turnover]] '{}'", t.name))?;
         }
         Ok((suite, text))

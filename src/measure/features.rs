@@ -2,7 +2,8 @@
 //!
 //! A workload that asks for structured output (`response_format`: a JSON
 //! object, or a JSON Schema from a file) or for tool calls (`tools` from a
-//! file, with `tool_choice`) has each reference answer marked by what came
+//! file, with `tool_choice`; both read and compiled by `config::features`)
+//! has each reference answer marked by what came
 //! back, one character per request in request order:
 //!
 //! | mark | structured output | tool call (every call of the answer) |
@@ -25,14 +26,13 @@
 //! counts as delivered) and gates the drop in the valid share like a task's
 //! accuracy (`report::quality`). Pure: a capture in, a mark out.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::measure::record::StreamCapture;
+
+pub use crate::config::features::{
+    ResponseFormatSpec, SchemaSpec, StructuredOutput, ToolCalling, ToolsSpec,
+};
 
 /// The key of structured output's marks in a turnover run's `features`.
 pub const STRUCTURED_OUTPUT: &str = "structured_output";
@@ -63,353 +63,86 @@ pub fn reasoning_mark(cap: &StreamCapture) -> char {
 
 pub use crate::report::quality::{mark, mark_counts};
 
-/// `response_format` as a suite writes it: `"json_object"`, or
-/// `{ schema = "schemas/answer.json" }` (a path from the suite's folder;
-/// `name` defaults to the file's stem). A table's unknown keys are refused.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum ResponseFormatSpec {
-    Named(String),
-    Schema(SchemaSpec),
-}
-
-/// The table form of [`ResponseFormatSpec`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SchemaSpec {
-    pub schema: std::path::PathBuf,
-    #[serde(default)]
-    pub name: Option<String>,
-}
-
-// By hand rather than `untagged`, so a table's own error (an unknown key, a
-// missing `schema`) reaches the user instead of "did not match any variant".
-impl<'de> Deserialize<'de> for ResponseFormatSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ResponseFormatSpec;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("\"json_object\" or { schema = \"FILE.json\" }")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(ResponseFormatSpec::Named(v.to_string()))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> Result<Self::Value, A::Error> {
-                SchemaSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(ResponseFormatSpec::Schema)
-            }
-        }
-        d.deserialize_any(V)
+/// A structured-output answer's mark (the module's table).
+pub fn structured_mark(asked: &StructuredOutput, cap: &StreamCapture) -> char {
+    if cap.failure.is_some() || cap.truncated {
+        return mark::NO_ANSWER;
+    }
+    let Ok(value) = serde_json::from_str::<Value>(cap.content.trim()) else {
+        return if cut_at_max_tokens(cap) {
+            mark::CUT_OFF
+        } else {
+            mark::INVALID_JSON
+        };
+    };
+    if asked.accepts(&value) {
+        mark::VALID
+    } else {
+        mark::SCHEMA_INVALID
     }
 }
 
-/// A workload's structured-output request, read and compiled: what goes in
-/// the body, and how an answer is marked.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StructuredOutput {
-    /// The schema's name as sent (`json_schema.name`); None: `json_object`.
-    name: Option<String>,
-    /// None: `json_object`.
-    schema: Option<Schema>,
+/// Which function the answer called first, as a letter by its place in the
+/// tools file (`A` the first offered; both runtimes were offered the same
+/// file, so the letters compare across them): `n` no call, `f` a function
+/// not offered, `-` no answer.
+pub fn tool_function_mark(offered: &ToolCalling, cap: &StreamCapture) -> char {
+    if cap.failure.is_some() || cap.truncated {
+        return mark::NO_ANSWER;
+    }
+    let Some(call) = cap.tool_calls.first() else {
+        return mark::NO_CALL;
+    };
+    match offered.offered(&call.name) {
+        Some(i) if i < 26 => char::from(b'A' + i as u8),
+        _ => mark::UNKNOWN_FUNCTION,
+    }
 }
 
-impl StructuredOutput {
-    /// `spec` read (a schema path is from `dir`) and checked: `"json_object"`
-    /// is the only name; a schema file must hold a JSON Schema (its own
-    /// meta-schema says so), whose errors name the file and the place.
-    pub fn load(spec: &ResponseFormatSpec, dir: &Path) -> Result<StructuredOutput> {
-        match spec {
-            ResponseFormatSpec::Named(n) if n == "json_object" => Ok(StructuredOutput {
-                name: None,
-                schema: None,
-            }),
-            ResponseFormatSpec::Named(n) => bail!(
-                "response_format = {n:?}: the choices are \"json_object\" or {{ schema = \"FILE.json\" }}"
-            ),
-            ResponseFormatSpec::Schema(SchemaSpec { schema, name }) => {
-                let path = dir.join(schema);
-                let value = read_json(&path, "response_format.schema")?;
-                let name = match name {
-                    Some(n) => n.clone(),
-                    None => path
-                        .file_stem()
-                        .and_then(|s| s.to_str())
-                        .unwrap_or("schema")
-                        .to_string(),
-                };
-                Self::from_schema(name, value).with_context(|| path.display().to_string())
-            }
-        }
+/// A tool-call answer's mark (the module's table): the first call that
+/// falls short decides it.
+pub fn tool_call_mark(offered: &ToolCalling, cap: &StreamCapture) -> char {
+    if cap.failure.is_some() || cap.truncated {
+        return mark::NO_ANSWER;
     }
-
-    /// A JSON Schema given as a value, compiled (an object that its
-    /// meta-schema accepts; anything else is refused).
-    pub fn from_schema(name: String, schema: Value) -> Result<StructuredOutput> {
-        Ok(StructuredOutput {
-            name: Some(name),
-            schema: Some(Schema::compile(schema)?),
-        })
+    if cap.tool_calls.is_empty() {
+        return mark::NO_CALL;
     }
-
-    /// The request body's `response_format` (OpenAI's shape, which
-    /// llama.cpp, vLLM and SGLang read).
-    pub fn body_field(&self) -> Value {
-        match (&self.name, &self.schema) {
-            (Some(name), Some(schema)) => json!({
-                "type": "json_schema",
-                "json_schema": { "name": name, "schema": &*schema.source, "strict": true },
-            }),
-            _ => json!({ "type": "json_object" }),
-        }
-    }
-
-    /// The answer's mark (the module's table).
-    pub fn mark(&self, cap: &StreamCapture) -> char {
-        if cap.failure.is_some() || cap.truncated {
-            return mark::NO_ANSWER;
-        }
-        let Ok(value) = serde_json::from_str::<Value>(cap.content.trim()) else {
-            let cut = cap.finish_reasons.last().is_some_and(|r| r == "length");
-            return if cut {
+    for call in &cap.tool_calls {
+        let Some(index) = offered
+            .offered(&call.name)
+            .filter(|_| offered.allows(&call.name))
+        else {
+            return mark::UNKNOWN_FUNCTION;
+        };
+        let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else {
+            return if cut_at_max_tokens(cap) {
                 mark::CUT_OFF
             } else {
                 mark::INVALID_JSON
             };
         };
-        match &self.schema {
-            Some(schema) if !schema.accepts(&value) => mark::SCHEMA_INVALID,
-            Some(_) => mark::VALID,
-            // json_object asks for an object, not any JSON value.
-            None if value.is_object() => mark::VALID,
-            None => mark::SCHEMA_INVALID,
+        if !offered.arguments_valid(index, &args) {
+            return mark::SCHEMA_INVALID;
         }
+    }
+    if cap.finish_reasons.last().is_some_and(|r| r == "tool_calls") {
+        mark::VALID
+    } else {
+        mark::WRONG_FINISH
     }
 }
 
-/// A JSON Schema as read, and compiled by `boon`. Equal when the schemas
-/// read are (the compiled form has no equality of its own).
-#[derive(Clone)]
-struct Schema {
-    source: Arc<Value>,
-    compiled: Arc<(boon::Schemas, boon::SchemaIndex)>,
-}
-
-impl Schema {
-    /// `source` compiled; refused unless it is an object its meta-schema
-    /// accepts, with the meta-schema's findings (where it is wrong).
-    fn compile(source: Value) -> Result<Schema> {
-        if !source.is_object() {
-            bail!("not a JSON Schema: a schema is a JSON object, this is {source}");
-        }
-        let mut schemas = boon::Schemas::new();
-        let mut compiler = boon::Compiler::new();
-        let url = "urn:infergate:schema";
-        compiler
-            .add_resource(url, source.clone())
-            .map_err(|e| anyhow::anyhow!("not a JSON Schema: {e}"))?;
-        let index = compiler.compile(url, &mut schemas).map_err(|e| match e {
-            boon::CompileError::ValidationError { src, .. } => {
-                anyhow::anyhow!("not a JSON Schema: {src}")
-            }
-            other => anyhow::anyhow!("not a JSON Schema: {other}"),
-        })?;
-        Ok(Schema {
-            source: Arc::new(source),
-            compiled: Arc::new((schemas, index)),
-        })
-    }
-
-    fn accepts(&self, value: &Value) -> bool {
-        self.compiled.0.validate(value, self.compiled.1).is_ok()
-    }
-}
-
-impl std::fmt::Debug for Schema {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.source.fmt(f)
-    }
-}
-
-impl PartialEq for Schema {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-    }
-}
-
-/// A JSON file's value; a file that is not JSON is named with the line and
-/// column where it stops being so.
-fn read_json(path: &Path, field: &str) -> Result<Value> {
-    let text = crate::config::dataset::read_bounded(path)
-        .with_context(|| format!("{field} {}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: line {}, column {}: not JSON: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })
-}
-
-/// `tools` as a suite writes it: `{ file = "tools/answer.json", choice =
-/// "required" }`. The file holds OpenAI's `tools` array; `choice` is
-/// `"auto"` (the default), `"required"`, or a function's name;
-/// `parallel` is sent as `parallel_tool_calls` when given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolsSpec {
-    pub file: std::path::PathBuf,
-    #[serde(default)]
-    pub choice: Option<String>,
-    #[serde(default)]
-    pub parallel: Option<bool>,
-}
-
-/// A workload's tools, read and their parameters compiled.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCalling {
-    tools: Arc<Value>,
-    /// Each function offered: its name and parameters.
-    functions: Arc<Vec<(String, Schema)>>,
-    choice: String,
-    parallel: Option<bool>,
-}
-
-impl ToolCalling {
-    /// `spec`'s file read (from `dir`) and checked: an array of
-    /// `{"type": "function", "function": {"name", "parameters"}}`, names
-    /// unique, each `parameters` a JSON Schema (a function that takes none
-    /// says so with `{"type": "object", "properties": {}}`); a named
-    /// `choice` must be one of them.
-    pub fn load(spec: &ToolsSpec, dir: &Path) -> Result<ToolCalling> {
-        let path = dir.join(&spec.file);
-        let file = path.display().to_string();
-        let text = crate::config::dataset::read_bounded(&path)
-            .with_context(|| format!("tools.file {file}"))?;
-        let tools: Value = serde_json::from_str(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "{file}: line {}, column {}: not JSON: {e}",
-                e.line(),
-                e.column()
-            )
-        })?;
-        let Some(list) = tools.as_array().filter(|l| !l.is_empty()) else {
-            bail!("{file}: an array of tools, as OpenAI's `tools`, with at least one");
-        };
-        let mut functions: Vec<(String, Schema)> = Vec::new();
-        for (i, t) in list.iter().enumerate() {
-            let at = format!("{file}: tools[{i}]");
-            if t.get("type").and_then(Value::as_str) != Some("function") {
-                bail!("{at}: field `type` must be \"function\"");
-            }
-            let Some(name) = t.pointer("/function/name").and_then(Value::as_str) else {
-                bail!("{at}: field `function.name`: missing, or not a string");
-            };
-            if functions.iter().any(|(n, _)| n == name) {
-                bail!("{at}: function {name:?} is offered twice");
-            }
-            let Some(params) = t.pointer("/function/parameters") else {
-                bail!(
-                    "{at}: field `function.parameters`: missing; a function without arguments says so with {{\"type\": \"object\", \"properties\": {{}}}}"
-                );
-            };
-            let compiled = Schema::compile(params.clone())
-                .with_context(|| format!("{at}: field `function.parameters`"))?;
-            functions.push((name.to_string(), compiled));
-        }
-        let choice = spec.choice.clone().unwrap_or_else(|| "auto".into());
-        if !matches!(choice.as_str(), "auto" | "required")
-            && !functions.iter().any(|(n, _)| *n == choice)
-        {
-            bail!(
-                "field `tools.choice`: {choice:?} is neither \"auto\", \"required\" nor a function {file} offers"
-            );
-        }
-        Ok(ToolCalling {
-            tools: Arc::new(tools),
-            functions: Arc::new(functions),
-            choice,
-            parallel: spec.parallel,
-        })
-    }
-
-    /// The body fields: `tools`, `tool_choice` and, when given,
-    /// `parallel_tool_calls` (OpenAI's shapes).
-    pub fn body_fields(&self) -> Vec<(&'static str, Value)> {
-        let choice = match self.choice.as_str() {
-            c @ ("auto" | "required") => Value::from(c),
-            name => json!({ "type": "function", "function": { "name": name } }),
-        };
-        let mut out = vec![("tools", (*self.tools).clone()), ("tool_choice", choice)];
-        if let Some(p) = self.parallel {
-            out.push(("parallel_tool_calls", Value::Bool(p)));
-        }
-        out
-    }
-
-    /// Which function the answer called first, as a letter by its place
-    /// in the tools file (`A` the first offered; both runtimes were offered
-    /// the same file, so the letters compare across them): `n` no call,
-    /// `f` a function not offered, `-` no answer.
-    pub fn function_mark(&self, cap: &StreamCapture) -> char {
-        if cap.failure.is_some() || cap.truncated {
-            return mark::NO_ANSWER;
-        }
-        let Some(call) = cap.tool_calls.first() else {
-            return mark::NO_CALL;
-        };
-        match self.functions.iter().position(|(n, _)| *n == call.name) {
-            Some(i) if i < 26 => char::from(b'A' + i as u8),
-            _ => mark::UNKNOWN_FUNCTION,
-        }
-    }
-
-    /// The answer's mark (the module's table): the first call that falls
-    /// short decides it.
-    pub fn mark(&self, cap: &StreamCapture) -> char {
-        if cap.failure.is_some() || cap.truncated {
-            return mark::NO_ANSWER;
-        }
-        if cap.tool_calls.is_empty() {
-            return mark::NO_CALL;
-        }
-        let cut = cap.finish_reasons.last().is_some_and(|r| r == "length");
-        for call in &cap.tool_calls {
-            let named =
-                matches!(self.choice.as_str(), "auto" | "required") || call.name == self.choice;
-            let Some((_, params)) = self
-                .functions
-                .iter()
-                .find(|(n, _)| *n == call.name)
-                .filter(|_| named)
-            else {
-                return mark::UNKNOWN_FUNCTION;
-            };
-            let Ok(args) = serde_json::from_str::<Value>(&call.arguments) else {
-                return if cut {
-                    mark::CUT_OFF
-                } else {
-                    mark::INVALID_JSON
-                };
-            };
-            if !params.accepts(&args) {
-                return mark::SCHEMA_INVALID;
-            }
-        }
-        if cap.finish_reasons.last().is_some_and(|r| r == "tool_calls") {
-            mark::VALID
-        } else {
-            mark::WRONG_FINISH
-        }
-    }
+fn cut_at_max_tokens(cap: &StreamCapture) -> bool {
+    cap.finish_reasons.last().is_some_and(|r| r == "length")
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
     use super::*;
 
     fn answer(text: &str, finish: &str) -> StreamCapture {
@@ -474,18 +207,30 @@ mod tests {
     #[test]
     fn each_answer_is_marked_by_what_came_back() {
         let s = answer_schema();
-        assert_eq!(s.mark(&answer("{\"answer\": 42}", "stop")), mark::VALID);
-        assert_eq!(s.mark(&answer(" {\"answer\":42}\n", "stop")), mark::VALID);
         assert_eq!(
-            s.mark(&answer("{\"answer\": \"42\"}", "stop")),
+            structured_mark(&s, &answer("{\"answer\": 42}", "stop")),
+            mark::VALID
+        );
+        assert_eq!(
+            structured_mark(&s, &answer(" {\"answer\":42}\n", "stop")),
+            mark::VALID
+        );
+        assert_eq!(
+            structured_mark(&s, &answer("{\"answer\": \"42\"}", "stop")),
             mark::SCHEMA_INVALID
         );
-        assert_eq!(s.mark(&answer("{}", "stop")), mark::SCHEMA_INVALID);
         assert_eq!(
-            s.mark(&answer("The answer is 42.", "stop")),
+            structured_mark(&s, &answer("{}", "stop")),
+            mark::SCHEMA_INVALID
+        );
+        assert_eq!(
+            structured_mark(&s, &answer("The answer is 42.", "stop")),
             mark::INVALID_JSON
         );
-        assert_eq!(s.mark(&answer("{\"answer\": 4", "length")), mark::CUT_OFF);
+        assert_eq!(
+            structured_mark(&s, &answer("{\"answer\": 4", "length")),
+            mark::CUT_OFF
+        );
         let failed = StreamCapture {
             failure: Some(crate::measure::record::Failure {
                 class: crate::measure::record::Outcome::HttpError,
@@ -493,19 +238,25 @@ mod tests {
             }),
             ..answer("{\"answer\": 1}", "stop")
         };
-        assert_eq!(s.mark(&failed), mark::NO_ANSWER);
+        assert_eq!(structured_mark(&s, &failed), mark::NO_ANSWER);
         let capped = StreamCapture {
             truncated: true,
             ..answer("{\"answer\": 1}", "stop")
         };
-        assert_eq!(s.mark(&capped), mark::NO_ANSWER);
+        assert_eq!(structured_mark(&s, &capped), mark::NO_ANSWER);
         let object = StructuredOutput::load(
             &ResponseFormatSpec::Named("json_object".into()),
             Path::new("."),
         )
         .unwrap();
-        assert_eq!(object.mark(&answer("{\"x\": [1]}", "stop")), mark::VALID);
-        assert_eq!(object.mark(&answer("[1, 2]", "stop")), mark::SCHEMA_INVALID);
+        assert_eq!(
+            structured_mark(&object, &answer("{\"x\": [1]}", "stop")),
+            mark::VALID
+        );
+        assert_eq!(
+            structured_mark(&object, &answer("[1, 2]", "stop")),
+            mark::SCHEMA_INVALID
+        );
         assert_eq!(
             mark_counts("11sjc-1").into_iter().collect::<Vec<_>>(),
             [
@@ -518,81 +269,12 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_body_asks_in_openais_shape() {
-        let s = answer_schema();
-        let b = s.body_field();
-        assert_eq!(b["type"], "json_schema");
-        assert_eq!(b["json_schema"]["name"], "answer");
-        assert_eq!(b["json_schema"]["schema"]["required"][0], "answer");
-        let o = StructuredOutput::load(
-            &ResponseFormatSpec::Named("json_object".into()),
-            Path::new("."),
-        )
-        .unwrap();
-        assert_eq!(o.body_field(), json!({"type": "json_object"}));
-    }
-
-    #[test]
-    fn a_file_that_is_not_a_json_schema_is_refused_with_its_name_and_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let write = |name: &str, text: &str| {
-            std::fs::write(dir.path().join(name), text).unwrap();
-            ResponseFormatSpec::Schema(SchemaSpec {
-                schema: name.into(),
-                name: None,
-            })
-        };
-        let bad_json = write("broken.json", "{\n  \"type\": \"object\",\n  oops\n}");
-        let e = format!(
-            "{:#}",
-            StructuredOutput::load(&bad_json, dir.path()).unwrap_err()
-        );
-        assert!(e.contains("broken.json: line 3"), "{e}");
-        let not_schema = write("wrong.json", "{\"type\": \"objekt\"}");
-        let e = format!(
-            "{:#}",
-            StructuredOutput::load(&not_schema, dir.path()).unwrap_err()
-        );
-        assert!(
-            e.contains("wrong.json") && e.contains("not a JSON Schema"),
-            "{e}"
-        );
-        let array = write("array.json", "[1, 2]");
-        let e = format!(
-            "{:#}",
-            StructuredOutput::load(&array, dir.path()).unwrap_err()
-        );
-        assert!(
-            e.contains("array.json") && e.contains("not a JSON Schema"),
-            "{e}"
-        );
-        let named = ResponseFormatSpec::Named("json".into());
-        let e = format!(
-            "{:#}",
-            StructuredOutput::load(&named, dir.path()).unwrap_err()
-        );
-        assert!(e.contains("json_object"), "{e}");
-        let missing = ResponseFormatSpec::Schema(SchemaSpec {
-            schema: "absent.json".into(),
-            name: None,
-        });
-        let e = format!(
-            "{:#}",
-            StructuredOutput::load(&missing, dir.path()).unwrap_err()
-        );
-        assert!(e.contains("absent.json"), "{e}");
-        let fine = write("answer.json", "{\"type\": \"object\"}");
-        let ok = StructuredOutput::load(&fine, dir.path()).unwrap();
-        assert_eq!(ok.body_field()["json_schema"]["name"], "answer");
-    }
-
     const ANSWER_TOOL: &str = r#"[{"type": "function", "function": {"name": "submit_answer",
         "parameters": {"type": "object", "properties": {"answer": {"type": "integer"}},
         "required": ["answer"], "additionalProperties": false}}},
         {"type": "function", "function": {"name": "give_up", "parameters": {"type": "object", "properties": {}}}}]"#;
 
-    fn tools(dir: &Path, choice: Option<&str>) -> Result<ToolCalling> {
+    fn tools(dir: &Path, choice: Option<&str>) -> anyhow::Result<ToolCalling> {
         std::fs::write(dir.join("tools.json"), ANSWER_TOOL).unwrap();
         ToolCalling::load(
             &ToolsSpec {
@@ -622,7 +304,7 @@ mod tests {
     fn each_tool_call_answer_is_marked_by_its_calls() {
         let dir = tempfile::tempdir().unwrap();
         let t = tools(dir.path(), Some("required")).unwrap();
-        let ok = |calls: &[(&str, &str)]| t.mark(&called(calls, "tool_calls"));
+        let ok = |calls: &[(&str, &str)]| tool_call_mark(&t, &called(calls, "tool_calls"));
         assert_eq!(ok(&[("submit_answer", "{\"answer\": 4}")]), mark::VALID);
         assert_eq!(
             ok(&[("submit_answer", "{\"answer\": 4}"), ("give_up", "{}")]),
@@ -639,11 +321,11 @@ mod tests {
         assert_eq!(ok(&[("lookup", "{}")]), mark::UNKNOWN_FUNCTION);
         assert_eq!(ok(&[]), mark::NO_CALL);
         assert_eq!(
-            t.mark(&called(&[("submit_answer", "{\"answer\": ")], "length")),
+            tool_call_mark(&t, &called(&[("submit_answer", "{\"answer\": ")], "length")),
             mark::CUT_OFF
         );
         assert_eq!(
-            t.mark(&called(&[("submit_answer", "{\"answer\": 4}")], "stop")),
+            tool_call_mark(&t, &called(&[("submit_answer", "{\"answer\": 4}")], "stop")),
             mark::WRONG_FINISH
         );
         let mut refused = called(&[], "stop");
@@ -651,11 +333,11 @@ mod tests {
             class: crate::measure::record::Outcome::HttpError,
             message: "HTTP 500: tools param requires --jinja flag".into(),
         });
-        assert_eq!(t.mark(&refused), mark::NO_ANSWER);
+        assert_eq!(tool_call_mark(&t, &refused), mark::NO_ANSWER);
         // A named choice: any other function is the wrong one.
         let named = tools(dir.path(), Some("submit_answer")).unwrap();
         assert_eq!(
-            named.mark(&called(&[("give_up", "{}")], "tool_calls")),
+            tool_call_mark(&named, &called(&[("give_up", "{}")], "tool_calls")),
             mark::UNKNOWN_FUNCTION
         );
         let body = named.body_fields();
@@ -664,46 +346,5 @@ mod tests {
             json!({"type": "function", "function": {"name": "submit_answer"}})
         );
         assert_eq!(body[0].1.as_array().unwrap().len(), 2);
-    }
-
-    #[test]
-    fn a_bad_tools_file_is_refused_with_its_name_and_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let load = |text: &str, choice: Option<&str>| {
-            std::fs::write(dir.path().join("t.json"), text).unwrap();
-            let spec = ToolsSpec {
-                file: "t.json".into(),
-                choice: choice.map(str::to_string),
-                parallel: None,
-            };
-            format!("{:#}", ToolCalling::load(&spec, dir.path()).unwrap_err())
-        };
-        let e = load(r#"[{"type": "function", "function": {"name": "f"}}]"#, None);
-        assert!(
-            e.contains("t.json: tools[0]: field `function.parameters`: missing"),
-            "{e}"
-        );
-        let e = load(
-            r#"[{"type": "function", "function": {"name": "f", "parameters": {"type": 3}}}]"#,
-            None,
-        );
-        assert!(
-            e.contains("tools[0]: field `function.parameters`") && e.contains("not a JSON Schema"),
-            "{e}"
-        );
-        let e = load(r#"{"type": "function"}"#, None);
-        assert!(e.contains("an array of tools"), "{e}");
-        let e = load(
-            r#"[{"type": "function", "function": {"parameters": {}}}]"#,
-            None,
-        );
-        assert!(e.contains("field `function.name`"), "{e}");
-        let e = load(ANSWER_TOOL, Some("lookup"));
-        assert!(
-            e.contains("field `tools.choice`") && e.contains("lookup"),
-            "{e}"
-        );
-        let e = load("[\n  oops", None);
-        assert!(e.contains("t.json: line 2"), "{e}");
     }
 }

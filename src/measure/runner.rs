@@ -19,6 +19,7 @@ use crate::measure::journal::{self, Journal};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::scrape::{self, Phase, SCRAPE_LOG_FILE, ScrapeEntry, ScrapeOptions, Scraper};
 use crate::measure::tokenizer::TokenizerFile;
+use crate::measure::turnover::TurnoverWorkload;
 use crate::measure::workload::{self, PromptSizer};
 use crate::measure::{aggregate, discover, source, windows};
 use crate::util::{api_key, hostname, now_rfc3339, redact_url, sha256_hex};
@@ -871,10 +872,11 @@ async fn run_turnover(
     let mut runs = Vec::new();
     let mut write_err: Option<anyhow::Error> = None;
     // Parsed and checked when the suite was loaded.
-    for mut spec in suite.turnover_specs.iter().cloned() {
-        if spec.model.is_none() {
-            spec.model = Some(model.to_string());
+    for mut workload in TurnoverWorkload::of_suite(&suite.turnover) {
+        if workload.spec.model.is_none() {
+            workload.spec.model = Some(model.to_string());
         }
+        let spec = &workload.spec;
         if !quiet {
             eprintln!(
                 "turnover {}: {} × {} requests, concurrency {}, contract {}",
@@ -888,7 +890,7 @@ async fn run_turnover(
         let mut done = Vec::with_capacity(spec.repeats);
         for repeat in 0..spec.repeats {
             // Resuming: a repeat the journal holds whole is judged again, not re-run.
-            if let Some(run) = spec.from_journal(repeat, previous) {
+            if let Some(run) = workload.from_journal(repeat, previous) {
                 if !quiet {
                     eprintln!("  {} repeat {repeat}: from the journal", spec.name);
                 }
@@ -903,8 +905,13 @@ async fn run_turnover(
                 }
             };
             done.push(
-                crate::measure::turnover::run_turnover(client, &spec, repeat, Some(&mut on_record))
-                    .await,
+                crate::measure::turnover::run_turnover(
+                    client,
+                    &workload,
+                    repeat,
+                    Some(&mut on_record),
+                )
+                .await,
             );
             if let Some(e) = write_err.take() {
                 return Err(e);

@@ -118,7 +118,7 @@ pub async fn check(
                     "{} reads: {} cell(s), {} turnover workload(s)",
                     plan.suite.display(),
                     s.suite.cells.len(),
-                    s.suite.turnover_specs.len()
+                    s.suite.turnover.len()
                 ),
             );
             Some(s)
@@ -619,7 +619,7 @@ fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
     let specs = if plan.skip_turnover {
         &[][..]
     } else {
-        &suite.suite.turnover_specs[..]
+        &suite.suite.turnover[..]
     };
     let turnover: usize = specs.iter().map(|t| t.requests * t.repeats.max(1)).sum();
     // Each turnover request may generate up to its max_tokens, on both the

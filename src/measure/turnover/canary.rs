@@ -1,29 +1,16 @@
-//! Canary markers: one per request, unique within a run and across its repeats.
-//!
-//! Shape: one capital letter and five digits, `K48213`. Calibrated on
-//! SmolLM2-135M (Q4_1), which echoed this shape 60/60; two-letter shapes lost
-//! to tokenization (`CJ-2495` came back as `JC-2495`: `JC` is one token, `C` `J`
-//! are two) and word shapes to near-synonyms (`falcon-7631` became `flea-7631`).
-//!
-//! Letters `Q` and `X` never occur in run markers: the prompt's worked examples
-//! use them, so an answer that copies an example can never be mistaken for
-//! another request's answer. `I` and `O` are left out because they read as digits.
+//! Canary markers: one per request, unique within a run and across its
+//! repeats, in the shape `config::turnover::marker` defines (`K48213`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Letters a run marker may start with.
-const LETTERS: &[u8] = b"ABCDEFGHJKLMNPRSTUVWYZ";
-/// Five-digit numbers 10000..=99999.
-const NUMBERS: u64 = 90_000;
-/// How many distinct run markers exist.
-pub const MARKER_SPACE: u64 = LETTERS.len() as u64 * NUMBERS;
+use crate::config::turnover::marker::{LETTERS, NUMBERS};
+pub use crate::config::turnover::marker::{MARKER_LEN, MARKER_SPACE, marker_shaped};
+
 /// Prime and larger than nothing that divides MARKER_SPACE (2, 3, 5, 11), so
 /// `ordinal * STRIDE + offset (mod MARKER_SPACE)` is a bijection: distinct
 /// ordinals can never share a marker.
 const STRIDE: u64 = 1_000_003;
-/// Length of a marker in bytes (always ASCII).
-pub const MARKER_LEN: usize = 6;
 
 /// Key that decides which markers a workload gets: FNV-1a over its name and
 /// seed. Stable across platforms and Rust versions, unlike `DefaultHasher`,
@@ -163,21 +150,6 @@ impl MarkerSet {
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         self.markers.iter().map(String::as_str)
     }
-}
-
-/// Every marker-shaped substring of `text`, in order: a capital letter and
-/// exactly five digits (a sixth digit means a longer number, not a marker).
-/// The character before is not checked, so a marker glued to other text
-/// (`cedarK48213`) is still found: a missed leak is worse than a loud one.
-pub fn marker_shaped(text: &str) -> impl Iterator<Item = &str> {
-    let b = text.as_bytes();
-    (0..b.len().saturating_sub(MARKER_LEN - 1)).filter_map(move |i| {
-        let shaped = b[i].is_ascii_uppercase()
-            && b[i + 1..i + MARKER_LEN].iter().all(u8::is_ascii_digit)
-            && b.get(i + MARKER_LEN).is_none_or(|c| !c.is_ascii_digit());
-        // All bytes are ASCII, so both ends are char boundaries.
-        shaped.then(|| &text[i..i + MARKER_LEN])
-    })
 }
 
 /// Result of the canary check of one answer.

@@ -5,28 +5,11 @@
 //! - `reference`: the answer is byte-identical to the same prompt's answer
 //!   when it ran alone (concurrency 1, temperature 0).
 
-use serde::{Deserialize, Serialize};
-
 use super::canary;
 
+pub use crate::config::turnover::Contract;
+
 pub use crate::report::reference::SNIPPET_CHARS;
-
-/// Which contract a turnover workload checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Contract {
-    Words,
-    Reference,
-}
-
-impl Contract {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Contract::Words => "words",
-            Contract::Reference => "reference",
-        }
-    }
-}
 
 /// The answer after its canary: what the `words` field counts. Without its
 /// own canary at the start, the whole answer counts.

@@ -13,12 +13,11 @@ use serde_json::{Value, json};
 
 /// Markers of the worked examples. `Q` and `X` never start a run marker (see
 /// `canary`), so an answer that copies an example is never another request's.
-pub const EXAMPLE_MARKERS: [&str; 4] = ["Q52817", "X30964", "Q74105", "X61380"];
-/// Most worked examples a prompt can have.
-pub const MAX_SHOTS: usize = EXAMPLE_MARKERS.len();
+pub const EXAMPLE_MARKERS: [&str; MAX_SHOTS] = ["Q52817", "X30964", "Q74105", "X61380"];
+pub use crate::config::turnover::MAX_SHOTS;
 
 /// Free-text examples for the `sentence` prompt: (topic, answer after the marker).
-const SENTENCE_EXAMPLES: [(&str, &str); 4] = [
+const SENTENCE_EXAMPLES: [(&str, &str); MAX_SHOTS] = [
     ("the sun", "The sun rises in the east and warms the land."),
     ("a cat", "A cat sleeps quietly on the warm windowsill."),
     ("a bridge", "A bridge joins the two banks of the river."),

@@ -1,12 +1,12 @@
 use super::*;
 use crate::measure::record::Failure;
 
-fn spec(text: &str) -> TurnoverSpec {
+fn spec(text: &str) -> TurnoverWorkload {
     let table: toml::Table = toml::from_str(text).unwrap();
-    TurnoverSpec::from_table(&table).unwrap()
+    TurnoverWorkload::alone(TurnoverSpec::from_table(&table).unwrap())
 }
 
-fn words_spec() -> TurnoverSpec {
+fn words_spec() -> TurnoverWorkload {
     spec("name = \"w\"\ncontract = \"words\"\nrequests = 4\nwords = 3\n")
 }
 
@@ -35,68 +35,6 @@ fn words(code_word: &str, n: usize) -> Expected<'_> {
 }
 
 #[test]
-fn spec_defaults_and_labels() {
-    let s = spec("name = \"t\"\ncontract = \"reference\"\n");
-    assert_eq!((s.requests, s.concurrency, s.repeats), (60, 4, 1));
-    assert_eq!(s.prompt_style(), PromptStyle::Words);
-    assert_eq!(
-        (s.words, s.code_words.as_slice()),
-        (5, &["cedar".to_string()][..])
-    );
-    assert_eq!((s.shots(), s.max_tokens()), (3, 26));
-    assert_eq!(s.temperature, 0.0);
-    assert_eq!(s.cell_label(1), "turnover:t#1");
-    assert_eq!(s.reference_label(0), "turnover:t#0/reference");
-    let s = spec("name = \"t\"\ncontract = \"reference\"\nprompt = \"sentence\"\n");
-    assert_eq!((s.shots(), s.max_tokens()), (2, 64));
-}
-
-#[test]
-fn huge_word_count_saturates_max_tokens() {
-    // Found by review, replayed through `fuzzing::plan`: 2 × words + 16 overflowed.
-    // The suite's limits refuse such a count when read; the sum must still saturate.
-    let mut s = words_spec();
-    s.words = 9223372036854775807;
-    assert_eq!(s.max_tokens(), u64::MAX);
-}
-
-#[test]
-fn spec_rejects_nonsense_with_its_name() {
-    let bad = |text: &str| {
-        let table: toml::Table = toml::from_str(text).unwrap();
-        format!("{:#}", TurnoverSpec::from_table(&table).unwrap_err())
-    };
-    let e = bad("name = \"x\"\ncontract = \"words\"\nprompt = \"sentence\"\n");
-    assert!(
-        e.contains("turnover 'x'") && e.contains("words contract"),
-        "{e}"
-    );
-    let e = bad("name = \"x\"\ncontract = \"words\"\nconcurrency = 0\n");
-    assert!(e.contains("> 0"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\ncode_words = [\"two words\"]\n");
-    assert!(e.contains("without spaces"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\ncode_words = [\"K12345\"]\n");
-    assert!(e.contains("canary"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\nrequets = 5\n");
-    assert!(e.contains("requets"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"exact\"\n");
-    assert!(e.contains("turnover 'x'"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\nshots = 9\n");
-    assert!(e.contains("shots"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 10000\nrepeats = 200\n");
-    assert!(e.contains("distinct canary markers"), "{e}");
-    let e = bad("name = \"x\"\ncontract = \"words\"\nrequests = 2000000\n");
-    assert!(e.contains("requests = 2000000 is above the maximum"), "{e}");
-
-    let tables: Vec<toml::Table> = vec![
-        toml::from_str("name = \"a\"\ncontract = \"words\"").unwrap(),
-        toml::from_str("name = \"a\"\ncontract = \"reference\"").unwrap(),
-    ];
-    let e = TurnoverSpec::from_tables(&tables).unwrap_err().to_string();
-    assert!(e.contains("defined twice"), "{e}");
-}
-
-#[test]
 fn shipped_suites_parse() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("suites");
     let mut found = 0;
@@ -110,7 +48,7 @@ fn shipped_suites_parse() {
             crate::config::suite::Suite::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         if name == "structured-output.toml" {
             // Its schema read and sent with every request of the workload.
-            let json = &suite.turnover_specs[0];
+            let json = TurnoverWorkload::alone(suite.turnover[0].clone());
             let body = json.request_body(&json.plan(0).requests[0], 0.0);
             assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
             assert_eq!(body["response_format"]["json_schema"]["name"], "answer");
@@ -118,8 +56,7 @@ fn shipped_suites_parse() {
         if !name.starts_with("turnover") {
             continue;
         }
-        let specs = TurnoverSpec::from_tables(&suite.turnover).unwrap();
-        assert!(!specs.is_empty(), "{name} has no [[turnover]]");
+        assert!(!suite.turnover.is_empty(), "{name} has no [[turnover]]");
         found += 1;
     }
     assert!(
@@ -132,7 +69,7 @@ fn shipped_suites_parse() {
 #[test]
 fn plan_gives_each_request_its_marker_and_word() {
     let mut s = words_spec();
-    s.code_words = vec!["cedar".into(), "violet".into()];
+    s.spec.code_words = vec!["cedar".into(), "violet".into()];
     let p = s.plan(0);
     assert_eq!(p.requests.len(), 4);
     for r in &p.requests {
@@ -174,21 +111,23 @@ fn only_the_reference_pass_asks_for_logprobs() {
     }];
     let mut cut = a.clone();
     cut.truncated = true;
-    let kept = reference_tokens([&a, &cut, &cap("Hi", "stop")]);
+    let kept = workload::reference_tokens([&a, &cut, &cap("Hi", "stop")]);
     assert_eq!(
         kept.iter().map(Option::is_some).collect::<Vec<_>>(),
         [true, false, false]
     );
-    assert!(reference_tokens([&cap("Hi", "stop")]).is_empty());
+    assert!(workload::reference_tokens([&cap("Hi", "stop")]).is_empty());
 }
 
 #[test]
 fn request_body_streams_with_usage_and_lets_the_contract_win() {
     let mut s = words_spec();
-    s.model = Some("m".into());
-    s.seed = Some(9);
-    s.extra.insert("cache_prompt".into(), Value::Bool(false));
-    s.extra.insert("max_tokens".into(), Value::from(1));
+    s.spec.model = Some("m".into());
+    s.spec.seed = Some(9);
+    s.spec
+        .extra
+        .insert("cache_prompt".into(), Value::Bool(false));
+    s.spec.extra.insert("max_tokens".into(), Value::from(1));
     let p = s.plan(0);
     let b = s.request_body(&p.requests[0], 0.0);
     assert_eq!(b["model"], "m");
@@ -432,7 +371,7 @@ fn summary_arithmetic_matches_the_seed_shape() {
             words("cedar", 3),
         ),
     ];
-    let run = summarize(&s, 1, judged);
+    let run = summarize(&s.spec, 1, judged);
     assert_eq!(
         (run.requests, run.exact_output_passed, run.failed),
         (4, 1, 3)
@@ -471,7 +410,7 @@ fn summary_arithmetic_matches_the_seed_shape() {
     assert_eq!(f["foreign_markers"][0], m(0));
 }
 
-fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<RequestRecord> {
+fn journaled(s: &TurnoverWorkload, label: &str, caps: Vec<StreamCapture>) -> Vec<RequestRecord> {
     caps.into_iter()
         .enumerate()
         .map(|(index, capture)| RequestRecord {
@@ -486,7 +425,7 @@ fn journaled(s: &TurnoverSpec, label: &str, caps: Vec<StreamCapture>) -> Vec<Req
             outcome: Outcome::Ok,
             detail: None,
         })
-        .inspect(|r| assert!(r.index < s.requests))
+        .inspect(|r| assert!(r.index < s.spec.requests))
         .collect()
 }
 
@@ -505,11 +444,11 @@ fn a_whole_repeat_is_rebuilt_from_the_journal_and_a_partial_one_is_not() {
             )
         })
         .collect();
-    let recs = journaled(&s, &s.cell_label(1), answers.clone());
+    let recs = journaled(&s, &s.spec.cell_label(1), answers.clone());
     let run = s.from_journal(1, &recs).expect("complete");
     // The same judgement as a live run: one wrong count.
     let live = summarize(
-        &s,
+        &s.spec,
         1,
         answers.iter().enumerate().map(|(i, c)| {
             judge(
@@ -553,34 +492,11 @@ fn a_reference_repeat_needs_its_reference_pass_in_the_journal() {
             )
         })
         .collect();
-    let mut recs = journaled(&s, &s.cell_label(0), answers.clone());
+    let mut recs = journaled(&s, &s.spec.cell_label(0), answers.clone());
     assert!(s.from_journal(0, &recs).is_none(), "no reference pass");
-    recs.extend(journaled(&s, &s.reference_label(0), answers));
+    recs.extend(journaled(&s, &s.spec.reference_label(0), answers));
     let run = s.from_journal(0, &recs).expect("complete");
     assert_eq!((run.exact_output_passed, run.failed), (3, 0));
-}
-
-#[test]
-fn task_workloads_need_a_file_the_reference_contract_and_one_repeat() {
-    let parse = |extra: &str| {
-        let t: toml::Table = toml::from_str(&format!(
-            "name = \"t\"\ncontract = \"reference\"\nprompt = \"task\"\n{extra}"
-        ))
-        .unwrap();
-        TurnoverSpec::from_table(&t).map_err(|e| format!("{e:#}"))
-    };
-    assert!(parse("").unwrap_err().contains("needs tasks"));
-    assert!(
-        parse("tasks = \"t.jsonl\"\nrepeats = 2")
-            .unwrap_err()
-            .contains("runs once")
-    );
-    let t: toml::Table =
-        toml::from_str("name = \"t\"\ncontract = \"words\"\ntasks = \"t.jsonl\"").unwrap();
-    assert!(
-        format!("{:#}", TurnoverSpec::from_table(&t).unwrap_err()).contains("prompt = \"task\"")
-    );
-    assert!(parse("tasks = \"t.jsonl\"").is_ok());
 }
 
 #[test]
@@ -598,7 +514,8 @@ fn task_answers_are_scored_from_the_references_and_a_failure_is_unanswered() {
         kind: None,
         rule: Default::default(),
     };
-    spec.task_items = std::sync::Arc::new(vec![item("Paris"), item("Rome"), item("Oslo")]);
+    spec.task_file_items = std::sync::Arc::new(vec![item("Paris"), item("Rome"), item("Oslo")]);
+    let spec = TurnoverWorkload::alone(spec);
     let cap = |text: &str| StreamCapture {
         content: text.into(),
         ..StreamCapture::default()
@@ -617,7 +534,7 @@ fn task_answers_are_scored_from_the_references_and_a_failure_is_unanswered() {
     let m = plan.requests[1].messages.as_array().unwrap();
     assert_eq!(m.last().unwrap()["content"], "q Rome");
     assert_eq!(m[0]["content"], "q Oslo");
-    assert!(!spec.asks_marker());
+    assert!(!spec.spec.asks_marker());
 }
 
 #[test]
