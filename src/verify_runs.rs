@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::artifact::{CellResult, RunArtifact, Schedule, TurnoverRun};
 use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, Suite};
+use crate::measure::journal;
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::measure::scrape::{self, SCRAPE_LOG_FILE, ScrapeEntry};
@@ -45,10 +46,10 @@ pub struct RunDirs {
 /// side's pass directories in order; the suite the plan named.
 pub fn qualification_dirs(dir: &Path) -> anyhow::Result<(PathBuf, RunDirs)> {
     use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
-    use crate::qualify::{QualificationFile, REPORT_FILE, pass_dir};
+    use crate::runtime::state::{QualificationFile, REPORT_FILE, pass_dir, side_artifact};
     let plan = QualificationFile::read(dir)?.load_plan(dir)?;
     let side = |label: &str| match plan.schedule {
-        PlanSchedule::Interleaved => vec![dir.join(format!("{label}.json"))],
+        PlanSchedule::Interleaved => vec![side_artifact(dir, label)],
         PlanSchedule::Alternating => (1..=plan.repeats)
             .map(|n| pass_dir(dir, label, n))
             .collect(),
@@ -115,7 +116,7 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
 
 /// A side of several passes: each pass checked against its own journal,
 /// then the passes pooled from their journals as `qualify` pools them
-/// (`qualify::merge_passes`), with the turnover runs as judged again.
+/// (`measure::pool::merge_passes`), with the turnover runs as judged again.
 fn pool_passes(
     ck: &mut Checker,
     root: &Map<String, Value>,
@@ -161,7 +162,7 @@ fn pool_passes(
             }
         })
         .collect();
-    match crate::qualify::merge_passes(suite_path, &dirs) {
+    match crate::measure::pool::merge_passes(suite_path, &dirs) {
         Ok(mut merged) => {
             merged.turnover = turnover;
             Some(merged)
@@ -419,22 +420,15 @@ impl Journal {
     /// Every complete, non-empty line; a line that is not a record is named.
     fn read(ck: &mut Checker, name: &str, bytes: &[u8]) -> Journal {
         let mut records = Vec::new();
-        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-            let lineno = i + 1;
-            if line.trim_ascii().is_empty() {
-                continue;
-            }
-            if !line.ends_with(b"\n") {
-                ck.push(
+        for (lineno, line) in journal::lines(bytes) {
+            match line {
+                journal::Line::Record(r) => records.push((lineno, *r)),
+                journal::Line::Torn => ck.push(
                     format!("{name}:{lineno}"),
                     "a torn last line".into(),
                     "a complete record ending in a newline",
-                );
-                continue;
-            }
-            match serde_json::from_slice::<RequestRecord>(line) {
-                Ok(r) => records.push((lineno, r)),
-                Err(e) => ck.push(
+                ),
+                journal::Line::Invalid(e) => ck.push(
                     format!("{name}:{lineno}"),
                     format!("not a valid record: {e}"),
                     "a request record",
@@ -651,7 +645,8 @@ fn rebuild_interleaved(
     art: RunArtifact,
     suite: Option<&SuiteFile>,
 ) -> Option<RunArtifact> {
-    use crate::qualify::{QualificationFile, interleave, interleaved_dir, turnover_dir};
+    use crate::measure::interleave;
+    use crate::runtime::state::{QualificationFile, interleaved_dir, turnover_dir};
     let name = file.display().to_string();
     let out_dir = file.parent().unwrap_or(Path::new("."));
     let label = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
@@ -708,10 +703,15 @@ fn rebuild_interleaved(
                 .map_or(0, |c| c.shape.requests)
         })
         .collect();
-    // Pooled from the records read above, as `qualify::merge_interleaved` pools them.
+    // Pooled from the records read above, as `measure::pool::merge_interleaved` pools them.
     let records: Vec<RequestRecord> = journal.records.iter().map(|(_, r)| r.clone()).collect();
-    let pooled =
-        crate::qualify::pool_interleaved_cells(suite, &layout, &totals, &records, &journal.scrapes);
+    let pooled = crate::measure::pool::pool_interleaved_cells(
+        suite,
+        &layout,
+        &totals,
+        &records,
+        &journal.scrapes,
+    );
     let mut rebuilt = art.clone();
     for (i, cell) in art.cells.iter().enumerate() {
         let (Some(got), Some(spec)) = (

@@ -537,6 +537,42 @@ fn the_runtime_layer_does_not_import_the_commands_on_it() {
     }
 }
 
+/// `verify --runs` reads what `qualify` writes, through the layers both
+/// stand on: the directory's layout (`runtime::state`) and the pooling of
+/// passes and blocks (`measure::pool`, `measure::interleave`). Neither
+/// imports the other, so checking a qualification never runs one.
+#[test]
+fn verify_runs_and_qualify_are_peers() {
+    let main = main_crate();
+    let g = main.graph();
+    let top_of = |m: &Vec<String>| m.first().cloned().unwrap_or_default();
+    let mut seen = 0;
+    for (m, deps) in &g {
+        let (from, other) = match top_of(m).as_str() {
+            "verify_runs" => ("verify_runs", "qualify"),
+            "qualify" => ("qualify", "verify_runs"),
+            _ => continue,
+        };
+        seen += 1;
+        for d in deps {
+            assert!(top_of(d) != other, "{} ({from}) imports {}", name(m), name(d));
+        }
+    }
+    assert!(seen >= 10, "{seen} qualify and verify_runs files");
+    // Both use the shared layers (the rule is not vacuous).
+    for shared in [["runtime", "state"], ["measure", "pool"]] {
+        let users = g
+            .iter()
+            .filter(|(m, deps)| {
+                ["qualify", "verify_runs"].contains(&top_of(m).as_str())
+                    && deps.iter().any(|d| d.starts_with(&shared.map(String::from)))
+            })
+            .map(|(m, _)| top_of(m))
+            .collect::<BTreeSet<_>>();
+        assert_eq!(users.len(), 2, "{shared:?} used by {users:?}");
+    }
+}
+
 /// `decision/` is the human's side alone: `decide` and `status` (and its
 /// mod.rs). `qualify` stands on the runtime layer, not on it, and it does
 /// not import `qualify` either: the two commands meet only in `runtime`.

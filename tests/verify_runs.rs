@@ -318,7 +318,7 @@ async fn pooled_passes_verify_against_their_pass_directories() {
     policy.bootstrap.iterations = 500;
     let merged: Vec<_> = sides
         .iter()
-        .map(|p| infergate::qualify::merge_passes(&suite, p).expect("merge"))
+        .map(|p| infergate::measure::pool::merge_passes(&suite, p).expect("merge"))
         .collect();
     let report = report::compare(&merged[0], &merged[1], &policy)
         .expect("compare")

@@ -2,7 +2,7 @@
 //! it completes, so a killed run keeps everything it finished.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -66,39 +66,53 @@ pub fn digest(path: &Path) -> Result<crate::artifact::JournalDigest> {
     })
 }
 
+/// One non-empty line of a journal, as read.
+#[derive(Debug)]
+pub enum Line {
+    Record(Box<RequestRecord>),
+    /// A last line without its newline: the run was killed while writing it.
+    Torn,
+    /// A complete line that is not a request record.
+    Invalid(serde_json::Error),
+}
+
+/// Every non-empty line of a journal's bytes with its 1-based number: the
+/// one reading of journal lines, for resuming a run and for `verify --runs`.
+pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Line)> + '_ {
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .enumerate()
+        .filter(|(_, line)| !line.trim_ascii().is_empty())
+        .map(|(i, line)| {
+            let read = if !line.ends_with(b"\n") {
+                Line::Torn
+            } else {
+                match serde_json::from_slice::<RequestRecord>(line) {
+                    Ok(r) => Line::Record(Box::new(r)),
+                    Err(e) => Line::Invalid(e),
+                }
+            };
+            (i + 1, read)
+        })
+}
+
 /// Read every record. A line that does not parse is an error naming the file and
 /// line; a torn last line (no newline, as left by a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
     crate::util::count_read(path);
-    let f = File::open(path).with_context(|| format!("opening journal {}", path.display()))?;
-    let mut reader = BufReader::new(f);
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
     let mut out = Vec::new();
-    let mut buf = String::new();
-    let mut lineno = 0usize;
-    loop {
-        buf.clear();
-        let n = reader
-            .read_line(&mut buf)
-            .with_context(|| format!("reading journal {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        lineno += 1;
-        let complete = buf.ends_with('\n');
-        let text = buf.trim_end_matches(['\n', '\r']);
-        if text.is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<RequestRecord>(text) {
-            Ok(r) if complete => out.push(r),
-            Ok(_) | Err(_) if !complete => bail!(
+    for (lineno, line) in lines(&bytes) {
+        match line {
+            Line::Record(r) => out.push(*r),
+            Line::Torn => bail!(
                 "journal {} line {lineno} is torn (it ends without a newline: the run was killed while writing it). \
                  The {} records before it are intact; delete the last line to resume from them",
                 path.display(),
                 out.len()
             ),
-            Ok(_) => unreachable!("complete lines are handled above"),
-            Err(e) => bail!(
+            Line::Invalid(e) => bail!(
                 "journal {} line {lineno}: not a valid record: {e}",
                 path.display()
             ),

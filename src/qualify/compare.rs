@@ -6,21 +6,22 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 use serde_json::json;
 
-use super::interleave::{self, CellLayout, StopReason, totals};
 use super::outcome::StepEnd;
-use super::pool::{Blocks, merge_interleaved, merge_passes_of};
 use super::progress::{
     PASS_FRACTION, fractions_looked, fractions_looked_by, last_round, rounds_done,
 };
-use super::workdir::{recorded_window_rule, turnover_dir};
+use super::workdir::{recorded_window_rule, recover_blocks};
 use crate::config::plan::{BASELINE, CANDIDATE, PlanSchedule};
 use crate::config::suite::{LoadedSuite, Suite};
+use crate::measure::interleave::{self, CellLayout, StopReason, totals};
+use crate::measure::pool::{Blocks, merge_interleaved, merge_passes_of};
 use crate::measure::runner::ARTIFACT_FILE;
 use crate::report::design::Look;
 use crate::report::{self, Report};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Status};
 use crate::runtime::state::pass_dir;
+use crate::runtime::state::{side_artifact, turnover_dir};
 
 /// Compare the two sides and write the report; a failed comparison is
 /// recorded and ends the qualification.
@@ -87,7 +88,7 @@ pub(super) fn compare_interleaved(
             &turnover_dir(ctx.out_dir, label),
             started_at,
         )?;
-        let path = ctx.out_dir.join(format!("{label}.json"));
+        let path = side_artifact(ctx.out_dir, label);
         crate::atomic::write_json_atomic(&path, &merged)?;
         Ok(path)
     };
@@ -116,7 +117,7 @@ fn compare(
         let look = adaptive.then(|| last_look(ctx, &cells, &entries));
         let blocks = match blocks {
             Some(b) => b,
-            None => Blocks::recover(ctx.out_dir)?,
+            None => recover_blocks(ctx.out_dir)?,
         };
         return compare_interleaved(ctx, &suite.suite, &cells, &blocks, look.as_ref());
     }
@@ -138,7 +139,7 @@ fn compare(
             return Ok(dirs[0].join(ARTIFACT_FILE));
         }
         let merged = merge_passes_of(&suite.suite, &dirs)?;
-        let path = ctx.out_dir.join(format!("{label}.json"));
+        let path = side_artifact(ctx.out_dir, label);
         crate::atomic::write_json_atomic(&path, &merged)?;
         Ok(path)
     };

@@ -5,10 +5,8 @@
 use serde_json::json;
 
 use super::compare::compare_interleaved;
-use super::interleave::{self, CellLayout, StopReason};
 use super::measure_block::run_block;
 use super::outcome::PassFailure;
-use super::pool::Blocks;
 use super::progress::{
     PASS_FRACTION, fractions_looked, fractions_looked_by, last_round, round_size_mismatch,
     rounds_done,
@@ -16,6 +14,8 @@ use super::progress::{
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
+use crate::measure::interleave::{self, CellLayout, StopReason};
+use crate::measure::pool::Blocks;
 use crate::report::design::{self, Plan, Recorded};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Status};

@@ -4,20 +4,20 @@
 use anyhow::anyhow;
 use serde_json::json;
 
-use super::interleave::{Block, CellLayout};
 use super::outcome::PassFailure;
-use super::pool::{Blocks, SideBlocks};
 use super::progress::{block_finished, ok_entry, side_finished};
 use super::targets::{image_label, scrape_options};
 use super::up::Up;
-use super::workdir::{interleaved_dir, turnover_dir};
 use crate::config::plan::Runtime;
 use crate::config::suite::LoadedSuite;
+use crate::measure::interleave::{Block, CellLayout};
+use crate::measure::pool::{Blocks, SideBlocks};
 use crate::measure::record::{Outcome, RequestRecord};
 use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
+use crate::runtime::state::{interleaved_dir, turnover_dir};
 
 /// One block on one runtime, journaled into the side's interleaved journal
 /// as its requests complete and handed to the side's blocks in memory.

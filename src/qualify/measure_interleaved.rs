@@ -4,16 +4,16 @@
 
 use serde_json::json;
 
-use super::interleave::{self, CellLayout, totals};
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
-use super::pool::Blocks;
 use super::progress::{last_round, side_finished, warmups_sent};
 use super::up::Up;
 use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::LoadedSuite;
+use crate::measure::interleave::{self, CellLayout, totals};
+use crate::measure::pool::Blocks;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
 use crate::runtime::lifecycle;
@@ -48,7 +48,8 @@ pub(super) async fn run_interleaved(
         return Ok(None);
     }
     // What earlier invocations measured, read back once (nothing on a first run).
-    let mut blocks = Blocks::recover(ctx.out_dir).map_err(|e| fail("recover", BASELINE, e))?;
+    let mut blocks =
+        super::workdir::recover_blocks(ctx.out_dir).map_err(|e| fail("recover", BASELINE, e))?;
     // Each start of the pair is a process lifetime of its own (logs, container names).
     let life = 1 + entries
         .iter()

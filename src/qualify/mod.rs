@@ -35,6 +35,7 @@ use serde_json::json;
 use crate::config::plan::{BASELINE, Plan, PlanSchedule};
 use crate::config::suite::LoadedSuite;
 use crate::driver::container::Docker;
+use crate::measure::pool::Blocks;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Ledger, Location, Status};
 use crate::runtime::lifecycle;
@@ -47,13 +48,11 @@ use workdir::{check_id, load_plan, record_plan, record_resume, resolve_out_dir};
 pub mod check;
 mod compare;
 mod finish;
-pub mod interleave;
 mod measure_adaptive;
 mod measure_block;
 mod measure_interleaved;
 mod measure_passes;
 mod outcome;
-mod pool;
 mod preflight;
 mod progress;
 mod targets;
@@ -62,14 +61,11 @@ mod workdir;
 
 pub use crate::runtime::state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, REPORT_FILE,
-    decision_in, pass_dir,
+    decision_in, interleaved_dir, pass_dir, side_artifact, turnover_dir,
 };
 pub use outcome::{Options, Outcome, Verdict};
-pub use pool::{
-    Blocks, SideBlocks, merge_interleaved, merge_passes, merge_passes_of, pool_interleaved_cells,
-};
 pub use progress::spent_in;
-pub use workdir::{absolute, interleaved_dir, new_id, turnover_dir};
+pub use workdir::{absolute, new_id};
 
 /// The qualification, step by step; each step records itself in the ledger.
 pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {

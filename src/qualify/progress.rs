@@ -1,7 +1,7 @@
 //! What the ledger says is already done: finished blocks and sides, the
 //! adaptive rounds looked at, the measuring's cost. Resuming reads these.
 
-use super::interleave::{Block, CellLayout, adaptive_requests};
+use crate::measure::interleave::{Block, CellLayout, adaptive_requests};
 use crate::runtime::ledger::{Entry, Status};
 
 pub(super) fn ok_entry<'a>(

@@ -7,11 +7,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 
 use super::outcome::Options;
-use crate::config::plan::{DefaultWindow, Plan, PlanSchedule};
+use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow, Plan, PlanSchedule};
+use crate::measure::pool::Blocks;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Location, Status};
 use crate::runtime::state::{
-    PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile,
+    PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, interleaved_dir,
 };
 
 /// The plan, checked against the options it is run with.
@@ -175,16 +176,6 @@ pub(super) fn record_resume(ctx: &Ctx<'_>, opts: &Options, entries: usize) -> Re
     Ok(())
 }
 
-/// Where a side's interleaved blocks are journaled (one journal for all its blocks).
-pub fn interleaved_dir(out_dir: &Path, label: &str) -> PathBuf {
-    out_dir.join(format!("{label}-interleaved"))
-}
-
-/// Where a side's turnover runs after its interleaved blocks.
-pub fn turnover_dir(out_dir: &Path, label: &str) -> PathBuf {
-    out_dir.join(format!("{label}-turnover"))
-}
-
 /// `<plan name>-<UTC yyyymmddThhmmssZ>-<8 hex digits>`: the suffix (from
 /// the OS-seeded hasher keys, the process id, the clock's nanoseconds and a
 /// counter) keeps two qualifications of one plan started within the same
@@ -293,4 +284,12 @@ mod tests {
             Path::new("/o/candidate-2")
         );
     }
+}
+
+/// Both sides' interleaved blocks, as their directories under `out_dir` hold them.
+pub(super) fn recover_blocks(out_dir: &Path) -> Result<Blocks> {
+    Blocks::recover(
+        &interleaved_dir(out_dir, BASELINE),
+        &interleaved_dir(out_dir, CANDIDATE),
+    )
 }

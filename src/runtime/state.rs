@@ -1,6 +1,7 @@
-//! What a qualification directory holds and who may touch it: the sidecar
-//! file `decide` and `status` find it by, its file names, the last decision
-//! in its ledger entries, and the one-process-at-a-time lock.
+//! What a qualification directory holds: the sidecar file `decide` and
+//! `status` find it by, where each side's runs and artifacts are, and the
+//! last decision in its ledger entries. `qualify` writes this layout;
+//! `verify --runs` reads it.
 
 use std::path::{Path, PathBuf};
 
@@ -88,8 +89,24 @@ pub fn decision_in(entries: &[Entry]) -> DecisionAction {
         .unwrap_or(DecisionAction::Pending)
 }
 
+/// Where a side's `n`-th pass runs (alternating schedule).
 pub fn pass_dir(out_dir: &Path, label: &str, n: usize) -> PathBuf {
     out_dir.join(format!("{label}-{n}"))
+}
+
+/// Where a side's interleaved blocks are journaled (one journal for all its blocks).
+pub fn interleaved_dir(out_dir: &Path, label: &str) -> PathBuf {
+    out_dir.join(format!("{label}-interleaved"))
+}
+
+/// Where a side's turnover runs after its interleaved blocks.
+pub fn turnover_dir(out_dir: &Path, label: &str) -> PathBuf {
+    out_dir.join(format!("{label}-turnover"))
+}
+
+/// A side's artifact pooled over its blocks (interleaved schedule).
+pub fn side_artifact(out_dir: &Path, label: &str) -> PathBuf {
+    out_dir.join(format!("{label}.json"))
 }
 
 /// A qualification file that does not say its window rule (for tests).

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::interleave::{self, CellLayout};
-use super::workdir::interleaved_dir;
 use crate::artifact::{RunArtifact, Schedule};
-use crate::config::plan::{BASELINE, CANDIDATE};
+use crate::config::plan::BASELINE;
 use crate::config::suite::Suite;
 use crate::measure::record::RequestRecord;
 use crate::measure::runner::Measured;
@@ -76,11 +75,11 @@ pub struct Blocks {
 }
 
 impl Blocks {
-    /// Both sides as their directories under `out_dir` hold them.
-    pub fn recover(out_dir: &Path) -> Result<Blocks> {
+    /// Both sides as their blocks' directories hold them.
+    pub fn recover(baseline_dir: &Path, candidate_dir: &Path) -> Result<Blocks> {
         Ok(Blocks {
-            baseline: SideBlocks::recover(&interleaved_dir(out_dir, BASELINE))?,
-            candidate: SideBlocks::recover(&interleaved_dir(out_dir, CANDIDATE))?,
+            baseline: SideBlocks::recover(baseline_dir)?,
+            candidate: SideBlocks::recover(candidate_dir)?,
         })
     }
 
