@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use infergate::config::plan::{ContainerDriver, ContainerHost};
 use infergate::decision::decide;
-use infergate::decision::status;
 use infergate::driver::container::{self, Docker};
 use infergate::driver::engine::{self, EngineInstall};
 use infergate::driver::handle::Handle;
@@ -276,7 +275,7 @@ async fn qualify_and_retain_baseline_with_containers_pinned_by_image_id() {
     );
 
     // Stop: the container is stopped and removed, its logs kept.
-    status::stop("q-container", Some(env.ledger.clone().into()), true)
+    infergate::runtime::stop::stop("q-container", Some(env.ledger.clone().into()), true)
         .await
         .unwrap();
     assert!(

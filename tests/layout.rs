@@ -555,7 +555,12 @@ fn verify_runs_and_qualify_are_peers() {
         };
         seen += 1;
         for d in deps {
-            assert!(top_of(d) != other, "{} ({from}) imports {}", name(m), name(d));
+            assert!(
+                top_of(d) != other,
+                "{} ({from}) imports {}",
+                name(m),
+                name(d)
+            );
         }
     }
     assert!(seen >= 10, "{seen} qualify and verify_runs files");
@@ -565,7 +570,9 @@ fn verify_runs_and_qualify_are_peers() {
             .iter()
             .filter(|(m, deps)| {
                 ["qualify", "verify_runs"].contains(&top_of(m).as_str())
-                    && deps.iter().any(|d| d.starts_with(&shared.map(String::from)))
+                    && deps
+                        .iter()
+                        .any(|d| d.starts_with(&shared.map(String::from)))
             })
             .map(|(m, _)| top_of(m))
             .collect::<BTreeSet<_>>();

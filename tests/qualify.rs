@@ -229,7 +229,7 @@ async fn qualify_then_retain_baseline_restores_and_readmits_it() {
     assert_eq!(env.entries("q-happy").len(), entries.len());
 
     // `infergate stop` retires it.
-    let out = status::stop("q-happy", Some(env.ledger.clone().into()), true)
+    let out = infergate::runtime::stop::stop("q-happy", Some(env.ledger.clone().into()), true)
         .await
         .unwrap();
     assert!(out.contains("retired baseline"), "{out}");

@@ -145,21 +145,13 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     };
     let mut o = qualify::run(&plan, &opts).await?;
     if a.then_stop && o.serving.is_some() {
-        retire_what_serves(&mut o, a.quiet).await?;
+        qualify::then_stop(&mut o, a.quiet).await?;
     }
-    // Read once: the exports and the rendering below show the same report.
-    let value = match &o.report {
-        Some(r) => {
-            let v = report::read_report_value(r)?;
-            super::exports::after_report(
-                &v,
-                a.junit.as_deref(),
-                &[("plan", &plan), ("report", r)],
-            )?;
-            Some(v)
-        }
-        None => None,
-    };
+    // Read once: the exports, the rendering and the exit code show one report.
+    let value = o.read_report()?;
+    if let (Some(v), Some(r)) = (&value, &o.report) {
+        super::exports::after_report(v, a.junit.as_deref(), &[("plan", &plan), ("report", r)])?;
+    }
     println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
     if let Some(f) = &o.failure {
         println!("  {f}");
@@ -193,37 +185,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             println!("{}", report::terminal(v, opts));
         }
     }
-    // 3: compared, but the evidence could not decide (more requests would).
-    let undecided = o.verdict == Verdict::NotQualified
-        && o.report
-            .as_ref()
-            .and_then(|r| report::read_report(r).ok())
-            .is_some_and(|r| report::exit_code(&r) == report::EXIT_INCONCLUSIVE);
-    Ok(ExitCode::from(match o.verdict {
-        Verdict::Qualified => 0,
-        Verdict::RolledBack if o.failure.is_none() => 0,
-        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
-        Verdict::NotQualified => 1,
-        _ => 2,
-    }))
-}
-
-/// `--then-stop`: retire what the qualification left serving, and say so
-/// in its report (rewritten, and recorded in the ledger as its latest).
-async fn retire_what_serves(o: &mut qualify::Outcome, quiet: bool) -> anyhow::Result<()> {
-    status::stop(&o.id, Some(o.ledger.clone()), quiet).await?;
-    o.serving = None;
-    if let Some(r) = &o.report {
-        let mut rep: report::Report = serde_json::from_value(report::read_report_value(r)?)?;
-        let note = format!(
-            "{}; then retired (--then-stop), nothing serving",
-            rep.promotion
-        );
-        rep.set_promotion(note);
-        report::write_report_atomic(r, &rep)?;
-        Ledger::connect_existing(&o.ledger)?.record_report(&o.id, r, "then-stop")?;
-    }
-    Ok(())
+    Ok(ExitCode::from(o.exit_code(value.as_ref())?))
 }
 
 fn verdict_text(v: &Verdict) -> &'static str {
@@ -280,7 +242,7 @@ pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
 pub async fn main_stop(a: StopArgs) -> anyhow::Result<ExitCode> {
     print!(
         "{}",
-        status::stop(&a.id, location(a.ledger)?, a.quiet).await?
+        infergate::runtime::stop::stop(&a.id, location(a.ledger)?, a.quiet).await?
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -217,3 +217,25 @@ pub(super) fn finished_outcome(
         spent: spent_in(entries),
     })
 }
+
+/// `--then-stop`: retire what the qualification left serving, and say so in
+/// its report (rewritten, and recorded in the ledger as its latest).
+pub async fn then_stop(o: &mut Outcome, quiet: bool) -> Result<()> {
+    crate::runtime::stop::stop(&o.id, Some(o.ledger.clone()), quiet).await?;
+    o.serving = None;
+    if let Some(r) = &o.report {
+        let mut rep: Report = serde_json::from_value(report::read_report_value(r)?)?;
+        let note = format!(
+            "{}; then retired (--then-stop), nothing serving",
+            rep.promotion
+        );
+        rep.set_promotion(note);
+        report::write_report_atomic(r, &rep)?;
+        crate::runtime::ledger::Ledger::connect_existing(&o.ledger)?.record_report(
+            &o.id,
+            r,
+            "then-stop",
+        )?;
+    }
+    Ok(())
+}

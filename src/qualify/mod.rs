@@ -63,6 +63,7 @@ pub use crate::runtime::state::{
     PLAN_COPY, QUALIFICATION_FILE, QUALIFICATION_SCHEMA, QualificationFile, REPORT_FILE,
     decision_in, interleaved_dir, pass_dir, side_artifact, turnover_dir,
 };
+pub use finish::then_stop;
 pub use outcome::{Options, Outcome, Verdict};
 pub use progress::spent_in;
 pub use workdir::{absolute, new_id};

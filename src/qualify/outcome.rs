@@ -3,10 +3,12 @@
 
 use std::path::PathBuf;
 
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::driver::handle::Handle;
-use crate::report::DecisionAction;
+use crate::report::{self, DecisionAction};
 use crate::runtime::ledger::Location;
 
 #[derive(Debug, Clone, Default)]
@@ -56,6 +58,38 @@ pub struct Outcome {
     pub spent: Option<String>,
 }
 
+impl Outcome {
+    /// The report as written, read once: what the exports, the rendering and
+    /// the exit code all show. None when the qualification compared nothing.
+    pub fn read_report(&self) -> Result<Option<Value>> {
+        self.report
+            .as_ref()
+            .map(|r| report::read_report_value(r).map_err(anyhow::Error::from))
+            .transpose()
+    }
+
+    /// The process's exit code: 0 qualified (or rolled back as asked), 1 not
+    /// qualified, 3 compared but the evidence could not decide (more
+    /// requests would), 2 failed or refused. `report` is [`Self::read_report`]'s.
+    pub fn exit_code(&self, report: Option<&Value>) -> Result<u8> {
+        let undecided = match (&self.verdict, report) {
+            (Verdict::NotQualified, Some(v)) => {
+                let r: report::Report = serde_json::from_value(v.clone())
+                    .with_context(|| format!("reading the report of {}", self.id))?;
+                report::exit_code(&r) == report::EXIT_INCONCLUSIVE
+            }
+            _ => false,
+        };
+        Ok(match self.verdict {
+            Verdict::Qualified => 0,
+            Verdict::RolledBack if self.failure.is_none() => 0,
+            Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
+            Verdict::NotQualified => 1,
+            _ => 2,
+        })
+    }
+}
+
 /// A pass that could not finish.
 #[derive(Debug)]
 pub(super) struct PassFailure {
@@ -99,5 +133,53 @@ pub(super) enum StepEnd {
 impl From<anyhow::Error> for StepEnd {
     fn from(e: anyhow::Error) -> StepEnd {
         StepEnd::Unrecorded(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(verdict: Verdict) -> Outcome {
+        Outcome {
+            id: "q".into(),
+            out_dir: PathBuf::from("/q"),
+            ledger: Location::Sqlite(PathBuf::from("/l.sqlite")),
+            verdict,
+            report: None,
+            failure: None,
+            decision: DecisionAction::Pending,
+            serving: None,
+            spent: None,
+        }
+    }
+
+    /// The exit code comes from the verdict and, when not qualified, from the
+    /// report read once; a report that does not read is an error, never a
+    /// quiet "not qualified".
+    #[test]
+    fn the_exit_code_reads_the_report_it_is_given_and_refuses_one_that_does_not_read() {
+        assert_eq!(outcome(Verdict::Qualified).exit_code(None).unwrap(), 0);
+        assert_eq!(outcome(Verdict::RolledBack).exit_code(None).unwrap(), 0);
+        assert_eq!(outcome(Verdict::Refused).exit_code(None).unwrap(), 2);
+        assert_eq!(outcome(Verdict::Failed).exit_code(None).unwrap(), 2);
+        let not = outcome(Verdict::NotQualified);
+        let seed: Value = serde_json::from_str(include_str!(
+            "../../tests/data/runtime-profile-comparison.example.json"
+        ))
+        .unwrap();
+        let typed: report::Report = serde_json::from_value(seed.clone()).unwrap();
+        let expected = match report::exit_code(&typed) {
+            report::EXIT_INCONCLUSIVE => report::EXIT_INCONCLUSIVE,
+            _ => 1,
+        };
+        assert_eq!(not.exit_code(Some(&seed)).unwrap(), expected);
+        let e = not
+            .exit_code(Some(&serde_json::json!({"schema": 3})))
+            .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("reading the report of q"),
+            "{e:#}"
+        );
     }
 }

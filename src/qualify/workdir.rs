@@ -231,6 +231,14 @@ pub fn absolute(p: &Path) -> Result<PathBuf> {
     }
 }
 
+/// Both sides' interleaved blocks, as their directories under `out_dir` hold them.
+pub(super) fn recover_blocks(out_dir: &Path) -> Result<Blocks> {
+    Blocks::recover(
+        &interleaved_dir(out_dir, BASELINE),
+        &interleaved_dir(out_dir, CANDIDATE),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,12 +292,4 @@ mod tests {
             Path::new("/o/candidate-2")
         );
     }
-}
-
-/// Both sides' interleaved blocks, as their directories under `out_dir` hold them.
-pub(super) fn recover_blocks(out_dir: &Path) -> Result<Blocks> {
-    Blocks::recover(
-        &interleaved_dir(out_dir, BASELINE),
-        &interleaved_dir(out_dir, CANDIDATE),
-    )
 }

@@ -3,7 +3,7 @@
 //! decision carried out (`promotion`), the plan's hooks run (`hook`,
 //! `notify`), and every step recorded in the ledger (`ledger`) through one
 //! logger (`ctx`), with the qualification directory's files and lock
-//! (`state`). A started runtime as the ledger records it, its handle, is
+//! (`state`), and what a qualification left running stopped (`stop`). A started runtime as the ledger records it, its handle, is
 //! the drivers' ([`crate::driver::handle`]).
 //!
 //! Nothing here imports `qualify` or `decision` (`tests/layout.rs` holds it).
@@ -16,3 +16,4 @@ pub mod notify;
 pub mod promotion;
 pub mod readmit;
 pub mod state;
+pub mod stop;
