@@ -153,41 +153,12 @@ pub fn hostname() -> String {
 
 pub use infergate_report::digest::sha256_hex;
 
-/// How many times this process has read each input file through
-/// [`read_input`] (and each journal, through [`count_read`]). A
-/// qualification reads its suite and its gate policy once and hands the
-/// typed values to every step, and pools its blocks in memory;
-/// `tests/qualify.rs` holds it to that through this count (a few map
-/// updates per run: negligible).
-static INPUT_READS: std::sync::Mutex<std::collections::BTreeMap<std::path::PathBuf, usize>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// Read an input file (suite, gate policy) as text, counting the read.
+/// Read an input file (suite, gate policy) as text.
 pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
-    count_read(path);
+    #[cfg(feature = "read-counts")]
+    crate::read_counts::count(path);
     String::from_utf8(crate::report::read_regular(path)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
-/// Count one read of `path`, for [`input_reads`].
-pub fn count_read(path: &std::path::Path) {
-    INPUT_READS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry(path.to_path_buf())
-        .and_modify(|n| *n += 1)
-        .or_insert(1);
-}
-
-/// How many times `path` (as given) has been read through [`read_input`]
-/// or counted by [`count_read`] in this process.
-pub fn input_reads(path: &std::path::Path) -> usize {
-    INPUT_READS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(path)
-        .copied()
-        .unwrap_or(0)
 }
 
 /// `command` as a path (contains a slash) or looked up on PATH.

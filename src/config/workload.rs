@@ -245,12 +245,6 @@ impl WorkloadSpec {
         }
     }
 
-    /// Does the workload mean requests to share prompt prefixes (so the
-    /// server's cache serving them is the point, not a flaw)?
-    pub fn shares_prefixes(&self) -> bool {
-        !matches!(self, WorkloadSpec::Spread { .. })
-    }
-
     /// The dataset file it reads, if any.
     pub fn path(&self) -> Option<&std::path::Path> {
         match self {

@@ -425,11 +425,6 @@ impl RunningEngine {
     pub fn log_tail(&self, lines: usize) -> String {
         self.process.log_tail(lines)
     }
-
-    /// True while the server process has not exited.
-    pub fn is_running(&mut self) -> bool {
-        self.process.try_exit_status().is_none()
-    }
 }
 
 /// Start `profile` from the cached installation ([`EngineInstall::locate`]),

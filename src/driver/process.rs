@@ -107,11 +107,6 @@ impl ManagedProcess {
         self.exit
     }
 
-    /// This run's output so far (lossy UTF-8).
-    pub fn log_text(&self) -> io::Result<String> {
-        self.log.text()
-    }
-
     /// The last `lines` lines of this run's output, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         self.log.tail(lines)

@@ -85,11 +85,6 @@ impl RunLog {
         &self.command_line
     }
 
-    /// This run's output so far (lossy UTF-8).
-    pub(super) fn text(&self) -> io::Result<String> {
-        self.text_from(self.start)
-    }
-
     fn text_from(&self, offset: u64) -> io::Result<String> {
         let mut f = File::open(&self.path)?;
         f.seek(SeekFrom::Start(offset))?;

@@ -99,7 +99,8 @@ pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Line)> + '_ {
 /// Read every record. A line that does not parse is an error naming the file and
 /// line; a torn last line (no newline, as left by a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
-    crate::util::count_read(path);
+    #[cfg(feature = "read-counts")]
+    crate::read_counts::count(path);
     let bytes =
         std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
     let mut out = Vec::new();

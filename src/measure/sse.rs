@@ -30,13 +30,6 @@ pub struct Event<'a> {
     pub retry: Option<u64>,
 }
 
-impl Event<'_> {
-    /// `data` as text, when it is valid UTF-8.
-    pub fn data_str(&self) -> Result<&str, std::str::Utf8Error> {
-        std::str::from_utf8(self.data)
-    }
-}
-
 impl fmt::Debug for Event<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Event")
