@@ -1,11 +1,13 @@
 //! Runtime drivers: start a runtime profile and tell when it is ready.
 //! [`external`] (a URL someone else runs), [`process`] and [`detached`]
 //! (local processes, [`spec`] their command), [`container`] (Docker, by
-//! image digest; [`gpu`] the host GPUs it gets), and the bundled reference
+//! image digest, through the Engine API client [`docker`]; [`gpu`] the host
+//! GPUs it gets), and the bundled reference
 //! [`engine`]. [`handle`]: a started runtime as the ledger records it, to
 //! check or stop it later.
 pub mod container;
 pub mod detached;
+pub mod docker;
 pub mod engine;
 pub mod external;
 pub mod gpu;

@@ -143,7 +143,8 @@ pub struct RequestRecord {
     pub detail: Option<String>,
 }
 
-/// Derived per-request metrics, DESIGN.md definitions.
+/// Derived per-request metrics, as `docs/metrics.md` ("One streamed
+/// request") defines them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DerivedMetrics {
     pub ttft_ms: Option<f64>,

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::config::dataset::{Dataset, Message};
 use crate::config::suite::CellSpec;
-use crate::config::workload::{History, WorkloadSpec};
+use crate::config::workload::{Distribution, History, WorkloadSpec};
 use crate::measure::workload::{
     INSTRUCTION, Probe, SizedBody, cell_seed, push_filler, unique_prefix, user_content,
 };
@@ -142,59 +142,15 @@ impl Source {
 
     /// Request `index` of the cell.
     pub fn plan(&self, index: usize) -> Planned {
-        let cell = &self.cell;
         match self.spec() {
             WorkloadSpec::Spread {
                 prompt_tokens,
                 max_tokens,
-            } => {
-                let draw = |d: &crate::config::workload::Distribution, field: u64| {
-                    let s = self.seed(&[index as u64, field]);
-                    d.draw(unit(s), unit(splitmix(s)))
-                };
-                let target = draw(prompt_tokens, 1);
-                let body_tokens = target as i64 - self.overhead as i64 - self.adjust();
-                let content = user_content(
-                    &unique_prefix(&self.nonce, &cell.name, &index.to_string()),
-                    &self.text(body_tokens, self.seed(&[index as u64, 3])),
-                );
-                Planned {
-                    messages: json!([{"role": "user", "content": content}]),
-                    max_tokens: max_tokens.map_or(cell.max_tokens, |d| draw(&d, 2)),
-                    target_prompt_tokens: Some(target),
-                    turn: None,
-                    unique: true,
-                }
-            }
+            } => self.spread_request(index, prompt_tokens, max_tokens.as_ref()),
             WorkloadSpec::SharedPrefix {
                 groups,
                 prefix_tokens,
-            } => {
-                let g = (index % *groups as usize) as u64;
-                let system = format!(
-                    "{}\n{}",
-                    self.tag(&format!("group {g}")),
-                    self.text(*prefix_tokens as i64, self.seed(&[u64::MAX, g]))
-                );
-                let rest = cell.prompt_tokens as i64
-                    - *prefix_tokens as i64
-                    - self.overhead as i64
-                    - self.adjust();
-                let user = user_content(
-                    &unique_prefix(&self.nonce, &cell.name, &index.to_string()),
-                    &self.text(rest, self.seed(&[index as u64])),
-                );
-                Planned {
-                    messages: json!([
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": user},
-                    ]),
-                    max_tokens: cell.max_tokens,
-                    target_prompt_tokens: Some(cell.prompt_tokens),
-                    turn: None,
-                    unique: false,
-                }
-            }
+            } => self.shared_prefix_request(index, *groups, *prefix_tokens),
             WorkloadSpec::Conversation {
                 turns,
                 turn_tokens,
@@ -203,53 +159,119 @@ impl Source {
                 ..
             } => self.conversation_turn(index, *turns, *turn_tokens, *answer_tokens, *history),
             WorkloadSpec::Sharegpt { turns, .. } => self.sharegpt_turn(index, *turns),
-            WorkloadSpec::Openai { .. } => {
-                let Some(Dataset::Requests(r)) = cell.dataset.as_deref() else {
-                    unreachable!("Suite::load reads an openai cell's dataset")
-                };
-                let req = &r[index % r.len()];
-                Planned {
-                    messages: self.tagged(None, &req.messages),
-                    max_tokens: req
-                        .max_tokens
-                        .map_or(cell.max_tokens, |m| m.min(cell.max_tokens)),
-                    target_prompt_tokens: None,
-                    turn: None,
-                    unique: false,
-                }
+            WorkloadSpec::Openai { .. } => self.openai_request(index),
+            WorkloadSpec::Trace { block_tokens, .. } => self.trace_request(index, *block_tokens),
+        }
+    }
+
+    /// `spread`: a unique prompt and an output cap, each drawn from its
+    /// distribution by the request's own seed.
+    fn spread_request(
+        &self,
+        index: usize,
+        prompt_tokens: &Distribution,
+        max_tokens: Option<&Distribution>,
+    ) -> Planned {
+        let cell = &self.cell;
+        let draw = |d: &Distribution, field: u64| {
+            let s = self.seed(&[index as u64, field]);
+            d.draw(unit(s), unit(splitmix(s)))
+        };
+        let target = draw(prompt_tokens, 1);
+        let body_tokens = target as i64 - self.overhead as i64 - self.adjust();
+        let content = user_content(
+            &unique_prefix(&self.nonce, &cell.name, &index.to_string()),
+            &self.text(body_tokens, self.seed(&[index as u64, 3])),
+        );
+        Planned {
+            messages: json!([{"role": "user", "content": content}]),
+            max_tokens: max_tokens.map_or(cell.max_tokens, |d| draw(d, 2)),
+            target_prompt_tokens: Some(target),
+            turn: None,
+            unique: true,
+        }
+    }
+
+    /// `shared_prefix`: the group's system prompt (the same for every
+    /// request of the group), then a unique user message.
+    fn shared_prefix_request(&self, index: usize, groups: u32, prefix_tokens: u64) -> Planned {
+        let cell = &self.cell;
+        let g = (index % groups as usize) as u64;
+        let system = format!(
+            "{}\n{}",
+            self.tag(&format!("group {g}")),
+            self.text(prefix_tokens as i64, self.seed(&[u64::MAX, g]))
+        );
+        let rest =
+            cell.prompt_tokens as i64 - prefix_tokens as i64 - self.overhead as i64 - self.adjust();
+        let user = user_content(
+            &unique_prefix(&self.nonce, &cell.name, &index.to_string()),
+            &self.text(rest, self.seed(&[index as u64])),
+        );
+        Planned {
+            messages: json!([
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ]),
+            max_tokens: cell.max_tokens,
+            target_prompt_tokens: Some(cell.prompt_tokens),
+            turn: None,
+            unique: false,
+        }
+    }
+
+    /// `openai`: the dataset's request lines in turn, tagged, their output
+    /// cap within the cell's.
+    fn openai_request(&self, index: usize) -> Planned {
+        let cell = &self.cell;
+        let Some(Dataset::Requests(r)) = cell.dataset.as_deref() else {
+            unreachable!("Suite::load reads an openai cell's dataset")
+        };
+        let req = &r[index % r.len()];
+        Planned {
+            messages: self.tagged(None, &req.messages),
+            max_tokens: req
+                .max_tokens
+                .map_or(cell.max_tokens, |m| m.min(cell.max_tokens)),
+            target_prompt_tokens: None,
+            turn: None,
+            unique: false,
+        }
+    }
+
+    /// `trace`: the trace line's input length as blocks of filler, a block
+    /// with a hash id the same text wherever that id appears.
+    fn trace_request(&self, index: usize, block_tokens: u64) -> Planned {
+        let cell = &self.cell;
+        let Some(Dataset::Trace(t)) = cell.dataset.as_deref() else {
+            unreachable!("Suite::load reads a trace cell's dataset")
+        };
+        let e = &t[index % t.len()];
+        let b = block_tokens;
+        let blocks = e.input_length.div_ceil(b);
+        let mut content = self.tag("trace");
+        for j in 0..blocks {
+            let mut tokens = b.min(e.input_length - j * b) as i64;
+            if j + 1 == blocks {
+                tokens -= self.overhead as i64;
             }
-            WorkloadSpec::Trace { block_tokens, .. } => {
-                let Some(Dataset::Trace(t)) = cell.dataset.as_deref() else {
-                    unreachable!("Suite::load reads a trace cell's dataset")
-                };
-                let e = &t[index % t.len()];
-                let b = *block_tokens;
-                let blocks = e.input_length.div_ceil(b);
-                let mut content = self.tag("trace");
-                for j in 0..blocks {
-                    let mut tokens = b.min(e.input_length - j * b) as i64;
-                    if j + 1 == blocks {
-                        tokens -= self.overhead as i64;
-                    }
-                    // A block with a hash id is the same text wherever that
-                    // id appears: the trace's prefix sharing, reproduced.
-                    let seed = match e.hash_ids.get(j as usize) {
-                        Some(h) => self.seed(&[u64::MAX - 1, *h]),
-                        None => self.seed(&[index as u64, j]),
-                    };
-                    content.push('\n');
-                    push_filler(&mut content, self.words(tokens), seed);
-                }
-                content.push_str("\n\n");
-                content.push_str(INSTRUCTION);
-                Planned {
-                    messages: json!([{"role": "user", "content": content}]),
-                    max_tokens: e.output_length.min(cell.max_tokens),
-                    target_prompt_tokens: Some(e.input_length),
-                    turn: None,
-                    unique: false,
-                }
-            }
+            // A block with a hash id is the same text wherever that
+            // id appears: the trace's prefix sharing, reproduced.
+            let seed = match e.hash_ids.get(j as usize) {
+                Some(h) => self.seed(&[u64::MAX - 1, *h]),
+                None => self.seed(&[index as u64, j]),
+            };
+            content.push('\n');
+            push_filler(&mut content, self.words(tokens), seed);
+        }
+        content.push_str("\n\n");
+        content.push_str(INSTRUCTION);
+        Planned {
+            messages: json!([{"role": "user", "content": content}]),
+            max_tokens: e.output_length.min(cell.max_tokens),
+            target_prompt_tokens: Some(e.input_length),
+            turn: None,
+            unique: false,
         }
     }
 

@@ -16,9 +16,10 @@ use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
 use crate::measure::interleave::{self, CellLayout, StopReason};
 use crate::measure::pool::Blocks;
-use crate::report::design::{self, Plan, Recorded};
+use crate::report::design::{self, Clock, Plan, Recorded};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Status};
+use crate::stats::GateOutcome;
 
 /// Rounds of interleaved blocks, a look after each, until the performance
 /// gate resolves or the plan's budget is spent: (rounds done, why it stopped).
@@ -37,10 +38,6 @@ pub(super) async fn adaptive_rounds(
         runtime,
         error,
     };
-    let logged = |step: &str, status, detail| {
-        ctx.log(step, None, status, detail)
-            .map_err(|e| fail("ledger", BASELINE, e))
-    };
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
     let mut done = rounds_done(entries);
@@ -52,12 +49,7 @@ pub(super) async fn adaptive_rounds(
     // Round time is measured in this invocation (a resume brings up its runtimes again).
     let (start_rounds, start_minutes) = (done, minutes());
     if done == 0 {
-        ctx.say(&format!(
-            "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look",
-            budget.max_requests,
-            budget.max_minutes,
-            budget.looks_by.as_str()
-        ));
+        say_budget(ctx, max_rounds);
     }
     while stop.is_none() {
         for b in interleave::round_schedule(cells, done) {
@@ -69,70 +61,137 @@ pub(super) async fn adaptive_rounds(
         let round_minutes = (done > start_rounds)
             .then(|| (now_minutes - start_minutes) / (done - start_rounds) as f64);
         let clock = (now_minutes, budget.max_minutes, round_minutes);
-        let blocks_now = interleave::blocks_after(cells, done);
-        if budget.looks_by == LooksBy::Design && blocks_now >= design::DESIGN_FIRST_BLOCKS {
-            // This look's fraction by the rounds its own spread says the
-            // design needs: a probe at the full levels (the spread does
-            // not depend on them), never recorded. A quiet host's first
-            // look can then spend all its error and decide.
-            let probe =
-                compare_interleaved(ctx, &suite.suite, cells, blocks, Some(&plan.probe(done)))
-                    .map_err(|e| fail("compare", "adaptive round", e))?;
-            plan.replan(done, blocks_now, &probe);
-        }
-        let look = plan.next(done, clock);
-        let (before, fraction) = look.fraction().unwrap_or_default();
-        let pass_fraction = look.pass_fractions().and_then(|h| h.last().copied());
-        let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(&look))
+        let mut round = look(ctx, suite, cells, blocks, &mut plan, done, clock)
             .map_err(|e| fail("compare", "adaptive round", e))?;
-        let outcome = report.performance_outcome;
-        let why = interleave::stop_after(
+        round.why = interleave::stop_after(
             done,
             max_rounds,
             now_minutes,
             budget.max_minutes,
             plan.design_rounds(),
-            outcome,
+            round.outcome,
         );
-        let per_cell: serde_json::Map<String, serde_json::Value> = cells
-            .iter()
-            .map(|c| {
-                (
-                    c.name.clone(),
-                    json!(interleave::adaptive_requests(c, done)),
-                )
-            })
-            .collect();
-        logged(
-            "round",
-            Status::Ok,
-            json!({
-                "round": done,
-                "looks": max_rounds,
-                "information_fraction": fraction,
-                "previous_information_fraction": before,
-                "design_rounds": plan.design_rounds(),
-                PASS_FRACTION: pass_fraction,
-                "pass_design_rounds": plan.pass_design_rounds(),
-                "performance_outcome": outcome.map(|o| o.as_str()),
-                "requests_per_side": per_cell,
-                "minutes": minutes(),
-                "stop": why.map(StopReason::as_str),
-            }),
-        )?;
-        ctx.say(&format!(
-            "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
-            plan.design_rounds().map_or(String::new(), |d| format!(
-                ", the design needs {d} rounds{}",
-                plan.pass_design_rounds()
-                    .map_or(String::new(), |p| format!(" ({p} to pass)"))
-            )),
-            outcome.map_or("not decided by this compare", |o| o.as_str()),
-            why.map_or("another round", StopReason::as_str)
-        ));
-        stop = why.map(|w| w.as_str().to_string());
+        record_round(ctx, cells, &plan, &round, max_rounds, minutes())
+            .map_err(|e| fail("ledger", BASELINE, e))?;
+        stop = round.why.map(|w| w.as_str().to_string());
     }
     Ok((done, stop))
+}
+
+/// A fresh adaptive pass says what it may spend and how it looks.
+fn say_budget(ctx: &Ctx<'_>, max_rounds: usize) {
+    let budget = ctx.plan.adaptive;
+    ctx.say(&format!(
+        "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look",
+        budget.max_requests,
+        budget.max_minutes,
+        budget.looks_by.as_str()
+    ));
+}
+
+/// What the look after one round found, and why the rounds stop there (if they do).
+struct Round {
+    /// Rounds done, this one included.
+    done: usize,
+    /// The information fraction of the look before, and of this one.
+    before: f64,
+    fraction: f64,
+    pass_fraction: Option<f64>,
+    outcome: Option<GateOutcome>,
+    why: Option<StopReason>,
+}
+
+/// The look after round `done`: the next look of `plan` (replanned first
+/// when its looks are by design and enough blocks are in), and the
+/// comparison at it.
+fn look(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    cells: &[CellLayout],
+    blocks: &Blocks,
+    plan: &mut Plan,
+    done: usize,
+    clock: Clock,
+) -> anyhow::Result<Round> {
+    let blocks_now = interleave::blocks_after(cells, done);
+    if ctx.plan.adaptive.looks_by == LooksBy::Design && blocks_now >= design::DESIGN_FIRST_BLOCKS {
+        // This look's fraction by the rounds its own spread says the
+        // design needs: a probe at the full levels (the spread does
+        // not depend on them), never recorded. A quiet host's first
+        // look can then spend all its error and decide.
+        let probe = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(&plan.probe(done)))?;
+        plan.replan(done, blocks_now, &probe);
+    }
+    let look = plan.next(done, clock);
+    let (before, fraction) = look.fraction().unwrap_or_default();
+    let pass_fraction = look.pass_fractions().and_then(|h| h.last().copied());
+    let report = compare_interleaved(ctx, &suite.suite, cells, blocks, Some(&look))?;
+    Ok(Round {
+        done,
+        before,
+        fraction,
+        pass_fraction,
+        outcome: report.performance_outcome,
+        why: None,
+    })
+}
+
+/// The round in the ledger (what a resume continues from) and one line
+/// saying it.
+fn record_round(
+    ctx: &Ctx<'_>,
+    cells: &[CellLayout],
+    plan: &Plan,
+    round: &Round,
+    max_rounds: usize,
+    minutes: f64,
+) -> anyhow::Result<()> {
+    let Round {
+        done,
+        before,
+        fraction,
+        pass_fraction,
+        outcome,
+        why,
+    } = *round;
+    let per_cell: serde_json::Map<String, serde_json::Value> = cells
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                json!(interleave::adaptive_requests(c, done)),
+            )
+        })
+        .collect();
+    ctx.log(
+        "round",
+        None,
+        Status::Ok,
+        json!({
+            "round": done,
+            "looks": max_rounds,
+            "information_fraction": fraction,
+            "previous_information_fraction": before,
+            "design_rounds": plan.design_rounds(),
+            PASS_FRACTION: pass_fraction,
+            "pass_design_rounds": plan.pass_design_rounds(),
+            "performance_outcome": outcome.map(|o| o.as_str()),
+            "requests_per_side": per_cell,
+            "minutes": minutes,
+            "stop": why.map(StopReason::as_str),
+        }),
+    )?;
+    ctx.say(&format!(
+        "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
+        plan.design_rounds().map_or(String::new(), |d| format!(
+            ", the design needs {d} rounds{}",
+            plan.pass_design_rounds()
+                .map_or(String::new(), |p| format!(" ({p} to pass)"))
+        )),
+        outcome.map_or("not decided by this compare", |o| o.as_str()),
+        why.map_or("another round", StopReason::as_str)
+    ));
+    Ok(())
 }
 
 /// A resumed run's rounds must be cut as this infergate cuts them: its

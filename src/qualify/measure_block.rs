@@ -1,8 +1,10 @@
 //! One block of the interleaved schedule on one runtime, and a side's end
 //! (its turnover, then its `run` entry).
 
+use std::path::Path;
+
 use anyhow::anyhow;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::outcome::PassFailure;
 use super::progress::{block_finished, ok_entry, side_finished};
@@ -185,36 +187,11 @@ pub(super) async fn finish_side(
         Status::Started,
         json!({"schedule": "interleaved", "dir": dir, "turnover_dir": turnover.then_some(&tdir)}),
     )?;
-    let mut turnover_runs = 0;
-    if turnover {
-        ctx.say(&format!("{label}: turnover runs"));
-        let opts = RunOptions {
-            target: up.get(label).handle.base_url().to_string(),
-            api_key_env: rt.api_key_env.clone(),
-            suite: ctx.plan.suite.clone(),
-            out_dir: tdir.clone(),
-            runtime_label: Some(label.to_string()),
-            image: image_label(rt),
-            only_cells: Vec::new(),
-            resume: tdir.join(JOURNAL_FILE).exists(),
-            timeouts: ctx.plan.timeouts.clone(),
-            skip_turnover: false,
-            quiet: ctx.quiet,
-            tokenizer: None,
-            part: RunPart::TurnoverOnly,
-            scrape: ScrapeOptions::none(),
-        };
-        match up.run(ctx, label, &opts, suite, None).await {
-            Ok(m) => turnover_runs = m.artifact.turnover.len(),
-            Err((who, e)) => {
-                log(
-                    Status::Failed,
-                    json!({"schedule": "interleaved", "dir": tdir, "error": format!("{e:#}"), "log": up.get(who).handle.log()}),
-                )?;
-                return Err(fail("run", who, e));
-            }
-        }
-    }
+    let turnover_runs = if turnover {
+        side_turnover(ctx, suite, label, rt, up, &tdir, &log).await?
+    } else {
+        0
+    };
     let art = blocks
         .side(label)
         .last
@@ -246,4 +223,49 @@ pub(super) async fn finish_side(
             "turnover_runs": turnover_runs,
         }),
     )
+}
+
+/// The side's turnover runs, in their own directory (resumed when its
+/// journal is there): how many ran. A failure is logged as the side's
+/// `run` entry failing.
+async fn side_turnover(
+    ctx: &Ctx<'_>,
+    suite: &LoadedSuite,
+    label: &'static str,
+    rt: &Runtime,
+    up: &Up,
+    tdir: &Path,
+    log: &dyn Fn(Status, Value) -> Result<(), PassFailure>,
+) -> Result<usize, PassFailure> {
+    ctx.say(&format!("{label}: turnover runs"));
+    let opts = RunOptions {
+        target: up.get(label).handle.base_url().to_string(),
+        api_key_env: rt.api_key_env.clone(),
+        suite: ctx.plan.suite.clone(),
+        out_dir: tdir.to_path_buf(),
+        runtime_label: Some(label.to_string()),
+        image: image_label(rt),
+        only_cells: Vec::new(),
+        resume: tdir.join(JOURNAL_FILE).exists(),
+        timeouts: ctx.plan.timeouts.clone(),
+        skip_turnover: false,
+        quiet: ctx.quiet,
+        tokenizer: None,
+        part: RunPart::TurnoverOnly,
+        scrape: ScrapeOptions::none(),
+    };
+    match up.run(ctx, label, &opts, suite, None).await {
+        Ok(m) => Ok(m.artifact.turnover.len()),
+        Err((who, e)) => {
+            log(
+                Status::Failed,
+                json!({"schedule": "interleaved", "dir": tdir, "error": format!("{e:#}"), "log": up.get(who).handle.log()}),
+            )?;
+            Err(PassFailure {
+                step: "run",
+                runtime: who,
+                error: e,
+            })
+        }
+    }
 }

@@ -11,9 +11,12 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use crate::config::plan::{BASELINE, Driver, Gpus, Plan, ProcessDriver, Runtime};
-use crate::driver::container::{self, Docker};
+use crate::config::plan::{
+    BASELINE, CommandSpec, ContainerDriver, Driver, Gpus, Plan, ProcessDriver, Runtime,
+};
+use crate::driver::container;
 use crate::driver::detached::DetachedProcess;
+use crate::driver::docker::Docker;
 use crate::driver::engine::{self, EngineInstall, EngineProfile};
 use crate::driver::external;
 use crate::driver::gpu;
@@ -210,6 +213,7 @@ fn gpu_record(smi: Option<&Path>, gpus: &Gpus) -> Value {
     }
 }
 
+/// Start `rt` through its driver and wait until it is ready.
 async fn start_inner(
     ctx: &Ctx<'_>,
     rt: &Runtime,
@@ -229,82 +233,109 @@ async fn start_inner(
         Driver::Process(ProcessDriver::Engine {
             profile,
             profiles_file,
-        }) => {
-            let install = EngineInstall::locate()?;
-            let p = engine_profile(profile, profiles_file.as_deref())?;
-            let script = engine::write_serve_script(&ctx.log_dir())?;
-            let spec = install.process_spec(&p, &script, &log_path)?;
-            let mut proc = DetachedProcess::spawn(&spec)?;
-            let ready = async {
-                let line = proc
-                    .wait_for_line(
-                        &engine::ready_needle(proc.identity().pid.unsigned_abs()),
-                        rt.ready_timeout,
-                    )
-                    .await?;
-                let base_url = engine::parse_ready_line(&line)?;
-                proc.wait_for_http_ok(&format!("{base_url}/health"), rt.ready_timeout)
-                    .await?;
-                Ok::<_, anyhow::Error>(base_url)
-            }
-            .await;
-            finish_process(proc, ready, rt)
-        }
-        Driver::Process(ProcessDriver::Command(c)) => {
-            let program =
-                which(&c.command).with_context(|| format!("command {:?} not found", c.command))?;
-            let mut spec = ProcessSpec::new(program, &log_path).args(&c.args);
-            for (k, v) in &c.env {
-                spec = spec.env(k, v);
-            }
-            spec.current_dir = c.cwd.clone();
-            let mut proc = DetachedProcess::spawn(&spec)?;
-            let ready = proc
-                .wait_for_http_ok(&c.health_url, rt.ready_timeout)
-                .await
-                .map(|_| c.base_url.clone());
-            finish_process(proc, ready, rt)
-        }
-        Driver::Container(c) => {
-            // Resolved again here, not trusted from preflight: the image could have been removed since.
-            let image_id = container::resolve_image(&ctx.docker, &c.image)
-                .await?
-                .with_context(|| format!("image {} is no longer present locally", c.image))?;
-            let name = container::container_name(&["infergate", ctx.qualification, &rt.label, tag]);
-            // A container of that name left by an interrupted run would block the create.
-            if ctx.docker.inspect(&name).await?.is_some() {
-                ctx.docker.remove(&name).await?;
-            }
-            let labels: BTreeMap<String, String> = [
-                (
-                    "infergate.qualification".to_string(),
-                    ctx.qualification.to_string(),
-                ),
-                ("infergate.runtime".to_string(), rt.label.clone()),
-            ]
-            .into();
-            let running = container::start(
-                &ctx.docker,
-                c,
-                &name,
-                &image_id,
-                &labels,
+        }) => start_engine(ctx, rt, profile, profiles_file.as_deref(), &log_path).await,
+        Driver::Process(ProcessDriver::Command(c)) => start_command(rt, c, &log_path).await,
+        Driver::Container(c) => start_container(ctx, rt, c, tag, log_path).await,
+    }
+}
+
+/// The bundled engine with `profile`: ready once it prints its ready line
+/// and its `/health` answers.
+async fn start_engine(
+    ctx: &Ctx<'_>,
+    rt: &Runtime,
+    profile: &str,
+    profiles_file: Option<&Path>,
+    log_path: &Path,
+) -> Result<(Handle, Option<DetachedProcess>)> {
+    let install = EngineInstall::locate()?;
+    let p = engine_profile(profile, profiles_file)?;
+    let script = engine::write_serve_script(&ctx.log_dir())?;
+    let spec = install.process_spec(&p, &script, log_path)?;
+    let mut proc = DetachedProcess::spawn(&spec)?;
+    let ready = async {
+        let line = proc
+            .wait_for_line(
+                &engine::ready_needle(proc.identity().pid.unsigned_abs()),
                 rt.ready_timeout,
-                &log_path,
             )
             .await?;
-            Ok((
-                Handle::Container {
-                    base_url: running.base_url,
-                    id: running.id,
-                    name: running.name,
-                    image_id: running.image_id,
-                    log: log_path,
-                },
-                None,
-            ))
-        }
+        let base_url = engine::parse_ready_line(&line)?;
+        proc.wait_for_http_ok(&format!("{base_url}/health"), rt.ready_timeout)
+            .await?;
+        Ok::<_, anyhow::Error>(base_url)
     }
+    .await;
+    finish_process(proc, ready, rt)
+}
+
+/// A command of the plan: ready once its health URL answers.
+async fn start_command(
+    rt: &Runtime,
+    c: &CommandSpec,
+    log_path: &Path,
+) -> Result<(Handle, Option<DetachedProcess>)> {
+    let program =
+        which(&c.command).with_context(|| format!("command {:?} not found", c.command))?;
+    let mut spec = ProcessSpec::new(program, log_path).args(&c.args);
+    for (k, v) in &c.env {
+        spec = spec.env(k, v);
+    }
+    spec.current_dir = c.cwd.clone();
+    let mut proc = DetachedProcess::spawn(&spec)?;
+    let ready = proc
+        .wait_for_http_ok(&c.health_url, rt.ready_timeout)
+        .await
+        .map(|_| c.base_url.clone());
+    finish_process(proc, ready, rt)
+}
+
+/// A container of the image pinned by digest, named for the qualification,
+/// the runtime and `tag`.
+async fn start_container(
+    ctx: &Ctx<'_>,
+    rt: &Runtime,
+    c: &ContainerDriver,
+    tag: &str,
+    log_path: PathBuf,
+) -> Result<(Handle, Option<DetachedProcess>)> {
+    // Resolved again here, not trusted from preflight: the image could have been removed since.
+    let image_id = container::resolve_image(&ctx.docker, &c.image)
+        .await?
+        .with_context(|| format!("image {} is no longer present locally", c.image))?;
+    let name = container::container_name(&["infergate", ctx.qualification, &rt.label, tag]);
+    // A container of that name left by an interrupted run would block the create.
+    if ctx.docker.inspect(&name).await?.is_some() {
+        ctx.docker.remove(&name).await?;
+    }
+    let labels: BTreeMap<String, String> = [
+        (
+            "infergate.qualification".to_string(),
+            ctx.qualification.to_string(),
+        ),
+        ("infergate.runtime".to_string(), rt.label.clone()),
+    ]
+    .into();
+    let running = container::start(
+        &ctx.docker,
+        c,
+        &name,
+        &image_id,
+        &labels,
+        rt.ready_timeout,
+        &log_path,
+    )
+    .await?;
+    Ok((
+        Handle::Container {
+            base_url: running.base_url,
+            id: running.id,
+            name: running.name,
+            image_id: running.image_id,
+            log: log_path,
+        },
+        None,
+    ))
 }
 
 /// Turn a spawned process and its readiness into a handle, or stop it and fail.

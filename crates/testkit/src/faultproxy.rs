@@ -319,6 +319,8 @@ enum End {
     Reset,
 }
 
+/// Answer one request as its fault says: at once (`Status`), or through
+/// the upstream, its request or response changed on the way.
 async fn respond(
     sock: &mut TcpStream,
     shared: &Shared,
@@ -334,8 +336,41 @@ async fn respond(
         // would: the stream itself keeps its real timing.
         tokio::time::sleep(d).await;
     }
-    let mut req = req;
-    match event.fault {
+    let req = edit_request(req, event.fault)?;
+    let Some(mut resp) = ask_upstream(sock, shared, req, event).await? else {
+        return Ok(End::Close);
+    };
+    event.upstream_status = Some(resp.status().as_u16());
+    let head = response_head(&resp);
+
+    let end = match event.fault {
+        // Status was answered above; Delay waited before the upstream call.
+        Fault::Pass
+        | Fault::Status(_)
+        | Fault::Delay(_)
+        | Fault::CapMaxTokens(_)
+        | Fault::DropField(_) => {
+            sock.write_all(head.as_bytes()).await?;
+            while let Some(chunk) = resp.chunk().await? {
+                sock.write_all(&chunk).await?;
+            }
+            End::Close
+        }
+        Fault::SwapContent => swap_content(sock, shared, &mut resp, &head, event).await?,
+        // The rest act between the upstream stream's events.
+        fault => {
+            sock.write_all(head.as_bytes()).await?;
+            forward_events(sock, &mut resp, fault, event).await?
+        }
+    };
+    sock.flush().await?;
+    Ok(end)
+}
+
+/// The request as the faults that change it on its way leave it
+/// (`CapMaxTokens`, `DropField`); any other fault leaves it as sent.
+fn edit_request(mut req: Request, fault: Fault) -> Result<Request> {
+    match fault {
         Fault::CapMaxTokens(n) => {
             req.body = rewrite_body(&req.body, "CapMaxTokens", |v| {
                 let asked = v
@@ -354,6 +389,18 @@ async fn respond(
         }
         _ => {}
     }
+    Ok(req)
+}
+
+/// Send `req` upstream (its method, path, body, and the headers that
+/// matter). When the upstream cannot be reached the client gets a 502 and
+/// there is no response.
+async fn ask_upstream(
+    sock: &mut TcpStream,
+    shared: &Shared,
+    req: Request,
+    event: &mut ProxyEvent,
+) -> Result<Option<reqwest::Response>> {
     let method = reqwest::Method::from_bytes(req.method.as_bytes())
         .with_context(|| format!("method {:?}", req.method))?;
     let mut up = shared
@@ -364,71 +411,56 @@ async fn respond(
             up = up.header(k.as_str(), v.as_str());
         }
     }
-    let mut resp = match up.body(req.body).send().await {
-        Ok(r) => r,
+    match up.body(req.body).send().await {
+        Ok(r) => Ok(Some(r)),
         Err(e) => {
             event.note = Some(format!("upstream: {e}"));
             write_simple(sock, 502, &format!("fault proxy: upstream: {e}")).await?;
-            return Ok(End::Close);
+            Ok(None)
         }
-    };
-    event.upstream_status = Some(resp.status().as_u16());
-    let head = response_head(&resp);
+    }
+}
 
-    let end = match event.fault {
-        // Status was answered above; Delay waited before the upstream call.
-        Fault::Pass
-        | Fault::Status(_)
-        | Fault::Delay(_)
-        | Fault::CapMaxTokens(_)
-        | Fault::DropField(_) => {
-            sock.write_all(head.as_bytes()).await?;
-            while let Some(chunk) = resp.chunk().await? {
-                sock.write_all(&chunk).await?;
-            }
-            End::Close
+/// `SwapContent`: the whole upstream answer, its content deltas exchanged
+/// with a partner's; passed through, and said why, when it has none or
+/// finds no partner in time.
+async fn swap_content(
+    sock: &mut TcpStream,
+    shared: &Shared,
+    resp: &mut reqwest::Response,
+    head: &str,
+    event: &mut ProxyEvent,
+) -> Result<End> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            bail!("upstream body larger than {MAX_BODY_BYTES} bytes");
         }
-        Fault::SwapContent => {
-            let mut body = Vec::new();
-            while let Some(chunk) = resp.chunk().await? {
-                if body.len() + chunk.len() > MAX_BODY_BYTES {
-                    bail!("upstream body larger than {MAX_BODY_BYTES} bytes");
-                }
-                body.extend_from_slice(&chunk);
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let mine = content_deltas(&text);
+    let out = if mine.is_empty() {
+        event.note = Some("no content deltas (not an event stream?): passed through".into());
+        text
+    } else {
+        match shared.pair(event.seq, mine).await {
+            Some((partner, theirs)) => {
+                event.swapped_with = Some(partner);
+                replace_content(&text, &theirs)
             }
-            let text = String::from_utf8_lossy(&body).into_owned();
-            let mine = content_deltas(&text);
-            let out = if mine.is_empty() {
-                event.note =
-                    Some("no content deltas (not an event stream?): passed through".into());
+            None => {
+                event.note = Some(format!(
+                    "no partner within {:?}: passed through",
+                    shared.pair_timeout
+                ));
                 text
-            } else {
-                match shared.pair(event.seq, mine).await {
-                    Some((partner, theirs)) => {
-                        event.swapped_with = Some(partner);
-                        replace_content(&text, &theirs)
-                    }
-                    None => {
-                        event.note = Some(format!(
-                            "no partner within {:?}: passed through",
-                            shared.pair_timeout
-                        ));
-                        text
-                    }
-                }
-            };
-            sock.write_all(head.as_bytes()).await?;
-            sock.write_all(out.as_bytes()).await?;
-            End::Close
-        }
-        // The rest act between the upstream stream's events.
-        fault => {
-            sock.write_all(head.as_bytes()).await?;
-            forward_events(sock, &mut resp, fault, event).await?
+            }
         }
     };
-    sock.flush().await?;
-    Ok(end)
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(out.as_bytes()).await?;
+    Ok(End::Close)
 }
 
 /// Forward the upstream stream one SSE event at a time, applying `fault`.

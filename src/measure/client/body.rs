@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 
-/// A chat request body that streams and asks for usage, per DESIGN.md.
+/// A chat request body that streams and asks for usage
+/// (`stream_options.include_usage`: the server's own token counts).
 /// `messages` should be a JSON array of `{role, content}` objects; `extra`
 /// carries everything else (`model`, `cache_prompt`, `stop`, …). The fields
 /// set here win over `extra`, except that other `stream_options` keys survive.

@@ -117,7 +117,8 @@ mod tests {
 
     #[test]
     fn llama_cpp_chat_shape() {
-        // As llama.cpp streams it (DESIGN.md, "Traffic shapes").
+        // As llama.cpp streams a chat chunk's logprobs: each token with its
+        // `id`, `bytes` and `top_logprobs`.
         let v = json!({"content": [{"id": 504, "token": "The", "bytes": [84, 104, 101],
             "logprob": -1.55, "top_logprobs": [
                 {"id": 330, "token": "A", "bytes": [65], "logprob": -1.86},

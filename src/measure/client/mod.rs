@@ -2,7 +2,7 @@
 //!
 //! One request in, one [`StreamCapture`] out: [`Client::stream`] never fails
 //! and never panics; every problem becomes `capture.failure`. Timing follows
-//! DESIGN.md "Measuring one streamed request": `t_send` is taken right before
+//! `docs/metrics.md` ("One streamed request"): `t_send` is taken right before
 //! the request is handed to the transport (so connection setup counts), and
 //! each read's arrival time is taken once, as soon as the read returns.
 //!
