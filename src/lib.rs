@@ -32,7 +32,5 @@ pub mod verify_runs;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-#[cfg(feature = "read-counts")]
-pub mod read_counts;
 
 pub use infergate_report::{self as report, artifact, atomic, server_metrics, slo, stats};

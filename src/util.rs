@@ -156,7 +156,7 @@ pub use infergate_report::digest::sha256_hex;
 /// Read an input file (suite, gate policy) as text.
 pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     #[cfg(feature = "read-counts")]
-    crate::read_counts::count(path);
+    read_counts::count(path);
     String::from_utf8(crate::report::read_regular(path)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
@@ -178,6 +178,40 @@ pub fn which(command: &str) -> Option<PathBuf> {
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .map(|d| d.join(command))
         .find(|p| executable(p))
+}
+
+/// How many times this process read each input file (suites, gate
+/// policies, journals), for the tests that hold a qualification to reading
+/// its suite and policy once and pooling its blocks in memory
+/// (`tests/qualify.rs`). Behind the `read-counts` feature: never in a
+/// release build.
+#[cfg(feature = "read-counts")]
+pub mod read_counts {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, PoisonError};
+
+    static READS: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
+
+    /// Count one read of `path`.
+    pub fn count(path: &Path) {
+        READS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(path.to_path_buf())
+            .and_modify(|n| *n += 1)
+            .or_insert(1);
+    }
+
+    /// How many times `path` (as given) has been read in this process.
+    pub fn reads(path: &Path) -> usize {
+        READS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -432,7 +432,7 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
     // a journal back.
     for label in ["baseline", "candidate"] {
         let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
-        assert_eq!(infergate::read_counts::reads(&journal), 0, "{label}");
+        assert_eq!(infergate::util::read_counts::reads(&journal), 0, "{label}");
     }
     let mut clusters = Vec::new();
     for label in ["baseline", "candidate"] {
@@ -571,8 +571,8 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     // not one per block, look or comparison.
     let reads = || {
         (
-            infergate::read_counts::reads(&suite),
-            infergate::read_counts::reads(&policy),
+            infergate::util::read_counts::reads(&suite),
+            infergate::util::read_counts::reads(&policy),
         )
     };
     assert_eq!(reads(), (1, 1), "reads of the suite and the policy");
@@ -633,7 +633,7 @@ async fn an_adaptive_qualification_stops_at_its_budget_and_resumes_by_rounds() {
     // no block, look or merge read it again.
     for label in ["baseline", "candidate"] {
         let journal = qualify::interleaved_dir(&o.out_dir, label).join("journal.jsonl");
-        assert_eq!(infergate::read_counts::reads(&journal), 1, "{label}");
+        assert_eq!(infergate::util::read_counts::reads(&journal), 1, "{label}");
     }
     // Blocks finished before the interruption were kept, none ran twice.
     let mut done: Vec<String> = entries

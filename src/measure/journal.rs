@@ -100,7 +100,7 @@ pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Line)> + '_ {
 /// line; a torn last line (no newline, as left by a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
     #[cfg(feature = "read-counts")]
-    crate::read_counts::count(path);
+    crate::util::read_counts::count(path);
     let bytes =
         std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
     let mut out = Vec::new();
