@@ -18,7 +18,7 @@ use infergate::artifact::{CellResult, RunArtifact};
 use infergate::measure::client::Timeouts;
 use infergate::measure::journal;
 use infergate::measure::record::{Outcome, RequestRecord};
-use infergate::measure::runner::{self, RunOptions, RunPart};
+use infergate::measure::runner::{self, RunOptions};
 use infergate_testkit::faultproxy::{
     Fault, FaultProxy, FaultProxyConfig, MALFORMED_DATA, ProxiedRequest, ProxyEvent,
     STREAM_ERROR_MESSAGE,
@@ -119,20 +119,8 @@ async fn run_with(fault: Fault, idle: Duration) -> FaultRun {
     std::fs::write(&suite, SUITE).unwrap();
     let out = dir.path().join("out");
     let opts = RunOptions {
-        target: proxy.base_url(),
-        api_key_env: None,
-        suite,
-        out_dir: out.clone(),
-        runtime_label: Some("baseline".into()),
-        image: None,
-        only_cells: vec![],
-        resume: false,
         timeouts: timeouts(idle),
-        skip_turnover: true,
-        quiet: true,
-        tokenizer: None,
-        part: RunPart::Whole,
-        scrape: infergate::measure::scrape::ScrapeOptions::default(),
+        ..support::run_opts(&proxy.base_url(), suite, out.clone())
     };
     let art = runner::run(&opts)
         .await

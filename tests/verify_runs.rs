@@ -7,8 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod support;
+
 use infergate::measure::client::Timeouts;
-use infergate::measure::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
+use infergate::measure::runner::{self, ARTIFACT_FILE, JOURNAL_FILE, RunOptions};
 use infergate::report::{self, Verification};
 use infergate::verify_runs::{RunDirs, verify_runs};
 use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
@@ -63,14 +65,8 @@ impl Runs {
 
 fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
     RunOptions {
-        target: target.to_string(),
-        api_key_env: None,
-        suite: suite.to_path_buf(),
-        out_dir: out,
         runtime_label: Some(label.into()),
         image: Some(format!("registry.example/fast@sha256:{label}")),
-        only_cells: vec![],
-        resume: false,
         timeouts: Timeouts {
             connect: Duration::from_secs(2),
             first_byte: Duration::from_secs(10),
@@ -79,10 +75,7 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
             per_1k_prompt_tokens: Duration::ZERO,
         },
         skip_turnover: false,
-        quiet: true,
-        tokenizer: None,
-        part: RunPart::Whole,
-        scrape: infergate::measure::scrape::ScrapeOptions::default(),
+        ..support::run_opts(target, suite.to_path_buf(), out)
     }
 }
 
