@@ -435,17 +435,21 @@ mod turnover_gate_tests {
     use super::*;
     use crate::turnover_rates::compare_turnover;
 
-    /// The case: baseline 0/60, candidate 4/60 passed the old rule
-    /// (Fisher p 0.059 ≥ 0.05: absence of evidence). With a 5-point margin the
-    /// upper bound of the difference (≈ 0.16) is far above it: not non-inferior.
+    /// Baseline 0/60, candidate 4/60: Fisher's test alone passes it (p 0.059
+    /// ≥ 0.05), which is absence of evidence, not evidence of non-inferiority.
+    /// With a 5-point margin the upper bound of the difference (≈ 0.16) is far
+    /// above it: not non-inferior.
     #[test]
     fn margin_rule_refuses_absence_of_evidence() {
         let b = [run("baseline_turnover", 60, 0)];
         let c = [run("candidate_turnover", 60, 4)];
-        let old = compare_turnover(&b, &c, 0.05, 0.95, None);
-        assert_eq!(old.groups[0].candidate_runs[0].non_inferior, Some(true));
-        let new = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
-        let r = &new.groups[0].candidate_runs[0];
+        let without_margin = compare_turnover(&b, &c, 0.05, 0.95, None);
+        assert_eq!(
+            without_margin.groups[0].candidate_runs[0].non_inferior,
+            Some(true)
+        );
+        let with_margin = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
+        let r = &with_margin.groups[0].candidate_runs[0];
         assert_eq!(r.non_inferior, Some(false));
         let u = r.difference_upper_bound.unwrap();
         assert!((0.10..0.20).contains(&u), "{u}");
@@ -454,7 +458,7 @@ mod turnover_gate_tests {
         let c = [run("candidate_turnover", 600, 2)];
         let ok = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
         assert_eq!(ok.groups[0].candidate_runs[0].non_inferior, Some(true));
-        assert!(!non_inferior_gate(&new).passed);
+        assert!(!non_inferior_gate(&with_margin).passed);
         assert!(non_inferior_gate(&ok).passed);
     }
 
