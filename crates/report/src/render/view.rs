@@ -19,7 +19,7 @@ use crate::agreement::{DivergenceClass, TokenLogprob};
 use crate::artifact::{ServerTimingCheck, SloAttainment};
 use crate::quality::QualityComparison;
 use crate::reference::ReferenceComparison;
-use crate::server_metrics::ServerMetrics;
+use crate::server_metrics::{QUEUE_GAUGES, ServerMetrics};
 use crate::stats;
 
 /// Computed from a report for its view before it is built: `verify`'s
@@ -838,15 +838,6 @@ fn floats(v: Option<&Value>) -> Option<Vec<f64>> {
             .collect()
     })
 }
-/// One endpoint of one side in words: where and how long it was read, its
-/// counters against the journal, then its known metrics.
-/// Gauges of requests waiting in the server for a slot, by engine.
-const QUEUE_GAUGES: &[&str] = &[
-    "llamacpp:requests_deferred",
-    "vllm:num_requests_waiting",
-    "sglang:num_queue_reqs",
-];
-
 /// A side's queue gauge over the cell with its largest value (the first
 /// above 0, else the first read); `None` when no endpoint has one.
 fn queued(metrics: &[ServerMetrics]) -> Option<(String, f64)> {
@@ -877,6 +868,8 @@ impl ServerLine {
     }
 }
 
+/// One endpoint of one side in words: where and how long it was read, its
+/// counters against the journal, then its known metrics.
 fn metrics_lines(side: &str, m: &ServerMetrics) -> Vec<ServerLine> {
     let head = format!("server metrics, {side} ({}", m.endpoint);
     if let Some(why) = &m.unavailable {
