@@ -1,10 +1,12 @@
 //! Every gate rule in one place: the turnover gates (strict, non-inferior),
-//! the evidence gate over the (cell, metric) pairs, the qualification text
+//! the evidence gate over the (cell, metric) pairs and an ineligible cell's
+//! part of it, the qualification text
 //! and whether it qualifies, the one-line summary `decide` records, and the
 //! process exit code. `compare` builds gates with these, `verify` recomputes
 //! them with these, `qualify` and `decide` read them through these; the
 //! per-metric verdict of an interval is math and stays in `stats`.
 
+use crate::artifact::{CellResult, is_unmet_expectation};
 use crate::stats::GateOutcome;
 use crate::stats::evidence as ev;
 
@@ -117,6 +119,41 @@ pub fn with_quality(qual: &str, qualified: bool, quality: Option<GateOutcome>) -
 
 pub(crate) fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
     gate_of_parts(EVIDENCE_RULE, parts)
+}
+
+/// An ineligible cell's part: inconclusive, or a fail when candidate
+/// requests failed where the baseline's did not.
+pub(crate) fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidencePart {
+    fn unmet(c: &CellResult) -> Vec<&str> {
+        c.ineligible_reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|r| is_unmet_expectation(r))
+            .collect()
+    }
+    let (outcome, reason) = if !unmet(cc).is_empty() && unmet(bc).is_empty() {
+        (
+            GateOutcome::Fail,
+            format!(
+                "the candidate did not do what the cell expects, where the baseline did: {}",
+                unmet(cc).join("; ")
+            ),
+        )
+    } else if cc.failed > 0 && bc.failed == 0 {
+        (
+            GateOutcome::Fail,
+            format!(
+                "{} candidate requests failed, none of the baseline's",
+                cc.failed
+            ),
+        )
+    } else {
+        (
+            GateOutcome::Inconclusive,
+            "the cell is not performance-eligible on both sides".to_string(),
+        )
+    };
+    EvidencePart::new(subject.to_string(), outcome, reason)
 }
 
 /// An evidence gate over `parts` under `rule`: fails if any part fails,

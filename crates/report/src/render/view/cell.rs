@@ -309,7 +309,12 @@ pub(in crate::render) fn cell_views(root: &Value) -> Vec<CellView> {
     cells
 }
 
-pub(super) fn cell_view(name: &str, c: &Value, policy_order: &[String], by_evidence: bool) -> CellView {
+pub(super) fn cell_view(
+    name: &str,
+    c: &Value,
+    policy_order: &[String],
+    by_evidence: bool,
+) -> CellView {
     let samples = c.get("samples").filter(|v| v.is_object());
     let mut metrics: Vec<MetricView> = c
         .get("metrics")
