@@ -628,7 +628,7 @@ fn struct_fields(code: &str, name: &str) -> Vec<String> {
 /// names a look, and the method's knobs are not gate settings.
 #[test]
 fn the_policy_has_no_look_and_no_method() {
-    let code = std::fs::read_to_string(root().join("crates/report/src/policy.rs")).unwrap();
+    let code = std::fs::read_to_string(root().join("crates/report/src/policy/mod.rs")).unwrap();
     let fields = struct_fields(&code, "Policy");
     assert!(fields.len() >= 6, "{fields:?}");
     assert!(fields.contains(&"gate".to_string()), "{fields:?}");
