@@ -2,10 +2,11 @@
 //! false fails, power against a known shift, interval coverage and whether
 //! `requests_to_resolve` resolves. Fixed seeds: deterministic, not timed.
 
+use super::resample::quantile_in_place;
 use super::*;
 use crate::stats::evidence::Spending;
 use crate::stats::sequential::side_level;
-use crate::stats::{Xoshiro256, percentile};
+use crate::stats::{BootstrapConfig, Xoshiro256, delta_percent, percentile};
 
 // ---- the levels of the looks the simulations compare ----
 //
