@@ -9,7 +9,9 @@
 //!
 //! Here the evidence of one pair and the gate over all of them; how the
 //! bootstrap resamples each design in `resample`, and how many requests
-//! the oracles and the design need in `sizing`.
+//! the oracles and the design need in `sizing`. The gate simulated on
+//! hosts of known noise, for the tests and the calibration tables, is in
+//! `simulation` (tests and the `calibration` feature only).
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +20,8 @@ use super::special::{chi_square_quantile_approx, normal_cdf, normal_quantile, t_
 use super::{Direction, GateOutcome};
 
 mod resample;
+#[cfg(any(test, feature = "calibration"))]
+pub mod simulation;
 mod sizing;
 
 pub use resample::{
