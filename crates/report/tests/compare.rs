@@ -775,10 +775,10 @@ fn slo_attainment_is_gated_as_a_proportion_and_recomputed_by_verify() {
         .unwrap();
     assert_eq!(part["outcome"], "pass", "{part}");
 
-    // Without rows (a run from before them), the part is inconclusive and says why.
-    let mut old = side("cand", 0);
-    old.cells[0].request_rows.clear();
-    let rep = compare(&side("base", 0), &old, &policy).unwrap();
+    // A run without request rows: the part is inconclusive and says why.
+    let mut rowless = side("cand", 0);
+    rowless.cells[0].request_rows.clear();
+    let rep = compare(&side("base", 0), &rowless, &policy).unwrap();
     let v = rep.to_value();
     let parts = v["gates"]["performance_evidence"]["parts"]
         .as_array()
@@ -847,7 +847,7 @@ fn per_turn_slices_reach_the_report_and_every_view() {
 /// Under the evidence rule each metric's row says one thing: its interval
 /// and its decision are the evidence gate's, in all three views, and the
 /// seed's point flag is shown as a fact (the point change against T),
-/// never as a second verdict ("verdict" and "gate" columns are gone).
+/// never as a second verdict (no "verdict" or "gate" column).
 #[test]
 fn each_metric_row_shows_one_decision_in_every_view() {
     let (b, c) = seed_like();
@@ -878,7 +878,7 @@ fn each_metric_row_shows_one_decision_in_every_view() {
         );
         assert!(
             !text.contains("% worse</td>") && !text.contains("≤5% worse"),
-            "{name}: the old gate column"
+            "{name}: a point-delta gate column"
         );
     }
     // A rate's worse change w is its delta negated: the candidate runs at
