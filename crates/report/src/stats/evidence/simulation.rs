@@ -340,7 +340,8 @@ pub fn judge_by(
 
 // ---- adaptive runs ----
 
-/// [`alpha_levels_sequential`], the pass side over its own fractions.
+/// A look's (pass, fail) levels with exact group-sequential boundaries over
+/// the looks' fractions, the pass side over its own (`pass_fractions`).
 pub fn alpha_levels_by_side(
     alpha: f64,
     m: usize,
