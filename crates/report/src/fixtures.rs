@@ -1,6 +1,7 @@
 //! Report fixtures for tests and benches, built the same way everywhere:
 //! a cell's shape, deterministic samples, a cell with its metrics
-//! summarized from them, a turnover run, an artifact. Dev-only (feature
+//! summarized from them, a turnover run, an artifact, and the seed's
+//! situation as two runs. Dev-only (feature
 //! `fixtures`, enabled by the dev-dependencies): never in a release build.
 
 use std::collections::BTreeMap;
@@ -180,4 +181,47 @@ pub fn artifact(
         turnover,
         schedule: None,
     }
+}
+
+/// A cell of `n` requests at concurrency 2 and `prompt` tokens, its samples
+/// [`spread_samples`] around `centres` (TTFT, end-to-end, decode speed),
+/// its median prompt 3 tokens short of `prompt`.
+pub fn spread_cell(
+    name: &str,
+    prompt: u64,
+    n: usize,
+    centres: (f64, f64, f64),
+    phase: usize,
+) -> CellResult {
+    let samples = spread_samples(n, centres, phase);
+    cell(
+        name,
+        shape(prompt, 2, n),
+        samples,
+        Some(prompt as f64 - 3.0),
+    )
+}
+
+/// The seed's situation as (baseline, candidate) runs: the candidate a
+/// little faster in two cells (`capacity-4k`, 12 requests; `capacity-120k`,
+/// 3), the baseline's turnover run failing 7 of 60, the candidate's two
+/// failing 2 and 3 of 60.
+pub fn seed_like() -> (RunArtifact, RunArtifact) {
+    let b = artifact(
+        provenance("baseline", "0c06"),
+        vec![
+            spread_cell("capacity-4k", 3000, 12, (496.0, 638.0, 288.0), 0),
+            spread_cell("capacity-120k", 97000, 3, (14940.0, 15100.0, 255.0), 1),
+        ],
+        vec![turnover(0, 60, 7)],
+    );
+    let c = artifact(
+        provenance("candidate", "877a"),
+        vec![
+            spread_cell("capacity-4k", 3000, 12, (470.0, 607.0, 300.0), 2),
+            spread_cell("capacity-120k", 97000, 3, (14744.0, 14881.0, 299.0), 3),
+        ],
+        vec![turnover(0, 60, 2), turnover(1, 60, 3)],
+    );
+    (b, c)
 }

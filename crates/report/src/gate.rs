@@ -1,10 +1,12 @@
 //! Every gate rule in one place: the turnover gates (strict, non-inferior),
-//! the evidence gate over the (cell, metric) pairs, the qualification text
+//! the evidence gate over the (cell, metric) pairs and an ineligible cell's
+//! part of it, the qualification text
 //! and whether it qualifies, the one-line summary `decide` records, and the
 //! process exit code. `compare` builds gates with these, `verify` recomputes
 //! them with these, `qualify` and `decide` read them through these; the
 //! per-metric verdict of an interval is math and stays in `stats`.
 
+use crate::artifact::{CellResult, is_unmet_expectation};
 use crate::stats::GateOutcome;
 use crate::stats::evidence as ev;
 
@@ -117,6 +119,41 @@ pub fn with_quality(qual: &str, qualified: bool, quality: Option<GateOutcome>) -
 
 pub(crate) fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
     gate_of_parts(EVIDENCE_RULE, parts)
+}
+
+/// An ineligible cell's part: inconclusive, or a fail when candidate
+/// requests failed where the baseline's did not.
+pub(crate) fn ineligible_part(subject: &str, bc: &CellResult, cc: &CellResult) -> EvidencePart {
+    fn unmet(c: &CellResult) -> Vec<&str> {
+        c.ineligible_reasons
+            .iter()
+            .map(String::as_str)
+            .filter(|r| is_unmet_expectation(r))
+            .collect()
+    }
+    let (outcome, reason) = if !unmet(cc).is_empty() && unmet(bc).is_empty() {
+        (
+            GateOutcome::Fail,
+            format!(
+                "the candidate did not do what the cell expects, where the baseline did: {}",
+                unmet(cc).join("; ")
+            ),
+        )
+    } else if cc.failed > 0 && bc.failed == 0 {
+        (
+            GateOutcome::Fail,
+            format!(
+                "{} candidate requests failed, none of the baseline's",
+                cc.failed
+            ),
+        )
+    } else {
+        (
+            GateOutcome::Inconclusive,
+            "the cell is not performance-eligible on both sides".to_string(),
+        )
+    };
+    EvidencePart::new(subject.to_string(), outcome, reason)
 }
 
 /// An evidence gate over `parts` under `rule`: fails if any part fails,
@@ -435,17 +472,21 @@ mod turnover_gate_tests {
     use super::*;
     use crate::turnover_rates::compare_turnover;
 
-    /// The case: baseline 0/60, candidate 4/60 passed the old rule
-    /// (Fisher p 0.059 ≥ 0.05: absence of evidence). With a 5-point margin the
-    /// upper bound of the difference (≈ 0.16) is far above it: not non-inferior.
+    /// Baseline 0/60, candidate 4/60: Fisher's test alone passes it (p 0.059
+    /// ≥ 0.05), which is absence of evidence, not evidence of non-inferiority.
+    /// With a 5-point margin the upper bound of the difference (≈ 0.16) is far
+    /// above it: not non-inferior.
     #[test]
     fn margin_rule_refuses_absence_of_evidence() {
         let b = [run("baseline_turnover", 60, 0)];
         let c = [run("candidate_turnover", 60, 4)];
-        let old = compare_turnover(&b, &c, 0.05, 0.95, None);
-        assert_eq!(old.groups[0].candidate_runs[0].non_inferior, Some(true));
-        let new = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
-        let r = &new.groups[0].candidate_runs[0];
+        let without_margin = compare_turnover(&b, &c, 0.05, 0.95, None);
+        assert_eq!(
+            without_margin.groups[0].candidate_runs[0].non_inferior,
+            Some(true)
+        );
+        let with_margin = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
+        let r = &with_margin.groups[0].candidate_runs[0];
         assert_eq!(r.non_inferior, Some(false));
         let u = r.difference_upper_bound.unwrap();
         assert!((0.10..0.20).contains(&u), "{u}");
@@ -454,7 +495,7 @@ mod turnover_gate_tests {
         let c = [run("candidate_turnover", 600, 2)];
         let ok = compare_turnover(&b, &c, 0.05, 0.95, Some(0.05));
         assert_eq!(ok.groups[0].candidate_runs[0].non_inferior, Some(true));
-        assert!(!non_inferior_gate(&new).passed);
+        assert!(!non_inferior_gate(&with_margin).passed);
         assert!(non_inferior_gate(&ok).passed);
     }
 

@@ -9,7 +9,8 @@ use super::super::checker::Disagreement;
 use super::super::model::{Side, TurnoverComparison};
 use super::super::policy::{DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE};
 use super::super::turnover_rates::{RunCounts, compare_turnover};
-use super::view::{Checks, TurnoverEntry, s, turnover_entries, typed, u};
+use super::view::json::{as_string, as_u64, typed};
+use super::view::{Checks, TurnoverEntry, turnover_entries};
 
 impl Checks {
     /// `root`'s checks, with `disagreements` (what `verify` found in it).
@@ -36,10 +37,10 @@ fn turnover_comparison(root: &Value, keyed: &[TurnoverEntry<'_>]) -> (TurnoverCo
             .filter_map(|(_, key, r)| {
                 Some(RunCounts {
                     key: key.to_string(),
-                    name: s(r.get("name")).unwrap_or_else(|| "turnover".into()),
-                    requests: u(r.get("requests"))?,
-                    failed: u(r.get("failed"))?,
-                    contaminated: u(r.get("contaminated")),
+                    name: as_string(r.get("name")).unwrap_or_else(|| "turnover".into()),
+                    requests: as_u64(r.get("requests"))?,
+                    failed: as_u64(r.get("failed"))?,
+                    contaminated: as_u64(r.get("contaminated")),
                 })
             })
             .collect()

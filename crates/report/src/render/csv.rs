@@ -92,7 +92,7 @@ fn metrics(v: &Value) -> String {
 /// speed over the baseline's, slowest first; empty where there is none.
 fn estimate_fields(m: &Value) -> [Option<Value>; 4] {
     let e = &m["evidence"];
-    let name = super::view::typed::<crate::stats::Resampling>(e.get("resampling"))
+    let name = super::view::json::typed::<crate::stats::Resampling>(e.get("resampling"))
         .map(|r| Value::from(super::estimate::estimate_name(r)));
     let rate = m["direction"] == "higher_is_better";
     let ratio = |k: &str| {

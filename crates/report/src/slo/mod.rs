@@ -1,5 +1,6 @@
 //! SLO attainment and goodput of a cell, from its request rows; the highest
-//! rate of an open-loop sweep whose attainment holds. Pure.
+//! rate of an open-loop sweep whose attainment holds. Pure. Both sides'
+//! attainment of a cell, as `compare` gates it, is `comparison`'s.
 //!
 //! A request meets the SLOs when it succeeded and every target given holds:
 //! TTFT and e2e from the *scheduled* send (queue time included, as a user
@@ -13,6 +14,8 @@ use crate::artifact::{
     CellResult, DEFAULT_MIN_ATTAINMENT, RateSweep, RequestRow, Slo, SloAttainment,
 };
 use crate::stats::attainment_interval;
+
+pub(crate) mod comparison;
 
 /// Confidence of the per-side attainment interval.
 pub const ATTAINMENT_CONFIDENCE: f64 = 0.95;

@@ -1,0 +1,1147 @@
+//! `compare` on synthetic run artifacts: reports verify clean, gates follow
+//! the policy, mismatched runs are refused with the difference named, and
+//! every view shows what the report decided.
+
+use infergate_report::artifact::{CellResult, CellShape, RunArtifact, TurnoverRun, metric};
+use infergate_report::fixtures::{self, seed_like, turnover};
+use infergate_report::{
+    self as report, CompareError, Decision, DecisionAction, Policy, QUAL_FAIL_PERFORMANCE,
+    QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, Report, TurnoverGateMode, compare, stats,
+    verify,
+};
+use serde_json::Value;
+
+fn shape(prompt_tokens: u64, requests: usize) -> CellShape {
+    fixtures::shape(prompt_tokens, 2, requests)
+}
+
+fn cell(
+    name: &str,
+    prompt: u64,
+    n: usize,
+    ttft: f64,
+    e2e: f64,
+    decode: f64,
+    phase: usize,
+) -> CellResult {
+    fixtures::spread_cell(name, prompt, n, (ttft, e2e, decode), phase)
+}
+
+fn artifact(
+    label: &str,
+    digest: &str,
+    cells: Vec<CellResult>,
+    turnover: Vec<TurnoverRun>,
+) -> RunArtifact {
+    fixtures::artifact(fixtures::provenance(label, digest), cells, turnover)
+}
+
+/// These tests check the seed's point-delta table and wordings, so they
+/// decide by the point rule; the evidence rule has tests of its own.
+fn fast_policy() -> Policy {
+    let mut p = Policy {
+        source: "tests: defaults with 2000 iterations, point rule".into(),
+        ..Policy::default()
+    };
+    p.bootstrap.iterations = 2000;
+    p.gate.decide = report::GateRule::Point;
+    p
+}
+
+fn clean(r: &Report) -> Value {
+    let v = r.to_value();
+    let d = verify(&v);
+    assert!(d.is_empty(), "{d:#?}");
+    v
+}
+
+#[test]
+fn seed_like_runs_make_a_report_verify_accepts() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let v = clean(&r);
+
+    assert_eq!(v["schema"], "runtime-profile-comparison/v1");
+    assert_eq!(
+        v["baseline_image"],
+        "registry.example/llama-server@sha256:0c06"
+    );
+    assert!(r.performance_gate_passed);
+    assert!(!r.strict_turnover_gate_passed);
+    assert_eq!(r.qualification, QUAL_NOT_BLANKET);
+    assert_eq!(
+        (r.promotion.as_str(), r.human_decision.as_str()),
+        ("pending", "pending")
+    );
+
+    // Seed field names, plus the additions.
+    let m = &v["cells"]["capacity-4k"]["metrics"]["ttft_p50_ms"];
+    for key in [
+        "baseline",
+        "candidate",
+        "delta_percent",
+        "no_more_than_5_percent_regression",
+        "direction",
+        "threshold_percent",
+        "baseline_n",
+        "candidate_n",
+        "ci_delta_percent",
+        "verdict",
+    ] {
+        assert!(m.get(key).is_some(), "{key} missing in {m}");
+    }
+    assert_eq!(m["baseline_n"], 12);
+    assert_eq!(m["direction"], "lower_is_better");
+    assert_eq!(
+        v["cells"]["capacity-4k"]["metrics"]["decode_tok_s_p50"]["direction"],
+        "higher_is_better"
+    );
+    assert_eq!(
+        v["cells"]["capacity-4k"]["samples"]["ttft_ms"]["baseline"]
+            .as_array()
+            .map(Vec::len),
+        Some(12)
+    );
+    assert_eq!(v["cells"]["capacity-4k"]["median_prompt_tokens"], 2997.0);
+    for key in [
+        "baseline_turnover",
+        "candidate_turnover",
+        "candidate_turnover_repeat",
+        "statistics",
+        "gates",
+        "provenance",
+        "decision",
+        "turnover_comparison",
+        "policy",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing");
+    }
+    assert!(v.get("candidate_turnover_repeat_2").is_none());
+    assert_eq!(v["decision"]["action"], "pending");
+    assert_eq!(v["statistics"]["bootstrap"]["iterations"], 2000);
+    // Cells keep the artifact's order in the written JSON.
+    let text = serde_json::to_string(&r).expect("serializes");
+    assert!(text.find("capacity-4k") < text.find("capacity-120k"));
+}
+
+#[test]
+fn turnover_comparison_shows_the_candidate_beats_the_baseline() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(
+        !r.strict_turnover_gate_passed,
+        "2/60 and 3/60 fail the strict gate"
+    );
+    let tc = r.turnover_comparison.as_ref().expect("comparison");
+    let g = &tc.groups[0];
+    let base = g.baseline.as_ref().expect("baseline");
+    assert_eq!((base.failed, base.requests), (7, 60));
+    let base_rate = base.failure_rate.expect("rate");
+    assert_eq!(g.candidate_runs.len(), 2);
+    let pooled = g.candidate_pooled.as_ref().expect("pooled");
+    assert_eq!((pooled.counts.failed, pooled.counts.requests), (5, 120));
+    for run in g.candidate_runs.iter().chain([pooled]) {
+        let rate = run.counts.failure_rate.expect("rate");
+        assert!(rate < base_rate, "{rate} < {base_rate}");
+        let t = run.vs_baseline.expect("Fisher test");
+        assert!(t.p_candidate_worse > 0.5, "{t:?}");
+        assert!(t.p_candidate_better < t.p_candidate_worse);
+        assert!((0.0..=1.0).contains(&t.p_two_sided));
+        let ci = run.counts.failure_rate_ci.expect("CI");
+        assert!(ci.low <= rate && rate <= ci.high);
+        assert_eq!(run.non_inferior, Some(true));
+    }
+    let gates = r.gates.as_ref().expect("gates");
+    assert!(!gates.strict_turnover.passed);
+    assert!(gates.non_inferior_turnover.passed);
+    assert!(
+        gates
+            .strict_turnover
+            .parts
+            .iter()
+            .any(|p| p.subject == "candidate_turnover" && p.reason.contains("2 of 60 failed"))
+    );
+
+    // Under the non-inferior policy the same runs qualify.
+    let mut p = fast_policy();
+    p.turnover.gate = TurnoverGateMode::NonInferior;
+    let r2 = compare(&b, &c, &p).expect("comparable");
+    assert_eq!(r2.qualification, QUAL_PASS_NON_INFERIOR);
+    assert!(r2.gates.as_ref().is_some_and(|g| g.qualified));
+    clean(&r2);
+
+    // The terminal shows the exact test.
+    let t = report::terminal(&r, report::TerminalOptions::verbose(false));
+    assert!(
+        t.contains("p worse") && t.contains("11.7%") && t.contains("candidate pooled"),
+        "{t}"
+    );
+}
+
+#[test]
+fn clean_turnover_passes() {
+    let (b, mut c) = seed_like();
+    c.turnover = vec![turnover(0, 60, 0), turnover(1, 60, 0)];
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(r.strict_turnover_gate_passed);
+    assert_eq!(r.qualification, QUAL_PASS);
+    clean(&r);
+}
+
+#[test]
+fn contamination_fails_even_non_inferior() {
+    let (b, mut c) = seed_like();
+    c.turnover[0].contaminated = 1;
+    // A contaminated answer is a failure carrying another request's marker.
+    let f = &mut c.turnover[0].failures[0];
+    f.foreign_markers = vec!["m-0001".into()];
+    f.canary_passed = false;
+    f.failure_class = "request_canary_failed".into();
+    let mut p = fast_policy();
+    p.turnover.gate = TurnoverGateMode::NonInferior;
+    let r = compare(&b, &c, &p).expect("comparable");
+    assert!(
+        !r.gates
+            .as_ref()
+            .expect("gates")
+            .non_inferior_turnover
+            .passed
+    );
+    assert!(!r.gates.as_ref().expect("gates").qualified);
+    clean(&r);
+}
+
+#[test]
+fn regression_and_ineligibility_fail_the_performance_gate() {
+    let (b, mut c) = seed_like();
+    c.cells[1] = cell("capacity-120k", 97000, 3, 16500.0, 16700.0, 299.0, 3);
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(!r.performance_gate_passed);
+    assert_eq!(r.qualification, "fail: performance and turnover gates");
+    let m = r
+        .cells
+        .get("capacity-120k")
+        .and_then(|c| c.metrics.get("ttft_p50_ms"))
+        .expect("metric");
+    assert!(!m.within_threshold);
+    assert!(m.delta_percent.is_some_and(|d| d > 5.0));
+    clean(&r);
+
+    let (b, mut c) = seed_like();
+    c.turnover = vec![turnover(0, 60, 0)];
+    c.cells[0].performance_eligible = false;
+    c.cells[0].ineligible_reasons =
+        vec!["prompts missed the target: median 2100 vs 3000 ±5%".into()];
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(!r.performance_gate_passed);
+    assert_eq!(r.qualification, QUAL_FAIL_PERFORMANCE);
+    let parts = &r.gates.as_ref().expect("gates").performance.parts;
+    let failed: Vec<_> = parts.iter().filter(|p| !p.passed).collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        failed[0].subject,
+        "cells.capacity-4k.candidate_performance_eligible"
+    );
+    assert!(failed[0].reason.contains("prompts missed the target"));
+    let v = clean(&r);
+    assert_eq!(
+        v["cells"]["capacity-4k"]["candidate_ineligible_reasons"][0],
+        "prompts missed the target: median 2100 vs 3000 ±5%"
+    );
+}
+
+#[test]
+fn threshold_is_in_the_flag_name() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy().with_threshold(3.0)).expect("comparable");
+    let v = clean(&r);
+    let m = &v["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"];
+    assert!(m.get("no_more_than_3_percent_regression").is_some(), "{m}");
+    assert!(m.get("no_more_than_5_percent_regression").is_none());
+    assert_eq!(m["threshold_percent"], 3.0);
+    // Read back from text, so the key order (cells, metrics) survives too.
+    // (Floats may move by an ulp: serde_json here parses without `float_roundtrip`.)
+    let text = serde_json::to_string(&r).expect("serializes");
+    let back: Report = serde_json::from_str(&text).expect("reads back");
+    let names =
+        |r: &Report| -> Vec<String> { r.cells.iter().map(|(k, _)| k.to_string()).collect() };
+    assert_eq!(names(&back), names(&r));
+    let m = back
+        .cells
+        .get("capacity-4k")
+        .and_then(|c| c.metrics.get("e2e_p50_ms"))
+        .expect("metric");
+    assert_eq!((m.threshold_percent, m.within_threshold), (3.0, true));
+    assert_eq!(back.turnover, r.turnover);
+    assert_eq!(back.gates, r.gates);
+    assert!(verify(&back.to_value()).is_empty());
+
+    let p = Policy::from_toml_str(
+        "threshold_percent = 2.5\n[[metric]]\nname = \"ttft_p50_ms\"\n",
+        "t.toml",
+    )
+    .expect("policy");
+    let r = compare(&b, &c, &p).expect("comparable");
+    let v = clean(&r);
+    let cell = &v["cells"]["capacity-4k"]["metrics"];
+    assert!(
+        cell["ttft_p50_ms"]
+            .get("no_more_than_2.5_percent_regression")
+            .is_some()
+    );
+    assert!(
+        cell.get("e2e_p50_ms").is_none(),
+        "only the policy's metrics gate"
+    );
+}
+
+fn refusal(b: &RunArtifact, c: &RunArtifact) -> String {
+    match compare(b, c, &fast_policy()) {
+        Err(e @ CompareError::Incomparable { .. }) => e.to_string(),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn mismatched_runs_are_refused_naming_the_difference() {
+    let (b, mut c) = seed_like();
+    c.provenance.model = "other-model".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("model") && e.contains("other-model") && e.contains("smollm2-135m-instruct"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells.pop();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-120k` is in the baseline run only"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells[0].name = "capacity-8k".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("`capacity-4k` is in the baseline run only")
+            && e.contains("`capacity-8k` is in the candidate run only"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.cells[0].shape.concurrency = 4;
+    c.cells[0].shape.cache = "shared".into();
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs")
+            && e.contains("concurrency 2 vs 4")
+            && e.contains("cache"),
+        "{e}"
+    );
+
+    // The same suite reading another dataset file under the same name.
+    let (mut b, mut c) = seed_like();
+    b.cells[0].shape.workload = Some("openai: traffic.jsonl, sha256 0011".into());
+    c.cells[0].shape.workload = Some("openai: traffic.jsonl, sha256 ffee".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs") && e.contains("workload"),
+        "{e}"
+    );
+
+    // One side measured /v1/completions, the other chat.
+    let (b, mut c) = seed_like();
+    c.cells[0].shape.endpoint = Some("completions".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("cell `capacity-4k` shape differs")
+            && e.contains("endpoint None vs Some(\"completions\")"),
+        "{e}"
+    );
+
+    let (b, mut c) = seed_like();
+    c.provenance.suite = "nightly".into();
+    c.provenance.suite_sha256 = Some("ff00".into());
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("suite: baseline \"smoke\" vs candidate \"nightly\"")
+            && e.contains("suite_sha256"),
+        "{e}"
+    );
+
+    // One task workload answering another task file (or generated set) under
+    // the same name: its answers cannot be paired item by item.
+    let (mut b, mut c) = seed_like();
+    b.turnover[0].task_set_sha256 = Some("aa".repeat(32));
+    c.turnover[0].task_set_sha256 = Some("bb".repeat(32));
+    let e = refusal(&b, &c);
+    assert!(
+        e.contains("differs (baseline vs candidate): task items (sha256)"),
+        "{e}"
+    );
+
+    // A missing hash on one side is not a difference.
+    let (b, mut c) = seed_like();
+    c.provenance.suite_sha256 = None;
+    assert!(compare(&b, &c, &fast_policy()).is_ok());
+
+    let (b, mut c) = seed_like();
+    c.schema = "infergate-run/v0".into();
+    assert!(matches!(
+        compare(&b, &c, &fast_policy()),
+        Err(CompareError::Schema { .. })
+    ));
+}
+
+#[test]
+fn full_report_renders_with_plots() {
+    let (b, c) = seed_like();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let h = report::html(&r);
+    assert!(
+        h.matches("<svg").count() >= 7,
+        "6 strip plots and the turnover plot"
+    );
+    assert!(!h.contains("no per-request samples"));
+    for bad in ["<script", "<link", " src=", " href=", "https://"] {
+        assert!(!h.contains(bad), "{bad} in html");
+    }
+    // The target URL appears only as escaped text in the provenance table.
+    assert!(h.contains("<code>http://127.0.0.1:8080</code>"));
+    let t = report::terminal(&r, report::TerminalOptions::verbose(false));
+    assert!(t.contains("capacity-4k") && t.contains("capacity-120k") && t.contains("95% CI"));
+    assert!(
+        t.find("capacity-4k") < t.find("capacity-120k"),
+        "natural order of cells"
+    );
+    let m = report::markdown(&r);
+    assert!(m.contains("| `ttft_p50_ms` |"));
+    // The verdict comes first: before any cell's table, in both views.
+    for text in [&t, &m] {
+        let verdict = text.find("verdict      ").expect("a verdict line");
+        assert!(verdict < text.find("capacity-4k").unwrap(), "{text}");
+        assert!(text.contains("performance  "), "{text}");
+        assert!(text.contains("measured     "), "{text}");
+    }
+}
+
+#[test]
+fn html_escapes_report_strings() {
+    let (b, c) = seed_like();
+    let mut r = compare(&b, &c, &fast_policy()).expect("comparable");
+    r.record_decision(Decision {
+        action: DecisionAction::RetainBaseline,
+        who: Some("<img src=x onerror=alert(1)>".into()),
+        when: Some("2025-01-02T03:04:05Z".into()),
+        note: Some("\"quoted\" & <b>bold</b>".into()),
+    });
+    let h = report::html(&r);
+    assert!(!h.contains("<img"), "unescaped markup");
+    assert!(h.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(h.contains("&lt;b&gt;bold&lt;/b&gt;"));
+    assert_eq!(
+        r.human_decision,
+        "retain-baseline; \"quoted\" & <b>bold</b>"
+    );
+    assert!(verify(&r.to_value()).is_empty());
+}
+
+#[test]
+fn files_round_trip_atomically() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, c) = seed_like();
+    let bp = dir.path().join("baseline.json");
+    let cp = dir.path().join("candidate.json");
+    std::fs::write(&bp, serde_json::to_vec(&b).expect("json")).expect("write");
+    std::fs::write(&cp, serde_json::to_vec(&c).expect("json")).expect("write");
+    let pol = dir.path().join("policy.toml");
+    std::fs::write(
+        &pol,
+        "threshold_percent = 3\n[bootstrap]\niterations = 500\n",
+    )
+    .expect("write");
+
+    let r = report::compare_files(&bp, &cp, Some(&pol)).expect("compare");
+    assert_eq!(
+        r.policy.as_ref().map(|p| p.source.clone()),
+        Some(pol.display().to_string())
+    );
+    let out = dir.path().join("report.json");
+    report::write_report_atomic(&out, &r).expect("write");
+    report::write_report_atomic(&out, &r).expect("overwrite");
+    let v = report::read_report_value(&out).expect("read");
+    assert!(verify(&v).is_empty());
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left.len(), 4, "no temp files left: {left:?}");
+
+    std::fs::write(&pol, "[turnover]\ngate = \"lenient\"\n").expect("write");
+    let e = format!(
+        "{:#}",
+        report::compare_files(&bp, &cp, Some(&pol)).expect_err("bad policy")
+    );
+    assert!(
+        e.contains("policy.toml:2:") && e.contains("turnover.gate"),
+        "{e}"
+    );
+
+    std::fs::write(
+        &cp,
+        "{\"schema\": \"infergate-run/v1\",\n \"provenance\": 3}",
+    )
+    .expect("write");
+    let e = format!(
+        "{:#}",
+        report::compare_files(&bp, &cp, None).expect_err("bad artifact")
+    );
+    assert!(e.contains("candidate.json:2:"), "{e}");
+}
+
+#[test]
+fn tampered_full_report_is_caught() {
+    let (b, c) = seed_like();
+    let v = compare(&b, &c, &fast_policy())
+        .expect("comparable")
+        .to_value();
+    let paths = |edit: &dyn Fn(&mut Value)| -> Vec<String> {
+        let mut w = v.clone();
+        edit(&mut w);
+        verify(&w).into_iter().map(|d| d.path).collect()
+    };
+    let p = paths(&|w| {
+        w["cells"]["capacity-120k"]["samples"]["ttft_ms"]["baseline"] =
+            serde_json::json!([1.0, 2.0, 3.0]);
+    });
+    // Named first; the recomputation then names everything derived from it.
+    assert_eq!(p[0], "cells.capacity-120k.metrics.ttft_p50_ms.baseline");
+    assert!(
+        p.contains(&"cells.capacity-120k.metrics.ttft_p50_ms.ci_delta_percent.low".to_string()),
+        "{p:?}"
+    );
+    let p = paths(&|w| {
+        w["cells"]["capacity-4k"]["metrics"]["e2e_p50_ms"]["verdict"] = "regressed".into();
+    });
+    assert_eq!(p, vec!["cells.capacity-4k.metrics.e2e_p50_ms.verdict"]);
+    let p = paths(&|w| {
+        w["turnover_comparison"]["groups"][0]["candidate_runs"][1]["vs_baseline"]["p_candidate_worse"] =
+            0.5.into();
+    });
+    assert_eq!(
+        p,
+        vec!["turnover_comparison.groups[0].candidate_runs[1].vs_baseline.p_candidate_worse"]
+    );
+    let p = paths(&|w| w["gates"]["qualified"] = true.into());
+    assert_eq!(p, vec!["gates.qualified"]);
+    let p = paths(&|w| {
+        w["cells"]["capacity-4k"]["metrics"]
+            .as_object_mut()
+            .map(|m| m.remove("decode_tok_s_p50"));
+    });
+    assert_eq!(
+        p,
+        vec![
+            "cells.capacity-4k.metrics.decode_tok_s_p50",
+            "performance_gate_passed",
+            "gates.performance.passed",
+            "qualification"
+        ],
+        "a gating metric named by the policy block is missing (and its samples are there)"
+    );
+}
+
+/// Give a cell `completion_tokens` samples (and summary) of `tokens` each.
+fn with_completion(mut c: CellResult, tokens: f64) -> CellResult {
+    let v = vec![tokens; c.requests];
+    c.metrics.insert(
+        metric::COMPLETION_TOKENS.into(),
+        stats::summarize(&v).unwrap(),
+    );
+    c.samples.insert(metric::COMPLETION_TOKENS.into(), v);
+    c
+}
+
+#[test]
+fn different_output_lengths_are_not_performance_comparable() {
+    let (mut b, mut c) = seed_like();
+    b.cells[0] = with_completion(b.cells[0].clone(), 64.0);
+    // 52 of 64 tokens: an early stop that would "improve" e2e.
+    c.cells[0] = with_completion(c.cells[0].clone(), 52.0);
+    b.cells[1] = with_completion(b.cells[1].clone(), 64.0);
+    c.cells[1] = with_completion(c.cells[1].clone(), 63.0); // within 5%
+    let r = compare(&b, &c, &fast_policy()).expect("comparable runs");
+    let v = clean(&r);
+    assert!(!r.performance_gate_passed);
+    let cell = &v["cells"]["capacity-4k"];
+    let why = cell["not_comparable"].as_str().unwrap();
+    assert!(
+        why.contains("median completion tokens differ by -18.8% (baseline 64, candidate 52), more than the cell's 5% tolerance"),
+        "{why}"
+    );
+    assert_eq!(cell["candidate_performance_eligible"], false);
+    assert_eq!(cell["baseline_performance_eligible"], false);
+    assert_eq!(cell["candidate_median_completion_tokens"], 52.0);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("capacity-4k") && w.contains(why))
+    );
+    let other = &v["cells"]["capacity-120k"];
+    assert!(other.get("not_comparable").is_none());
+    assert_eq!(other["candidate_performance_eligible"], true);
+}
+
+#[test]
+fn open_loop_queue_samples_and_client_lag_reach_the_report() {
+    let (mut b, mut c) = seed_like();
+    for (a, lag) in [(&mut b, 0.0), (&mut c, 250.0)] {
+        let cell = &mut a.cells[0];
+        let n = cell.requests;
+        cell.samples.insert(metric::QUEUE_MS.into(), vec![lag; n]);
+        if lag > 0.0 {
+            cell.warnings
+                .push("the client fell behind its schedule".into());
+        }
+    }
+    let r = compare(&b, &c, &fast_policy()).expect("comparable runs");
+    let v = clean(&r);
+    let q = &v["cells"]["capacity-4k"]["samples"]["queue_ms"];
+    assert_eq!(q["candidate"][0], 250.0);
+    assert_eq!(q["baseline"][0], 0.0);
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w == "cell `capacity-4k`: candidate: the client fell behind its schedule"),
+        "{:?}",
+        r.warnings
+    );
+}
+
+#[test]
+fn a_policy_can_gate_on_latency_from_the_scheduled_send() {
+    let (mut b, mut c) = seed_like();
+    for (a, lag) in [(&mut b, 0.0), (&mut c, 300.0)] {
+        for cell in &mut a.cells {
+            let ttft = cell.samples[metric::TTFT_MS].clone();
+            let sched: Vec<f64> = ttft.iter().map(|t| t + lag).collect();
+            cell.metrics.insert(
+                metric::TTFT_SCHED_MS.into(),
+                stats::summarize(&sched).unwrap(),
+            );
+            cell.samples.insert(metric::TTFT_SCHED_MS.into(), sched);
+        }
+    }
+    let mut policy =
+        Policy::from_toml_str("[[metric]]\nname = \"ttft_sched_p50_ms\"\n", "policy.toml").unwrap();
+    policy.bootstrap.iterations = 2000;
+    policy.gate.decide = report::GateRule::Point;
+    let r = compare(&b, &c, &policy).expect("comparable runs");
+    let v = clean(&r);
+    let m = &v["cells"]["capacity-4k"]["metrics"]["ttft_sched_p50_ms"];
+    assert_eq!(m["no_more_than_5_percent_regression"], false, "{m:#}");
+    assert!(!r.performance_gate_passed);
+    // The same runs gated on TTFT from the actual send pass: the client queue
+    // is what regressed, and only the scheduled-send metric sees it.
+    let r = compare(&b, &c, &fast_policy()).unwrap();
+    assert!(r.performance_gate_passed);
+}
+
+/// Request rows for a cell's samples: the first `slow` requests take ten
+/// times as long to the first token (over a 500 ms SLO), the rest as
+/// sampled. Rows and samples agree, as a run's do (verify checks it).
+fn with_rows(mut c: CellResult, slow: usize) -> CellResult {
+    let ttft = c.samples.get_mut(metric::TTFT_MS).unwrap();
+    for t in ttft.iter_mut().take(slow) {
+        *t *= 10.0;
+    }
+    let (ttft, e2e) = (&c.samples[metric::TTFT_MS], &c.samples[metric::E2E_MS]);
+    c.request_rows = (0..ttft.len())
+        .map(|i| infergate_report::artifact::RequestRow {
+            ok: true,
+            send_offset_ms: i as f64 * 100.0,
+            queue_ms: 0.0,
+            ttft_ms: Some(ttft[i]),
+            tpot_ms: None,
+            e2e_ms: Some(e2e[i]),
+            completion_tokens: Some(64),
+            cluster: 0,
+        })
+        .collect();
+    c.metrics = c
+        .samples
+        .iter()
+        .filter_map(|(k, v)| stats::summarize(v).map(|s| (k.clone(), s)))
+        .collect();
+    c
+}
+
+#[test]
+fn slo_attainment_is_gated_as_a_proportion_and_recomputed_by_verify() {
+    let policy = Policy::from_toml_str(
+        "[[slo]]\ncell = \"c\"\nttft_ms = 500\n[bootstrap]\niterations = 200\n",
+        "slo.toml",
+    )
+    .unwrap();
+    let side = |label: &str, slow: usize| {
+        let c = with_rows(cell("c", 512, 400, 100.0, 1000.0, 50.0, 0), slow);
+        artifact(label, label, vec![c], vec![])
+    };
+    // 60 of 400 candidate requests over the SLO: 15 points worse, margin 5.
+    let rep = compare(&side("base", 0), &side("cand", 60), &policy).unwrap();
+    let v = rep.to_value();
+    let slo = &v["cells"]["c"]["slo"];
+    assert_eq!(
+        (&slo["source"], &slo["gating"]),
+        (&"policy".into(), &true.into())
+    );
+    assert_eq!(
+        (
+            slo["baseline"]["met"].as_u64(),
+            slo["candidate"]["met"].as_u64()
+        ),
+        (Some(400), Some(340))
+    );
+    assert_eq!(slo["evidence"]["outcome"], "fail", "{slo}");
+    assert!((slo["evidence"]["drop_points"].as_f64().unwrap() - 15.0).abs() < 1e-9);
+    assert_eq!(
+        v["performance_outcome"], "fail",
+        "the attainment alone fails the gate"
+    );
+    assert_eq!(
+        v["statistics"]["family_wise"]["gating_pairs"], 4,
+        "3 metrics + 1 SLO cell"
+    );
+    assert!(
+        v["statistics"]["attainment_rule"]
+            .as_str()
+            .unwrap()
+            .contains("Newcombe")
+    );
+    assert!(verify(&v).is_empty(), "{:?}", verify(&v));
+    assert!(!rep.warnings.iter().any(|w| w.contains("judged nothing")));
+
+    // An SLO for a cell the runs do not have (a typo) is named.
+    let typo =
+        Policy::from_toml_str("[[slo]]\ncell = \"c2\"\nttft_ms = 500\n", "slo.toml").unwrap();
+    let warned = compare(&side("base", 0), &side("cand", 60), &typo)
+        .unwrap()
+        .warnings;
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("the SLO for cell `c2` names no cell")),
+        "{warned:?}"
+    );
+
+    // verify recomputes the attainment from the rows: edits are named.
+    type Edit = (&'static str, fn(&mut Value));
+    let edits: [Edit; 4] = [
+        ("/cells/c/slo/evidence/outcome", |v| {
+            v["cells"]["c"]["slo"]["evidence"]["outcome"] = "pass".into()
+        }),
+        ("/cells/c/slo/candidate/met", |v| {
+            v["cells"]["c"]["slo"]["candidate"]["met"] = 400.into()
+        }),
+        ("/cells/c/request_rows/candidate/0/ttft_ms", |v| {
+            v["cells"]["c"]["request_rows"]["candidate"][0]["ttft_ms"] = 90.0.into()
+        }),
+        ("/policy/slo/0/margin_points", |v| {
+            v["policy"]["slo"][0]["margin_points"] = 20.0.into()
+        }),
+    ];
+    for (what, edit) in edits {
+        let mut t = v.clone();
+        edit(&mut t);
+        let found = verify(&t);
+        assert!(
+            found.iter().any(|d| d.path.starts_with("cells.c.slo")),
+            "{what}: {found:?}"
+        );
+    }
+
+    // The same runtime on both sides: the attainment part passes at 400 a side.
+    let rep = compare(&side("base", 0), &side("cand", 0), &policy).unwrap();
+    let v = rep.to_value();
+    assert_eq!(v["cells"]["c"]["slo"]["evidence"]["outcome"], "pass");
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let part = parts
+        .iter()
+        .find(|p| p["subject"] == "cells.c.slo_attainment")
+        .unwrap();
+    assert_eq!(part["outcome"], "pass", "{part}");
+
+    // A run without request rows: the part is inconclusive and says why.
+    let mut rowless = side("cand", 0);
+    rowless.cells[0].request_rows.clear();
+    let rep = compare(&side("base", 0), &rowless, &policy).unwrap();
+    let v = rep.to_value();
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let part = parts
+        .iter()
+        .find(|p| p["subject"] == "cells.c.slo_attainment")
+        .unwrap();
+    assert_eq!(part["outcome"], "inconclusive");
+}
+
+/// A conversation cell's turns travel from the runs into the report, are
+/// shown side by side in every view, and are carried through verify.
+#[test]
+fn per_turn_slices_reach_the_report_and_every_view() {
+    use infergate_report::artifact::Slice;
+    let slice = |turn: usize, ttft: f64, cached: f64| Slice {
+        by: "turn".into(),
+        label: turn.to_string(),
+        requests: 4,
+        succeeded: 4,
+        ttft_p50_ms: Some(ttft),
+        e2e_p50_ms: Some(ttft + 400.0),
+        prompt_tokens_p50: Some(200.0 * turn as f64),
+        cached_share: Some(cached),
+    };
+    let sessions = |duration: f64| infergate_report::artifact::Sessions {
+        turns: 2,
+        sessions: 4,
+        complete: 4,
+        duration_p50_ms: Some(duration),
+        duration_max_ms: Some(duration * 1.5),
+        ttft_sum_p50_ms: Some(duration / 2.0),
+    };
+    let (mut b, mut c) = seed_like();
+    b.cells[0].slices = vec![slice(1, 530.0, 0.1), slice(2, 822.0, 0.63)];
+    c.cells[0].slices = vec![slice(1, 685.0, 0.0), slice(2, 1708.0, 0.0)];
+    b.cells[0].sessions = Some(sessions(2000.0));
+    c.cells[0].sessions = Some(sessions(3000.0));
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    let v = r.to_value();
+    assert_eq!(
+        v["cells"]["capacity-4k"]["candidate_slices"][1]["ttft_p50_ms"],
+        1708.0
+    );
+    let want =
+        "turn 2: 4/4 requests, prompt p50 400.0 tokens; TTFT p50 822.0 → 1708.0 ms (+107.8%)";
+    for (view, text) in [
+        (
+            "terminal",
+            report::terminal(&r, report::TerminalOptions::verbose(false)),
+        ),
+        ("markdown", report::markdown(&r)),
+        ("html", report::html(&r)),
+    ] {
+        assert!(text.contains(want), "{view}: {text}");
+        assert!(text.contains("cached 63% → 0%"), "{view}");
+        assert!(
+            text.contains("sessions of 2 turns: 4/4 complete baseline, 4/4 candidate; duration p50 2000.0 → 3000.0 ms (+50.0%)"),
+            "{view}"
+        );
+    }
+    assert!(verify(&v).is_empty(), "{:#?}", verify(&v));
+}
+
+/// Under the evidence rule each metric's row says one thing: its interval
+/// and its decision are the evidence gate's, in all three views, and the
+/// seed's point flag is shown as a fact (the point change against T),
+/// never as a second verdict (no "verdict" or "gate" column).
+#[test]
+fn each_metric_row_shows_one_decision_in_every_view() {
+    let (b, c) = seed_like();
+    let mut p = fast_policy();
+    p.gate.decide = report::GateRule::Evidence;
+    let r = compare(&b, &c, &p).unwrap();
+    let v = clean(&r);
+    let t = report::terminal(&r, report::TerminalOptions::verbose(false));
+    let m = report::markdown(&r);
+    let h = report::html(&r);
+    for (name, text) in [("terminal", &t), ("markdown", &m), ("html", &h)] {
+        assert!(
+            text.contains("evidence bounds, worse-direction"),
+            "{name}: {text}"
+        );
+        assert!(text.contains("seed flag (point vs T)"), "{name}");
+        // (The turnover table's failure-rate CI is another statistic.)
+        let metric_heads: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("metric") && l.contains("delta"))
+            .collect();
+        assert!(!metric_heads.is_empty(), "{name}");
+        assert!(
+            metric_heads
+                .iter()
+                .all(|l| !l.contains("% CI") && !l.contains("verdict")),
+            "{name}: a second interval or verdict: {metric_heads:?}"
+        );
+        assert!(
+            !text.contains("% worse</td>") && !text.contains("≤5% worse"),
+            "{name}: a point-delta gate column"
+        );
+    }
+    // A rate's worse change w is its delta negated: the candidate runs at
+    // c/b = 1 − w/100 of the baseline's speed, shown as such.
+    let speed = |w: f64| {
+        let r = 1.0 - w / 100.0;
+        if r <= 0.0 {
+            "0×".to_string()
+        } else if !(0.001..1000.0).contains(&r) {
+            format!("{r:.1e}×")
+        } else if r >= 10.0 {
+            format!("{r:.1}×")
+        } else if r >= 0.1 {
+            format!("{r:.2}×")
+        } else {
+            format!("{r:.3}×")
+        }
+    };
+    let mut rows = 0;
+    for (cell, cv) in v["cells"].as_object().unwrap() {
+        for (metric, mv) in cv["metrics"].as_object().unwrap() {
+            let e = &mv["evidence"];
+            let outcome = e["outcome"].as_str().unwrap();
+            let (lo, hi, margin) = (
+                e["lower_bound_percent"].as_f64().unwrap(),
+                e["upper_bound_percent"].as_f64().unwrap(),
+                e["margin_percent"].as_f64().unwrap(),
+            );
+            let rate = mv["direction"] == "higher_is_better";
+            let bounds = if rate {
+                format!("{}–{} as fast vs ≥{}", speed(hi), speed(lo), speed(margin))
+            } else {
+                format!("[{lo:+.2}, {hi:+.2}]% vs {margin}%")
+            };
+            // The terminal row of this metric, under this cell's heading.
+            let section = &t[t.find(&format!("cell {cell} ")).unwrap()..];
+            let line = section
+                .lines()
+                .find(|l| l.trim_start().starts_with(metric.as_str()))
+                .unwrap();
+            assert!(line.contains(&bounds) && line.contains(outcome), "{line}");
+            let others = ["pass", "fail", "inconclusive"]
+                .into_iter()
+                .filter(|o| *o != outcome);
+            for o in others {
+                assert!(!line.contains(&format!(" {o} ")), "two decisions: {line}");
+            }
+            // Markdown escapes the brackets; the bound numbers are there as is.
+            let key = if rate {
+                bounds.clone()
+            } else {
+                format!("{lo:+.2}")
+            };
+            let md_row = m
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{metric}` |")) && l.contains(&key))
+                .unwrap_or_else(|| panic!("markdown row of {metric}: {m}"));
+            assert!(md_row.contains(outcome), "{md_row}");
+            assert!(
+                h.contains(&format!("{}</td><td class=\"v-{outcome}\">", bounds)),
+                "html row of {metric}"
+            );
+            rows += 1;
+        }
+    }
+    assert!(rows >= 6, "{rows}");
+}
+
+/// The seed-like runs with every candidate TTFT 8 % higher, decided by
+/// evidence: the point deltas pass T where the evidence cannot say.
+fn ttft_eight_percent_worse_by_evidence() -> (Report, Value) {
+    let (b, mut c) = seed_like();
+    for cell in &mut c.cells {
+        for s in cell.samples.get_mut(metric::TTFT_MS).into_iter().flatten() {
+            *s *= 1.08;
+        }
+    }
+    let mut p = fast_policy();
+    p.gate.decide = report::GateRule::Evidence;
+    let r = compare(&b, &c, &p).unwrap();
+    let v = clean(&r);
+    (r, v)
+}
+
+/// Under the evidence rule a point delta beyond T that the evidence cannot
+/// call is not a failure anywhere a person reads: the gates table shows the
+/// seed's point gate as not deciding, and no view lists its point deltas
+/// as failed checks.
+#[test]
+fn the_seed_point_gate_is_never_a_second_verdict() {
+    let (r, v) = ttft_eight_percent_worse_by_evidence();
+    let evidence = v["gates"]["performance_evidence"]["outcome"]
+        .as_str()
+        .unwrap();
+    assert!(
+        !r.performance_gate_passed && evidence != "fail",
+        "the case needs a failed point gate the evidence does not fail: {evidence}"
+    );
+    let t = report::terminal(&r, report::TerminalOptions::default());
+    let gates = &t[t.find("\ngates\n").unwrap()..];
+    let gates = &gates[..gates.find("\n\n").unwrap()];
+    let row = |name: &str| {
+        let line = gates
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {gates}"));
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    assert!(
+        row("performance (evidence)").ends_with(&format!("? {evidence}")),
+        "{gates}"
+    );
+    assert!(
+        row("seed point gate").starts_with("seed point gate · fail not deciding"),
+        "{gates}"
+    );
+    assert!(!gates.contains("✗ performance"), "{gates}");
+    let m = report::markdown(&r);
+    assert!(
+        m.contains("| seed point gate | · fail |") && !m.contains("- performance: "),
+        "{m}"
+    );
+    let h = report::html(&r);
+    assert!(
+        h.contains(&format!(
+            "badge {evidence}\">? performance (evidence): {evidence}"
+        )) && !h.contains("badge fail\">✗ performance")
+            && !h.contains("<td>performance</td>"),
+        "{h}"
+    );
+    // One interval per metric: the plots name the evidence bounds too.
+    assert!(
+        h.contains("per request: baseline vs candidate"),
+        "plots drawn"
+    );
+    assert!(!h.contains("· CI [") && h.contains("· bounds ["), "{h}");
+}
+
+/// A reader gets the verdict, the metrics that decide it (here: still
+/// undecided, with the requests that would decide them) and the cost in
+/// the terminal report's first 15 lines, before any cell table.
+#[test]
+fn the_verdict_and_decisive_metrics_come_first() {
+    let (r, v) = ttft_eight_percent_worse_by_evidence();
+    let t = report::terminal(&r, report::TerminalOptions::default());
+    let head: Vec<&str> = t.lines().take(15).collect();
+    let head = head.join("\n");
+    let qualification = v["qualification"].as_str().unwrap();
+    assert!(
+        head.contains(&format!("verdict      {qualification}")),
+        "{head}"
+    );
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let undecided: Vec<&str> = parts
+        .iter()
+        .filter(|p| p["outcome"] == "inconclusive")
+        .map(|p| p["subject"].as_str().unwrap())
+        .collect();
+    assert!(!undecided.is_empty(), "the case needs undecided metrics");
+    for subject in undecided.iter().take(3) {
+        let short = subject
+            .strip_prefix("cells.")
+            .unwrap()
+            .replacen(".metrics.", " ", 1);
+        assert!(head.contains(&format!("? {short}: ")), "{short} in\n{head}");
+    }
+    // What would decide them: more requests, or (one run per side, as
+    // here) a design that sees the drift.
+    assert!(
+        (head.contains("requests per side would decide")
+            || head.contains("more requests of this design cannot decide it: interleave"))
+            && head.contains("measured "),
+        "{head}"
+    );
+    assert!(
+        !head.contains("cell capacity"),
+        "the cells come after: {head}"
+    );
+}
+
+/// Interleaved blocks of one request, the candidate 1 % slower in every
+/// pair but one astride a host's burst (1.5×): the default policy combines
+/// the blocks by a trimmed mean, which sets that pair aside, and says so in
+/// the report; `verify` recomputes it as made, and refuses the report when
+/// its `block_mean` is changed or removed.
+#[test]
+fn interleaved_blocks_combine_by_the_trimmed_mean_the_report_names() {
+    let n = 20;
+    let interleaved = |label: &str, digest: &str, factor: &dyn Fn(usize) -> f64| {
+        let base = fixtures::spread_samples(n, (500.0, 900.0, 100.0), 0);
+        let samples = base
+            .into_iter()
+            .map(|(k, v)| {
+                // Decode speed is higher-is-better: slower is less.
+                let slower = k == metric::DECODE_TOK_S;
+                let v = v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| if slower { x / factor(i) } else { x * factor(i) });
+                (k, v.collect())
+            })
+            .collect();
+        let mut c = fixtures::cell("c1", shape(256, n), samples, Some(253.0));
+        c.sample_clusters = c
+            .samples
+            .keys()
+            .map(|k| (k.clone(), (0..n as u32).collect()))
+            .collect();
+        let mut a = artifact(label, digest, vec![c], vec![]);
+        a.schedule = Some(infergate_report::artifact::Schedule::Interleaved);
+        a
+    };
+    let b = interleaved("baseline", "0c06", &|_| 1.0);
+    let c = interleaved("candidate", "877a", &|i| if i == 7 { 1.5 } else { 1.01 });
+    let mut policy = Policy {
+        source: "tests: defaults with 2000 iterations".into(),
+        ..Policy::default()
+    };
+    policy.bootstrap.iterations = 2000;
+    let r = compare(&b, &c, &policy).expect("comparable");
+    let v = clean(&r);
+    assert_eq!(
+        v["statistics"]["design"]["block_mean"], "trimmed",
+        "{}",
+        v["statistics"]["design"]
+    );
+    let method = v["statistics"]["design"]["resampling_method"]
+        .as_str()
+        .unwrap();
+    assert!(method.contains("trimmed"), "{method}");
+    let point_of = |v: &Value| {
+        v["cells"]["c1"]["metrics"]["ttft_p50_ms"]["evidence"]["worse_change_percent"]
+            .as_f64()
+            .expect("evidence")
+    };
+    let point = point_of(&v);
+    assert!(
+        (point - 1.0).abs() < 1e-6,
+        "the burst's pair moved the estimate: {point}"
+    );
+
+    // The mean (a method compare does not use, measured against it): the
+    // burst's pair is in the estimate, and in the report.
+    let mean = report::design::Method {
+        block_mean: stats::BlockMean::Mean,
+        ..Default::default()
+    };
+    let m = report::compare_by(&b, &c, &policy, &mean, None).expect("comparable");
+    let mv = clean(&m);
+    assert_eq!(mv["statistics"]["design"]["block_mean"], "mean");
+    let mean_point = point_of(&mv);
+    assert!(mean_point > 2.5, "{mean_point}");
+
+    // Changed or removed, the field no longer matches what was computed.
+    for edit in [Some("mean"), None] {
+        let mut t = v.clone();
+        let design = t["statistics"]["design"].as_object_mut().unwrap();
+        match edit {
+            Some(s) => design.insert("block_mean".into(), s.into()),
+            None => design.remove("block_mean"),
+        };
+        assert!(!verify(&t).is_empty(), "{edit:?} verified");
+    }
+}
