@@ -1,5 +1,6 @@
 //! The `infergate` binary: parse the command line, run it on a tokio
-//! runtime, map errors to exit code 2. Everything else is in `cli/`.
+//! runtime, map errors to exit code 2 (a closed standard output to a quiet
+//! SIGPIPE). Everything else is in `cli/`.
 
 mod cli;
 
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
     };
     match rt.block_on(cli::dispatch(cli.cmd)) {
         Ok(code) => code,
+        Err(e) if e.chain().any(|c| c.is::<cli::StdoutClosed>()) => reader_gone(),
         Err(e) => {
             // Every message that can carry a URL or connection string goes
             // through the one redaction rule.
@@ -28,4 +30,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Standard output's reader has gone: end as a Unix tool does when it
+/// writes to a pipe nobody reads, by SIGPIPE, with nothing on standard
+/// error (Rust ignores SIGPIPE, so the write failed instead).
+fn reader_gone() -> ExitCode {
+    // SAFETY: restoring a signal's default disposition and raising it; no
+    // handler of ours is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    // SIGPIPE blocked: the status a shell shows for it.
+    ExitCode::from(128 + libc::SIGPIPE as u8)
 }

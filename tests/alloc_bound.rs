@@ -5,7 +5,8 @@
 //! workload's prompts (all of them: a turnover plan is made up front).
 //! Suites are drawn from the parse-time limits (each field at 1, a middle
 //! value or its maximum), fixed seed; one that the parser refuses is
-//! skipped, one it accepts must stay within the bound.
+//! skipped, one it accepts must stay within the bound. And a hook's
+//! standard error, however long, is held within a bound of its own.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -105,8 +106,12 @@ fn sized(prompt_tokens: u64) -> SizedBody {
     }
 }
 
+/// One measurement at a time: the counters are the whole process's.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("suite.toml");
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
@@ -152,4 +157,46 @@ fn no_accepted_suite_allocates_past_the_bound_before_its_first_request() {
         worst >> 20
     );
     assert!(accepted >= 25 && refused >= 5, "{accepted} / {refused}");
+}
+
+/// A command hook that writes 32 MiB to its standard error and fails: its
+/// line ends with the last of it, and what was held while it ran stays
+/// far below what it wrote.
+#[test]
+fn a_hook_writing_without_end_to_its_stderr_is_held_to_its_tail() {
+    use infergate::config::plan::Hook;
+    use infergate::runtime::hook;
+    const WRITTEN: usize = 32 << 20;
+    const HELD: usize = 4 << 20;
+    let _one = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let h = Hook::Command {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!(
+                "head -c {WRITTEN} /dev/zero | tr '\\0' x >&2; echo the last words >&2; exit 1"
+            ),
+        ],
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let call = hook::Call {
+        env: &[],
+        json: b"{}",
+        stdin: false,
+    };
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let line = rt.block_on(hook::run(&h, &call)).unwrap_err();
+    let used = PEAK.load(Ordering::Relaxed) - base;
+    assert!(line.ends_with("xxxthe last words"), "{line}");
+    assert!(
+        used < HELD,
+        "{} KiB held for {} MiB of standard error",
+        used >> 10,
+        WRITTEN >> 20
+    );
 }

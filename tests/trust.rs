@@ -987,3 +987,117 @@ fn init_writes_a_plan_check_reads_and_never_overwrites() {
         assert_eq!(std::fs::read(d.join("plan.toml")).unwrap(), plan);
     }
 }
+
+/// A command whose standard output is closed under it (`infergate status
+/// --json | head -c 600`) ends as a Unix tool does, by SIGPIPE and saying
+/// nothing: no panic, no exit 101.
+#[test]
+fn a_closed_standard_output_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let report = example_report();
+    let report = report.to_str().unwrap();
+    for args in [
+        &["status", "--json"][..],
+        &["completions", "bash"],
+        &["man"],
+        &["report", report],
+        &["verify", report],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        // The reader is gone before the command writes its first byte.
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(d)
+            .args(args)
+            .env_remove("INFERGATE_LEDGER")
+            .env("XDG_DATA_HOME", d.join("data"))
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_ne!(o.status.code(), Some(101), "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{args:?}: {e}");
+        assert_eq!(e, "", "{args:?}");
+    }
+}
+
+/// `infergate` run in `d` with `args`, killed (and the test failed) if it
+/// has not ended within a minute: a command blocked on a FIFO.
+fn infergate_unblocked(d: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(d)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    let o = child.wait_with_output().unwrap();
+    panic!("infergate {args:?} blocked: {}", stderr(&o));
+}
+
+/// `man --out DIR` writes its pages as every other output is written: a
+/// symbolic link or a FIFO where a page goes is refused, named, and
+/// nothing is written through it.
+#[test]
+fn man_pages_replace_only_regular_files() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = infergate_unblocked(d, &["man", "--out", "fresh"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for page in ["infergate.1", "infergate-qualify.1"] {
+        assert!(d.join("fresh").join(page).is_file(), "{page}");
+    }
+
+    std::fs::create_dir(d.join("man")).unwrap();
+    std::fs::write(d.join("target"), "kept").unwrap();
+    std::os::unix::fs::symlink(d.join("target"), d.join("man/infergate-qualify.1")).unwrap();
+    let o = infergate_unblocked(d, &["man", "--out", "man"]);
+    assert!(!o.status.success(), "a page was written through a link");
+    let e = stderr(&o);
+    assert!(
+        e.contains("infergate-qualify.1")
+            && e.contains("a symbolic link")
+            && e.contains("not a regular file"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(d.join("target")).unwrap(), b"kept");
+    assert!(
+        std::fs::symlink_metadata(d.join("man/infergate-qualify.1"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    std::fs::remove_file(d.join("man/infergate-qualify.1")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(d.join("man/infergate.1"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = infergate_unblocked(d, &["man", "--out", "man"]);
+    assert!(!o.status.success(), "a page was written into a FIFO");
+    let e = stderr(&o);
+    assert!(
+        e.contains("infergate.1") && e.contains("a FIFO") && e.contains("not a regular file"),
+        "{e}"
+    );
+    assert!(
+        std::fs::symlink_metadata(d.join("man/infergate.1"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}

@@ -39,7 +39,7 @@ pub fn write_csv(report: &Value, dir: &Path, input: &Path) -> Result<()> {
         let path = dir.join(name);
         infergate::atomic::refuse_overwriting_inputs(&path, &[("report", input)])?;
         infergate::atomic::write_atomic(&path, text.as_bytes())?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
     Ok(())
 }

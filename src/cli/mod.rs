@@ -2,6 +2,24 @@
 //! parses), [`dispatch`] (one library call per subcommand) and the front
 //! ends of the qualification commands ([`qualify`]).
 
+/// `print!` that returns an error instead of panicking when standard
+/// output is closed ([`StdoutClosed`]).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::stdout(format!($($arg)*).as_bytes())
+    };
+}
+
+/// `println!` as [`out!`] is `print!`.
+macro_rules! outln {
+    () => {
+        $crate::cli::stdout(b"\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::stdout(format!("{}\n", format_args!($($arg)*)).as_bytes())
+    };
+}
+
 pub mod args;
 mod endpoints;
 mod exports;
@@ -35,21 +53,65 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = args::Cli::command();
-            clap_complete::generate(shell, &mut cmd, "infergate", &mut std::io::stdout());
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "infergate", &mut text);
+            stdout(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Man { out } => {
             use clap::CommandFactory;
             match out {
-                Some(dir) => clap_mangen::generate_to(args::Cli::command(), &dir)
+                Some(dir) => man_pages(args::Cli::command(), &dir)
                     .with_context(|| format!("writing manual pages into {}", dir.display()))?,
-                None => clap_mangen::Man::new(args::Cli::command())
-                    .render(&mut std::io::stdout())
-                    .context("writing the manual page")?,
+                None => {
+                    let mut text = Vec::new();
+                    clap_mangen::Man::new(args::Cli::command())
+                        .render(&mut text)
+                        .context("rendering the manual page")?;
+                    stdout(&text)?;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Standard output was closed before all was written (`infergate status
+/// --json | head -c 600`): `main` ends the command as a Unix tool ends,
+/// by SIGPIPE, saying nothing.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct StdoutClosed;
+
+/// Write `bytes` to standard output; a closed pipe is [`StdoutClosed`].
+pub fn stdout(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    std::io::stdout().lock().write_all(bytes).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            anyhow::Error::new(StdoutClosed)
+        } else {
+            anyhow::Error::new(e).context("writing to standard output")
+        }
+    })
+}
+
+/// `man --out DIR`: the page of `cmd` and of every subcommand that is not
+/// hidden (`infergate.1`, `infergate-qualify.1`, …), each written as every
+/// other output is: atomically, and only as a regular file.
+fn man_pages(cmd: clap::Command, dir: &std::path::Path) -> Result<()> {
+    fn pages(cmd: clap::Command, dir: &std::path::Path) -> Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+            pages(sub, dir)?;
+        }
+        let man = clap_mangen::Man::new(cmd);
+        let mut text = Vec::new();
+        man.render(&mut text)?;
+        infergate::atomic::write_atomic(&dir.join(man.get_filename()), &text)?;
+        Ok(())
+    }
+    let mut cmd = cmd.disable_help_subcommand(true);
+    cmd.build();
+    pages(cmd, dir)
 }
 
 /// `infergate compare`: two run artifacts → the report, never over an input.
@@ -83,7 +145,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         .collect();
     infergate::atomic::refuse_overwriting_inputs(&a.out, &read)?;
     report::write_report_atomic(&a.out, &report)?;
-    println!("wrote {}", a.out.display());
+    outln!("wrote {}", a.out.display())?;
     inputs.extend(read.iter().copied());
     inputs.push(("report", a.out.as_path()));
     exports::after_report(&report.to_value(), a.junit.as_deref(), &inputs)?;
@@ -91,7 +153,7 @@ fn compare(a: CompareArgs) -> Result<ExitCode> {
         color: std::io::stdout().is_terminal(),
         verbose: a.verbose,
     };
-    print!("{}", report::terminal(&report, opts));
+    out!("{}", report::terminal(&report, opts))?;
     Ok(ExitCode::from(report::exit_code(&report)))
 }
 
@@ -108,7 +170,7 @@ fn verify(file: PathBuf, runs: Vec<String>, suite: Option<PathBuf>) -> Result<Ex
         let (path, dirs) = infergate::verify_runs::qualification_dirs(&file)?;
         let value = report::read_report_value(&path)?;
         let v = infergate::verify_runs::verify_runs(&value, &dirs);
-        print!("{}", verify_text(&path.display().to_string(), &v));
+        out!("{}", verify_text(&path.display().to_string(), &v))?;
         return Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }));
     }
     let value = report::read_report_value(&file)?;
@@ -126,7 +188,7 @@ fn verify(file: PathBuf, runs: Vec<String>, suite: Option<PathBuf>) -> Result<Ex
         }
         _ => report::verify_report(&value),
     };
-    print!("{}", verify_text(&file.display().to_string(), &v));
+    out!("{}", verify_text(&file.display().to_string(), &v))?;
     Ok(ExitCode::from(if v.is_clean() { 0 } else { 1 }))
 }
 
@@ -159,7 +221,7 @@ fn render(a: ReportArgs) -> Result<ExitCode> {
             infergate::atomic::refuse_overwriting_inputs(&path, &[("report", &a.file)])?;
             infergate::atomic::write_atomic(&path, text.as_bytes())?
         }
-        None => print!("{text}"),
+        None => out!("{text}")?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -202,31 +264,34 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         } else {
             format!("NOT eligible: {}", c.ineligible_reasons.join("; "))
         };
-        println!(
+        outln!(
             "{}: {}/{} ok, {}",
-            c.name, c.succeeded, c.requests, eligible
-        );
+            c.name,
+            c.succeeded,
+            c.requests,
+            eligible
+        )?;
         if let Some(s) = &c.slo {
-            println!("  {}", slo_summary(s));
+            outln!("  {}", slo_summary(s))?;
         }
     }
     for s in &art.rate_sweeps {
         let at = |r: Option<f64>| r.map_or("none".to_string(), |r| format!("{r} req/s"));
-        println!(
+        outln!(
             "rate sweep {}: highest rate holding {:.0}% attainment: {} (with 95% confidence: {})",
             s.cells.join(", "),
             s.min_attainment * 100.0,
             at(s.highest_rate_holding),
             at(s.highest_rate_confidently_holding)
-        );
+        )?;
     }
-    println!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display());
+    outln!("wrote {}", a.out.join(runner::ARTIFACT_FILE).display())?;
     if adhoc {
-        println!(
+        outln!(
             "suite {} (run it again with --suite {})",
             suite.display(),
             suite.display()
-        );
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -291,12 +356,12 @@ fn verify_text(name: &str, v: &report::Verification) -> String {
 
 /// Before a run: what a request-paired interleaved qualification of this
 /// suite costs at the policy's margins, per cell and in all.
-fn print_cost(c: &report::calibrate::Calibration) {
+fn print_cost(c: &report::calibrate::Calibration) -> Result<()> {
     for cell in &c.cells {
         let Some(n) = cell.requests_per_side else {
             continue;
         };
-        println!(
+        outln!(
             "  {}: a paired interleaved qualification needs about {n} requests per side{}",
             cell.cell,
             match (cell.seconds_per_request, cell.minutes) {
@@ -304,13 +369,14 @@ fn print_cost(c: &report::calibrate::Calibration) {
                     format!(", {m:.1} min of requests ({s:.2} s each, both runtimes)"),
                 _ => String::new(),
             }
-        );
+        )?;
     }
     if let Some(m) = c.minutes {
-        println!(
+        outln!(
             "suite: about {m:.1} min of requests to decide at the policy's margins (the known-variance need; docs/gate-calibration.md says how far real runs stray from it)"
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
@@ -349,7 +415,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     let c = report::calibrate::calibrate(&runs, &policy, &infergate::util::now_rfc3339())
         .context("calibrating")?;
     infergate::atomic::write_json_atomic(&a.out, &c)?;
-    println!(
+    outln!(
         "{} runs, {} A/A pairs: point rule failed {}, evidence pass {} / fail {} / inconclusive {}",
         c.runs.len(),
         c.aa_pairs.pairs,
@@ -357,10 +423,10 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
         c.aa_pairs.evidence_pass,
         c.aa_pairs.evidence_fail,
         c.aa_pairs.evidence_inconclusive
-    );
+    )?;
     for cell in &c.cells {
         for m in &cell.metrics {
-            println!(
+            outln!(
                 "  {}/{}: per-request CV {:.1}%, within-run s.e. {:.2}%, between runs {:.2}%, drift {:.2}%, interleaved needs {} req/side ({} paired)",
                 cell.cell,
                 m.metric,
@@ -372,11 +438,11 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                     .map_or_else(|| "?".to_string(), |n| n.to_string()),
                 m.oracle_requests_per_side_paired
                     .map_or_else(|| "?".to_string(), |n| n.to_string())
-            );
+            )?;
         }
     }
-    print_cost(&c);
-    println!("drift floor: {}% per run", c.drift_sd_percent);
+    print_cost(&c)?;
+    outln!("drift floor: {}% per run", c.drift_sd_percent)?;
     if let Some(path) = &a.write_policy {
         let base = match &a.policy {
             Some(p) => {
@@ -392,9 +458,9 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
                 )
             })?;
         infergate::atomic::write_atomic(path, text.as_bytes())?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display())?;
     }
-    println!("wrote {}", a.out.display());
+    outln!("wrote {}", a.out.display())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -416,11 +482,11 @@ fn init(kind: infergate::config::init::Kind, plan: &std::path::Path) -> Result<E
     }
     infergate::atomic::write_atomic(&suite, init::suite_text().as_bytes())?;
     infergate::atomic::write_atomic(plan, init::plan_text(kind).as_bytes())?;
-    println!(
+    outln!(
         "wrote {} and {}: edit them, then infergate qualify {} --check",
         plan.display(),
         suite.display(),
         plan.display()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }

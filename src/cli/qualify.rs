@@ -129,7 +129,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     };
     if a.check {
         let c = qualify::check::check(&plan, ledger.as_ref(), a.calibration.as_deref()).await;
-        print!("{c}");
+        out!("{c}")?;
         return Ok(ExitCode::from(if c.is_wrong() { 2 } else { 0 }));
     }
     if let Some(junit) = &a.junit {
@@ -152,37 +152,37 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     if let (Some(v), Some(r)) = (&value, &o.report) {
         super::exports::after_report(v, a.junit.as_deref(), &[("plan", &plan), ("report", r)])?;
     }
-    println!("qualification {}: {}", o.id, verdict_text(&o.verdict));
+    outln!("qualification {}: {}", o.id, verdict_text(&o.verdict))?;
     if let Some(f) = &o.failure {
-        println!("  {f}");
+        outln!("  {f}")?;
     }
     if let Some(spent) = &o.spent {
-        println!("  spent:   {spent}");
+        outln!("  spent:   {spent}")?;
     }
     match &o.serving {
-        Some((label, h)) => println!("  serving: {label} — {}", h.describe()),
-        None if a.then_stop => println!("  serving: nothing (--then-stop retired it)"),
-        None => println!("  serving: nothing"),
+        Some((label, h)) => outln!("  serving: {label} — {}", h.describe())?,
+        None if a.then_stop => outln!("  serving: nothing (--then-stop retired it)")?,
+        None => outln!("  serving: nothing")?,
     }
-    println!("  ledger:  {} (infergate status {})", o.ledger, o.id);
+    outln!("  ledger:  {} (infergate status {})", o.ledger, o.id)?;
     if let Some(r) = &o.report {
-        println!("  report:  {}", r.display());
+        outln!("  report:  {}", r.display())?;
         if o.decision == DecisionAction::Pending {
-            println!(
+            outln!(
                 "  decide:  infergate decide {} --promote|--retain-baseline --note \"…\"",
                 r.display()
-            );
+            )?;
         }
         // The rendered report comes last: it is what a reader came for.
         if !a.quiet
             && let Some(v) = &value
         {
-            println!();
+            outln!()?;
             let opts = report::TerminalOptions {
                 color: std::io::stdout().is_terminal(),
                 verbose: a.verbose,
             };
-            println!("{}", report::terminal(v, opts));
+            outln!("{}", report::terminal(v, opts))?;
         }
     }
     Ok(ExitCode::from(o.exit_code(value.as_ref())?))
@@ -217,10 +217,10 @@ pub async fn main_decide(a: DecideArgs) -> anyhow::Result<ExitCode> {
         quiet: a.quiet,
     })
     .await?;
-    println!("qualification {}: {}", o.qualification, o.promotion);
+    outln!("qualification {}: {}", o.qualification, o.promotion)?;
     match &o.serving {
-        Some((label, h)) => println!("  serving: {label} — {}", h.describe()),
-        None => println!("  serving: nothing"),
+        Some((label, h)) => outln!("  serving: {label} — {}", h.describe())?,
+        None => outln!("  serving: nothing")?,
     }
     Ok(ExitCode::from(if o.carried_out { 0 } else { 1 }))
 }
@@ -232,18 +232,18 @@ pub async fn main_status(a: StatusArgs) -> anyhow::Result<ExitCode> {
         json: a.json,
     })
     .await?;
-    print!("{text}");
+    out!("{text}")?;
     if a.json {
-        println!();
+        outln!()?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 pub async fn main_stop(a: StopArgs) -> anyhow::Result<ExitCode> {
-    print!(
+    out!(
         "{}",
         infergate::runtime::stop::stop(&a.id, location(a.ledger)?, a.quiet).await?
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -276,12 +276,12 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
             let src = Ledger::connect_read_only(&from)?;
             let dst = Ledger::connect(&to)?;
             let m = ledger::migrate(&src, &dst)?;
-            println!(
+            outln!(
                 "ledger {from} -> {to}: {} entries copied, {} already there; {to} now equals {from} entry for entry ({} entries, ids kept)",
                 m.copied,
                 m.already,
                 m.copied + m.already
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }

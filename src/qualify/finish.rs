@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::outcome::{Outcome, Verdict};
+use super::outcome::{Outcome, Verdict, exit_code_of, outcome_name};
 use super::progress::spent_in;
 use crate::config::plan::{After, BASELINE, OnOutcome};
 use crate::report::{self, DecisionAction, Report};
@@ -119,14 +119,7 @@ pub(super) async fn finish(
         }
     }
     let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();
-    tell_the_verdict(
-        ctx,
-        &verdict_text,
-        verdict == Verdict::Qualified,
-        report.as_deref(),
-        failure.as_deref(),
-    )
-    .await?;
+    tell_the_verdict(ctx, &verdict, report.as_deref(), failure.as_deref()).await?;
     let entries = ctx.ledger.entries(ctx.qualification)?;
     let serving = lifecycle::serving(&entries);
     let decision = decision_in(&entries);
@@ -162,28 +155,21 @@ pub(super) async fn finish(
 /// and the report.
 async fn tell_the_verdict(
     ctx: &Ctx<'_>,
-    verdict: &serde_json::Value,
-    qualified: bool,
+    verdict: &Verdict,
     report: Option<&Path>,
     failure: Option<&str>,
 ) -> Result<()> {
     if ctx.plan.hooks.on_verdict.is_empty() {
         return Ok(());
     }
-    // Read once: the gates' summary and the sha256 the hooks get are of
-    // the same bytes.
+    // Read once: the gates, the outcome and the sha256 the hooks get are
+    // of the same bytes.
     let read = report.and_then(|p| Some((p, std::fs::read(p).ok()?)));
-    let gates = read.as_ref().and_then(|(p, bytes)| {
+    let typed = read.as_ref().and_then(|(p, bytes)| {
         let v = crate::report::parse_report_value(bytes, &p.display().to_string()).ok()?;
-        let r: Report = serde_json::from_value(v).ok()?;
-        Some(crate::report::gate::summary(&r))
+        serde_json::from_value::<Report>(v).ok()
     });
-    let fields = json!({
-        "verdict": verdict,
-        "qualified": qualified,
-        "gates": gates,
-        "failure": failure,
-    });
+    let fields = verdict_fields(verdict, failure, typed.as_ref());
     let summary = notify::summary(
         ctx,
         Event::Verdict,
@@ -191,6 +177,22 @@ async fn tell_the_verdict(
         fields,
     );
     notify::notify(ctx, Event::Verdict, &summary).await
+}
+
+/// A verdict summary's own fields: `verdict` and `qualified`, the
+/// three-way `outcome` (`inconclusive` told apart from `not_qualified`)
+/// with the `exit_code` the command ends with, the gates' summary and the
+/// failure.
+fn verdict_fields(verdict: &Verdict, failure: Option<&str>, report: Option<&Report>) -> Value {
+    let exit_code = exit_code_of(verdict, failure.is_some(), report);
+    json!({
+        "verdict": verdict,
+        "qualified": *verdict == Verdict::Qualified,
+        "outcome": outcome_name(verdict, exit_code),
+        "exit_code": exit_code,
+        "gates": report.map(crate::report::gate::summary),
+        "failure": failure,
+    })
 }
 
 pub(super) fn finished_outcome(
@@ -238,4 +240,65 @@ pub async fn then_stop(o: &mut Outcome, quiet: bool) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example report, its gates made to end as `qualification` says.
+    fn report(qualification: &str) -> Report {
+        let mut r: Report = serde_json::from_str(include_str!(
+            "../../tests/data/runtime-profile-comparison.example.json"
+        ))
+        .unwrap();
+        let passed = qualification == report::QUAL_PASS;
+        r.gates = None;
+        r.performance_gate_passed = passed;
+        r.strict_turnover_gate_passed = true;
+        r.qualification = qualification.to_string();
+        r
+    }
+
+    /// The verdict hooks' summary tells the three ends of a comparison
+    /// apart by a field, with the exit code the command ends with; the
+    /// two-way `verdict` and `qualified` stay as they were.
+    #[test]
+    fn the_verdict_summary_tells_inconclusive_from_not_qualified() {
+        let cases = [
+            (Verdict::Qualified, report::QUAL_PASS, "qualified", 0),
+            (
+                Verdict::NotQualified,
+                report::QUAL_FAIL_PERFORMANCE,
+                "not_qualified",
+                1,
+            ),
+            (
+                Verdict::NotQualified,
+                report::QUAL_INCONCLUSIVE,
+                "inconclusive",
+                3,
+            ),
+        ];
+        for (verdict, qualification, outcome, code) in cases {
+            let r = report(qualification);
+            let f = verdict_fields(&verdict, None, Some(&r));
+            assert_eq!(f["outcome"], outcome, "{f}");
+            assert_eq!(f["exit_code"], code, "{f}");
+            assert_eq!(f["verdict"], serde_json::to_value(&verdict).unwrap());
+            assert_eq!(f["qualified"], verdict == Verdict::Qualified, "{f}");
+            assert!(f["gates"].is_string(), "{f}");
+        }
+        let f = verdict_fields(&Verdict::Failed, Some("the candidate did not start"), None);
+        assert_eq!(
+            (
+                &f["outcome"],
+                &f["exit_code"],
+                &f["verdict"],
+                &f["qualified"]
+            ),
+            (&json!("failed"), &json!(2), &json!("failed"), &json!(false))
+        );
+        assert!(f["gates"].is_null(), "{f}");
+    }
 }

@@ -68,25 +68,50 @@ impl Outcome {
             .transpose()
     }
 
-    /// The process's exit code: 0 qualified (or rolled back as asked), 1 not
-    /// qualified, 3 compared but the evidence could not decide (more
-    /// requests would), 2 failed or refused. `report` is [`Self::read_report`]'s.
+    /// The process's exit code ([`exit_code_of`]); `report` is
+    /// [`Self::read_report`]'s, and one that does not read is an error.
     pub fn exit_code(&self, report: Option<&Value>) -> Result<u8> {
-        let undecided = match (&self.verdict, report) {
-            (Verdict::NotQualified, Some(v)) => {
-                let r: report::Report = serde_json::from_value(v.clone())
-                    .with_context(|| format!("reading the report of {}", self.id))?;
-                report::exit_code(&r) == report::EXIT_INCONCLUSIVE
-            }
-            _ => false,
+        let typed = match (&self.verdict, report) {
+            (Verdict::NotQualified, Some(v)) => Some(
+                serde_json::from_value::<report::Report>(v.clone())
+                    .with_context(|| format!("reading the report of {}", self.id))?,
+            ),
+            _ => None,
         };
-        Ok(match self.verdict {
-            Verdict::Qualified => 0,
-            Verdict::RolledBack if self.failure.is_none() => 0,
-            Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
-            Verdict::NotQualified => 1,
-            _ => 2,
-        })
+        Ok(exit_code_of(
+            &self.verdict,
+            self.failure.is_some(),
+            typed.as_ref(),
+        ))
+    }
+}
+
+/// The exit code of a qualification that ended with `verdict`: 0 qualified
+/// (or rolled back as asked, `failed` false), 1 not qualified, 3 compared
+/// but the evidence could not decide (more requests would; `report` says
+/// so), 2 failed or refused.
+pub fn exit_code_of(verdict: &Verdict, failed: bool, report: Option<&report::Report>) -> u8 {
+    let undecided = report.is_some_and(|r| report::exit_code(r) == report::EXIT_INCONCLUSIVE);
+    match verdict {
+        Verdict::Qualified => 0,
+        Verdict::RolledBack if !failed => 0,
+        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
+        Verdict::NotQualified => 1,
+        _ => 2,
+    }
+}
+
+/// How a qualification ended in one word: the verdict, with a "not
+/// qualified" whose evidence could not decide (exit code 3) told apart as
+/// `inconclusive`.
+pub fn outcome_name(verdict: &Verdict, exit_code: u8) -> &'static str {
+    match verdict {
+        Verdict::NotQualified if exit_code == report::EXIT_INCONCLUSIVE => "inconclusive",
+        Verdict::NotQualified => "not_qualified",
+        Verdict::Qualified => "qualified",
+        Verdict::Failed => "failed",
+        Verdict::Refused => "refused",
+        Verdict::RolledBack => "rolled_back",
     }
 }
 
