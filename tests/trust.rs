@@ -422,9 +422,11 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
     ] {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
-    // The daemon's API is new enough for the fields sent (or unchecked).
+    // The daemon's API is new enough for the fields sent (or, without a
+    // daemon, wrong: the container could not be started).
     assert!(
-        out.contains("checked   docker daemon: Docker ") || out.contains("unchecked docker daemon"),
+        out.contains("checked   docker daemon: Docker ")
+            || out.contains("WRONG     docker daemon: /var/run/docker.sock: not reachable here"),
         "{out}"
     );
     // The image is never pulled: absent is wrong, or unchecked without Docker.
@@ -972,11 +974,14 @@ fn init_writes_a_plan_check_reads_and_never_overwrites() {
         if ready {
             assert_eq!(check.status.code(), Some(0), "{kind}: {out}");
         } else {
-            // The placeholder digests are not present here: named, nothing else.
+            // The placeholder digests are not present here (or no daemon
+            // is reachable): named, nothing else.
             assert!(
-                out.lines()
-                    .filter(|l| l.starts_with("WRONG"))
-                    .all(|l| l.contains("is not present locally")),
+                out.lines().filter(|l| l.starts_with("WRONG")).all(|l| l
+                    .contains("is not present locally")
+                    || l.starts_with(
+                        "WRONG     docker daemon: /var/run/docker.sock: not reachable here"
+                    )),
                 "{out}"
             );
         }
@@ -986,4 +991,33 @@ fn init_writes_a_plan_check_reads_and_never_overwrites() {
         assert!(stderr(&again).contains("plan.toml already exists: nothing was written"));
         assert_eq!(std::fs::read(d.join("plan.toml")).unwrap(), plan);
     }
+}
+
+/// A container plan whose Docker daemon cannot be reached is not ready:
+/// neither runtime could be started. `--check` names the socket, exit 2.
+#[test]
+fn qualify_check_of_containers_without_a_reachable_daemon_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = infergate(d, &["init", "--kind", "containers"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let socket = d.join("no-such-dir/docker.sock");
+    let mut plan = std::fs::read_to_string(d.join("plan.toml")).unwrap();
+    plan.push_str(&format!(
+        "\n[docker]\nsocket = {:?}\n",
+        socket.to_str().unwrap()
+    ));
+    std::fs::write(d.join("plan.toml"), plan).unwrap();
+    let check = infergate(
+        d,
+        &["qualify", "plan.toml", "--check", "--ledger", "L.sqlite"],
+    );
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(2), "{out}");
+    let want = format!(
+        "WRONG     docker daemon: {}: not reachable here",
+        socket.display()
+    );
+    assert!(out.contains(&want), "{want:?} not in:\n{out}");
+    assert!(out.contains("not ready: 1 wrong"), "{out}");
 }
