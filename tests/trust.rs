@@ -1021,3 +1021,46 @@ fn qualify_check_of_containers_without_a_reachable_daemon_is_not_ready() {
     assert!(out.contains(&want), "{want:?} not in:\n{out}");
     assert!(out.contains("not ready: 1 wrong"), "{out}");
 }
+
+/// `infergate init -o PATH` checks both paths it would write (the plan
+/// and `suite.toml` beside it) before writing either: a plan that would
+/// be its own suite, a directory, a dangling link where the plan goes are
+/// refused with nothing written.
+#[test]
+fn init_checks_the_plan_and_its_suite_before_writing_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let listing = |d: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    for (out, want) in [
+        ("suite.toml", "the plan would be its own suite"),
+        ("./suite.toml", "the plan would be its own suite"),
+        ("foo/", "names a directory"),
+        ("sub/.", "names a directory"),
+    ] {
+        let o = infergate(d, &["init", "-o", out]);
+        assert_eq!(o.status.code(), Some(2), "{out}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{out}: {}", stderr(&o));
+        assert!(listing(d).is_empty(), "{out}: wrote {:?}", listing(d));
+    }
+    // A dangling link where the plan goes is there: refused, no suite written.
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(d.join("nowhere.toml"), d.join("plan.toml")).unwrap();
+        let o = infergate(d, &["init"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("plan.toml already exists: nothing was written"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!d.join("suite.toml").exists(), "{:?}", listing(d));
+        assert!(!d.join("nowhere.toml").exists());
+    }
+}
