@@ -1064,3 +1064,62 @@ fn init_checks_the_plan_and_its_suite_before_writing_either() {
         assert!(!d.join("nowhere.toml").exists());
     }
 }
+
+/// `qualify --baseline URL --candidate URL --out OUT --id ID` (against a
+/// server that answers discovery): the id and OUT/ID are checked before
+/// anything is written. A directory holding a user's files is left as it
+/// was; an id that climbs out of OUT, or is absolute, writes nowhere.
+#[test]
+fn two_endpoints_write_their_plan_only_into_a_new_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = format!("http://127.0.0.1:{}", models_only_server());
+    let qualify = |out: &str, id: &str| {
+        infergate(
+            d,
+            &[
+                "qualify",
+                "--baseline",
+                &url,
+                "--candidate",
+                &url,
+                "--out",
+                out,
+                "--id",
+                id,
+                "--ledger",
+                "L.sqlite",
+            ],
+        )
+    };
+    let proj = d.join("out/proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("suite.toml"), "# the user's own suite\n").unwrap();
+    let o = qualify("out", "proj");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("already exists and is not empty"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("suite.toml")).unwrap(),
+        "# the user's own suite\n"
+    );
+    assert!(!proj.join("plan.toml").exists());
+    let abs = d.join("abs");
+    for (out, id, written) in [
+        ("a/b", "../../victim", d.join("victim")),
+        ("out", abs.to_str().unwrap(), abs.clone()),
+    ] {
+        let o = qualify(out, id);
+        assert_eq!(o.status.code(), Some(2), "{id}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("qualification id"),
+            "{id}: {}",
+            stderr(&o)
+        );
+        assert!(!written.exists(), "{id}: {} was written", written.display());
+    }
+    assert!(!d.join("L.sqlite").exists(), "no ledger made");
+}
