@@ -1123,3 +1123,39 @@ fn two_endpoints_write_their_plan_only_into_a_new_directory() {
     }
     assert!(!d.join("L.sqlite").exists(), "no ledger made");
 }
+
+/// Flags that pass a loose check but would write a plan or suite that
+/// does not read back (a newline, a size past the integers a suite or plan
+/// holds, a cell twice) are refused at the flag, before a file or a
+/// directory is written; the size arithmetic never wraps.
+#[test]
+fn two_endpoints_flags_that_would_write_an_unreadable_plan_are_refused_at_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = format!("http://127.0.0.1:{}", models_only_server());
+    let newline = format!("{url}\n");
+    for (extra, want) in [
+        (vec!["--cells", "64x1\n"], "--cells"),
+        (vec!["--cells", "18446744073709551553x1"], "--cells"),
+        (vec!["--cells", "64x1,64x1"], "--cells: 64x1 is given twice"),
+        (
+            vec!["--max-requests", "9223372036854775808"],
+            "--max-requests must be from 1 to",
+        ),
+        (vec!["--baseline", &newline], "--baseline: "),
+        (vec!["--candidate", &newline], "--candidate: "),
+    ] {
+        let mut args = vec!["qualify", "--out", "out", "--ledger", "L.sqlite"];
+        if !extra.contains(&"--baseline") {
+            args.extend(["--baseline", &url]);
+        }
+        if !extra.contains(&"--candidate") {
+            args.extend(["--candidate", &url]);
+        }
+        args.extend(&extra);
+        let o = infergate(d, &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
+        assert!(!d.join("out").exists(), "{extra:?}: out/ was written");
+    }
+}

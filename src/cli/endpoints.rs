@@ -91,6 +91,11 @@ pub async fn write_plan(
     let dir = infergate::qualify::new_qualification_dir(out, &id)?;
     let plan = dir.join(infergate::qualify::PLAN_COPY);
     let suite = dir.join("suite.toml");
+    // Both read back as `qualify` will read them, before either is written.
+    infergate::config::suite::Suite::parse(&suite_text, &suite.display().to_string())
+        .context("the suite written from the flags does not read")?;
+    infergate::config::plan::Plan::parse(&plan_text, &plan, &dir)
+        .context("the plan written from the flags does not read")?;
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     infergate::atomic::write_atomic(&suite, suite_text.as_bytes())?;
     infergate::atomic::write_atomic(&plan, plan_text.as_bytes())?;
