@@ -422,9 +422,11 @@ fn qualify_check_names_what_is_wrong_and_changes_nothing() {
     ] {
         assert!(out.contains(want), "{want:?} not in:\n{out}");
     }
-    // The daemon's API is new enough for the fields sent (or unchecked).
+    // The daemon's API is new enough for the fields sent (or, without a
+    // daemon, wrong: the container could not be started).
     assert!(
-        out.contains("checked   docker daemon: Docker ") || out.contains("unchecked docker daemon"),
+        out.contains("checked   docker daemon: Docker ")
+            || out.contains("WRONG     docker daemon: /var/run/docker.sock: not reachable here"),
         "{out}"
     );
     // The image is never pulled: absent is wrong, or unchecked without Docker.
@@ -972,11 +974,14 @@ fn init_writes_a_plan_check_reads_and_never_overwrites() {
         if ready {
             assert_eq!(check.status.code(), Some(0), "{kind}: {out}");
         } else {
-            // The placeholder digests are not present here: named, nothing else.
+            // The placeholder digests are not present here (or no daemon
+            // is reachable): named, nothing else.
             assert!(
-                out.lines()
-                    .filter(|l| l.starts_with("WRONG"))
-                    .all(|l| l.contains("is not present locally")),
+                out.lines().filter(|l| l.starts_with("WRONG")).all(|l| l
+                    .contains("is not present locally")
+                    || l.starts_with(
+                        "WRONG     docker daemon: /var/run/docker.sock: not reachable here"
+                    )),
                 "{out}"
             );
         }
@@ -1100,4 +1105,171 @@ fn man_pages_replace_only_regular_files() {
             .file_type()
             .is_fifo()
     );
+}
+
+/// A container plan whose Docker daemon cannot be reached is not ready:
+/// neither runtime could be started. `--check` names the socket, exit 2.
+#[test]
+fn qualify_check_of_containers_without_a_reachable_daemon_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = infergate(d, &["init", "--kind", "containers"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let socket = d.join("no-such-dir/docker.sock");
+    let mut plan = std::fs::read_to_string(d.join("plan.toml")).unwrap();
+    plan.push_str(&format!(
+        "\n[docker]\nsocket = {:?}\n",
+        socket.to_str().unwrap()
+    ));
+    std::fs::write(d.join("plan.toml"), plan).unwrap();
+    let check = infergate(
+        d,
+        &["qualify", "plan.toml", "--check", "--ledger", "L.sqlite"],
+    );
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(2), "{out}");
+    let want = format!(
+        "WRONG     docker daemon: {}: not reachable here",
+        socket.display()
+    );
+    assert!(out.contains(&want), "{want:?} not in:\n{out}");
+    assert!(out.contains("not ready: 1 wrong"), "{out}");
+}
+
+/// `infergate init -o PATH` checks both paths it would write (the plan
+/// and `suite.toml` beside it) before writing either: a plan that would
+/// be its own suite, a directory, a dangling link where the plan goes are
+/// refused with nothing written.
+#[test]
+fn init_checks_the_plan_and_its_suite_before_writing_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let listing = |d: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    for (out, want) in [
+        ("suite.toml", "the plan would be its own suite"),
+        ("./suite.toml", "the plan would be its own suite"),
+        ("foo/", "names a directory"),
+        ("sub/.", "names a directory"),
+    ] {
+        let o = infergate(d, &["init", "-o", out]);
+        assert_eq!(o.status.code(), Some(2), "{out}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{out}: {}", stderr(&o));
+        assert!(listing(d).is_empty(), "{out}: wrote {:?}", listing(d));
+    }
+    // A dangling link where the plan goes is there: refused, no suite written.
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(d.join("nowhere.toml"), d.join("plan.toml")).unwrap();
+        let o = infergate(d, &["init"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("plan.toml already exists: nothing was written"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!d.join("suite.toml").exists(), "{:?}", listing(d));
+        assert!(!d.join("nowhere.toml").exists());
+    }
+}
+
+/// `qualify --baseline URL --candidate URL --out OUT --id ID` (against a
+/// server that answers discovery): the id and OUT/ID are checked before
+/// anything is written. A directory holding a user's files is left as it
+/// was; an id that climbs out of OUT, or is absolute, writes nowhere.
+#[test]
+fn two_endpoints_write_their_plan_only_into_a_new_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = format!("http://127.0.0.1:{}", models_only_server());
+    let qualify = |out: &str, id: &str| {
+        infergate(
+            d,
+            &[
+                "qualify",
+                "--baseline",
+                &url,
+                "--candidate",
+                &url,
+                "--out",
+                out,
+                "--id",
+                id,
+                "--ledger",
+                "L.sqlite",
+            ],
+        )
+    };
+    let proj = d.join("out/proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("suite.toml"), "# the user's own suite\n").unwrap();
+    let o = qualify("out", "proj");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("already exists and is not empty"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("suite.toml")).unwrap(),
+        "# the user's own suite\n"
+    );
+    assert!(!proj.join("plan.toml").exists());
+    let abs = d.join("abs");
+    for (out, id, written) in [
+        ("a/b", "../../victim", d.join("victim")),
+        ("out", abs.to_str().unwrap(), abs.clone()),
+    ] {
+        let o = qualify(out, id);
+        assert_eq!(o.status.code(), Some(2), "{id}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("qualification id"),
+            "{id}: {}",
+            stderr(&o)
+        );
+        assert!(!written.exists(), "{id}: {} was written", written.display());
+    }
+    assert!(!d.join("L.sqlite").exists(), "no ledger made");
+}
+
+/// Flags that pass a loose check but would write a plan or suite that
+/// does not read back (a newline, a size past the integers a suite or plan
+/// holds, a cell twice) are refused at the flag, before a file or a
+/// directory is written; the size arithmetic never wraps.
+#[test]
+fn two_endpoints_flags_that_would_write_an_unreadable_plan_are_refused_at_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = format!("http://127.0.0.1:{}", models_only_server());
+    let newline = format!("{url}\n");
+    for (extra, want) in [
+        (vec!["--cells", "64x1\n"], "--cells"),
+        (vec!["--cells", "18446744073709551553x1"], "--cells"),
+        (vec!["--cells", "64x1,64x1"], "--cells: 64x1 is given twice"),
+        (
+            vec!["--max-requests", "9223372036854775808"],
+            "--max-requests must be from 1 to",
+        ),
+        (vec!["--baseline", &newline], "--baseline: "),
+        (vec!["--candidate", &newline], "--candidate: "),
+    ] {
+        let mut args = vec!["qualify", "--out", "out", "--ledger", "L.sqlite"];
+        if !extra.contains(&"--baseline") {
+            args.extend(["--baseline", &url]);
+        }
+        if !extra.contains(&"--candidate") {
+            args.extend(["--candidate", &url]);
+        }
+        args.extend(&extra);
+        let o = infergate(d, &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
+        assert!(!d.join("out").exists(), "{extra:?}: out/ was written");
+    }
 }

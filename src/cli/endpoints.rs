@@ -49,9 +49,11 @@ pub struct EndpointArgs {
 /// Longest wait for each discovery answer.
 const DISCOVERY_WAIT: Duration = Duration::from_secs(30);
 
-/// Check the flags, discover both servers, and write `OUT/ID/plan.toml` and
-/// `OUT/ID/suite.toml`. Returns the plan's path and the id. Nothing is
-/// written, and no request but discovery's is sent, when anything is wrong.
+/// Check the flags, the id and the directory, discover both servers, and
+/// write `OUT/ID/plan.toml` and `OUT/ID/suite.toml`. Returns the plan's path
+/// and the id. Nothing is written, and no request but discovery's is sent,
+/// when anything is wrong; nothing at all when a flag, the id or the
+/// directory is.
 pub async fn write_plan(
     a: &EndpointArgs,
     id: Option<String>,
@@ -59,6 +61,8 @@ pub async fn write_plan(
 ) -> Result<(PathBuf, String)> {
     let e = endpoints_from(a)?;
     e.check().map_err(anyhow::Error::msg)?;
+    let id = id.unwrap_or_else(|| infergate::qualify::new_id(e.name()));
+    infergate::qualify::new_qualification_dir(out, &id)?;
     let key = e
         .api_key_env
         .as_ref()
@@ -81,22 +85,20 @@ pub async fn write_plan(
         e.cells.clone()
     };
     endpoints::check_fit(&cells, context).map_err(anyhow::Error::msg)?;
-    let id = id.unwrap_or_else(|| infergate::qualify::new_id(e.name()));
-    let dir = out.join(&id);
-    if dir.join(infergate::qualify::PLAN_COPY).exists() {
-        bail!(
-            "{} already holds a plan: to resume or repeat it, run infergate qualify {}",
-            dir.display(),
-            dir.join(infergate::qualify::PLAN_COPY).display()
-        );
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let suite_text = endpoints::suite_text(&e, &cells);
+    let plan_text = endpoints::plan_text(&e, &command(a));
+    // Checked again: the directory may have been made while discovery ran.
+    let dir = infergate::qualify::new_qualification_dir(out, &id)?;
     let plan = dir.join(infergate::qualify::PLAN_COPY);
-    infergate::atomic::write_atomic(
-        &dir.join("suite.toml"),
-        endpoints::suite_text(&e, &cells).as_bytes(),
-    )?;
-    infergate::atomic::write_atomic(&plan, endpoints::plan_text(&e, &command(a)).as_bytes())?;
+    let suite = dir.join("suite.toml");
+    // Both read back as `qualify` will read them, before either is written.
+    infergate::config::suite::Suite::parse(&suite_text, &suite.display().to_string())
+        .context("the suite written from the flags does not read")?;
+    infergate::config::plan::Plan::parse(&plan_text, &plan, &dir)
+        .context("the plan written from the flags does not read")?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    infergate::atomic::write_atomic(&suite, suite_text.as_bytes())?;
+    infergate::atomic::write_atomic(&plan, plan_text.as_bytes())?;
     say(&e, &cells, context, &plan);
     Ok((plan, id))
 }

@@ -467,19 +467,7 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
 /// `infergate init`: the plan and its suite, written only where nothing is.
 fn init(kind: infergate::config::init::Kind, plan: &std::path::Path) -> Result<ExitCode> {
     use infergate::config::init;
-    let suite = plan
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."))
-        .join("suite.toml");
-    for p in [plan, suite.as_path()] {
-        if p.exists() {
-            anyhow::bail!(
-                "{} already exists: nothing was written (choose another --out)",
-                p.display()
-            );
-        }
-    }
+    let suite = init::suite_beside(plan).map_err(anyhow::Error::msg)?;
     infergate::atomic::write_atomic(&suite, init::suite_text().as_bytes())?;
     infergate::atomic::write_atomic(plan, init::plan_text(kind).as_bytes())?;
     outln!(

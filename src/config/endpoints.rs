@@ -7,7 +7,8 @@
 
 use std::fmt::Write as _;
 
-use super::plan::Adaptive;
+use super::limits::MAX_PROMPT_TOKENS;
+use super::plan::{Adaptive, MAX_ADAPTIVE_MAX_REQUESTS};
 use super::urls::{Password, check_http_url};
 
 /// The plan's name, and the id's prefix; [`AA_NAME`] when both are one endpoint.
@@ -32,9 +33,11 @@ impl CellShape {
         format!("p{}-c{}", self.prompt_tokens, self.concurrency)
     }
 
-    /// Tokens one request may need: the prompt at its tolerance, plus the output.
+    /// Tokens one request may need: the prompt at its tolerance, plus the
+    /// output (saturating: a need beyond `u64` fits no context).
     pub fn need(&self) -> u64 {
-        (self.prompt_tokens as f64 * (1.0 + TOLERANCE_PERCENT / 100.0)).ceil() as u64 + MAX_TOKENS
+        let prompt = (self.prompt_tokens as f64 * (1.0 + TOLERANCE_PERCENT / 100.0)).ceil() as u64;
+        prompt.saturating_add(MAX_TOKENS)
     }
 }
 
@@ -64,15 +67,27 @@ impl Endpoints {
             check_http_url(url, Password::Refused).map_err(|m| format!("{flag}: {m}"))?;
         }
         if let Some(name) = &self.api_key_env {
+            // The name is written into the plan, its comment line too.
+            if name.is_empty() || name.contains('=') || name.chars().any(char::is_control) {
+                return Err(format!(
+                    "--api-key-env {name:?}: not an environment variable's name"
+                ));
+            }
             match std::env::var(name) {
                 Ok(v) if !v.is_empty() => {}
                 _ => return Err(format!("--api-key-env {name}: the variable is not set")),
             }
         }
-        if self.max_requests == 0 || !(self.max_minutes > 0.0 && self.max_minutes <= 24.0 * 60.0) {
+        if !(1..=MAX_ADAPTIVE_MAX_REQUESTS).contains(&self.max_requests) {
             return Err(format!(
-                "--max-requests must be at least 1 and --max-minutes in (0, 1440]; got {} and {}",
-                self.max_requests, self.max_minutes
+                "--max-requests must be from 1 to {MAX_ADAPTIVE_MAX_REQUESTS}; got {}",
+                self.max_requests
+            ));
+        }
+        if !(self.max_minutes > 0.0 && self.max_minutes <= 24.0 * 60.0) {
+            return Err(format!(
+                "--max-minutes must be in (0, 1440]; got {}",
+                self.max_minutes
             ));
         }
         Ok(())
@@ -88,8 +103,16 @@ impl Endpoints {
     }
 }
 
-/// `--cells 512x1,2048x4`: prompt tokens × concurrency, comma-separated.
+/// `--cells 512x1,2048x4`: prompt tokens × concurrency, comma-separated;
+/// each cell once, its prompt at most [`MAX_PROMPT_TOKENS`]. The list is
+/// written into the plan's first comment line as given, so it holds no
+/// control character (a newline would end the comment).
 pub fn parse_cells(s: &str) -> Result<Vec<CellShape>, String> {
+    if s.chars().any(char::is_control) {
+        return Err(format!(
+            "--cells {s:?}: holds a control character (a newline?); give e.g. 512x1,2048x4"
+        ));
+    }
     s.split(',')
         .map(str::trim)
         .filter(|c| !c.is_empty())
@@ -98,9 +121,12 @@ pub fn parse_cells(s: &str) -> Result<Vec<CellShape>, String> {
             let (p, n) = c.split_once(['x', 'X']).ok_or_else(bad)?;
             let prompt_tokens: u64 = p.trim().parse().map_err(|_| bad())?;
             let concurrency: usize = n.trim().parse().map_err(|_| bad())?;
-            if prompt_tokens == 0 || concurrency == 0 || concurrency > 1024 {
+            if !(1..=MAX_PROMPT_TOKENS).contains(&prompt_tokens)
+                || concurrency == 0
+                || concurrency > 1024
+            {
                 return Err(format!(
-                    "--cells: {c:?}: prompt tokens must be at least 1 and concurrency from 1 to 1024"
+                    "--cells: {c:?}: prompt tokens must be from 1 to {MAX_PROMPT_TOKENS} and concurrency from 1 to 1024"
                 ));
             }
             Ok(CellShape {
@@ -111,9 +137,15 @@ pub fn parse_cells(s: &str) -> Result<Vec<CellShape>, String> {
         .collect::<Result<Vec<_>, _>>()
         .and_then(|v| {
             if v.is_empty() {
-                Err("--cells: no cell given".into())
-            } else {
-                Ok(v)
+                return Err("--cells: no cell given".into());
+            }
+            // Each cell's name is its shape, and a suite names each cell once.
+            match v.iter().enumerate().find(|(i, c)| v[..*i].contains(c)) {
+                Some((_, c)) => Err(format!(
+                    "--cells: {}x{} is given twice",
+                    c.prompt_tokens, c.concurrency
+                )),
+                None => Ok(v),
             }
         })
 }
@@ -225,7 +257,7 @@ pub fn suite_text(e: &Endpoints, cells: &[CellShape]) -> String {
             c.name(),
             c.prompt_tokens,
             c.concurrency,
-            (4 * c.concurrency).max(12),
+            c.concurrency.saturating_mul(4).max(12),
             i + 1
         );
     }
@@ -283,6 +315,47 @@ mod tests {
             assert!(parse_cells(bad).is_err(), "{bad}");
         }
         assert!(parse_cells("1x2000").unwrap_err().contains("1 to 1024"));
+        // What would not read back from the plan or suite written: refused
+        // here, naming the flag.
+        for (bad, why) in [
+            ("64x1\n", "control character"),
+            ("64x1,\r128x2", "control character"),
+            (
+                "18446744073709551553x1",
+                "prompt tokens must be from 1 to 2000000",
+            ),
+            ("2000001x1", "prompt tokens must be from 1 to 2000000"),
+            ("64x1, 128x2,64X1", "64x1 is given twice"),
+        ] {
+            let e = parse_cells(bad).unwrap_err();
+            assert!(e.starts_with("--cells") && e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(parse_cells("2000000x1").is_ok());
+    }
+
+    #[test]
+    fn a_cells_need_saturates_and_never_fits_by_wrapping() {
+        let huge = CellShape {
+            prompt_tokens: u64::MAX - 62,
+            concurrency: 1,
+        };
+        assert_eq!(huge.need(), u64::MAX);
+        assert!(check_fit(&[huge], Some(4096)).is_err());
+    }
+
+    #[test]
+    fn a_budget_a_plan_cannot_hold_is_refused_naming_the_flag() {
+        let mut e = endpoints("http://127.0.0.1:1", "http://127.0.0.1:2");
+        e.max_requests = 9_223_372_036_854_775_808;
+        let msg = e.check().unwrap_err();
+        assert!(
+            msg.starts_with("--max-requests must be from 1 to 10000000"),
+            "{msg}"
+        );
+        e.max_requests = MAX_ADAPTIVE_MAX_REQUESTS;
+        e.check().unwrap();
+        e.max_minutes = f64::NAN;
+        assert!(e.check().unwrap_err().starts_with("--max-minutes"));
     }
 
     #[test]
@@ -345,5 +418,22 @@ mod tests {
         let mut e = endpoints("http://127.0.0.1:1", "http://127.0.0.1:2");
         e.api_key_env = Some("INFERGATE_ENDPOINTS_SURELY_UNSET".into());
         assert!(e.check().unwrap_err().contains("is not set"));
+        e.api_key_env = Some("KEY\nX".into());
+        assert!(
+            e.check()
+                .unwrap_err()
+                .contains("not an environment variable's name")
+        );
+        // A newline the URL parser would drop is refused, not written.
+        for (b, c, flag) in [
+            ("http://127.0.0.1:1\n", "http://127.0.0.1:1", "--baseline: "),
+            ("http://127.0.0.1:1", " http://127.0.0.1:1", "--candidate: "),
+        ] {
+            let msg = endpoints(b, c).check().unwrap_err();
+            assert!(
+                msg.starts_with(flag) && msg.contains("control character"),
+                "{msg}"
+            );
+        }
     }
 }

@@ -4,7 +4,12 @@
 //! Each reads as it is written (the tests load it); the comments say what
 //! to change.
 
+use std::path::{Path, PathBuf};
+
 use super::endpoints::{self, Endpoints};
+
+/// The suite's file name, beside the plan; the plan names it.
+pub const SUITE_FILE: &str = "suite.toml";
 
 /// What the plan qualifies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -110,7 +115,51 @@ pub fn plan_text(kind: Kind) -> String {
         Kind::Containers => ("containers", CONTAINERS),
         Kind::Profiles => ("profiles", PROFILES),
     };
-    format!("{HEAD}name = \"{name}\"\nsuite = \"suite.toml\"\n{SCHEDULE}{runtimes}{TAIL}")
+    format!("{HEAD}name = \"{name}\"\nsuite = \"{SUITE_FILE}\"\n{SCHEDULE}{runtimes}{TAIL}")
+}
+
+/// Where `infergate init -o PLAN` writes its suite, `suite.toml` beside
+/// the plan, once every path is checked and before any is written: the
+/// plan names a file (not a directory), is not its own suite, and neither
+/// it nor the suite is there in any form (a dangling link included).
+pub fn suite_beside(plan: &Path) -> Result<PathBuf, String> {
+    let text = plan.as_os_str().to_string_lossy();
+    let last = text.rsplit(['/', std::path::MAIN_SEPARATOR]).next();
+    if matches!(last, None | Some("" | "." | "..")) {
+        return Err(format!(
+            "{text:?} names a directory, not the plan's file: give a file's path (e.g. {})",
+            plan.join("plan.toml").display()
+        ));
+    }
+    let name = plan.file_name().map(|n| n.to_string_lossy());
+    if name.is_some_and(|n| n.eq_ignore_ascii_case(SUITE_FILE)) {
+        return Err(format!(
+            "{}: the plan would be its own suite ({SUITE_FILE} is written beside it): name the plan otherwise (e.g. plan.toml)",
+            plan.display()
+        ));
+    }
+    let dir = plan
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let suite = dir.join(SUITE_FILE);
+    for p in [plan, suite.as_path()] {
+        if std::fs::symlink_metadata(p).is_ok() {
+            return Err(format!(
+                "{} already exists: nothing was written (choose another --out)",
+                p.display()
+            ));
+        }
+    }
+    if let Ok(m) = std::fs::metadata(dir)
+        && !m.is_dir()
+    {
+        return Err(format!(
+            "{} is not a directory: nothing was written",
+            dir.display()
+        ));
+    }
+    Ok(suite)
 }
 
 /// The starter suite: the cells and turnover check `qualify --baseline
@@ -155,6 +204,37 @@ mod tests {
             let suite = LoadedSuite::read(&plan.suite).unwrap();
             assert_eq!(suite.suite.cells.len(), 2);
             assert_eq!(suite.suite.turnover.len(), 1);
+        }
+    }
+
+    #[test]
+    fn the_suite_goes_beside_the_plan_and_never_is_the_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(suite_beside(&d.join("p.toml")).unwrap(), d.join(SUITE_FILE));
+        assert_eq!(
+            suite_beside(Path::new("plan.toml")).unwrap(),
+            Path::new("./suite.toml")
+        );
+        for (plan, why) in [
+            (d.join("suite.toml"), "its own suite"),
+            (d.join("x/Suite.TOML"), "its own suite"),
+            (PathBuf::from("foo/"), "names a directory"),
+            (d.join("."), "names a directory"),
+            (d.join(".."), "names a directory"),
+            (PathBuf::new(), "names a directory"),
+        ] {
+            let e = suite_beside(&plan).unwrap_err();
+            assert!(e.contains(why), "{}: {e}", plan.display());
+        }
+        std::fs::write(d.join("file"), "").unwrap();
+        let e = suite_beside(&d.join("file/plan.toml")).unwrap_err();
+        assert!(e.contains("is not a directory"), "{e}");
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(d.join("nowhere"), d.join("plan.toml")).unwrap();
+            let e = suite_beside(&d.join("plan.toml")).unwrap_err();
+            assert!(e.contains("plan.toml already exists"), "{e}");
         }
     }
 }

@@ -16,6 +16,13 @@ pub enum Password {
 /// Check `url`; the error shows it redacted.
 pub fn check_http_url(url: &str, password: Password) -> Result<(), String> {
     let shown = crate::util::redact_url(url);
+    // The parser drops these silently, so the URL kept (in a plan, its
+    // first comment line, the ledger) would not be the URL used.
+    if url.trim() != url || url.chars().any(char::is_control) {
+        return Err(format!(
+            "{shown:?} holds a control character (a newline?) or surrounding whitespace"
+        ));
+    }
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("{shown:?} is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("{shown:?} is not an http(s) URL"));
@@ -57,6 +64,9 @@ mod tests {
             ("http://u:secret@127.0.0.1:1", "holds a password"),
             ("ftp://127.0.0.1/secret", "not an http(s) URL"),
             ("127.0.0.1:8000", "not a URL"),
+            ("http://127.0.0.1:1\n", "control character"),
+            ("http://127.0.0.1:1/a\tb", "control character"),
+            (" http://127.0.0.1:1", "surrounding whitespace"),
         ] {
             let e = check_http_url(bad, Password::Refused).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");

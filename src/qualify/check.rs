@@ -489,8 +489,9 @@ fn model_config_context(binds: &[String]) -> Option<Result<(u64, String), String
 /// came in 1.40).
 const MIN_DOCKER_API: (u32, u32) = (1, 40);
 
-/// The Docker daemon, when a runtime is a container: reachable, and new
-/// enough for the fields the container driver sends.
+/// The Docker daemon, when a runtime is a container: reachable (else
+/// wrong: nothing could be started), and new enough for the fields the
+/// container driver sends.
 async fn daemon(c: &mut Check, plan: &Plan, docker: &Docker) {
     let containers = [&plan.baseline, &plan.candidate]
         .iter()
@@ -502,11 +503,12 @@ async fn daemon(c: &mut Check, plan: &Plan, docker: &Docker) {
     let (version, api) = match docker.version().await {
         Ok(v) => v,
         Err(e) => {
+            // The container runtimes cannot be started here: not ready.
             c.add(
                 what,
-                Found::Unchecked,
+                Found::Wrong,
                 format!(
-                    "{}: not reachable here ({e:#})",
+                    "{}: not reachable here ({e:#}), so the container runtimes cannot be started: start the daemon, or set [docker] socket to its socket",
                     plan.docker.socket.display()
                 ),
             );

@@ -66,7 +66,7 @@ pub use crate::runtime::state::{
 pub use finish::then_stop;
 pub use outcome::{Options, Outcome, Verdict};
 pub use progress::spent_in;
-pub use workdir::{absolute, new_id};
+pub use workdir::{absolute, new_id, new_qualification_dir};
 
 /// The qualification, step by step; each step records itself in the ledger.
 pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {

@@ -206,6 +206,41 @@ pub fn new_id(plan_name: &str) -> String {
     )
 }
 
+/// The directory `qualify --baseline --candidate` writes a new
+/// qualification's plan and suite into, `out_root/id`: the id checked
+/// first (it names a directory: no `..`, no absolute path), then the
+/// directory new or empty. Nothing is created or written here.
+pub fn new_qualification_dir(out_root: &Path, id: &str) -> Result<PathBuf> {
+    check_id(id)?;
+    let dir = out_root.join(id);
+    match std::fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(dir),
+        Err(e) => return Err(e).with_context(|| format!("inspecting {}", dir.display())),
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!(
+            "{} already exists and is not a directory; choose another --id or --out",
+            dir.display()
+        ),
+    }
+    let plan = dir.join(PLAN_COPY);
+    if std::fs::symlink_metadata(&plan).is_ok() {
+        bail!(
+            "{} already holds a plan: to resume or repeat it, run infergate qualify {}",
+            dir.display(),
+            plan.display()
+        );
+    }
+    let mut entries =
+        std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
+    if entries.next().is_some() {
+        bail!(
+            "{} already exists and is not empty; choose another --id or --out",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
 pub(super) fn check_id(id: &str) -> Result<()> {
     let ok = !id.is_empty()
         && id.len() <= 100
@@ -269,6 +304,32 @@ mod tests {
         let id = new_id("my plan/1");
         assert!(id.starts_with("my-plan-1-"), "{id}");
         assert!(check_id(&id).is_ok());
+    }
+
+    #[test]
+    fn a_new_qualifications_directory_is_new_or_empty_and_its_id_is_checked_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        assert_eq!(new_qualification_dir(&out, "a").unwrap(), out.join("a"));
+        let abs = dir.path().join("abs");
+        for id in ["../../victim", abs.to_str().unwrap(), "x/y"] {
+            let e = new_qualification_dir(&out, id).unwrap_err().to_string();
+            assert!(e.starts_with("qualification id"), "{id}: {e}");
+        }
+        std::fs::create_dir_all(out.join("empty")).unwrap();
+        assert!(new_qualification_dir(&out, "empty").is_ok());
+        std::fs::create_dir_all(out.join("proj")).unwrap();
+        std::fs::write(out.join("proj/suite.toml"), "").unwrap();
+        let e = new_qualification_dir(&out, "proj").unwrap_err().to_string();
+        assert!(e.contains("already exists and is not empty"), "{e}");
+        std::fs::write(out.join("proj").join(PLAN_COPY), "").unwrap();
+        let e = new_qualification_dir(&out, "proj").unwrap_err().to_string();
+        assert!(e.contains("already holds a plan"), "{e}");
+        std::fs::write(out.join("file"), "").unwrap();
+        let e = new_qualification_dir(&out, "file").unwrap_err().to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        // Nothing was made.
+        assert!(!out.join("a").exists() && !abs.exists());
     }
 
     #[test]

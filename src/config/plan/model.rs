@@ -150,6 +150,8 @@ impl LooksBy {
 
 pub const DEFAULT_ADAPTIVE_MAX_REQUESTS: usize = 200;
 pub const DEFAULT_ADAPTIVE_MAX_MINUTES: f64 = 30.0;
+/// The most `[adaptive] max_requests` a plan may give.
+pub const MAX_ADAPTIVE_MAX_REQUESTS: usize = 10_000_000;
 
 impl Default for Adaptive {
     fn default() -> Self {

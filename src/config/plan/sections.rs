@@ -325,12 +325,17 @@ pub(super) fn adaptive(
     let a = a.into_inner();
     let max_requests = match a.max_requests {
         None => DEFAULT_ADAPTIVE_MAX_REQUESTS,
-        Some(m) if (1..=10_000_000).contains(m.get_ref()) => *m.get_ref() as usize,
+        Some(m) if (1..=MAX_ADAPTIVE_MAX_REQUESTS as i64).contains(m.get_ref()) => {
+            *m.get_ref() as usize
+        }
         Some(m) => {
             return Err(err(
                 Some(m.span()),
                 "adaptive.max_requests",
-                format!("must be 1..=10000000 requests, got {}", m.get_ref()),
+                format!(
+                    "must be 1..={MAX_ADAPTIVE_MAX_REQUESTS} requests, got {}",
+                    m.get_ref()
+                ),
             ));
         }
     };
