@@ -537,6 +537,31 @@ fn the_runtime_layer_does_not_import_the_commands_on_it() {
     }
 }
 
+/// A room holds one concept: no source file of the crates holds more than
+/// `MAX` lines outside its tests (`tests.rs` files and the `mod tests`
+/// block). Past that, a file is split along its seams (docs/architecture.md).
+#[test]
+fn no_room_outgrows_one_concept() {
+    const MAX: usize = 900;
+    let mut files = Vec::new();
+    for dir in ["src", "crates/report/src", "crates/testkit/src"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "{} files", files.len());
+    let mut over = Vec::new();
+    for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let code = std::fs::read_to_string(f).unwrap();
+        let body = code
+            .find("#[cfg(test)]\nmod tests")
+            .map_or(code.as_str(), |i| &code[..i]);
+        let lines = body.lines().count();
+        if lines > MAX {
+            over.push(format!("{} ({lines} lines)", f.display()));
+        }
+    }
+    assert!(over.is_empty(), "rooms over {MAX} lines: {over:#?}");
+}
+
 /// `verify --runs` reads what `qualify` writes, through the layers both
 /// stand on: the directory's layout (`runtime::state`) and the pooling of
 /// passes and blocks (`measure::pool`, `measure::interleave`). Neither
