@@ -306,11 +306,14 @@ impl ToolCalling {
     }
 }
 
+/// What the tests of structured output and tool calls share: a schema of
+/// one integer `answer`, and a tools file offering `submit_answer` (that
+/// answer) and `give_up` (no arguments).
 #[cfg(test)]
-mod tests {
+pub(crate) mod fixtures {
     use super::*;
 
-    fn answer_schema() -> StructuredOutput {
+    pub(crate) fn answer_schema() -> StructuredOutput {
         StructuredOutput::from_schema(
             "answer".into(),
             json!({
@@ -322,6 +325,17 @@ mod tests {
         )
         .unwrap()
     }
+
+    pub(crate) const ANSWER_TOOL: &str = r#"[{"type": "function", "function": {"name": "submit_answer",
+        "parameters": {"type": "object", "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "give_up", "parameters": {"type": "object", "properties": {}}}}]"#;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{ANSWER_TOOL, answer_schema};
+    use super::*;
 
     #[test]
     fn the_body_asks_in_openais_shape() {
@@ -391,11 +405,6 @@ mod tests {
         let ok = StructuredOutput::load(&fine, dir.path()).unwrap();
         assert_eq!(ok.body_field()["json_schema"]["name"], "answer");
     }
-
-    const ANSWER_TOOL: &str = r#"[{"type": "function", "function": {"name": "submit_answer",
-        "parameters": {"type": "object", "properties": {"answer": {"type": "integer"}},
-        "required": ["answer"], "additionalProperties": false}}},
-        {"type": "function", "function": {"name": "give_up", "parameters": {"type": "object", "properties": {}}}}]"#;
 
     #[test]
     fn a_bad_tools_file_is_refused_with_its_name_and_place() {

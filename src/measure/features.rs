@@ -144,6 +144,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::config::features::fixtures::{ANSWER_TOOL, answer_schema};
 
     fn answer(text: &str, finish: &str) -> StreamCapture {
         StreamCapture {
@@ -189,19 +190,6 @@ mod tests {
             .map(|(k, n)| (k.to_string(), n))
             .collect()
         );
-    }
-
-    fn answer_schema() -> StructuredOutput {
-        StructuredOutput::from_schema(
-            "answer".into(),
-            json!({
-                "type": "object",
-                "properties": { "answer": { "type": "integer" } },
-                "required": ["answer"],
-                "additionalProperties": false
-            }),
-        )
-        .unwrap()
     }
 
     #[test]
@@ -268,11 +256,6 @@ mod tests {
             ]
         );
     }
-
-    const ANSWER_TOOL: &str = r#"[{"type": "function", "function": {"name": "submit_answer",
-        "parameters": {"type": "object", "properties": {"answer": {"type": "integer"}},
-        "required": ["answer"], "additionalProperties": false}}},
-        {"type": "function", "function": {"name": "give_up", "parameters": {"type": "object", "properties": {}}}}]"#;
 
     fn tools(dir: &Path, choice: Option<&str>) -> anyhow::Result<ToolCalling> {
         std::fs::write(dir.join("tools.json"), ANSWER_TOOL).unwrap();

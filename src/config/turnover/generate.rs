@@ -68,6 +68,17 @@ const MAX_LIST_WORDS: usize = 200;
 const MAX_DIGITS: u32 = 9;
 
 impl GenerateSpec {
+    /// `kind` with every size at its default.
+    pub fn of_kind(kind: GeneratedKind) -> GenerateSpec {
+        GenerateSpec {
+            kind,
+            length: None,
+            context_words: None,
+            words: None,
+            digits: None,
+        }
+    }
+
     /// The sizes, within their stated maxima, for `requests` prompts of
     /// `shots + 1` items each; the field named when not.
     pub fn validate(&self, requests: usize, shots: usize) -> Result<(), String> {
@@ -145,19 +156,9 @@ pub fn kind_name(k: GeneratedKind) -> &'static str {
 mod tests {
     use super::*;
 
-    fn spec(kind: GeneratedKind) -> GenerateSpec {
-        GenerateSpec {
-            kind,
-            length: None,
-            context_words: None,
-            words: None,
-            digits: None,
-        }
-    }
-
     #[test]
     fn sizes_are_bounded_and_named() {
-        let mut s = spec(GeneratedKind::Copy);
+        let mut s = GenerateSpec::of_kind(GeneratedKind::Copy);
         s.length = Some(0);
         assert_eq!(
             s.validate(10, 3).unwrap_err(),
@@ -170,7 +171,7 @@ mod tests {
             s.validate(10, 3).unwrap_err(),
             "generate.context_words is read only with kind = \"needle\""
         );
-        let mut a = spec(GeneratedKind::Arithmetic);
+        let mut a = GenerateSpec::of_kind(GeneratedKind::Arithmetic);
         a.digits = Some(19);
         assert!(
             a.validate(10, 3)
@@ -178,7 +179,7 @@ mod tests {
                 .contains("generate.digits = 19")
         );
         // Long contexts: the prompts built before the first request are bounded.
-        let mut n = spec(GeneratedKind::Needle);
+        let mut n = GenerateSpec::of_kind(GeneratedKind::Needle);
         n.context_words = Some(100_000);
         assert!(n.validate(25, 3).is_ok());
         let e = n.validate(26, 3).unwrap_err();

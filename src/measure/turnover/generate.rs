@@ -121,16 +121,6 @@ fn shuffle<T>(v: &mut [T], rng: &mut SplitMix64) {
 mod tests {
     use super::*;
 
-    fn spec(kind: GeneratedKind) -> GenerateSpec {
-        GenerateSpec {
-            kind,
-            length: None,
-            context_words: None,
-            words: None,
-            digits: None,
-        }
-    }
-
     #[test]
     fn items_are_the_same_for_a_seed_and_differ_across_seeds() {
         for k in [
@@ -139,7 +129,7 @@ mod tests {
             GeneratedKind::Count,
             GeneratedKind::Arithmetic,
         ] {
-            let s = spec(k);
+            let s = GenerateSpec::of_kind(k);
             assert_eq!(items(&s, 20, 1), items(&s, 20, 1));
             assert_ne!(items(&s, 20, 1), items(&s, 20, 2));
             let items = items(&s, 20, 1);
@@ -153,7 +143,7 @@ mod tests {
 
     #[test]
     fn every_item_is_right_by_its_own_answer_and_its_key_is_true() {
-        let copy = items(&spec(GeneratedKind::Copy), 30, 3);
+        let copy = items(&GenerateSpec::of_kind(GeneratedKind::Copy), 30, 3);
         for it in &copy {
             let code = it.question.rsplit(' ').next().unwrap();
             assert_eq!(code.len(), 8);
@@ -165,7 +155,7 @@ mod tests {
                     .is_none()
             );
         }
-        for it in items(&spec(GeneratedKind::Count), 30, 3) {
+        for it in items(&GenerateSpec::of_kind(GeneratedKind::Count), 30, 3) {
             let (head, list) = it.question.split_once(": ").unwrap();
             let word = head.split(' ').nth(6).unwrap();
             let list = list.trim_end_matches('?');
@@ -174,7 +164,7 @@ mod tests {
             assert_eq!(it.answers, [n.to_string()]);
             assert!(it.is_right(&format!("It appears {n} times.")));
         }
-        for it in items(&spec(GeneratedKind::Arithmetic), 30, 3) {
+        for it in items(&GenerateSpec::of_kind(GeneratedKind::Arithmetic), 30, 3) {
             let q = it
                 .question
                 .trim_start_matches("What is ")
@@ -188,7 +178,7 @@ mod tests {
 
     #[test]
     fn needles_step_through_the_depths_with_the_asked_context() {
-        let mut s = spec(GeneratedKind::Needle);
+        let mut s = GenerateSpec::of_kind(GeneratedKind::Needle);
         s.context_words = Some(50);
         let items = items(&s, 11, 1);
         for (i, it) in items.iter().enumerate() {
