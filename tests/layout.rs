@@ -4,8 +4,7 @@
 //! Read from the sources themselves: every `use` tree and every
 //! `crate::`/`super::`/`self::` path and child module's bare `e::f` path in
 //! code (comments and strings left out), resolved to the file that defines
-//! it, following `pub use` re-exports: the resolution of
-//! `/work/shared/tools/import-cycles.py`, so both report the same cycles.
+//! it, following `pub use` re-exports.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -144,11 +144,12 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         quiet: a.quiet,
     };
     let mut o = qualify::run(&plan, &opts).await?;
+    // Read once: --then-stop's note, the exports, the rendering and the exit
+    // code show one report.
+    let mut value = o.read_report()?;
     if a.then_stop && o.serving.is_some() {
-        qualify::then_stop(&mut o, a.quiet).await?;
+        qualify::then_stop(&mut o, value.as_mut(), a.quiet).await?;
     }
-    // Read once: the exports, the rendering and the exit code show one report.
-    let value = o.read_report()?;
     if let (Some(v), Some(r)) = (&value, &o.report) {
         super::exports::after_report(v, a.junit.as_deref(), &[("plan", &plan), ("report", r)])?;
     }

@@ -2,7 +2,7 @@
 //! it completes, so a killed run keeps everything it finished.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -76,44 +76,61 @@ pub enum Line {
     Invalid(serde_json::Error),
 }
 
-/// Every non-empty line of a journal's bytes with its 1-based number: the
-/// one reading of journal lines, for resuming a run and for `verify --runs`.
+/// One line of a journal as it was read (its newline kept, when it has one):
+/// the one reading of journal lines, for resuming a run and for `verify --runs`.
+/// None for a blank line.
+pub fn parse_line(line: &[u8]) -> Option<Line> {
+    if line.trim_ascii().is_empty() {
+        return None;
+    }
+    Some(if !line.ends_with(b"\n") {
+        Line::Torn
+    } else {
+        match serde_json::from_slice::<RequestRecord>(line) {
+            Ok(r) => Line::Record(Box::new(r)),
+            Err(e) => Line::Invalid(e),
+        }
+    })
+}
+
+/// Every non-empty line of a journal's bytes with its 1-based number.
 pub fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, Line)> + '_ {
     bytes
         .split_inclusive(|b| *b == b'\n')
         .enumerate()
-        .filter(|(_, line)| !line.trim_ascii().is_empty())
-        .map(|(i, line)| {
-            let read = if !line.ends_with(b"\n") {
-                Line::Torn
-            } else {
-                match serde_json::from_slice::<RequestRecord>(line) {
-                    Ok(r) => Line::Record(Box::new(r)),
-                    Err(e) => Line::Invalid(e),
-                }
-            };
-            (i + 1, read)
-        })
+        .filter_map(|(i, line)| Some((i + 1, parse_line(line)?)))
 }
 
-/// Read every record. A line that does not parse is an error naming the file and
-/// line; a torn last line (no newline, as left by a kill mid-write) says so.
+/// Read every record, a line at a time. A line that does not parse is an
+/// error naming the file and line; a torn last line (no newline, as left by
+/// a kill mid-write) says so.
 pub fn read(path: &Path) -> Result<Vec<RequestRecord>> {
     #[cfg(feature = "read-counts")]
     crate::util::read_counts::count(path);
-    let bytes =
-        std::fs::read(path).with_context(|| format!("reading journal {}", path.display()))?;
+    let f = File::open(path).with_context(|| format!("opening journal {}", path.display()))?;
+    let mut reader = BufReader::new(f);
     let mut out = Vec::new();
-    for (lineno, line) in lines(&bytes) {
-        match line {
-            Line::Record(r) => out.push(*r),
-            Line::Torn => bail!(
+    let mut buf = Vec::new();
+    let mut lineno = 0usize;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .with_context(|| format!("reading journal {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        match parse_line(&buf) {
+            None => {}
+            Some(Line::Record(r)) => out.push(*r),
+            Some(Line::Torn) => bail!(
                 "journal {} line {lineno} is torn (it ends without a newline: the run was killed while writing it). \
                  The {} records before it are intact; delete the last line to resume from them",
                 path.display(),
                 out.len()
             ),
-            Line::Invalid(e) => bail!(
+            Some(Line::Invalid(e)) => bail!(
                 "journal {} line {lineno}: not a valid record: {e}",
                 path.display()
             ),

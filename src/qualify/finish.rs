@@ -221,18 +221,20 @@ pub(super) fn finished_outcome(
 }
 
 /// `--then-stop`: retire what the qualification left serving, and say so in
-/// its report (rewritten, and recorded in the ledger as its latest).
-pub async fn then_stop(o: &mut Outcome, quiet: bool) -> Result<()> {
+/// its report `value` (as [`Outcome::read_report`] read it: rewritten in
+/// place and on disk, and recorded in the ledger as its latest).
+pub async fn then_stop(o: &mut Outcome, value: Option<&mut Value>, quiet: bool) -> Result<()> {
     crate::runtime::stop::stop(&o.id, Some(o.ledger.clone()), quiet).await?;
     o.serving = None;
-    if let Some(r) = &o.report {
-        let mut rep: Report = serde_json::from_value(report::read_report_value(r)?)?;
+    if let (Some(r), Some(value)) = (&o.report, value) {
+        let mut rep: Report = serde_json::from_value(value.clone())?;
         let note = format!(
             "{}; then retired (--then-stop), nothing serving",
             rep.promotion
         );
         rep.set_promotion(note);
         report::write_report_atomic(r, &rep)?;
+        *value = rep.to_value();
         crate::runtime::ledger::Ledger::connect_existing(&o.ledger)?.record_report(
             &o.id,
             r,

@@ -8,7 +8,8 @@
 //! pass/fail/inconclusive rule, in one place) → the report model →
 //! [`verify`] (recompute it) → [`render`] (terminal, Markdown, HTML).
 //!
-//! The seed report (`shared/seeds/runtime-profile-comparison.example.json`)
+//! The seed report (`tests/data/runtime-profile-comparison.example.json`, a
+//! real report from another tool, kept byte for byte)
 //! is a valid v1 report: every function reading reports accepts it, and
 //! every report written here keeps its fields and their meanings.
 
