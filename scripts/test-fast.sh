@@ -12,7 +12,7 @@ scripts/setup-engine.sh >/dev/null
 cargo fmt --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features --lib --bins -- --skip stats::evidence::tests::
-cargo test -p infergate-report --all-features --test compare --test seed
+cargo test -p infergate-report --all-features --test compare --test views --test seed
 cargo test --all-features --test layout --test trust --test report_compare \
     --test client_fastsource --test verify_runs --test alloc_bound
 cargo test --all-features --test engine streamed_usage_counts_tokens_and_finish_reasons_are_right

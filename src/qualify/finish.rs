@@ -227,7 +227,7 @@ pub async fn then_stop(o: &mut Outcome, value: Option<&mut Value>, quiet: bool) 
     crate::runtime::stop::stop(&o.id, Some(o.ledger.clone()), quiet).await?;
     o.serving = None;
     if let (Some(r), Some(value)) = (&o.report, value) {
-        let mut rep: Report = serde_json::from_value(value.clone())?;
+        let mut rep = <Report as serde::Deserialize>::deserialize(&*value)?;
         let note = format!(
             "{}; then retired (--then-stop), nothing serving",
             rep.promotion

@@ -73,7 +73,7 @@ impl Outcome {
     pub fn exit_code(&self, report: Option<&Value>) -> Result<u8> {
         let typed = match (&self.verdict, report) {
             (Verdict::NotQualified, Some(v)) => Some(
-                serde_json::from_value::<report::Report>(v.clone())
+                <report::Report as serde::Deserialize>::deserialize(v)
                     .with_context(|| format!("reading the report of {}", self.id))?,
             ),
             _ => None,
