@@ -73,7 +73,10 @@ fn check_plan(text: &str, is_toml: bool) {
     } else {
         assert!(plan.window.is_none() && !plan.adaptive.enabled);
     }
-    assert!(plan.window.is_none_or(|w| w >= 1));
+    assert!(plan.window.as_ref().is_none_or(|w| match w {
+        crate::config::plan::Window::All(n) => *n >= 1,
+        crate::config::plan::Window::ByCell(m) => !m.is_empty() && m.values().all(|n| *n >= 1),
+    }));
     assert!(plan.adaptive.max_requests >= 1 && plan.adaptive.max_minutes > 0.0);
     let order = plan.pass_order();
     assert_eq!(order.len(), 2 * plan.repeats);

@@ -11,7 +11,7 @@
 //! `k` of the baseline pairs with block `k` of the candidate.
 
 use crate::artifact::CellResult;
-use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow};
+use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow, Window};
 use crate::config::suite::CellSpec;
 use crate::measure::aggregate;
 use crate::measure::record::RequestRecord;
@@ -27,23 +27,24 @@ pub struct CellLayout {
     pub requests: usize,
 }
 
-/// Each cell's block size: the plan's `window`, else
+/// Each cell's block size: the plan's `window` for it, else
 /// [`default_window`](crate::config::plan::default_window) of
 /// its concurrency and arrivals.
-pub fn layout(cells: &[CellSpec], window: Option<usize>) -> Vec<CellLayout> {
+pub fn layout(cells: &[CellSpec], window: Option<&Window>) -> Vec<CellLayout> {
     layout_by(cells, window, DefaultWindow::default())
 }
 
 /// [`layout`] with the default `rule` a qualification recorded (`verify --runs`).
 pub fn layout_by(
     cells: &[CellSpec],
-    window: Option<usize>,
+    window: Option<&Window>,
     rule: DefaultWindow,
 ) -> Vec<CellLayout> {
     cells
         .iter()
         .map(|c| {
             let w = window
+                .and_then(|w| w.of(&c.name))
                 .unwrap_or_else(|| rule.window(c.concurrency, !c.open_loop()))
                 .max(1);
             // Conversations: whole sessions per block, so a block's turns
@@ -435,7 +436,7 @@ mod tests {
     #[test]
     fn pooled_sides_share_block_ids() {
         let sp = spec("x", 5);
-        let cells = layout(std::slice::from_ref(&sp), Some(2));
+        let cells = layout(std::slice::from_ref(&sp), Some(&Window::All(2)));
         assert_eq!(cells[0].window, 2);
         // Journal order is completion order, and holds another cell and a
         // request beyond the total (never pooled).

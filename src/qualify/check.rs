@@ -111,6 +111,13 @@ pub async fn check(
     };
     let suite = match LoadedSuite::read(&plan.suite) {
         Ok(s) => {
+            if let Some(Err(why)) = plan
+                .window
+                .as_ref()
+                .map(|w| w.check_cells(s.suite.cells.iter().map(|c| c.name.as_str())))
+            {
+                c.add("window", Found::Wrong, why);
+            }
             c.add(
                 "suite",
                 Found::Checked,

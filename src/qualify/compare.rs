@@ -110,7 +110,7 @@ fn compare(
     if ctx.plan.schedule == PlanSchedule::Interleaved {
         let cells = interleave::layout_by(
             &suite.suite.cells,
-            ctx.plan.window,
+            ctx.plan.window.as_ref(),
             recorded_window_rule(ctx.out_dir),
         );
         let entries = ctx.ledger.entries(ctx.qualification).unwrap_or_default();

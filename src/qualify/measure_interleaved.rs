@@ -36,7 +36,7 @@ pub(super) async fn run_interleaved(
     };
     let cells = interleave::layout_by(
         &suite.suite.cells,
-        ctx.plan.window,
+        ctx.plan.window.as_ref(),
         recorded_window_rule(ctx.out_dir),
     );
     let entries = ctx

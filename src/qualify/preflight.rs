@@ -23,6 +23,17 @@ pub(super) async fn preflight(ctx: &Ctx<'_>) -> Result<LoadedSuite> {
     // The suite must load, or nothing can be measured.
     let suite = LoadedSuite::read(&plan.suite)
         .with_context(|| format!("suite {}", plan.suite.display()))?;
+    if let Some(Err(why)) = plan
+        .window
+        .as_ref()
+        .map(|w| w.check_cells(suite.suite.cells.iter().map(|c| c.name.as_str())))
+    {
+        ctx.log("preflight", None, Status::Failed, json!({"error": why}))?;
+        anyhow::bail!(
+            "preflight: plan {}: {why}; nothing was changed",
+            plan.path.display()
+        );
+    }
     let mut details = serde_json::Map::new();
     for rt in [&plan.baseline, &plan.candidate] {
         match lifecycle::presence(ctx, rt).await {

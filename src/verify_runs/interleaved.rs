@@ -74,7 +74,7 @@ pub(super) fn rebuild_interleaved(
     };
     // The blocks' journal is not a file compare read: held to the last block's record.
     let journal = read_journal(ck, None, side, &block_file, &block)?;
-    let layout = interleave::layout_by(&suite.cells, plan.window, qf.window_rule());
+    let layout = interleave::layout_by(&suite.cells, plan.window.as_ref(), qf.window_rule());
     let totals: Vec<usize> = layout
         .iter()
         .map(|l| {

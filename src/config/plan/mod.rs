@@ -125,7 +125,7 @@ impl Plan {
         let candidate = runtime(text, CANDIDATE, raw.candidate, &resolve, &err)?;
         let clash = same_fixed_address(&baseline, &candidate);
         let schedule = schedule(raw.schedule, repeats_given, clash, &err)?;
-        let window = window(raw.window, schedule, &err)?;
+        let window = window(raw.window, text, schedule, &err)?;
         let adaptive = adaptive(text, raw.adaptive, schedule, &err)?;
         let ledger = match &raw.ledger {
             None => None,

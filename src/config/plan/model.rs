@@ -36,8 +36,8 @@ pub struct Plan {
     pub repeats: usize,
     /// How the two runtimes' requests are placed in time.
     pub schedule: PlanSchedule,
-    /// Interleaved: requests per block, for every cell; `None`: [`default_window`] of each.
-    pub window: Option<usize>,
+    /// Interleaved: requests per block; a cell it does not name takes [`default_window`].
+    pub window: Option<Window>,
     /// Interleaved: keep adding rounds of blocks until the gate resolves.
     pub adaptive: Adaptive,
     pub skip_turnover: bool,
@@ -109,6 +109,50 @@ impl DefaultWindow {
             DefaultWindow::ByArrivals if closed_loop && concurrency <= 1 => 1,
             _ => (2 * concurrency).max(4),
         }
+    }
+}
+
+/// The plan's `window`: requests per block of an interleaved schedule, one
+/// for every cell (`window = 4`) or by cell name (`[window]
+/// concurrent-512 = 4`), so a concurrent cell's block can be one batch while
+/// a concurrency-1 cell keeps its pairs back to back.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Window {
+    All(usize),
+    ByCell(BTreeMap<String, usize>),
+}
+
+impl Window {
+    /// The block size this window sets for `cell`, if any.
+    pub fn of(&self, cell: &str) -> Option<usize> {
+        match self {
+            Window::All(w) => Some(*w),
+            Window::ByCell(m) => m.get(cell).copied(),
+        }
+    }
+
+    /// What is wrong with a window by cell name for a suite of `cells`: a
+    /// name the suite does not hold (a typo would silently leave that cell
+    /// at its default).
+    pub fn check_cells<'a>(&self, cells: impl IntoIterator<Item = &'a str>) -> Result<(), String> {
+        let Window::ByCell(m) = self else {
+            return Ok(());
+        };
+        let cells: Vec<&str> = cells.into_iter().collect();
+        let unknown: Vec<&str> = m
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !cells.contains(k))
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "window names cell(s) the suite does not hold: {} (its cells: {})",
+            unknown.join(", "),
+            cells.join(", ")
+        ))
     }
 }
 

@@ -20,7 +20,7 @@ pub(super) struct RawPlan {
     #[serde(default)]
     pub(super) schedule: Option<Spanned<String>>,
     #[serde(default)]
-    pub(super) window: Option<Spanned<i64>>,
+    pub(super) window: Option<RawWindow>,
     #[serde(default)]
     pub(super) adaptive: Option<Spanned<RawAdaptive>>,
     #[serde(default)]
@@ -40,6 +40,40 @@ pub(super) struct RawPlan {
     pub(super) timeouts: Option<RawTimeouts>,
     #[serde(default)]
     pub(super) ledger: Option<Spanned<String>>,
+}
+
+/// `window = 4` or `[window]` with a size per cell name. Read by hand:
+/// serde's untagged enums buffer the value and lose the spans.
+pub(super) enum RawWindow {
+    All(i64),
+    ByCell(BTreeMap<String, Spanned<i64>>),
+}
+
+impl<'de> Deserialize<'de> for RawWindow {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawWindow;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("requests per block (an integer) or a table of them by cell name")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawWindow, E> {
+                Ok(RawWindow::All(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawWindow, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(cell) = map.next_key::<String>()? {
+                    let w = map.next_value::<Spanned<i64>>()?;
+                    out.insert(cell, w);
+                }
+                Ok(RawWindow::ByCell(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]

@@ -2,6 +2,7 @@
 //! takes its raw TOML shape and returns the typed value, or an error naming
 //! the file, the line and the field.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -292,23 +293,49 @@ pub(super) fn schedule(
 }
 
 pub(super) fn window(
-    v: Option<Spanned<i64>>,
+    v: Option<RawWindow>,
+    text: &str,
     schedule: PlanSchedule,
     err: &ErrFn,
-) -> Result<Option<usize>, ConfigError> {
+) -> Result<Option<Window>, ConfigError> {
+    let size = |w: i64, at: Option<Range<usize>>, field: &str| -> Result<usize, ConfigError> {
+        if schedule == PlanSchedule::Alternating {
+            return Err(err(
+                at,
+                field,
+                "applies only to schedule = \"interleaved\"".into(),
+            ));
+        }
+        match w {
+            n @ 1..=100_000 => Ok(n as usize),
+            n => Err(err(
+                at,
+                field,
+                format!("must be 1..=100000 requests per block, got {n}"),
+            )),
+        }
+    };
     match v {
         None => Ok(None),
-        Some(w) if schedule == PlanSchedule::Alternating => Err(err(
-            Some(w.span()),
+        Some(RawWindow::All(w)) => Ok(Some(Window::All(size(
+            w,
+            key_line(text, "window"),
             "window",
-            "applies only to schedule = \"interleaved\"".into(),
-        )),
-        Some(w) if (1..=100_000).contains(w.get_ref()) => Ok(Some(*w.get_ref() as usize)),
-        Some(w) => Err(err(
-            Some(w.span()),
+        )?))),
+        Some(RawWindow::ByCell(m)) if m.is_empty() => Err(err(
+            key_line(text, "window"),
             "window",
-            format!("must be 1..=100000 requests per block, got {}", w.get_ref()),
+            "names no cell: give `window = N` for every cell or `[window]` with `CELL = N` lines"
+                .into(),
         )),
+        Some(RawWindow::ByCell(m)) => {
+            let mut out = BTreeMap::new();
+            for (cell, w) in &m {
+                let n = size(*w.get_ref(), Some(w.span()), &format!("window.{cell}"))?;
+                out.insert(cell.clone(), n);
+            }
+            Ok(Some(Window::ByCell(out)))
+        }
     }
 }
 

@@ -321,7 +321,24 @@ fn schedule_defaults_to_interleaved_and_repeats_means_alternating() {
     .unwrap();
     assert_eq!(
         (plan.schedule, plan.window),
-        (PlanSchedule::Interleaved, Some(6))
+        (PlanSchedule::Interleaved, Some(Window::All(6)))
+    );
+    // By cell: a size for each cell it names; the others keep the default.
+    let plan = parse(&format!(
+        "{}[window]\nconcurrent-512 = 4\n\"c1\" = 1\n",
+        minimal("")
+    ))
+    .unwrap();
+    let w = plan.window.unwrap();
+    assert_eq!(
+        (w.of("concurrent-512"), w.of("c1"), w.of("other")),
+        (Some(4), Some(1), None)
+    );
+    assert!(w.check_cells(["concurrent-512", "c1", "other"]).is_ok());
+    let why = w.check_cells(["concurrent-512", "c2"]).unwrap_err();
+    assert!(
+        why.contains("c1") && why.contains("its cells: concurrent-512, c2"),
+        "{why}"
     );
     assert_eq!(default_window(1, true), 1);
     assert_eq!(default_window(1, false), 4);
@@ -369,6 +386,15 @@ fn schedule_errors_name_line_and_field() {
         (Some(2), Some("window")),
         "{e}"
     );
+    // A bad size by cell names the cell and its line.
+    let e = parse(&format!("{}[window]\nc1 = 0\n", minimal(""))).unwrap_err();
+    assert_eq!(
+        (e.line, e.field.as_deref()),
+        (Some(9), Some("window.c1")),
+        "{e}"
+    );
+    let e = parse(&format!("{}[window]\n", minimal(""))).unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("window"), "{e}");
     let e = parse(&format!("window = \"4\"\n{}", minimal(""))).unwrap_err();
     assert_eq!(
         (e.line, e.field.as_deref()),
