@@ -84,7 +84,7 @@ pub async fn write_plan(
     } else {
         e.cells.clone()
     };
-    endpoints::check_fit(&cells, context).map_err(anyhow::Error::msg)?;
+    endpoints::check_fit(&cells, context, !e.cells.is_empty()).map_err(anyhow::Error::msg)?;
     let suite_text = endpoints::suite_text(&e, &cells);
     let plan_text = endpoints::plan_text(&e, &command(a));
     // Checked again: the directory may have been made while discovery ran.

@@ -181,19 +181,26 @@ pub fn default_cells(context: Option<u64>) -> Vec<CellShape> {
 
 /// Each cell against the context one request may use on both servers
 /// (the smaller of the two); the first that does not fit is an error
-/// naming it, before any request.
-pub fn check_fit(cells: &[CellShape], context: Option<u64>) -> Result<(), String> {
+/// naming it, before any request. `given`: the user passed `--cells`; the
+/// defaults are not blamed on a flag the user never gave.
+pub fn check_fit(cells: &[CellShape], context: Option<u64>, given: bool) -> Result<(), String> {
     let Some(ctx) = context else { return Ok(()) };
-    match cells.iter().find(|c| c.need() > ctx) {
-        Some(c) => Err(format!(
-            "--cells {}x{}: up to {} prompt tokens plus {MAX_TOKENS} output tokens = {} > the {ctx} tokens per request the servers give",
-            c.prompt_tokens,
-            c.concurrency,
-            c.need() - MAX_TOKENS,
-            c.need()
-        )),
-        None => Ok(()),
-    }
+    let Some(c) = cells.iter().find(|c| c.need() > ctx) else {
+        return Ok(());
+    };
+    let need = format!(
+        "up to {} prompt tokens plus {MAX_TOKENS} output tokens = {} > the {ctx} tokens per request the servers give",
+        c.need() - MAX_TOKENS,
+        c.need()
+    );
+    Err(if given {
+        format!("--cells {}x{}: {need}", c.prompt_tokens, c.concurrency)
+    } else {
+        format!(
+            "the servers give {ctx} tokens per request, too few for the smallest cell infergate would choose ({}x{}: {need}); nothing can be measured on them",
+            c.prompt_tokens, c.concurrency
+        )
+    })
 }
 
 /// The plan: both endpoints as external runtimes, the shared defaults.
@@ -340,7 +347,7 @@ mod tests {
             concurrency: 1,
         };
         assert_eq!(huge.need(), u64::MAX);
-        assert!(check_fit(&[huge], Some(4096)).is_err());
+        assert!(check_fit(&[huge], Some(4096), true).is_err());
     }
 
     #[test]
@@ -367,8 +374,13 @@ mod tests {
         );
         let small = default_cells(Some(1024));
         assert!(small.iter().all(|c| c.need() <= 1024), "{small:?}");
-        assert!(check_fit(&small, Some(1024)).is_ok());
-        let e = check_fit(&parse_cells("4096x4").unwrap(), Some(4096)).unwrap_err();
+        assert!(check_fit(&small, Some(1024), false).is_ok());
+        let e = check_fit(&default_cells(Some(1)), Some(1), false).unwrap_err();
+        assert!(
+            !e.contains("--cells") && e.contains("the servers give 1 tokens per request"),
+            "{e}"
+        );
+        let e = check_fit(&parse_cells("4096x4").unwrap(), Some(4096), true).unwrap_err();
         assert!(
             e.starts_with("--cells 4096x4: up to 4301 prompt tokens plus 64"),
             "{e}"

@@ -153,6 +153,7 @@ impl Schema {
             }
             other => anyhow::anyhow!("not a JSON Schema: {other}"),
         })?;
+        refuse_ref_cycles(&schemas, index)?;
         Ok(Schema {
             source: Arc::new(source),
             compiled: Arc::new((schemas, index)),
@@ -162,6 +163,42 @@ impl Schema {
     fn accepts(&self, value: &Value) -> bool {
         self.compiled.0.validate(value, self.compiled.1).is_ok()
     }
+}
+
+/// A `$ref` that reaches itself without reading any of the value
+/// (`{"$ref": "#"}`) compiles, then fails every value: found here by
+/// validating one value of each JSON type, not after every answer.
+fn refuse_ref_cycles(schemas: &boon::Schemas, index: boon::SchemaIndex) -> Result<()> {
+    fn cycle(e: &boon::ValidationError) -> Option<String> {
+        if let boon::ErrorKind::RefCycle {
+            kw_loc1, kw_loc2, ..
+        } = &e.kind
+        {
+            return Some(format!("{kw_loc2} leads back to {kw_loc1}"));
+        }
+        e.causes.iter().find_map(cycle)
+    }
+    let probes = [
+        json!(null),
+        json!({}),
+        json!([]),
+        json!(""),
+        json!(0),
+        json!(true),
+    ];
+    for probe in &probes {
+        if let Some(at) = schemas
+            .validate(probe, index)
+            .err()
+            .as_ref()
+            .and_then(cycle)
+        {
+            bail!(
+                "not a usable JSON Schema: a $ref cycle that reads nothing of the value ({at}), so no answer could ever be valid"
+            );
+        }
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for Schema {
@@ -377,6 +414,23 @@ mod tests {
             e.contains("wrong.json") && e.contains("not a JSON Schema"),
             "{e}"
         );
+        for cyclic in [
+            r##"{"$ref": "#"}"##,
+            r##"{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}"##,
+        ] {
+            let spec = write("cycle.json", cyclic);
+            let e = format!(
+                "{:#}",
+                StructuredOutput::load(&spec, dir.path()).unwrap_err()
+            );
+            assert!(e.contains("cycle.json") && e.contains("$ref cycle"), "{e}");
+        }
+        // A recursive schema that reads the value as it recurses is fine.
+        let tree = write(
+            "tree.json",
+            r##"{"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}"##,
+        );
+        assert!(StructuredOutput::load(&tree, dir.path()).is_ok());
         let array = write("array.json", "[1, 2]");
         let e = format!(
             "{:#}",

@@ -207,6 +207,14 @@ async fn host_settings(
             ),
         }
     }
+    for d in &host.devices {
+        let (found, why) = device_on_host(&d.host);
+        c.add(
+            format!("{}.devices", rt.label),
+            found,
+            format!("{}: {why}", d.host),
+        );
+    }
     if let Some(name) = &host.runtime {
         let what = format!("{}.runtime", rt.label);
         let info = docker
@@ -242,6 +250,25 @@ async fn host_settings(
                 ),
             ),
         }
+    }
+}
+
+/// A device the daemon is asked to map, looked up on this host (the
+/// daemon's socket is a local file, so its host is this one): the daemon
+/// refuses to start a container whose device is missing.
+fn device_on_host(path: &str) -> (Found, String) {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.file_type().is_char_device() => (Found::Checked, "a character device".into()),
+        Ok(m) if m.file_type().is_block_device() => (Found::Checked, "a block device".into()),
+        Ok(_) => (
+            Found::Wrong,
+            "not a device file: the daemon maps only devices".into(),
+        ),
+        Err(e) => (
+            Found::Wrong,
+            format!("not on this host ({e}): the daemon would refuse to start the container"),
+        ),
     }
 }
 
@@ -756,6 +783,21 @@ mod tests {
         let mut c = Check::default();
         schedule(&mut c, p);
         c.lines.remove(0)
+    }
+
+    #[test]
+    fn a_device_is_checked_on_this_host() {
+        assert!(matches!(device_on_host("/dev/null").0, Found::Checked));
+        let (found, why) = device_on_host("/etc/hostname");
+        assert!(
+            matches!(found, Found::Wrong) && why.contains("not a device"),
+            "{why}"
+        );
+        let (found, why) = device_on_host("/dev/infergate-no-such-device");
+        assert!(
+            matches!(found, Found::Wrong) && why.contains("not on this host"),
+            "{why}"
+        );
     }
 
     #[test]

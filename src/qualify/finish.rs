@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{Outcome, Verdict, exit_code_of, outcome_name};
 use super::progress::spent_in;
-use crate::config::plan::{After, BASELINE, OnOutcome};
+use crate::config::plan::{After, BASELINE, Driver, OnOutcome};
 use crate::report::{self, DecisionAction, Report};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::{Entry, Location, Status};
@@ -113,9 +113,13 @@ pub(super) async fn finish(
             )?;
         } else if let Err(e) = lifecycle::roll_back_to_baseline(ctx, "rollback").await? {
             let f = failure.get_or_insert_with(String::new);
-            f.push_str(&format!(
-                "; rollback FAILED, the baseline is NOT serving: {e:#}"
-            ));
+            f.push_str(&if matches!(ctx.plan.baseline.driver, Driver::External { .. }) {
+                format!(
+                    "; the baseline endpoint does not answer (infergate neither starts nor stops an external runtime, so there was nothing to roll back: whoever runs it must bring it back): {e:#}"
+                )
+            } else {
+                format!("; rollback FAILED, the baseline is NOT serving: {e:#}")
+            });
         }
     }
     let verdict_text = serde_json::to_value(&verdict).unwrap_or_default();

@@ -213,6 +213,9 @@ fn gpu_record(smi: Option<&Path>, gpus: &Gpus) -> Value {
     }
 }
 
+/// How long a restore waits for an external runtime to answer.
+const EXTERNAL_RESTORE_WAIT: Duration = Duration::from_secs(15);
+
 /// Start `rt` through its driver and wait until it is ready.
 async fn start_inner(
     ctx: &Ctx<'_>,
@@ -222,7 +225,14 @@ async fn start_inner(
     let log_path = ctx.log_dir().join(format!("{}-{tag}.log", rt.label));
     match &rt.driver {
         Driver::External { url, health_path } => {
-            external::wait_healthy(url, health_path, rt.ready_timeout).await?;
+            // Restoring an endpoint infergate does not run is a check that it
+            // answers: waiting the whole ready timeout would not bring it back.
+            let wait = if tag == "restore" {
+                rt.ready_timeout.min(EXTERNAL_RESTORE_WAIT)
+            } else {
+                rt.ready_timeout
+            };
+            external::wait_healthy(url, health_path, wait).await?;
             Ok((
                 Handle::External {
                     base_url: url.clone(),

@@ -7,8 +7,10 @@
 //! suite = "../suites/reference-engine.toml"   # relative to this file
 //! schedule = "interleaved"   # both up at once, short alternating blocks (default
 //!                            # when both can serve at once); or "alternating" passes
-//! window = 4             # interleaved: requests per block (default 1 for a closed-loop
-//!                        # cell at concurrency 1, else max(4, 2 × concurrency))
+//! window = 4             # interleaved: requests per block, every cell (default 1 for a
+//!                        # closed-loop cell at concurrency 1, else max(4, 2 × concurrency));
+//!                        # or by cell: a [window] table, `concurrent-512 = 4`, the cells
+//!                        # it does not name at the default (a name not in the suite is refused)
 //! # repeats = 2          # alternating only: 1: A B; 2: A B B A; 3: A B B A A B
 //! policy = "../policies/default.toml"         # or an inline [policy] table
 //!
@@ -100,13 +102,16 @@ impl Plan {
         {
             return Err(err(key_line(text, "name"), "name", why));
         }
+        // `.` components dropped (`./x` beside a plan in `.` is `./x`, not
+        // `././x`): the paths are shown to the user and recorded.
         let resolve = |p: &str| -> PathBuf {
             let p = Path::new(p);
-            if p.is_absolute() {
+            let full = if p.is_absolute() {
                 p.to_path_buf()
             } else {
                 base_dir.join(p)
-            }
+            };
+            full.components().collect()
         };
         let policy = policy_source(raw.policy, &resolve, &err, key_line(text, "policy"))?;
         // Catch policy mistakes now, not after an hour of measuring.

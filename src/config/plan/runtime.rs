@@ -415,6 +415,18 @@ fn device(s: &str) -> Result<DeviceMapping, String> {
             "{s:?}: expected absolute device paths and permissions made of r, w and m"
         ));
     }
+    // What the daemon is asked to map must be the path the plan shows: a
+    // `..` would name another file than the one a reviewer reads.
+    for p in [host, container] {
+        if p.split('/')
+            .skip(1)
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(format!(
+                "{s:?}: {p:?} is not a normal path (no empty, `.` or `..` components)"
+            ));
+        }
+    }
     Ok(DeviceMapping {
         host: host.into(),
         container: container.into(),

@@ -174,6 +174,15 @@ fn the_pull_policy_is_a_docker_word_and_always_needs_a_registry() {
 }
 
 #[test]
+fn relative_paths_are_shown_without_dot_components() {
+    let text = minimal("").replace("\"s.toml\"", "\"./suites/./s.toml\"");
+    let plan = Plan::parse(&text, Path::new("./t.toml"), Path::new(".")).unwrap();
+    assert_eq!(plan.suite, Path::new("./suites/s.toml"));
+    let plan = Plan::parse(&text, Path::new("/p/t.toml"), Path::new("/p/.")).unwrap();
+    assert_eq!(plan.suite, Path::new("/p/suites/s.toml"));
+}
+
+#[test]
 fn hooks_are_read_and_a_missing_command_or_a_secret_url_is_named() {
     let plan = parse(&minimal(
         "[hooks]\non_verdict = [{ command = [\"sh\", \"-c\", \"cat\"] }, { url = \"http://127.0.0.1:9/h\" }]\n",
@@ -592,6 +601,16 @@ fn container_host_settings_are_read_as_docker_run_takes_them() {
         ("gpus = [\"0;rm\"]", "gpus", "GPU index or UUID"),
         ("devices = [\"dev/x\"]", "devices", "absolute device paths"),
         ("devices = [\"/dev/x:/dev/y:rwx\"]", "devices", "r, w and m"),
+        (
+            "devices = [\"/dev/../etc/shadow\"]",
+            "devices",
+            "not a normal path",
+        ),
+        (
+            "devices = [\"/dev/x:/dev//y\"]",
+            "devices",
+            "not a normal path",
+        ),
         ("shm_size = \"32q\"", "shm_size", "a size such as"),
         ("shm_size = \"9999g\"", "shm_size", "larger than 1 TiB"),
         ("ipc = \"container:x\"", "ipc", "\"shareable\""),
