@@ -30,8 +30,9 @@ impl Event {
 }
 
 /// The summary every hook of one event gets: `fields` (the verdict, the
-/// gates, the decision…) with the event, the qualification, the plan's name
-/// and the report's path and the sha256 of its bytes as read. Redacted like
+/// gates, the decision…) with the event, the qualification, the plan's name,
+/// the qualification's ledger chain head and the report's path and the
+/// sha256 of its bytes as read. Redacted like
 /// every other output.
 pub fn summary(
     ctx: &Ctx<'_>,
@@ -45,6 +46,21 @@ pub fn summary(
         "qualification": ctx.qualification,
         "plan": ctx.plan.name,
     });
+    // The qualification's chain head: kept by the receiver, it lets a
+    // second system notice a later rewrite of the ledger
+    // (`infergate ledger verify --head QUALIFICATION:SEQ:SHA256`).
+    if let Some(h) = ctx
+        .ledger
+        .checked_entries(ctx.qualification)
+        .ok()
+        .and_then(|(_, c)| c.head)
+    {
+        v["ledger_head"] = json!({
+            "seq": h.seq,
+            "sha256": h.hash,
+            "verify": format!("{}:{}:{}", ctx.qualification, h.seq, h.hash),
+        });
+    }
     if let Some((path, bytes)) = report {
         v["report"] = json!({
             "path": path,
