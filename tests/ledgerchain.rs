@@ -312,3 +312,79 @@ fn migrate_carries_the_chain_and_refuses_a_broken_source() {
         text(&o)
     );
 }
+
+/// A qualification directory real enough for `decide` to reach the ledger
+/// `file` (the plan copy and the sidecar file beside the report).
+fn qualification_dir(d: &Path, file: &Path) -> std::path::PathBuf {
+    use infergate::runtime::state;
+    let q = d.join("q");
+    std::fs::create_dir(&q).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(
+        root.join("tests/data/runtime-profile-comparison.example.json"),
+        q.join("report.json"),
+    )
+    .unwrap();
+    let plans = root.join("plans");
+    let plan = infergate::config::plan::Plan::load(&plans.join("reference.toml")).unwrap();
+    std::fs::write(q.join(state::PLAN_COPY), &plan.text).unwrap();
+    let qf = state::QualificationFile {
+        schema: state::QUALIFICATION_SCHEMA.into(),
+        id: "q".into(),
+        plan: plan.path.clone(),
+        plan_dir: plans,
+        plan_sha256: plan.sha256.clone(),
+        ledger: Location::Sqlite(file.to_path_buf()),
+        default_window: None,
+    };
+    std::fs::write(
+        q.join(state::QUALIFICATION_FILE),
+        serde_json::to_vec(&qf).unwrap(),
+    )
+    .unwrap();
+    q.join("report.json")
+}
+
+#[test]
+fn decide_refuses_to_act_on_a_rewritten_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("l.sqlite");
+    decided(&file);
+    let report = qualification_dir(dir.path(), &file).display().to_string();
+    let decide = || {
+        infergate(&[
+            "decide",
+            &report,
+            "--promote",
+            "--force",
+            "--note",
+            "x",
+            "--who",
+            "eve",
+        ])
+    };
+    // Untouched, it gets past the chain (and stops at the report's digest).
+    let o = decide();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("is not the report infergate last wrote"),
+        "{}",
+        text(&o)
+    );
+    tamper(
+        &file,
+        r#"UPDATE entries SET detail = '{"verdict":"qualified"}' WHERE seq = 2;"#,
+    );
+    let o = decide();
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("was changed outside infergate: 1 row(s) of qualification q do not verify, the first: qualification q, seq 2 (done): edited"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        Ledger::open(&file).unwrap().entries("q").unwrap().len(),
+        5,
+        "nothing recorded"
+    );
+}

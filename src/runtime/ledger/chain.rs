@@ -241,15 +241,15 @@ fn link_break(
             ),
         )),
         Some(j) => {
-            for k in j + 1..i {
-                let marked = broken.iter().any(|b| b.seq == seq(k));
-                if rows[k].hash.is_some() && !marked {
+            for r in &rows[j + 1..i] {
+                let marked = broken.iter().any(|b| b.seq == r.entry.seq);
+                if r.hash.is_some() && !marked {
                     let why = format!(
                         "it is not in the chain: seq {} follows seq {} directly",
                         seq(i),
                         seq(j)
                     );
-                    broken.push(broke(rows[k], Kind::Inserted, why));
+                    broken.push(broke(r, Kind::Inserted, why));
                 }
             }
         }
