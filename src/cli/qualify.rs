@@ -307,8 +307,8 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
             heads,
             json,
         } => {
-            let (text, intact) = infergate::decision::verify_ledger::run(
-                &infergate::decision::verify_ledger::Options {
+            let (text, intact) = infergate::runtime::ledger::verify::run(
+                &infergate::runtime::ledger::verify::Options {
                     ledger: location(ledger)?,
                     heads,
                     json,

@@ -117,3 +117,47 @@ pub async fn notify(ctx: &Ctx<'_>, event: Event, summary: &Value) -> Result<()> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::plan::Plan;
+    use crate::driver::container::Docker;
+    use crate::runtime::ledger::Ledger;
+
+    #[test]
+    fn the_summary_carries_the_qualifications_chain_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
+        ledger
+            .append("q", "plan", None, Status::Ok, json!({}))
+            .unwrap();
+        let seq = ledger
+            .append(
+                "q",
+                "done",
+                None,
+                Status::Ok,
+                json!({"verdict": "qualified"}),
+            )
+            .unwrap();
+        ledger
+            .append("r", "plan", None, Status::Ok, json!({}))
+            .unwrap();
+        let plans = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+        let plan = Plan::load(&plans.join("reference.toml")).unwrap();
+        let ctx = Ctx {
+            plan: &plan,
+            qualification: "q",
+            ledger: &ledger,
+            out_dir: dir.path(),
+            docker: Docker::new(&plan.docker.socket),
+            quiet: true,
+        };
+        let v = summary(&ctx, Event::Verdict, None, json!({}));
+        let hash = ledger.rows(Some("q")).unwrap()[1].hash.clone().unwrap();
+        assert_eq!(v["ledger_head"]["seq"], seq, "{v}");
+        assert_eq!(v["ledger_head"]["sha256"], hash.as_str(), "{v}");
+        assert_eq!(v["ledger_head"]["verify"], format!("q:{seq}:{hash}"), "{v}");
+    }
+}

@@ -19,6 +19,7 @@ mod migrate;
 mod pg;
 mod schema;
 mod sqlite;
+pub mod verify;
 
 use std::fmt;
 use std::path::Path;

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::runtime::ledger::chain::{self, Break, Head};
-use crate::runtime::ledger::{Ledger, Location};
+use super::chain::{self, Break, Head};
+use super::{Ledger, Location};
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
