@@ -113,7 +113,8 @@ pub fn render(v: &Verified) -> String {
             .map(|h| format!(", head {}:{}:{}", c.qualification, h.seq, h.hash))
             .unwrap_or_default();
         let state = if c.intact { "intact" } else { "BROKEN" };
-        let _ = writeln!(s, "  {}: {state}, {} rows{head}", c.qualification, c.rows);
+        let rows = if c.rows == 1 { "row" } else { "rows" };
+        let _ = writeln!(s, "  {}: {state}, {} {rows}{head}", c.qualification, c.rows);
     }
     for b in &v.broken {
         let _ = writeln!(s, "  broken: {b}");
