@@ -77,7 +77,7 @@ fn entries_append_in_order_and_no_row_is_ever_rewritten() {
     let dir = tempfile::tempdir().unwrap();
     for at in backends(dir.path(), "order") {
         let l = Ledger::connect(&at).unwrap();
-        assert_eq!(l.schema_version().unwrap(), 1, "{at}");
+        assert_eq!(l.schema_version().unwrap(), 2, "{at}");
         let a = l
             .append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
             .unwrap();
@@ -112,7 +112,7 @@ fn entries_append_in_order_and_no_row_is_ever_rewritten() {
         drop(l);
         let again = Ledger::connect(&at).unwrap();
         assert_eq!(again.all_entries().unwrap().len(), 3, "{at}: reopened");
-        assert_eq!(again.schema_version().unwrap(), 1);
+        assert_eq!(again.schema_version().unwrap(), 2);
     }
 }
 
@@ -135,6 +135,10 @@ fn writers_at_once_are_totally_ordered_and_readers_only_see_prefixes() {
                             json!({"n": n}),
                         )
                         .unwrap();
+                        // One qualification appended to by every writer:
+                        // its chain must still be one line.
+                        l.append("shared", "step", None, Status::Info, json!({"w": w}))
+                            .unwrap();
                     }
                 })
             })
@@ -155,8 +159,16 @@ fn writers_at_once_are_totally_ordered_and_readers_only_see_prefixes() {
             w.join().unwrap();
         }
         let snapshots = reader.join().unwrap();
-        let all = Ledger::connect(&at).unwrap().all_entries().unwrap();
-        assert_eq!(all.len(), 80, "{at}");
+        let l = Ledger::connect(&at).unwrap();
+        let all = l.all_entries().unwrap();
+        assert_eq!(all.len(), 160, "{at}");
+        let (_, chains) = l.verify().unwrap();
+        assert!(
+            chains.is_intact(),
+            "{at}: {:?}",
+            chains.broken().collect::<Vec<_>>()
+        );
+        assert_eq!(chains.chains.len(), 5, "{at}");
         assert!(all.windows(2).all(|p| p[0].seq < p[1].seq), "{at}");
         for w in 0..4 {
             let ns: Vec<i64> = all
@@ -174,6 +186,48 @@ fn writers_at_once_are_totally_ordered_and_readers_only_see_prefixes() {
                 "{at}: a snapshot that is not a prefix"
             );
         }
+    }
+}
+
+#[test]
+fn a_row_edited_outside_infergate_is_named_by_ledger_verify_in_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    for at in backends(dir.path(), "tampered") {
+        let l = Ledger::connect(&at).unwrap();
+        for (step, detail) in [
+            ("plan", json!({})),
+            ("done", json!({"verdict": "not_qualified"})),
+            ("decision", json!({"action": "retain_baseline"})),
+        ] {
+            l.append("q", step, None, Status::Ok, detail).unwrap();
+        }
+        let seq = l.entries("q").unwrap()[2].seq;
+        let shown = at.to_string();
+        let verify = || infergate(&["ledger", "verify", "--ledger", &shown]);
+        assert!(verify().status.success(), "{at}");
+        let edit =
+            format!(r#"UPDATE entries SET detail = '{{"action":"promote"}}' WHERE seq = {seq}"#);
+        match &at {
+            Location::Sqlite(p) => rusqlite::Connection::open(p)
+                .unwrap()
+                .execute_batch(&format!("DROP TRIGGER entries_no_update; {edit}"))
+                .unwrap(),
+            Location::Postgres(url) => {
+                psql(
+                    url,
+                    &format!("ALTER TABLE entries DISABLE TRIGGER entries_no_rewrite; {edit}"),
+                );
+            }
+        }
+        let o = verify();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success(), "{at}: {text}");
+        assert!(
+            text.contains(&format!(
+                "qualification q, seq {seq} (decision): edited: its contents do not match its hash"
+            )),
+            "{at}: {text}"
+        );
     }
 }
 
@@ -290,7 +344,16 @@ fn a_migrated_ledger_equals_its_source_entry_for_entry() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("4 entries copied"), "{text}");
+    assert!(
+        text.contains("hash chain carried and verified in the copy: 2 qualification(s)"),
+        "{text}"
+    );
     let dest = Ledger::connect(&to).unwrap();
+    assert_eq!(
+        dest.rows(None).unwrap(),
+        l.rows(None).unwrap(),
+        "each row's detail text, prev and hash byte for byte"
+    );
     assert_eq!(
         dest.all_entries().unwrap(),
         source,

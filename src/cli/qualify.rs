@@ -259,6 +259,22 @@ pub enum LedgerCmd {
         /// The ledger to copy into (created and its schema applied if new).
         to: String,
     },
+    /// Check the ledger's hash chain, every qualification's: name each row
+    /// edited, deleted, reordered or slipped in outside infergate, and the
+    /// rows written before the ledger had a chain. Exits 1 when a row or an
+    /// exported head does not verify.
+    Verify {
+        #[arg(long, env = LEDGER_ENV)]
+        ledger: Option<String>,
+        /// A head exported earlier (the hook summary's `ledger_head`), as
+        /// QUALIFICATION:SEQ:SHA256: checked to be still in the ledger
+        /// unchanged. Repeatable.
+        #[arg(long = "head", value_name = "QUALIFICATION:SEQ:SHA256")]
+        heads: Vec<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
@@ -283,9 +299,44 @@ pub fn main_ledger(cmd: LedgerCmd) -> anyhow::Result<ExitCode> {
                 m.already,
                 m.copied + m.already
             )?;
+            outln!("{}", migrated_chain(&m))?;
             Ok(ExitCode::SUCCESS)
         }
+        LedgerCmd::Verify {
+            ledger,
+            heads,
+            json,
+        } => {
+            let (text, intact) = infergate::runtime::ledger::verify::run(
+                &infergate::runtime::ledger::verify::Options {
+                    ledger: location(ledger)?,
+                    heads,
+                    json,
+                },
+            )?;
+            out!("{text}")?;
+            Ok(if intact {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
     }
+}
+
+/// What `ledger migrate` says of the chain it carried.
+fn migrated_chain(m: &ledger::Migrated) -> String {
+    let mut line = format!(
+        "hash chain carried and verified in the copy: {} qualification(s), every chained row intact",
+        m.chains
+    );
+    if !m.unchained.is_empty() {
+        line.push_str(&format!(
+            "; seq {}: written before the ledger had a chain, not covered",
+            ledger::chain::ranges(&m.unchained)
+        ));
+    }
+    line
 }
 
 /// The ledger a flag names, parsed here rather than by clap: clap would echo

@@ -78,9 +78,18 @@ pub async fn run(opts: &Options) -> Result<Outcome> {
     let ledger_path = opts.ledger.clone().unwrap_or_else(|| qf.ledger.clone());
     let ledger = Ledger::connect_existing(&ledger_path)?;
     let _lock = ledger.lock(&qf.id, &out_dir)?;
-    let entries = ledger.entries(&qf.id)?;
+    let (entries, chain) = ledger.checked_entries(&qf.id)?;
     if entries.is_empty() {
         return Err(lifecycle::unknown_qualification(&qf.id, &ledger));
+    }
+    // A decision acts on the rows: never on rows changed outside infergate.
+    if let Some(first) = chain.broken.first() {
+        bail!(
+            "the ledger {} was changed outside infergate: {} row(s) of qualification {} do not verify, the first: {first}. `infergate ledger verify` names each. Nothing was recorded",
+            ledger.location(),
+            chain.broken.len(),
+            qf.id
+        );
     }
     if !entries.iter().any(|e| e.step == "done") {
         bail!(

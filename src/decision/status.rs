@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::config::plan::DockerSettings;
 use crate::driver::container::Docker;
 use crate::driver::handle::Handle;
-use crate::runtime::ledger::{Entry, Ledger, Location};
+use crate::runtime::ledger::{Chain, Entry, Ledger, Location, chain};
 use crate::runtime::lifecycle;
 use crate::runtime::state::{self, QualificationFile};
 
@@ -53,6 +53,10 @@ pub struct QualificationStatus {
     /// The infergate process (or database session) holding the
     /// qualification's lock now: it is under way.
     pub running_by: Option<String>,
+    /// The qualification's hash chain, checked over the rows read here:
+    /// its head, and each row edited, deleted or slipped in outside
+    /// infergate.
+    pub chain: Chain,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entries: Option<Vec<Entry>>,
 }
@@ -69,7 +73,7 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
     };
     let mut out = Vec::new();
     for q in ids {
-        let entries = ledger.entries(&q)?;
+        let (entries, chain) = ledger.checked_entries(&q)?;
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             continue;
         };
@@ -130,6 +134,7 @@ pub async fn collect(ledger: &Ledger, id: Option<&str>) -> Result<Vec<Qualificat
                 .map(|(_, h)| h)
                 .collect(),
             running_by,
+            chain,
             entries: id.is_some().then(|| shown(entries)),
         });
     }
@@ -222,6 +227,7 @@ pub async fn run(opts: &Options) -> Result<String> {
                 let _ = writeln!(s, "  serving:   nothing");
             }
         }
+        let _ = writeln!(s, "  chain:     {}", chain_line(&q.chain));
         if let Some(by) = &q.running_by {
             let _ = writeln!(s, "  RUNNING now, by {by}");
         }
@@ -249,6 +255,25 @@ pub async fn run(opts: &Options) -> Result<String> {
         }
     }
     Ok(s)
+}
+
+/// The chain's state in one line: its head, or its first broken row.
+fn chain_line(c: &Chain) -> String {
+    let mut line = match (c.broken.first(), &c.head) {
+        (Some(first), _) => format!(
+            "BROKEN: {} row(s) do not verify, the first: {first} (the rows above cannot be trusted; `infergate ledger verify` names each)",
+            c.broken.len()
+        ),
+        (None, Some(h)) => format!("intact, head seq {} sha256 {}", h.seq, h.hash),
+        (None, None) => "none".to_string(),
+    };
+    if !c.unchained.is_empty() {
+        line.push_str(&format!(
+            "; seq {}: written before the chain, not covered",
+            chain::ranges(&c.unchained)
+        ));
+    }
+    line
 }
 
 /// One line of a ledger entry's detail.

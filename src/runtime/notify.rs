@@ -30,8 +30,9 @@ impl Event {
 }
 
 /// The summary every hook of one event gets: `fields` (the verdict, the
-/// gates, the decision…) with the event, the qualification, the plan's name
-/// and the report's path and the sha256 of its bytes as read. Redacted like
+/// gates, the decision…) with the event, the qualification, the plan's name,
+/// the qualification's ledger chain head and the report's path and the
+/// sha256 of its bytes as read. Redacted like
 /// every other output.
 pub fn summary(
     ctx: &Ctx<'_>,
@@ -45,6 +46,21 @@ pub fn summary(
         "qualification": ctx.qualification,
         "plan": ctx.plan.name,
     });
+    // The qualification's chain head: kept by the receiver, it lets a
+    // second system notice a later rewrite of the ledger
+    // (`infergate ledger verify --head QUALIFICATION:SEQ:SHA256`).
+    if let Some(h) = ctx
+        .ledger
+        .checked_entries(ctx.qualification)
+        .ok()
+        .and_then(|(_, c)| c.head)
+    {
+        v["ledger_head"] = json!({
+            "seq": h.seq,
+            "sha256": h.hash,
+            "verify": format!("{}:{}:{}", ctx.qualification, h.seq, h.hash),
+        });
+    }
     if let Some((path, bytes)) = report {
         v["report"] = json!({
             "path": path,
@@ -100,4 +116,48 @@ pub async fn notify(ctx: &Ctx<'_>, event: Event, summary: &Value) -> Result<()> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::plan::Plan;
+    use crate::driver::container::Docker;
+    use crate::runtime::ledger::Ledger;
+
+    #[test]
+    fn the_summary_carries_the_qualifications_chain_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open(&dir.path().join("l.sqlite")).unwrap();
+        ledger
+            .append("q", "plan", None, Status::Ok, json!({}))
+            .unwrap();
+        let seq = ledger
+            .append(
+                "q",
+                "done",
+                None,
+                Status::Ok,
+                json!({"verdict": "qualified"}),
+            )
+            .unwrap();
+        ledger
+            .append("r", "plan", None, Status::Ok, json!({}))
+            .unwrap();
+        let plans = Path::new(env!("CARGO_MANIFEST_DIR")).join("plans");
+        let plan = Plan::load(&plans.join("reference.toml")).unwrap();
+        let ctx = Ctx {
+            plan: &plan,
+            qualification: "q",
+            ledger: &ledger,
+            out_dir: dir.path(),
+            docker: Docker::new(&plan.docker.socket),
+            quiet: true,
+        };
+        let v = summary(&ctx, Event::Verdict, None, json!({}));
+        let hash = ledger.rows(Some("q")).unwrap()[1].hash.clone().unwrap();
+        assert_eq!(v["ledger_head"]["seq"], seq, "{v}");
+        assert_eq!(v["ledger_head"]["sha256"], hash.as_str(), "{v}");
+        assert_eq!(v["ledger_head"]["verify"], format!("q:{seq}:{hash}"), "{v}");
+    }
 }

@@ -56,21 +56,54 @@ impl Entry {
     }
 }
 
-/// A row as a backend reads it: (seq, qualification, at, step, runtime,
-/// status, detail as JSON text).
-pub type RawRow = (i64, String, String, String, Option<String>, String, String);
+/// A row as a backend reads it: its columns as stored, the chain's two
+/// (`prev`, `hash`) None in rows that predate the chain.
+#[derive(Debug, Clone)]
+pub struct RawRow {
+    pub seq: i64,
+    pub qualification: String,
+    pub at: String,
+    pub step: String,
+    pub runtime: Option<String>,
+    pub status: String,
+    /// The detail as its JSON text, byte for byte.
+    pub detail: String,
+    pub prev: Option<String>,
+    pub hash: Option<String>,
+}
+
+/// A row decoded: its entry, and what the chain needs of it as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub entry: Entry,
+    /// The detail's JSON text as stored: what the row's hash covers, so a
+    /// row hashes alike in every backend and after every copy.
+    pub detail_text: String,
+    /// The hash of the row this one follows in its qualification ("" for
+    /// its first); None before the chain.
+    pub prev: Option<String>,
+    /// sha256 of the row (`chain::row_hash`); None before the chain.
+    pub hash: Option<String>,
+}
 
 /// Decode a raw row; `origin` names the ledger in errors.
-pub fn decode(row: RawRow, origin: &str) -> Result<Entry> {
-    let (seq, qualification, at, step, runtime, status, detail) = row;
-    Ok(Entry {
+pub fn decode(row: RawRow, origin: &str) -> Result<Row> {
+    let seq = row.seq;
+    let entry = Entry {
         seq,
-        qualification,
-        at,
-        step,
-        runtime,
-        status: Status::parse(&status).with_context(|| format!("ledger {origin} entry {seq}"))?,
-        detail: serde_json::from_str(&detail)
+        qualification: row.qualification,
+        at: row.at,
+        step: row.step,
+        runtime: row.runtime,
+        status: Status::parse(&row.status)
+            .with_context(|| format!("ledger {origin} entry {seq}"))?,
+        detail: serde_json::from_str(&row.detail)
             .with_context(|| format!("ledger {origin} entry {seq}: detail is not JSON"))?,
+    };
+    Ok(Row {
+        entry,
+        detail_text: row.detail,
+        prev: row.prev,
+        hash: row.hash,
     })
 }

@@ -8,12 +8,18 @@
 //! default, one user's) and a PostgreSQL database (`postgres://…`, a team's,
 //! shared by every CI runner and laptop). Rows are never updated or
 //! deleted: triggers refuse it in both, so a bug here cannot rewrite
-//! history. The schema is versioned; opening a ledger applies what it lacks.
+//! history; and each row is hash-chained to the one before it (`chain`),
+//! so a rewrite by anyone else (the triggers dropped, the file edited) is
+//! named when the rows are read. The schema is versioned; opening a ledger
+//! applies what it lacks.
 
+pub mod chain;
 mod entry;
+mod migrate;
 mod pg;
 mod schema;
 mod sqlite;
+pub mod verify;
 
 use std::fmt;
 use std::path::Path;
@@ -21,7 +27,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-pub use entry::{Entry, Status};
+pub use chain::{Break, Chain, Head, LedgerCheck};
+pub use entry::{Entry, Row, Status};
+pub use migrate::{Migrated, migrate};
 
 /// The step of the rows that record a report written (path, sha256, by whom).
 pub const REPORT_STEP: &str = "report";
@@ -174,18 +182,43 @@ impl Ledger {
 
     /// Every entry of one qualification, in order.
     pub fn entries(&self, qualification: &str) -> Result<Vec<Entry>> {
-        self.select(Some(qualification))
+        Ok(entries_of(self.rows(Some(qualification))?))
     }
 
     /// Every entry of every qualification, in order.
     pub fn all_entries(&self) -> Result<Vec<Entry>> {
-        self.select(None)
+        Ok(entries_of(self.rows(None)?))
     }
 
-    fn select(&self, qualification: Option<&str>) -> Result<Vec<Entry>> {
+    /// The rows of one qualification, or all, in order, as stored (the
+    /// chain's columns with them).
+    pub fn rows(&self, qualification: Option<&str>) -> Result<Vec<Row>> {
         match &self.backend {
-            Backend::Sqlite(b) => b.entries(qualification),
-            Backend::Postgres(b) => b.entries(qualification),
+            Backend::Sqlite(b) => b.rows(qualification),
+            Backend::Postgres(b) => b.rows(qualification),
+        }
+    }
+
+    /// Every entry of one qualification, and its chain checked over
+    /// exactly those rows.
+    pub fn checked_entries(&self, qualification: &str) -> Result<(Vec<Entry>, Chain)> {
+        let rows = self.rows(Some(qualification))?;
+        let chain = chain::verify(&rows, self.unchained_through()?);
+        Ok((entries_of(rows), chain))
+    }
+
+    /// Every qualification's chain, over the whole ledger read once.
+    pub fn verify(&self) -> Result<(Vec<Row>, LedgerCheck)> {
+        let rows = self.rows(None)?;
+        let check = chain::verify_all(&rows, self.unchained_through()?);
+        Ok((rows, check))
+    }
+
+    /// The last seq of the rows that predate the chain (0: none).
+    pub fn unchained_through(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite(b) => b.unchained_through(),
+            Backend::Postgres(b) => b.unchained_through(),
         }
     }
 
@@ -316,58 +349,8 @@ fn flock_holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
     })
 }
 
-/// What `infergate ledger migrate` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Migrated {
-    pub copied: usize,
-    /// Entries the destination already held, identical (a rerun).
-    pub already: usize,
-}
-
-/// Copy every entry of `from` into `to`, ids (seq) kept, in one
-/// transaction; then check `to` holds `from` entry for entry. Entries `to`
-/// already holds must be the same (a migration run again); anything else
-/// in `to` is refused, so two ledgers are never merged by accident.
-pub fn migrate(from: &Ledger, to: &Ledger) -> Result<Migrated> {
-    let source = from.all_entries()?;
-    let present = to.all_entries()?;
-    let mut already = 0;
-    for p in &present {
-        match source.iter().find(|s| s.seq == p.seq) {
-            Some(s) if s == p => already += 1,
-            _ => bail!(
-                "ledger {} already holds entry {} ({} {}), which {} does not: refusing to merge two ledgers",
-                to.location,
-                p.seq,
-                p.qualification,
-                p.step,
-                from.location
-            ),
-        }
-    }
-    let missing: Vec<Entry> = source
-        .iter()
-        .filter(|s| !present.iter().any(|p| p.seq == s.seq))
-        .cloned()
-        .collect();
-    match &to.backend {
-        Backend::Sqlite(b) => b.insert_exact(&missing)?,
-        Backend::Postgres(b) => b.insert_exact(&missing)?,
-    }
-    let after = to.all_entries()?;
-    if after != source {
-        bail!(
-            "ledger {} does not equal {} after the migration ({} entries against {})",
-            to.location,
-            from.location,
-            after.len(),
-            source.len()
-        );
-    }
-    Ok(Migrated {
-        copied: missing.len(),
-        already,
-    })
+fn entries_of(rows: Vec<Row>) -> Vec<Entry> {
+    rows.into_iter().map(|r| r.entry).collect()
 }
 
 #[cfg(test)]
@@ -467,7 +450,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/ledger.sqlite");
         let l = Ledger::open(&path).unwrap();
-        assert_eq!(l.schema_version().unwrap(), 1);
+        assert_eq!(l.schema_version().unwrap(), 2);
         l.append("q1", "plan", None, Status::Ok, json!({"plan": "p.toml"}))
             .unwrap();
         l.append("q2", "plan", None, Status::Ok, json!({})).unwrap();
@@ -489,6 +472,14 @@ mod tests {
         assert!(upd.to_string().contains("append-only"), "{upd}");
         let del = l.execute_unchecked("DELETE FROM entries").unwrap_err();
         assert!(del.to_string().contains("append-only"), "{del}");
+        // Nor is the record of where the chain begins rewritten.
+        for sql in [
+            "UPDATE infergate_chain SET unchained_through = 99",
+            "DELETE FROM infergate_chain",
+        ] {
+            let e = l.execute_unchecked(sql).unwrap_err();
+            assert!(e.to_string().contains("append-only"), "{sql}: {e}");
+        }
         drop(l);
         // Reopening keeps everything.
         assert_eq!(Ledger::open(&path).unwrap().entries("q1").unwrap().len(), 2);
@@ -507,7 +498,14 @@ mod tests {
         .unwrap();
         drop(conn);
         let l = Ledger::open(&path).unwrap();
-        assert_eq!(l.schema_version().unwrap(), 1);
+        // Version 1 taken as applied, then the chain added: the old row
+        // named as before it, the next one chained.
+        assert_eq!(l.schema_version().unwrap(), 2);
         assert_eq!(l.entries("q").unwrap().len(), 1);
+        l.append("q", "done", None, Status::Ok, json!({})).unwrap();
+        let (_, chain) = l.checked_entries("q").unwrap();
+        assert!(chain.intact, "{chain:?}");
+        assert_eq!(chain.unchained, [1]);
+        assert_eq!(chain.head.map(|h| h.seq), Some(2));
     }
 }

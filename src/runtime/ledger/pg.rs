@@ -4,8 +4,9 @@
 //! call, and callers wait for its answer (ledger calls are few and small).
 //!
 //! Total order across machines: each append takes a transaction-scoped
-//! advisory lock before it draws its `seq`, so appends commit in `seq`
-//! order and no reader ever sees a later entry without the earlier ones.
+//! advisory lock before it draws its `seq` and reads the hash it chains
+//! after, so appends commit in `seq` order, no reader ever sees a later
+//! entry without the earlier ones, and no two appends chain after one row.
 //! The one-at-a-time lock on a qualification id is a session advisory lock:
 //! the server releases it when the holder's connection ends, even by a kill.
 
@@ -14,7 +15,8 @@ use std::sync::mpsc;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::entry::{Entry, RawRow, decode};
+use super::chain;
+use super::entry::{Entry, RawRow, Row, decode};
 use super::schema::{self, SCHEMA_TABLE_POSTGRES};
 
 /// Advisory-lock keys (one namespace: infergate's).
@@ -102,28 +104,41 @@ impl Postgres {
         self.call(move |c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&APPEND_KEY])?;
-            let row = tx.query_one(
-                "INSERT INTO entries (qualification, at, step, runtime, status, detail) VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq",
-                &[&e.qualification, &e.at, &e.step, &e.runtime, &e.status.as_str(), &e.detail.to_string()],
+            let seq: i64 = tx
+                .query_one("SELECT nextval(pg_get_serial_sequence('entries', 'seq'))", &[])?
+                .get(0);
+            let last: Option<String> = tx
+                .query_opt(
+                    "SELECT hash FROM entries WHERE qualification = $1 ORDER BY seq DESC LIMIT 1",
+                    &[&e.qualification],
+                )?
+                .and_then(|r| r.get(0));
+            let e = Entry { seq, ..e };
+            let s = chain::seal(&e, last);
+            tx.execute(
+                "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail, prev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &[&seq, &e.qualification, &e.at, &e.step, &e.runtime, &e.status.as_str(), &s.detail, &s.prev, &s.hash],
             )?;
             tx.commit()?;
-            Ok(row.get(0))
+            Ok(seq)
         })
         .with_context(|| format!("appending to ledger {origin}"))
     }
 
-    /// Entries kept with their own seq (a migration), in one transaction;
-    /// the sequence then continues after the largest.
-    pub fn insert_exact(&self, entries: &[Entry]) -> Result<()> {
-        let entries = entries.to_vec();
+    /// Rows kept as they are (a migration: seq, detail text and chain
+    /// columns byte for byte), in one transaction; the sequence then
+    /// continues after the largest.
+    pub fn insert_exact(&self, rows: &[Row]) -> Result<()> {
+        let rows = rows.to_vec();
         let origin = self.shown.clone();
         self.call(move |c| {
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&APPEND_KEY])?;
-            for e in &entries {
+            for r in &rows {
+                let e = &r.entry;
                 tx.execute(
-                    "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[&e.seq, &e.qualification, &e.at, &e.step, &e.runtime, &e.status.as_str(), &e.detail.to_string()],
+                    "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail, prev, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    &[&e.seq, &e.qualification, &e.at, &e.step, &e.runtime, &e.status.as_str(), &r.detail_text, &r.prev, &r.hash],
                 )
                 .with_context(|| format!("ledger {origin} entry {}", e.seq))?;
             }
@@ -136,18 +151,54 @@ impl Postgres {
         })
     }
 
-    pub fn entries(&self, qualification: Option<&str>) -> Result<Vec<Entry>> {
+    /// The last seq of the rows that predate the chain (0: none).
+    pub fn unchained_through(&self) -> Result<i64> {
+        self.call(|c| {
+            Ok(c.query_one(
+                "SELECT COALESCE(MAX(unchained_through), 0)::BIGINT FROM infergate_chain",
+                &[],
+            )?
+            .get(0))
+        })
+        .context("reading ledger")
+    }
+
+    /// Record that rows up to `seq` predate the chain (a migration from a
+    /// ledger whose rows do).
+    pub fn set_unchained_through(&self, seq: i64) -> Result<()> {
+        self.call(move |c| {
+            c.execute(
+                "INSERT INTO infergate_chain (unchained_through) VALUES ($1)",
+                &[&seq],
+            )?;
+            Ok(())
+        })
+        .with_context(|| format!("writing ledger {}", self.shown))
+    }
+
+    /// Rows of one qualification, or all, in order, with the chain's columns.
+    pub fn rows(&self, qualification: Option<&str>) -> Result<Vec<Row>> {
         let q = qualification.map(str::to_string);
         let origin = self.shown.clone();
         let rows: Vec<RawRow> = self
             .call(move |c| {
                 let rows = c.query(
-                    "SELECT seq, qualification, at, step, runtime, status, detail FROM entries WHERE $1::TEXT IS NULL OR qualification = $1 ORDER BY seq",
+                    "SELECT seq, qualification, at, step, runtime, status, detail, prev, hash FROM entries WHERE $1::TEXT IS NULL OR qualification = $1 ORDER BY seq",
                     &[&q],
                 )?;
                 Ok(rows
                     .iter()
-                    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6)))
+                    .map(|r| RawRow {
+                        seq: r.get(0),
+                        qualification: r.get(1),
+                        at: r.get(2),
+                        step: r.get(3),
+                        runtime: r.get(4),
+                        status: r.get(5),
+                        detail: r.get(6),
+                        prev: r.get(7),
+                        hash: r.get(8),
+                    })
                     .collect())
             })
             .context("reading ledger")?;

@@ -22,12 +22,16 @@ pub const SCHEMA_TABLE_POSTGRES: &str = "CREATE TABLE IF NOT EXISTS infergate_sc
     applied_at  TEXT NOT NULL
 )";
 
-/// `IF NOT EXISTS` throughout: a ledger made before migrations were
-/// recorded already has version 1's objects, and takes it as applied.
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    description: "entries: append-only rows, ordered by seq",
-    sql: "
+/// Version 1: `IF NOT EXISTS` throughout, since a ledger made before
+/// migrations were recorded already has its objects and takes it as
+/// applied. Version 2: the hash chain (`chain`); the rows already there
+/// keep no hash, and `infergate_chain` records the last of them, so a row
+/// after it without one is a removed hash, not an old row.
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "entries: append-only rows, ordered by seq",
+        sql: "
 CREATE TABLE IF NOT EXISTS entries (
     seq           INTEGER PRIMARY KEY AUTOINCREMENT,
     qualification TEXT NOT NULL,
@@ -43,12 +47,30 @@ CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
 CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
     BEGIN SELECT RAISE(ABORT, 'the infergate ledger is append-only'); END;
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        description: "the hash chain: prev and hash on each row; the rows before it named",
+        sql: "
+ALTER TABLE entries ADD COLUMN prev TEXT;
+ALTER TABLE entries ADD COLUMN hash TEXT;
+CREATE TABLE infergate_chain (
+    unchained_through INTEGER NOT NULL
+);
+INSERT INTO infergate_chain (unchained_through) SELECT COALESCE(MAX(seq), 0) FROM entries;
+CREATE TRIGGER infergate_chain_no_update BEFORE UPDATE ON infergate_chain
+    BEGIN SELECT RAISE(ABORT, 'the infergate ledger is append-only'); END;
+CREATE TRIGGER infergate_chain_no_delete BEFORE DELETE ON infergate_chain
+    BEGIN SELECT RAISE(ABORT, 'the infergate ledger is append-only'); END;
+",
+    },
+];
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    description: "entries: append-only rows, ordered by seq",
-    sql: "
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "entries: append-only rows, ordered by seq",
+        sql: "
 CREATE TABLE IF NOT EXISTS entries (
     seq           BIGSERIAL PRIMARY KEY,
     qualification TEXT NOT NULL,
@@ -70,7 +92,26 @@ DROP TRIGGER IF EXISTS entries_no_truncate ON entries;
 CREATE TRIGGER entries_no_truncate BEFORE TRUNCATE ON entries
     FOR EACH STATEMENT EXECUTE FUNCTION infergate_append_only();
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        description: "the hash chain: prev and hash on each row; the rows before it named",
+        sql: "
+ALTER TABLE entries ADD COLUMN IF NOT EXISTS prev TEXT;
+ALTER TABLE entries ADD COLUMN IF NOT EXISTS hash TEXT;
+CREATE TABLE IF NOT EXISTS infergate_chain (
+    unchained_through BIGINT NOT NULL
+);
+INSERT INTO infergate_chain (unchained_through) SELECT COALESCE(MAX(seq), 0) FROM entries;
+DROP TRIGGER IF EXISTS infergate_chain_no_rewrite ON infergate_chain;
+CREATE TRIGGER infergate_chain_no_rewrite BEFORE UPDATE OR DELETE ON infergate_chain
+    FOR EACH ROW EXECUTE FUNCTION infergate_append_only();
+DROP TRIGGER IF EXISTS infergate_chain_no_truncate ON infergate_chain;
+CREATE TRIGGER infergate_chain_no_truncate BEFORE TRUNCATE ON infergate_chain
+    FOR EACH STATEMENT EXECUTE FUNCTION infergate_append_only();
+",
+    },
+];
 
 /// The migrations after `applied`, or why the ledger cannot be used.
 pub fn pending(

@@ -6,7 +6,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::entry::{Entry, RawRow, decode};
+use super::chain;
+use super::entry::{Entry, RawRow, Row, decode};
 use super::schema::{self, SCHEMA_TABLE_SQLITE};
 
 pub struct Sqlite {
@@ -131,23 +132,51 @@ impl Sqlite {
         )?)
     }
 
+    /// Append `e`, chained after its qualification's last row: the seq is
+    /// drawn, the predecessor read and the row written in one immediate
+    /// transaction, so two writers never chain after the same row.
     pub fn append(&self, e: &Entry) -> Result<i64> {
-        self.conn
-            .execute(
-                "INSERT INTO entries (qualification, at, step, runtime, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![e.qualification, e.at, e.step, e.runtime, e.status.as_str(), e.detail.to_string()],
-            )
-            .with_context(|| format!("appending to ledger {}", self.origin()))?;
-        Ok(self.conn.last_insert_rowid())
+        let origin = self.origin();
+        let write = || -> rusqlite::Result<i64> {
+            let tx = rusqlite::Transaction::new_unchecked(
+                &self.conn,
+                rusqlite::TransactionBehavior::Immediate,
+            )?;
+            // AUTOINCREMENT's next id: past every id ever drawn.
+            let seq: i64 = tx.query_row(
+                "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'entries'), 0), COALESCE((SELECT MAX(seq) FROM entries), 0)) + 1",
+                [],
+                |r| r.get(0),
+            )?;
+            let last: Option<String> = tx
+                .query_row(
+                    "SELECT hash FROM entries WHERE qualification = ?1 ORDER BY seq DESC LIMIT 1",
+                    [&e.qualification],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .flatten();
+            let e = Entry { seq, ..e.clone() };
+            let s = chain::seal(&e, last);
+            tx.execute(
+                "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![seq, e.qualification, e.at, e.step, e.runtime, e.status.as_str(), s.detail, s.prev, s.hash],
+            )?;
+            tx.commit()?;
+            Ok(seq)
+        };
+        write().with_context(|| format!("appending to ledger {origin}"))
     }
 
-    /// Entries kept with their own seq (a migration), in one transaction.
-    pub fn insert_exact(&self, entries: &[Entry]) -> Result<()> {
+    /// Rows kept as they are (a migration: seq, detail text and chain
+    /// columns byte for byte), in one transaction.
+    pub fn insert_exact(&self, rows: &[Row]) -> Result<()> {
         let tx = self.conn.unchecked_transaction()?;
-        for e in entries {
+        for r in rows {
+            let e = &r.entry;
             tx.execute(
-                "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![e.seq, e.qualification, e.at, e.step, e.runtime, e.status.as_str(), e.detail.to_string()],
+                "INSERT INTO entries (seq, qualification, at, step, runtime, status, detail, prev, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![e.seq, e.qualification, e.at, e.step, e.runtime, e.status.as_str(), r.detail_text, r.prev, r.hash],
             )
             .with_context(|| format!("ledger {} entry {}", self.path.display(), e.seq))?;
         }
@@ -155,21 +184,58 @@ impl Sqlite {
         Ok(())
     }
 
-    /// Entries of one qualification, or all, in order.
-    pub fn entries(&self, qualification: Option<&str>) -> Result<Vec<Entry>> {
-        let sql = "SELECT seq, qualification, at, step, runtime, status, detail FROM entries WHERE ?1 IS NULL OR qualification = ?1 ORDER BY seq";
+    /// The last seq of the rows that predate the chain (0: none). A ledger
+    /// read before its chain was added: all its rows.
+    pub fn unchained_through(&self) -> Result<i64> {
+        let sql = if self.chained()? {
+            "SELECT COALESCE(MAX(unchained_through), 0) FROM infergate_chain"
+        } else {
+            "SELECT COALESCE(MAX(seq), 0) FROM entries"
+        };
+        self.conn
+            .query_row(sql, [], |r| r.get(0))
+            .with_context(|| format!("reading ledger {}", self.origin()))
+    }
+
+    /// Record that rows up to `seq` predate the chain (a migration from a
+    /// ledger whose rows do).
+    pub fn set_unchained_through(&self, seq: i64) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO infergate_chain (unchained_through) VALUES (?1)",
+                [seq],
+            )
+            .with_context(|| format!("writing ledger {}", self.origin()))?;
+        Ok(())
+    }
+
+    /// The schema has the chain's columns (false only for a ledger opened
+    /// read-only before its schema was brought up to date).
+    fn chained(&self) -> Result<bool> {
+        has_table(&self.conn, "infergate_chain")
+    }
+
+    /// Rows of one qualification, or all, in order, with the chain's columns.
+    pub fn rows(&self, qualification: Option<&str>) -> Result<Vec<Row>> {
+        let sql = if self.chained()? {
+            "SELECT seq, qualification, at, step, runtime, status, detail, prev, hash FROM entries WHERE ?1 IS NULL OR qualification = ?1 ORDER BY seq"
+        } else {
+            "SELECT seq, qualification, at, step, runtime, status, detail, NULL, NULL FROM entries WHERE ?1 IS NULL OR qualification = ?1 ORDER BY seq"
+        };
         let mut stmt = self.conn.prepare(sql).context("reading ledger")?;
         let rows = stmt
             .query_map([qualification], |r| {
-                Ok::<RawRow, _>((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                ))
+                Ok(RawRow {
+                    seq: r.get(0)?,
+                    qualification: r.get(1)?,
+                    at: r.get(2)?,
+                    step: r.get(3)?,
+                    runtime: r.get(4)?,
+                    status: r.get(5)?,
+                    detail: r.get(6)?,
+                    prev: r.get(7)?,
+                    hash: r.get(8)?,
+                })
             })
             .context("reading ledger")?;
         let origin = self.origin();
