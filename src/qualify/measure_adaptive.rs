@@ -11,6 +11,7 @@ use super::progress::{
     PASS_FRACTION, fractions_looked, fractions_looked_by, last_round, round_size_mismatch,
     rounds_done,
 };
+use super::reach::{PairAtLook, budget_words, ledger_pairs, pairs_at_look};
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
@@ -40,6 +41,14 @@ pub(super) async fn adaptive_rounds(
     };
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
+    if max_rounds == 0 {
+        // Preflight refuses such a plan; nothing is sent past the budget.
+        let why = anyhow::anyhow!(
+            "[adaptive] max_requests = {} cannot hold one round of every cell",
+            budget.max_requests
+        );
+        return Err(fail("budget", BASELINE, why));
+    }
     let mut done = rounds_done(entries);
     refuse_other_round_sizes(entries, cells, done).map_err(|e| fail("resume", BASELINE, e))?;
     let last = last_round(entries);
@@ -63,6 +72,7 @@ pub(super) async fn adaptive_rounds(
         let clock = (now_minutes, budget.max_minutes, round_minutes);
         let mut round = look(ctx, suite, cells, blocks, &mut plan, done, clock)
             .map_err(|e| fail("compare", "adaptive round", e))?;
+        round.rounds_left = interleave::rounds_left(done, max_rounds, clock);
         round.why = interleave::stop_after(
             done,
             max_rounds,
@@ -82,7 +92,7 @@ pub(super) async fn adaptive_rounds(
 fn say_budget(ctx: &Ctx<'_>, max_rounds: usize) {
     let budget = ctx.plan.adaptive;
     ctx.say(&format!(
-        "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look",
+        "adaptive: up to {max_rounds} rounds (budget {} measured requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look; each cell's warmup and the prompt-sizing probes are sent beside the budget",
         budget.max_requests,
         budget.max_minutes,
         budget.looks_by.as_str()
@@ -99,6 +109,9 @@ struct Round {
     pass_fraction: Option<f64>,
     outcome: Option<GateOutcome>,
     why: Option<StopReason>,
+    /// Every gating pair at this look, and the rounds the budget still allows.
+    pairs: Vec<PairAtLook>,
+    rounds_left: usize,
 }
 
 /// The look after round `done`: the next look of `plan` (replanned first
@@ -133,11 +146,13 @@ fn look(
         pass_fraction,
         outcome: report.performance_outcome,
         why: None,
+        pairs: pairs_at_look(&report),
+        rounds_left: 0,
     })
 }
 
 /// The round in the ledger (what a resume continues from) and one line
-/// saying it.
+/// saying it, with what the rest of the budget can still decide.
 fn record_round(
     ctx: &Ctx<'_>,
     cells: &[CellLayout],
@@ -153,6 +168,8 @@ fn record_round(
         pass_fraction,
         outcome,
         why,
+        rounds_left,
+        ..
     } = *round;
     let per_cell: serde_json::Map<String, serde_json::Value> = cells
         .iter()
@@ -161,6 +178,16 @@ fn record_round(
                 c.name.clone(),
                 json!(interleave::adaptive_requests(c, done)),
             )
+        })
+        .collect();
+    // Each pair with the requests per side its cell has when the budget is spent.
+    let pairs: Vec<(PairAtLook, usize)> = round
+        .pairs
+        .iter()
+        .map(|p| {
+            let cell = cells.iter().find(|c| c.name == p.cell);
+            let budget = cell.map_or(0, |c| interleave::adaptive_requests(c, done + rounds_left));
+            (p.clone(), budget)
         })
         .collect();
     ctx.log(
@@ -179,19 +206,37 @@ fn record_round(
             "requests_per_side": per_cell,
             "minutes": minutes,
             "stop": why.map(StopReason::as_str),
+            "budget_rounds_left": rounds_left,
+            "pairs": ledger_pairs(&pairs),
         }),
     )?;
-    ctx.say(&format!(
-        "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
-        plan.design_rounds().map_or(String::new(), |d| format!(
-            ", the design needs {d} rounds{}",
-            plan.pass_design_rounds()
-                .map_or(String::new(), |p| format!(" ({p} to pass)"))
-        )),
-        outcome.map_or("not decided by this compare", |o| o.as_str()),
-        why.map_or("another round", StopReason::as_str)
-    ));
+    ctx.say(&round_line(round, max_rounds, &pairs));
     Ok(())
+}
+
+/// The round's progress line: the look, the gate, what the rest of the
+/// budget can decide (while it can still decide something: not once the
+/// gate or the design's information ends the run), and what comes next.
+fn round_line(round: &Round, max_rounds: usize, pairs: &[(PairAtLook, usize)]) -> String {
+    let (done, fraction, left) = (round.done, round.fraction, round.rounds_left);
+    let reach = match round.why {
+        None | Some(StopReason::MaxRequests | StopReason::MaxMinutes) => budget_words(pairs),
+        Some(_) => String::new(),
+    };
+    let left = match left {
+        0 => "no round left in the budget".to_string(),
+        1 => "1 round left in the budget".to_string(),
+        n => format!("{n} rounds left in the budget"),
+    };
+    format!(
+        "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}; {left}): performance {}{}{}; {}",
+        round
+            .outcome
+            .map_or("not decided by this compare", |o| o.as_str()),
+        if reach.is_empty() { "" } else { "; " },
+        reach,
+        round.why.map_or("another round", StopReason::as_str)
+    )
 }
 
 /// A resumed run's rounds must be cut as this infergate cuts them: its

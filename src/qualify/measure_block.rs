@@ -67,6 +67,8 @@ pub(super) async fn run_block(
     let side = blocks.side_mut(b.side);
     match up.run(ctx, b.side, &opts, suite, Some(&side.records)).await {
         Ok(measured) => {
+            let mut detail = detail;
+            detail["probes"] = json!(measured.probes);
             side.add(measured);
             block_measured(ctx, b, side, detail, warmup).map_err(|e| fail("ledger", b.side, e))
         }

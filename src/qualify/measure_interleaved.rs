@@ -7,7 +7,7 @@ use serde_json::json;
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
-use super::progress::{last_round, side_finished, warmups_sent};
+use super::progress::{last_round, probes_sent, side_finished, spent_words, warmups_sent};
 use super::up::Up;
 use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
@@ -146,9 +146,16 @@ async fn interleaved_body(
         .entries(ctx.qualification)
         .map_err(|e| fail("ledger", BASELINE, e))?;
     let warmups = warmups_sent(&entries, BASELINE).max(warmups_sent(&entries, CANDIDATE));
+    let probes = [BASELINE, CANDIDATE]
+        .map(|l| probes_sent(&entries, l))
+        .into_iter()
+        .max_by_key(|p| p.total())
+        .unwrap_or_default();
+    let turnover = turnover_requests(ctx, suite);
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let spent = format!(
-        "{per_side} requests per side (+{warmups} warmup) in {}, {:.1} min{}",
+        "{} in {}, {:.1} min{}",
+        spent_words(per_side, warmups, probes, turnover),
         plural(cells.len(), "cell"),
         minutes(),
         match (&rounds, &stopped) {
@@ -162,6 +169,8 @@ async fn interleaved_body(
         "stopped": stopped,
         "requests_per_side": per_side,
         "warmup_requests_per_side": warmups,
+        "probe_requests_per_side": probes,
+        "turnover_requests_per_side": turnover,
         "minutes": minutes(),
         "spent": spent,
     });
@@ -171,4 +180,18 @@ async fn interleaved_body(
     logged("interleaved", Status::Ok, detail)?;
     ctx.say(&format!("interleaved: spent {spent}"));
     Ok(())
+}
+
+/// The turnover check's requests per side (its reference answers as many
+/// again), when it runs.
+fn turnover_requests(ctx: &Ctx<'_>, suite: &LoadedSuite) -> usize {
+    if ctx.plan.skip_turnover {
+        return 0;
+    }
+    suite
+        .suite
+        .turnover
+        .iter()
+        .map(|t| t.requests.saturating_mul(t.repeats.max(1)))
+        .fold(0, usize::saturating_add)
 }
