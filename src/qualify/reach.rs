@@ -106,18 +106,19 @@ pub(super) fn budget_words(pairs: &[(PairAtLook, usize)]) -> String {
     let mut budget = Some("the budget");
     let mut last_cell: Option<&str> = None;
     let mut clauses = Vec::new();
-    let groups: [(fn(Reach) -> bool, &str); 4] = [
-        (|r| r == Reach::CanFail, " can fail within "),
-        (|r| r == Reach::CanPass, " can pass within "),
-        (
-            |r| matches!(r, Reach::Cannot(_)),
-            " cannot be decided within ",
-        ),
-        (|r| r == Reach::NotBounded, ": no bound at this look yet"),
+    // Each group's words, in the order the line says them.
+    let groups = [
+        " can fail within ",
+        " can pass within ",
+        " cannot be decided within ",
+        ": no bound at this look yet",
     ];
-    for (is, verb) in groups {
-        let members: Vec<(&PairAtLook, Reach)> =
-            reached.iter().copied().filter(|(_, r)| is(*r)).collect();
+    for (g, verb) in groups.into_iter().enumerate() {
+        let members: Vec<(&PairAtLook, Reach)> = reached
+            .iter()
+            .copied()
+            .filter(|(_, r)| group(*r) == Some(g))
+            .collect();
         if members.is_empty() {
             continue;
         }
@@ -135,6 +136,17 @@ pub(super) fn budget_words(pairs: &[(PairAtLook, usize)]) -> String {
         clauses.push(format!("{}{verb}{object}{alone}", join_items(&items)));
     }
     clauses.join("; ")
+}
+
+/// The group of `budget_words` a reach is said in; none for a decided pair.
+fn group(r: Reach) -> Option<usize> {
+    match r {
+        Reach::CanFail => Some(0),
+        Reach::CanPass => Some(1),
+        Reach::Cannot(_) => Some(2),
+        Reach::NotBounded => Some(3),
+        Reach::Decided => None,
+    }
 }
 
 /// One group's pairs as items: pairs of one cell side by side share its
