@@ -215,12 +215,12 @@ fn record_round(
 }
 
 /// The round's progress line: the look, the gate, what the rest of the
-/// budget can decide (while it can still decide something: not once the
-/// gate or the design's information ends the run), and what comes next.
+/// budget can decide (while another round runs: once the run stops, its
+/// reason says why), and what comes next.
 fn round_line(round: &Round, max_rounds: usize, pairs: &[(PairAtLook, usize)]) -> String {
     let (done, fraction, left) = (round.done, round.fraction, round.rounds_left);
     let reach = match round.why {
-        None | Some(StopReason::MaxRequests | StopReason::MaxMinutes) => budget_words(pairs),
+        None => budget_words(pairs),
         Some(_) => String::new(),
     };
     let left = match left {
@@ -290,4 +290,55 @@ fn resume_plan(
         pass,
     };
     Ok(Plan::resume(max_rounds, spending, recorded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(metric: &str, words: &str, beyond: bool, need: usize) -> PairAtLook {
+        PairAtLook {
+            cell: "concurrent-512".into(),
+            metric: metric.into(),
+            words: words.into(),
+            outcome: GateOutcome::Inconclusive,
+            beyond_margin: Some(beyond),
+            requests_per_side: Some(16),
+            requests_to_resolve: Some(need),
+            design_requests_per_side: Some(need * 2),
+        }
+    }
+
+    #[test]
+    fn a_round_line_says_what_the_rest_of_the_budget_can_decide() {
+        let mut round = Round {
+            done: 2,
+            before: 0.0,
+            fraction: 0.01,
+            pass_fraction: None,
+            outcome: Some(GateOutcome::Inconclusive),
+            why: None,
+            pairs: Vec::new(),
+            rounds_left: 10,
+        };
+        let pairs = [
+            (pair("decode_tok_s_p50", "decode", true, 40), 96),
+            (pair("ttft_p50_ms", "TTFT", false, 1466), 96),
+        ];
+        assert_eq!(
+            round_line(&round, 12, &pairs),
+            "adaptive round 2/12 (information fraction 0.01; 10 rounds left in the budget): performance inconclusive; decode at concurrent-512 can fail within the budget; TTFT there cannot be decided within it (about 1466 requests per side would); another round"
+        );
+        // The run stops (here the gate decided; a spent budget alike): no
+        // more rounds to decide anything, only why it stopped.
+        round.outcome = Some(GateOutcome::Fail);
+        round.why = Some(StopReason::Resolved(GateOutcome::Fail));
+        round.rounds_left = 1;
+        let line = round_line(&round, 12, &pairs);
+        assert!(
+            line.starts_with("adaptive round 2/12 (information fraction 0.01; 1 round left in the budget): performance fail; ")
+                && !line.contains("within"),
+            "{line}"
+        );
+    }
 }

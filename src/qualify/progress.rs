@@ -126,6 +126,7 @@ pub(super) fn probes_sent(entries: &[Entry], label: &str) -> Probes {
         discovery: sum.discovery + count(e, "discovery"),
         prompt_sizing: sum.prompt_sizing + count(e, "prompt_sizing"),
         tokenize: sum.tokenize + count(e, "tokenize"),
+        metrics: sum.metrics + count(e, "metrics"),
     })
 }
 
@@ -143,6 +144,7 @@ pub(super) fn spent_words(
         (probes.discovery, "discovery"),
         (probes.prompt_sizing, "prompt sizing"),
         (probes.tokenize, "/tokenize"),
+        (probes.metrics, "/metrics"),
     ];
     let named: Vec<String> = kinds
         .iter()
@@ -187,10 +189,19 @@ mod tests {
             discovery: 4,
             prompt_sizing: 3,
             tokenize: 2,
+            metrics: 0,
         };
         assert_eq!(
             spent_words(256, 64, probes, 0),
             "256 measured requests per side (+64 warmup; +9 probes: 4 discovery, 3 prompt sizing, 2 /tokenize)"
+        );
+        let scraped = Probes {
+            metrics: 6,
+            ..probes
+        };
+        assert_eq!(
+            spent_words(8, 0, scraped, 0),
+            "8 measured requests per side (+0 warmup; +15 probes: 4 discovery, 3 prompt sizing, 2 /tokenize, 6 /metrics)"
         );
         assert_eq!(
             spent_words(16, 2, Probes::default(), 40),
@@ -210,12 +221,15 @@ mod tests {
             block("baseline", json!(probes)),
             block(
                 "baseline",
-                json!({"discovery": 0, "prompt_sizing": 0, "tokenize": 5}),
+                json!({"discovery": 0, "prompt_sizing": 0, "tokenize": 5, "metrics": 2}),
             ),
             block("candidate", json!(probes)),
         ];
         let sum = probes_sent(&entries, "baseline");
-        assert_eq!((sum.discovery, sum.prompt_sizing, sum.tokenize), (4, 3, 7));
+        assert_eq!(
+            (sum.discovery, sum.prompt_sizing, sum.tokenize, sum.metrics),
+            (4, 3, 7, 2)
+        );
         assert_eq!(probes_sent(&entries[..0], "baseline"), Probes::default());
     }
 

@@ -130,11 +130,14 @@ pub struct Probes {
     pub prompt_sizing: usize,
     /// `/tokenize` calls sizing and fitting the prompts.
     pub tokenize: usize,
+    /// Scrapes of the server's own `/metrics` (those of other endpoints go
+    /// to other servers).
+    pub metrics: usize,
 }
 
 impl Probes {
     pub fn total(&self) -> usize {
-        self.discovery + self.prompt_sizing + self.tokenize
+        self.discovery + self.prompt_sizing + self.tokenize + self.metrics
     }
 }
 
@@ -222,6 +225,10 @@ pub async fn measure_suite(
         .as_ref()
         .map_or_else(Vec::new, |s| s.taken());
     let (prompt_sizing, tokenize) = sizer.probes_sent();
+    let metrics = scrapes
+        .iter()
+        .filter(|s| s.endpoint == crate::measure::scrape::TARGET_ENDPOINT)
+        .count();
     Ok(Measured {
         artifact,
         records,
@@ -231,6 +238,7 @@ pub async fn measure_suite(
             discovery,
             prompt_sizing,
             tokenize,
+            metrics,
         },
     })
 }
