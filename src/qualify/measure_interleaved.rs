@@ -7,7 +7,9 @@ use serde_json::json;
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
-use super::progress::{last_round, probes_sent, side_finished, spent_words, warmups_sent};
+use super::progress::{
+    last_round, probes_sent, side_finished, spent_words, turnover_sent, warmups_sent,
+};
 use super::up::Up;
 use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
@@ -151,7 +153,7 @@ async fn interleaved_body(
         .into_iter()
         .max_by_key(|p| p.total())
         .unwrap_or_default();
-    let turnover = turnover_requests(ctx, suite);
+    let turnover = turnover_sent(&entries, BASELINE).max(turnover_sent(&entries, CANDIDATE));
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let spent = format!(
         "{} in {}, {:.1} min{}",
@@ -180,18 +182,4 @@ async fn interleaved_body(
     logged("interleaved", Status::Ok, detail)?;
     ctx.say(&format!("interleaved: spent {spent}"));
     Ok(())
-}
-
-/// The turnover check's requests per side (its reference answers as many
-/// again), when it runs.
-fn turnover_requests(ctx: &Ctx<'_>, suite: &LoadedSuite) -> usize {
-    if ctx.plan.skip_turnover {
-        return 0;
-    }
-    suite
-        .suite
-        .turnover
-        .iter()
-        .map(|t| t.requests.saturating_mul(t.repeats.max(1)))
-        .fold(0, usize::saturating_add)
 }

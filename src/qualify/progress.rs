@@ -130,6 +130,15 @@ pub(super) fn probes_sent(entries: &[Entry], label: &str) -> Probes {
     })
 }
 
+/// What `label`'s turnover check sent (its requests, reference answers,
+/// embeddings and probes), as its finished `run` entries record it.
+pub(super) fn turnover_sent(entries: &[Entry], label: &str) -> usize {
+    ok_entry(entries, "run", label)
+        .filter(|e| e.detail_str("schedule") == Some("interleaved"))
+        .filter_map(|e| e.detail.get("turnover_requests").and_then(|n| n.as_u64()))
+        .sum::<u64>() as usize
+}
+
 /// What one side was sent, in words: the measured requests, and beside
 /// them the warmups, the probes and the turnover check's requests, so a
 /// budget of measured requests is never read as all that was sent.
@@ -156,9 +165,7 @@ pub(super) fn spent_words(
         false => format!("+{} probes: {}", probes.total(), named.join(", ")),
     });
     if turnover > 0 {
-        beside.push(format!(
-            "+{turnover} turnover and as many for their references"
-        ));
+        beside.push(format!("+{turnover} turnover"));
     }
     format!(
         "{measured} measured requests per side ({})",
@@ -205,7 +212,7 @@ mod tests {
         );
         assert_eq!(
             spent_words(16, 2, Probes::default(), 40),
-            "16 measured requests per side (+2 warmup; +0 probes; +40 turnover and as many for their references)"
+            "16 measured requests per side (+2 warmup; +0 probes; +40 turnover)"
         );
         // Summed over a side's finished blocks, each with its run's probes.
         let block = |label: &str, probes: serde_json::Value| Entry {
@@ -231,6 +238,15 @@ mod tests {
             (4, 3, 7, 2)
         );
         assert_eq!(probes_sent(&entries[..0], "baseline"), Probes::default());
+        // The turnover's requests, from the side's finished interleaved run.
+        let run = |schedule: &str, n: u64| Entry {
+            step: "run".into(),
+            detail: json!({"schedule": schedule, "turnover_requests": n}),
+            ..block("baseline", json!({}))
+        };
+        let runs = [run("interleaved", 80), run("passes", 7)];
+        assert_eq!(turnover_sent(&runs, "baseline"), 80);
+        assert_eq!(turnover_sent(&runs, "candidate"), 0);
     }
 
     #[test]
