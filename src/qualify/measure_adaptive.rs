@@ -72,7 +72,9 @@ pub(super) async fn adaptive_rounds(
         let clock = (now_minutes, budget.max_minutes, round_minutes);
         let mut round = look(ctx, suite, cells, blocks, &mut plan, done, clock)
             .map_err(|e| fail("compare", "adaptive round", e))?;
-        round.rounds_left = interleave::rounds_left(done, max_rounds, clock);
+        // The run stops at the rounds the design needs too (as planned now).
+        let last_round = max_rounds.min(plan.design_rounds().unwrap_or(usize::MAX));
+        round.rounds_left = interleave::rounds_left(done, last_round, clock);
         round.why = interleave::stop_after(
             done,
             max_rounds,
@@ -224,9 +226,9 @@ fn round_line(round: &Round, max_rounds: usize, pairs: &[(PairAtLook, usize)]) -
         Some(_) => String::new(),
     };
     let left = match left {
-        0 => "no round left in the budget".to_string(),
-        1 => "1 round left in the budget".to_string(),
-        n => format!("{n} rounds left in the budget"),
+        0 => "no round left".to_string(),
+        1 => "1 round left".to_string(),
+        n => format!("{n} rounds left"),
     };
     format!(
         "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}; {left}): performance {}{}{}; {}",
@@ -327,7 +329,7 @@ mod tests {
         ];
         assert_eq!(
             round_line(&round, 12, &pairs),
-            "adaptive round 2/12 (information fraction 0.01; 10 rounds left in the budget): performance inconclusive; decode at concurrent-512 can fail within the budget; TTFT there cannot be decided within it (about 1466 requests per side would); another round"
+            "adaptive round 2/12 (information fraction 0.01; 10 rounds left): performance inconclusive; decode at concurrent-512 can fail within the budget; TTFT there cannot be decided within it (about 1466 requests per side would); another round"
         );
         // The run stops (here the gate decided; a spent budget alike): no
         // more rounds to decide anything, only why it stopped.
@@ -336,8 +338,9 @@ mod tests {
         round.rounds_left = 1;
         let line = round_line(&round, 12, &pairs);
         assert!(
-            line.starts_with("adaptive round 2/12 (information fraction 0.01; 1 round left in the budget): performance fail; ")
-                && !line.contains("within"),
+            line.starts_with(
+                "adaptive round 2/12 (information fraction 0.01; 1 round left): performance fail; "
+            ) && !line.contains("within"),
             "{line}"
         );
     }
