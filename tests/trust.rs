@@ -1273,3 +1273,104 @@ fn two_endpoints_flags_that_would_write_an_unreadable_plan_are_refused_at_the_fl
         assert!(!d.join("out").exists(), "{extra:?}: out/ was written");
     }
 }
+
+/// A plan's `[adaptive] max_requests` below one round of a cell is wrong
+/// under `--check` and refused at preflight, before either server is
+/// contacted.
+#[test]
+fn a_plan_budget_below_one_round_is_wrong_at_check_and_refused_before_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    std::fs::write(
+        d.join("suite.toml"),
+        "name = \"wide\"\n[[cell]]\nname = \"wide\"\nprompt_tokens = 64\nmax_tokens = 8\nconcurrency = 64\nrequests = 3\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("plan.toml"),
+        format!(
+            "name = \"w\"\nsuite = \"suite.toml\"\n[baseline]\ndriver = \"external\"\nurl = \"{url}\"\n\
+             [candidate]\ndriver = \"external\"\nurl = \"{url}\"\n[adaptive]\nenabled = true\nmax_requests = 10\n"
+        ),
+    )
+    .unwrap();
+    let why = "[adaptive] max_requests = 10 (requests per side per cell) cannot hold one adaptive round of cell wide: a round is 2 blocks of 128 requests per side (the default window at concurrency 64) = 256";
+    let o = infergate(
+        d,
+        &["qualify", "plan.toml", "--ledger", "L.sqlite", "--check"],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
+    assert!(
+        out.contains(&format!("WRONG     adaptive budget: {why}")),
+        "{out}"
+    );
+    let o = infergate(
+        d,
+        &[
+            "qualify",
+            "plan.toml",
+            "--ledger",
+            "L.sqlite",
+            "--out",
+            "out",
+        ],
+    );
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("REFUSED at preflight") && out.contains(why),
+        "{out}"
+    );
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a connection reached the server"
+    );
+}
+
+/// `--max-requests` caps what each side is sent: a budget below one
+/// adaptive round of some cell (`--cells 64x64`: 2 blocks of 128 requests
+/// per side) is refused at the flag, before any connection or file, rather
+/// than sending the round whole.
+#[test]
+fn two_endpoints_refuse_a_budget_below_one_round_before_sending_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    let args = [
+        "qualify",
+        "--baseline",
+        &url,
+        "--candidate",
+        &url,
+        "--cells",
+        "64x64",
+        "--max-requests",
+        "10",
+        "--out",
+        "out",
+        "--id",
+        "cap",
+        "--ledger",
+        "L.sqlite",
+    ];
+    let o = infergate(d, &args);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--max-requests 10 (requests per side per cell) cannot hold one adaptive round of cell p64-c64: a round is 2 blocks of 128 requests per side"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "a connection reached the server"
+    );
+    assert!(!d.join("out").exists() && !d.join("L.sqlite").exists());
+}

@@ -34,7 +34,9 @@ pub struct EndpointArgs {
     /// each shrunk to fit the servers' context per request).
     #[arg(long, value_name = "LIST")]
     pub cells: Option<String>,
-    /// Adaptive budget: most requests per side per cell.
+    /// Adaptive budget: most measured requests per side per cell (warmups
+    /// and probes are named beside them); one round of every cell (2 ×
+    /// its window) must fit, else it is refused before anything is sent.
     #[arg(long, default_value_t = infergate::config::endpoints::default_budget().0)]
     pub max_requests: usize,
     /// Adaptive budget: most minutes of measuring.

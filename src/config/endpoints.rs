@@ -8,7 +8,10 @@
 use std::fmt::Write as _;
 
 use super::limits::MAX_PROMPT_TOKENS;
-use super::plan::{Adaptive, MAX_ADAPTIVE_MAX_REQUESTS};
+use super::plan::{
+    Adaptive, BudgetSource, MAX_ADAPTIVE_MAX_REQUESTS, RoundCell, check_round_budget,
+    default_window,
+};
 use super::urls::{Password, check_http_url};
 
 /// The plan's name, and the id's prefix; [`AA_NAME`] when both are one endpoint.
@@ -90,7 +93,32 @@ impl Endpoints {
                 self.max_minutes
             ));
         }
-        Ok(())
+        self.check_budget()
+    }
+
+    /// `--max-requests` holds one adaptive round of every cell (the
+    /// default cells' concurrency does not depend on the servers' context,
+    /// so this needs no request).
+    fn check_budget(&self) -> Result<(), String> {
+        let cells = if self.cells.is_empty() {
+            default_cells(None)
+        } else {
+            self.cells.clone()
+        };
+        let names: Vec<String> = cells.iter().map(CellShape::name).collect();
+        let round: Vec<RoundCell> = cells
+            .iter()
+            .zip(&names)
+            .map(|(c, name)| RoundCell {
+                name,
+                window: default_window(c.concurrency, true),
+                window_given: false,
+                concurrency: c.concurrency,
+                closed_loop: true,
+                turns: 1,
+            })
+            .collect();
+        check_round_budget(&round, self.max_requests, BudgetSource::Flag)
     }
 
     /// The same server on both sides: an A/A run, which measures its noise.
@@ -359,6 +387,24 @@ mod tests {
             msg.starts_with("--max-requests must be from 1 to 10000000"),
             "{msg}"
         );
+        // One round of the default 2048x4 cell is 2 blocks of 8: 16 per side;
+        // at concurrency 2 a block is 4 (at least 4), a round 8.
+        e.max_requests = 10;
+        let msg = e.check().unwrap_err();
+        assert!(
+            msg.starts_with("--max-requests 10 (requests per side per cell) cannot hold one adaptive round of cell p2048-c4: a round is 2 blocks of 8 requests per side")
+                && msg.ends_with("Give --max-requests 16 or more, or cells at concurrency 2 or less (--cells PROMPTx2)"),
+            "{msg}"
+        );
+        e.cells = parse_cells("64x64").unwrap();
+        let msg = e.check().unwrap_err();
+        assert!(
+            msg.contains("cell p64-c64: a round is 2 blocks of 128 requests per side (the default window at concurrency 64) = 256"),
+            "{msg}"
+        );
+        e.max_requests = 256;
+        e.check().unwrap();
+        e.cells = Vec::new();
         e.max_requests = MAX_ADAPTIVE_MAX_REQUESTS;
         e.check().unwrap();
         e.max_minutes = f64::NAN;

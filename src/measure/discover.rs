@@ -40,6 +40,9 @@ pub struct ServerInfo {
     /// The server answered llama.cpp's `/props`: it speaks llama.cpp's
     /// dialect of request fields (`ignore_eos`, no `min_tokens`).
     pub llama_cpp: bool,
+    /// Requests discovery sent (models, props, build, a `/tokenize` probe):
+    /// named beside a qualification's measured requests.
+    pub requests: usize,
 }
 
 /// Ask `base_url` (without `/v1`) about itself, waiting at most `wait` for
@@ -71,12 +74,15 @@ pub async fn discover(
         .flatten();
     let mut info =
         server_info_from(&models, props.as_ref()).with_context(|| format!("GET {shown}"))?;
+    // `/v1/models`, `/props`, then each build path asked, then `/tokenize`.
+    info.requests = 3;
     // The build: vLLM's `/version`, else SGLang's `/get_server_info` (its
     // whole configuration, with `version` among it).
     for path in BUILD_PATHS {
         if info.build.is_some() {
             break;
         }
+        info.requests += 1;
         if let Ok(Some(v)) = get_json(http, &format!("{base}{path}"), api_key, wait).await {
             info.build = build_of(&v);
         }
@@ -202,6 +208,7 @@ pub fn server_info_from(models: &Value, props: Option<&Value>) -> Result<ServerI
         build,
         has_tokenize: false,
         llama_cpp: props.is_some_and(|p| p.get("default_generation_settings").is_some()),
+        requests: 0,
     })
 }
 
@@ -303,6 +310,7 @@ mod tests {
                 build: Some("b6500-abc".into()),
                 has_tokenize: false,
                 llama_cpp: true,
+                requests: 0,
             }
         );
     }

@@ -11,7 +11,8 @@
 //! `k` of the baseline pairs with block `k` of the candidate.
 
 use crate::artifact::CellResult;
-use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow, Window};
+pub use crate::config::plan::BLOCKS_PER_ROUND;
+use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow, RoundCell, Window, round_requests};
 use crate::config::suite::CellSpec;
 use crate::measure::aggregate;
 use crate::measure::record::RequestRecord;
@@ -109,16 +110,6 @@ pub fn fixed_schedule(cells: &[CellLayout]) -> Vec<Block> {
     out
 }
 
-/// Blocks per adaptive round, in every cell: one A B B A pair, so each
-/// side has run first once, and each cell runs for about as long whatever
-/// its window (two turns per side). Blocks of one request then look every 2
-/// requests per side: a look costs milliseconds against a request's
-/// second, and on a quiet simulated host rounds of 2 requests decide at 6
-/// per side where rounds of 8 decide at 8 (the design planned from round 3
-/// in both; `docs/gate-calibration-results.md`). Blocks of 4 or more hold
-/// 8 or more requests a round.
-pub const BLOCKS_PER_ROUND: usize = 2;
-
 /// Round `round` (from 0) of an adaptive run: for every cell, its
 /// [`BLOCKS_PER_ROUND`] blocks from `round ×` that, of a whole window each,
 /// A B B A.
@@ -134,7 +125,29 @@ pub fn round_schedule(cells: &[CellLayout], round: usize) -> Vec<Block> {
 
 /// Requests per side of `cell` once `rounds` adaptive rounds are done.
 pub fn adaptive_requests(cell: &CellLayout, rounds: usize) -> usize {
-    rounds * BLOCKS_PER_ROUND * cell.window
+    rounds.saturating_mul(round_requests(cell.window))
+}
+
+/// Each cell as an adaptive round sends it, for the budget's check
+/// (`config::plan::check_round_budget`): `cells` as [`layout_by`] cut
+/// `specs` under `window`.
+pub fn round_cells<'a>(
+    specs: &'a [CellSpec],
+    cells: &[CellLayout],
+    window: Option<&Window>,
+) -> Vec<RoundCell<'a>> {
+    specs
+        .iter()
+        .zip(cells)
+        .map(|(s, c)| RoundCell {
+            name: &s.name,
+            window: c.window,
+            window_given: window.is_some_and(|w| w.of(&s.name).is_some()),
+            concurrency: s.concurrency,
+            closed_loop: !s.open_loop(),
+            turns: s.workload.as_ref().and_then(|w| w.turns()).unwrap_or(1) as usize,
+        })
+        .collect()
 }
 
 /// Requests per side of each cell: the suite's, or what `rounds` adaptive rounds hold.
@@ -149,15 +162,35 @@ pub fn totals(cells: &[CellLayout], rounds: Option<usize>) -> Vec<usize> {
 }
 
 /// The most rounds `max_requests` (per side per cell) allows: no cell goes
-/// over it; at least one round. Every round is a look at the data, so this
-/// is also the number of looks the sequential error control must allow for.
+/// over it, so 0 when one round of some cell would (a plan refused before
+/// anything is sent: `config::plan::check_round_budget`); 1 without cells.
+/// Every round is a look at the data, so this is also the number of looks
+/// the sequential error control must allow for.
 pub fn max_rounds(cells: &[CellLayout], max_requests: usize) -> usize {
     cells
         .iter()
-        .map(|c| max_requests / (BLOCKS_PER_ROUND * c.window))
+        .map(|c| max_requests / round_requests(c.window).max(1))
         .min()
         .unwrap_or(1)
-        .max(1)
+}
+
+/// Rounds the budget still allows after round `done`: the fewer of what
+/// `max_rounds` leaves and what the clock leaves at `round_minutes` a round
+/// (the round that crosses `max_minutes` still runs, as [`stop_after`] lets
+/// it; unknown: the requests alone); 0 once either is spent.
+pub fn rounds_left(
+    done: usize,
+    max_rounds: usize,
+    (minutes, max_minutes, round_minutes): (f64, f64, Option<f64>),
+) -> usize {
+    let by_requests = max_rounds.saturating_sub(done);
+    if minutes >= max_minutes {
+        return 0;
+    }
+    match round_minutes.filter(|r| r.is_finite() && *r > 0.0) {
+        Some(r) => by_requests.min(((max_minutes - minutes) / r).ceil().min(1e9) as usize),
+        None => by_requests,
+    }
 }
 
 /// Why an adaptive run stopped adding rounds.
@@ -354,8 +387,40 @@ mod tests {
         assert_eq!(max_rounds(&cells, 40), 5);
         assert_eq!(max_rounds(&[cl("x", 2, 99), cl("z", 8, 99)], 40), 2);
         assert_eq!(max_rounds(&[cl("o", 1, 99)], 40), 20);
-        assert_eq!(max_rounds(&cells, 3), 1, "at least one round");
         assert_eq!(max_rounds(&[], 3), 1);
+    }
+
+    #[test]
+    fn no_budget_lets_a_cell_past_max_requests() {
+        // Concurrency 64: blocks of 128, 256 requests per side a round. A
+        // budget of 10 allows no round at all, not one of 256.
+        let c64 = cl("p512-c64", 128, 99);
+        assert_eq!(max_rounds(std::slice::from_ref(&c64), 10), 0);
+        assert_eq!(max_rounds(&[cl("x", 2, 99), cl("y", 4, 99)], 3), 0);
+        for m in [1, 2, 3, 10, 40, 255, 256, 257, 1000] {
+            for cells in [vec![c64.clone()], vec![cl("a", 1, 9), cl("b", 8, 9)]] {
+                let r = max_rounds(&cells, m);
+                for c in &cells {
+                    assert!(
+                        adaptive_requests(c, r) <= m,
+                        "{} at {m}: {r} rounds",
+                        c.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_rounds_left_are_the_fewer_of_requests_and_clock() {
+        // 12 rounds by requests, 2 done: 10 left, unless the clock says fewer.
+        assert_eq!(rounds_left(2, 12, (1.0, 30.0, None)), 10);
+        assert_eq!(rounds_left(2, 12, (1.0, 30.0, Some(0.5))), 10);
+        // 29 minutes left at 10 a round: the third round crosses the clock and still runs.
+        assert_eq!(rounds_left(2, 12, (1.0, 30.0, Some(10.0))), 3);
+        assert_eq!(rounds_left(2, 12, (30.0, 30.0, Some(1.0))), 0);
+        assert_eq!(rounds_left(12, 12, (1.0, 30.0, Some(1.0))), 0);
+        assert_eq!(rounds_left(2, 12, (1.0, 30.0, Some(f64::NAN))), 10);
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub struct PromptSizer {
     /// The run's timeouts: one answer waits the shorter of first byte and
     /// total, each with its text's allowance, never a fixed time.
     timeouts: Timeouts,
+    /// Requests this sizer sent: prompt-sizing requests of one output
+    /// token, and `/tokenize` calls (named beside the measured requests).
+    usage_sent: std::sync::atomic::AtomicUsize,
+    tokenize_sent: std::sync::atomic::AtomicUsize,
 }
 
 /// Token counts by text, as one server counted them.
@@ -162,7 +166,19 @@ impl PromptSizer {
             file: None,
             counted: TokenMemo::default(),
             timeouts,
+            usage_sent: Default::default(),
+            tokenize_sent: Default::default(),
         }
+    }
+
+    /// Requests sent so far: (prompt-sizing requests of one output token,
+    /// `/tokenize` calls).
+    pub fn probes_sent(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.usage_sent.load(Relaxed),
+            self.tokenize_sent.load(Relaxed),
+        )
     }
 
     /// `req`, carrying `text_bytes` of prompt, sent; its answer awaited the
@@ -261,6 +277,8 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
+        self.usage_sent
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let resp = self
             .send(req, &format!("POST {shown} (prompt sizing)"), text_bytes)
             .await?;
@@ -314,6 +332,8 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
+        self.tokenize_sent
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let v: Value = self
             .send(req, &format!("POST {shown}"), text.len())
             .await?

@@ -11,7 +11,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime};
+use crate::config::plan::{
+    BudgetSource, Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime,
+    check_round_budget,
+};
 use crate::config::suite::LoadedSuite;
 use crate::driver::container::{self, Docker};
 use crate::runtime::ledger::{Ledger, Location};
@@ -664,9 +667,18 @@ fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
         .iter()
         .map(|t| 2 * (t.requests * t.repeats.max(1)) as u64 * t.max_tokens())
         .sum();
+    if plan.adaptive.enabled {
+        let window = plan.window.as_ref();
+        let layout = crate::measure::interleave::layout(cells, window);
+        let round = crate::measure::interleave::round_cells(cells, &layout, window);
+        let budget = plan.adaptive.max_requests;
+        if let Err(why) = check_round_budget(&round, budget, BudgetSource::Plan) {
+            c.add("adaptive budget", Found::Wrong, why);
+        }
+    }
     let measured = if plan.adaptive.enabled {
         format!(
-            "adaptive: up to {} requests per cell ({} cell(s)) or {} minutes of rounds, whichever ends first",
+            "adaptive: up to {} measured requests per side per cell ({} cell(s), each cell's warmup and the prompt-sizing probes beside them) or {} minutes of rounds, whichever ends first",
             plan.adaptive.max_requests,
             cells.len(),
             plan.adaptive.max_minutes

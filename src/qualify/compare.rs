@@ -155,7 +155,8 @@ fn compare(
 /// Rounds that recorded no fractions looked by their share of the planned
 /// looks.
 fn last_look(ctx: &Ctx<'_>, cells: &[CellLayout], entries: &[Entry]) -> Look {
-    let planned = interleave::max_rounds(cells, ctx.plan.adaptive.max_requests);
+    // A budget below one round is refused at preflight; never zero looks.
+    let planned = interleave::max_rounds(cells, ctx.plan.adaptive.max_requests).max(1);
     let look = Look::planned(
         rounds_done(entries),
         planned,

@@ -11,6 +11,7 @@ use super::progress::{
     PASS_FRACTION, fractions_looked, fractions_looked_by, last_round, round_size_mismatch,
     rounds_done,
 };
+use super::reach::{PairAtLook, budget_words, ledger_pairs, pairs_at_look};
 use super::up::Up;
 use crate::config::plan::{BASELINE, LooksBy};
 use crate::config::suite::LoadedSuite;
@@ -40,6 +41,14 @@ pub(super) async fn adaptive_rounds(
     };
     let budget = ctx.plan.adaptive;
     let max_rounds = interleave::max_rounds(cells, budget.max_requests);
+    if max_rounds == 0 {
+        // Preflight refuses such a plan; nothing is sent past the budget.
+        let why = anyhow::anyhow!(
+            "[adaptive] max_requests = {} cannot hold one round of every cell",
+            budget.max_requests
+        );
+        return Err(fail("budget", BASELINE, why));
+    }
     let mut done = rounds_done(entries);
     refuse_other_round_sizes(entries, cells, done).map_err(|e| fail("resume", BASELINE, e))?;
     let last = last_round(entries);
@@ -63,6 +72,9 @@ pub(super) async fn adaptive_rounds(
         let clock = (now_minutes, budget.max_minutes, round_minutes);
         let mut round = look(ctx, suite, cells, blocks, &mut plan, done, clock)
             .map_err(|e| fail("compare", "adaptive round", e))?;
+        // The run stops at the rounds the design needs too (as planned now).
+        let last_round = max_rounds.min(plan.design_rounds().unwrap_or(usize::MAX));
+        round.rounds_left = interleave::rounds_left(done, last_round, clock);
         round.why = interleave::stop_after(
             done,
             max_rounds,
@@ -82,7 +94,7 @@ pub(super) async fn adaptive_rounds(
 fn say_budget(ctx: &Ctx<'_>, max_rounds: usize) {
     let budget = ctx.plan.adaptive;
     ctx.say(&format!(
-        "adaptive: up to {max_rounds} rounds (budget {} requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look",
+        "adaptive: up to {max_rounds} rounds (budget {} measured requests per side per cell, {} min; looks by {}); each round is an A B B A pair of blocks per cell, and a look; each cell's warmup and the prompt-sizing probes are sent beside the budget",
         budget.max_requests,
         budget.max_minutes,
         budget.looks_by.as_str()
@@ -99,6 +111,9 @@ struct Round {
     pass_fraction: Option<f64>,
     outcome: Option<GateOutcome>,
     why: Option<StopReason>,
+    /// Every gating pair at this look, and the rounds the budget still allows.
+    pairs: Vec<PairAtLook>,
+    rounds_left: usize,
 }
 
 /// The look after round `done`: the next look of `plan` (replanned first
@@ -133,11 +148,13 @@ fn look(
         pass_fraction,
         outcome: report.performance_outcome,
         why: None,
+        pairs: pairs_at_look(&report),
+        rounds_left: 0,
     })
 }
 
 /// The round in the ledger (what a resume continues from) and one line
-/// saying it.
+/// saying it, with what the rest of the budget can still decide.
 fn record_round(
     ctx: &Ctx<'_>,
     cells: &[CellLayout],
@@ -153,6 +170,8 @@ fn record_round(
         pass_fraction,
         outcome,
         why,
+        rounds_left,
+        ..
     } = *round;
     let per_cell: serde_json::Map<String, serde_json::Value> = cells
         .iter()
@@ -161,6 +180,16 @@ fn record_round(
                 c.name.clone(),
                 json!(interleave::adaptive_requests(c, done)),
             )
+        })
+        .collect();
+    // Each pair with the requests per side its cell has when the budget is spent.
+    let pairs: Vec<(PairAtLook, usize)> = round
+        .pairs
+        .iter()
+        .map(|p| {
+            let cell = cells.iter().find(|c| c.name == p.cell);
+            let budget = cell.map_or(0, |c| interleave::adaptive_requests(c, done + rounds_left));
+            (p.clone(), budget)
         })
         .collect();
     ctx.log(
@@ -179,19 +208,37 @@ fn record_round(
             "requests_per_side": per_cell,
             "minutes": minutes,
             "stop": why.map(StopReason::as_str),
+            "budget_rounds_left": rounds_left,
+            "pairs": ledger_pairs(&pairs),
         }),
     )?;
-    ctx.say(&format!(
-        "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}{}): performance {}; {}",
-        plan.design_rounds().map_or(String::new(), |d| format!(
-            ", the design needs {d} rounds{}",
-            plan.pass_design_rounds()
-                .map_or(String::new(), |p| format!(" ({p} to pass)"))
-        )),
-        outcome.map_or("not decided by this compare", |o| o.as_str()),
-        why.map_or("another round", StopReason::as_str)
-    ));
+    ctx.say(&round_line(round, max_rounds, &pairs));
     Ok(())
+}
+
+/// The round's progress line: the look, the gate, what the rest of the
+/// budget can decide (while another round runs: once the run stops, its
+/// reason says why), and what comes next.
+fn round_line(round: &Round, max_rounds: usize, pairs: &[(PairAtLook, usize)]) -> String {
+    let (done, fraction, left) = (round.done, round.fraction, round.rounds_left);
+    let reach = match round.why {
+        None => budget_words(pairs),
+        Some(_) => String::new(),
+    };
+    let left = match left {
+        0 => "no round left".to_string(),
+        1 => "1 round left".to_string(),
+        n => format!("{n} rounds left"),
+    };
+    format!(
+        "adaptive round {done}/{max_rounds} (information fraction {fraction:.2}; {left}): performance {}{}{}; {}",
+        round
+            .outcome
+            .map_or("not decided by this compare", |o| o.as_str()),
+        if reach.is_empty() { "" } else { "; " },
+        reach,
+        round.why.map_or("another round", StopReason::as_str)
+    )
 }
 
 /// A resumed run's rounds must be cut as this infergate cuts them: its
@@ -245,4 +292,56 @@ fn resume_plan(
         pass,
     };
     Ok(Plan::resume(max_rounds, spending, recorded))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(metric: &str, words: &str, beyond: bool, need: usize) -> PairAtLook {
+        PairAtLook {
+            cell: "concurrent-512".into(),
+            metric: metric.into(),
+            words: words.into(),
+            outcome: GateOutcome::Inconclusive,
+            beyond_margin: Some(beyond),
+            requests_per_side: Some(16),
+            requests_to_resolve: Some(need),
+            design_requests_per_side: Some(need * 2),
+        }
+    }
+
+    #[test]
+    fn a_round_line_says_what_the_rest_of_the_budget_can_decide() {
+        let mut round = Round {
+            done: 2,
+            before: 0.0,
+            fraction: 0.01,
+            pass_fraction: None,
+            outcome: Some(GateOutcome::Inconclusive),
+            why: None,
+            pairs: Vec::new(),
+            rounds_left: 10,
+        };
+        let pairs = [
+            (pair("decode_tok_s_p50", "decode", true, 40), 96),
+            (pair("ttft_p50_ms", "TTFT", false, 1466), 96),
+        ];
+        assert_eq!(
+            round_line(&round, 12, &pairs),
+            "adaptive round 2/12 (information fraction 0.01; 10 rounds left): performance inconclusive; decode at concurrent-512 can fail within the budget; TTFT there cannot be decided within it (about 1466 requests per side would); another round"
+        );
+        // The run stops (here the gate decided; a spent budget alike): no
+        // more rounds to decide anything, only why it stopped.
+        round.outcome = Some(GateOutcome::Fail);
+        round.why = Some(StopReason::Resolved(GateOutcome::Fail));
+        round.rounds_left = 1;
+        let line = round_line(&round, 12, &pairs);
+        assert!(
+            line.starts_with(
+                "adaptive round 2/12 (information fraction 0.01; 1 round left): performance fail; "
+            ) && !line.contains("within"),
+            "{line}"
+        );
+    }
 }

@@ -15,7 +15,7 @@ use crate::config::suite::LoadedSuite;
 use crate::measure::interleave::{Block, CellLayout};
 use crate::measure::pool::{Blocks, SideBlocks};
 use crate::measure::record::{Outcome, RequestRecord};
-use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart};
+use crate::measure::runner::{JOURNAL_FILE, Measured, RunOptions, RunPart};
 use crate::measure::scrape::ScrapeOptions;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
@@ -67,6 +67,8 @@ pub(super) async fn run_block(
     let side = blocks.side_mut(b.side);
     match up.run(ctx, b.side, &opts, suite, Some(&side.records)).await {
         Ok(measured) => {
+            let mut detail = detail;
+            detail["probes"] = json!(measured.probes);
             side.add(measured);
             block_measured(ctx, b, side, detail, warmup).map_err(|e| fail("ledger", b.side, e))
         }
@@ -187,10 +189,10 @@ pub(super) async fn finish_side(
         Status::Started,
         json!({"schedule": "interleaved", "dir": dir, "turnover_dir": turnover.then_some(&tdir)}),
     )?;
-    let turnover_runs = if turnover {
+    let (turnover_runs, turnover_requests) = if turnover {
         side_turnover(ctx, suite, label, rt, up, &tdir, &log).await?
     } else {
-        0
+        (0, 0)
     };
     let art = blocks
         .side(label)
@@ -221,13 +223,14 @@ pub(super) async fn finish_side(
             "model": art.provenance.model,
             "blocks": blocks,
             "turnover_runs": turnover_runs,
+            "turnover_requests": turnover_requests,
         }),
     )
 }
 
 /// The side's turnover runs, in their own directory (resumed when its
-/// journal is there): how many ran. A failure is logged as the side's
-/// `run` entry failing.
+/// journal is there): how many ran, and the requests this invocation sent
+/// for them. A failure is logged as the side's `run` entry failing.
 async fn side_turnover(
     ctx: &Ctx<'_>,
     suite: &LoadedSuite,
@@ -236,7 +239,7 @@ async fn side_turnover(
     up: &Up,
     tdir: &Path,
     log: &dyn Fn(Status, Value) -> Result<(), PassFailure>,
-) -> Result<usize, PassFailure> {
+) -> Result<(usize, usize), PassFailure> {
     ctx.say(&format!("{label}: turnover runs"));
     let opts = RunOptions {
         target: up.get(label).handle.base_url().to_string(),
@@ -255,7 +258,7 @@ async fn side_turnover(
         scrape: ScrapeOptions::none(),
     };
     match up.run(ctx, label, &opts, suite, None).await {
-        Ok(m) => Ok(m.artifact.turnover.len()),
+        Ok(m) => Ok((m.artifact.turnover.len(), turnover_sent(&m))),
         Err((who, e)) => {
             log(
                 Status::Failed,
@@ -268,4 +271,17 @@ async fn side_turnover(
             })
         }
     }
+}
+
+/// What a turnover-only run sent its server: each turnover run's requests
+/// and reference answers, the embeddings' requests, and its probes.
+fn turnover_sent(m: &Measured) -> usize {
+    let turnover: usize = m
+        .artifact
+        .turnover
+        .iter()
+        .map(|t| t.requests + t.references.len())
+        .sum();
+    let embeddings: usize = m.artifact.embeddings.iter().map(|e| e.requests).sum();
+    turnover + embeddings + m.probes.total()
 }

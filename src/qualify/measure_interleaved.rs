@@ -7,7 +7,9 @@ use serde_json::json;
 use super::measure_adaptive::adaptive_rounds;
 use super::measure_block::{finish_side, run_block};
 use super::outcome::PassFailure;
-use super::progress::{last_round, side_finished, warmups_sent};
+use super::progress::{
+    last_round, probes_sent, side_finished, spent_words, turnover_sent, warmups_sent,
+};
 use super::up::Up;
 use super::workdir::recorded_window_rule;
 use crate::config::plan::{BASELINE, CANDIDATE};
@@ -146,9 +148,16 @@ async fn interleaved_body(
         .entries(ctx.qualification)
         .map_err(|e| fail("ledger", BASELINE, e))?;
     let warmups = warmups_sent(&entries, BASELINE).max(warmups_sent(&entries, CANDIDATE));
+    let probes = [BASELINE, CANDIDATE]
+        .map(|l| probes_sent(&entries, l))
+        .into_iter()
+        .max_by_key(|p| p.total())
+        .unwrap_or_default();
+    let turnover = turnover_sent(&entries, BASELINE).max(turnover_sent(&entries, CANDIDATE));
     let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
     let spent = format!(
-        "{per_side} requests per side (+{warmups} warmup) in {}, {:.1} min{}",
+        "{} in {}, {:.1} min{}",
+        spent_words(per_side, warmups, probes, turnover),
         plural(cells.len(), "cell"),
         minutes(),
         match (&rounds, &stopped) {
@@ -162,6 +171,8 @@ async fn interleaved_body(
         "stopped": stopped,
         "requests_per_side": per_side,
         "warmup_requests_per_side": warmups,
+        "probe_requests_per_side": probes,
+        "turnover_requests_per_side": turnover,
         "minutes": minutes(),
         "spent": spent,
     });

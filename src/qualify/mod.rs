@@ -55,6 +55,7 @@ mod measure_passes;
 mod outcome;
 mod preflight;
 mod progress;
+mod reach;
 mod targets;
 mod up;
 mod workdir;
@@ -102,7 +103,7 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
 
     // Preflight changes nothing (except a pull by digest), so it runs before
     // any leftover of an interrupted run is touched. It reads the suite, once.
-    let suite = match preflight(&ctx).await {
+    let suite = match preflight(&ctx, adaptive).await {
         Ok(suite) => suite,
         Err(e) => {
             let why = Some(format!("{e:#}"));

@@ -4,15 +4,18 @@
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::config::plan::BASELINE;
+use super::workdir::recorded_window_rule;
+use crate::config::plan::{BASELINE, BudgetSource, check_round_budget};
 use crate::config::suite::LoadedSuite;
+use crate::measure::interleave;
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
 use crate::runtime::lifecycle;
 
 /// Both runtimes present, and the suite as read (the one reading of it
-/// every later step uses).
-pub(super) async fn preflight(ctx: &Ctx<'_>) -> Result<LoadedSuite> {
+/// every later step uses); an adaptive run's budget holds a round of
+/// every cell.
+pub(super) async fn preflight(ctx: &Ctx<'_>, adaptive: bool) -> Result<LoadedSuite> {
     let plan = ctx.plan;
     // Both up at once on shared GPUs: the second start would find them
     // taken; what `--check` calls wrong is refused before anything starts.
@@ -33,6 +36,17 @@ pub(super) async fn preflight(ctx: &Ctx<'_>) -> Result<LoadedSuite> {
             "preflight: plan {}: {why}; nothing was changed",
             plan.path.display()
         );
+    }
+    if adaptive {
+        let specs = &suite.suite.cells;
+        let window = plan.window.as_ref();
+        let cells = interleave::layout_by(specs, window, recorded_window_rule(ctx.out_dir));
+        let round = interleave::round_cells(specs, &cells, window);
+        if let Err(why) = check_round_budget(&round, plan.adaptive.max_requests, BudgetSource::Plan)
+        {
+            ctx.log("preflight", None, Status::Failed, json!({"error": why}))?;
+            anyhow::bail!("preflight: plan {}: {why}", plan.path.display());
+        }
     }
     let mut details = serde_json::Map::new();
     for rt in [&plan.baseline, &plan.candidate] {

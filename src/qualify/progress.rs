@@ -2,6 +2,7 @@
 //! adaptive rounds looked at, the measuring's cost. Resuming reads these.
 
 use crate::measure::interleave::{Block, CellLayout, adaptive_requests};
+use crate::measure::runner::Probes;
 use crate::runtime::ledger::{Entry, Status};
 
 pub(super) fn ok_entry<'a>(
@@ -111,6 +112,67 @@ pub(super) fn warmups_sent(entries: &[Entry], label: &str) -> usize {
         .sum::<u64>() as usize
 }
 
+/// What `label` sent besides its measured and warmup requests, per its
+/// finished blocks (each records its run's probes).
+pub(super) fn probes_sent(entries: &[Entry], label: &str) -> Probes {
+    let count = |e: &Entry, key: &str| {
+        e.detail
+            .get("probes")
+            .and_then(|p| p.get(key))
+            .and_then(|n| n.as_u64())
+            .unwrap_or(0) as usize
+    };
+    ok_entry(entries, "block", label).fold(Probes::default(), |sum, e| Probes {
+        discovery: sum.discovery + count(e, "discovery"),
+        prompt_sizing: sum.prompt_sizing + count(e, "prompt_sizing"),
+        tokenize: sum.tokenize + count(e, "tokenize"),
+        metrics: sum.metrics + count(e, "metrics"),
+    })
+}
+
+/// What `label`'s turnover check sent (its requests, reference answers,
+/// embeddings and probes), as its finished `run` entries record it.
+pub(super) fn turnover_sent(entries: &[Entry], label: &str) -> usize {
+    ok_entry(entries, "run", label)
+        .filter(|e| e.detail_str("schedule") == Some("interleaved"))
+        .filter_map(|e| e.detail.get("turnover_requests").and_then(|n| n.as_u64()))
+        .sum::<u64>() as usize
+}
+
+/// What one side was sent, in words: the measured requests, and beside
+/// them the warmups, the probes and the turnover check's requests, so a
+/// budget of measured requests is never read as all that was sent.
+pub(super) fn spent_words(
+    measured: usize,
+    warmups: usize,
+    probes: Probes,
+    turnover: usize,
+) -> String {
+    let mut beside = vec![format!("+{warmups} warmup")];
+    let kinds = [
+        (probes.discovery, "discovery"),
+        (probes.prompt_sizing, "prompt sizing"),
+        (probes.tokenize, "/tokenize"),
+        (probes.metrics, "/metrics"),
+    ];
+    let named: Vec<String> = kinds
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    beside.push(match named.is_empty() {
+        true => "+0 probes".to_string(),
+        false => format!("+{} probes: {}", probes.total(), named.join(", ")),
+    });
+    if turnover > 0 {
+        beside.push(format!("+{turnover} turnover"));
+    }
+    format!(
+        "{measured} measured requests per side ({})",
+        beside.join("; ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +188,65 @@ mod tests {
             status: Status::Ok,
             detail: json!({"round": k, "requests_per_side": per_cell}),
         }
+    }
+
+    #[test]
+    fn what_was_sent_names_warmups_and_probes_beside_the_measured() {
+        let probes = Probes {
+            discovery: 4,
+            prompt_sizing: 3,
+            tokenize: 2,
+            metrics: 0,
+        };
+        assert_eq!(
+            spent_words(256, 64, probes, 0),
+            "256 measured requests per side (+64 warmup; +9 probes: 4 discovery, 3 prompt sizing, 2 /tokenize)"
+        );
+        let scraped = Probes {
+            metrics: 6,
+            ..probes
+        };
+        assert_eq!(
+            spent_words(8, 0, scraped, 0),
+            "8 measured requests per side (+0 warmup; +15 probes: 4 discovery, 3 prompt sizing, 2 /tokenize, 6 /metrics)"
+        );
+        assert_eq!(
+            spent_words(16, 2, Probes::default(), 40),
+            "16 measured requests per side (+2 warmup; +0 probes; +40 turnover)"
+        );
+        // Summed over a side's finished blocks, each with its run's probes.
+        let block = |label: &str, probes: serde_json::Value| Entry {
+            seq: 0,
+            qualification: "q".into(),
+            at: String::new(),
+            step: "block".into(),
+            runtime: Some(label.into()),
+            status: Status::Ok,
+            detail: json!({"probes": probes}),
+        };
+        let entries = [
+            block("baseline", json!(probes)),
+            block(
+                "baseline",
+                json!({"discovery": 0, "prompt_sizing": 0, "tokenize": 5, "metrics": 2}),
+            ),
+            block("candidate", json!(probes)),
+        ];
+        let sum = probes_sent(&entries, "baseline");
+        assert_eq!(
+            (sum.discovery, sum.prompt_sizing, sum.tokenize, sum.metrics),
+            (4, 3, 7, 2)
+        );
+        assert_eq!(probes_sent(&entries[..0], "baseline"), Probes::default());
+        // The turnover's requests, from the side's finished interleaved run.
+        let run = |schedule: &str, n: u64| Entry {
+            step: "run".into(),
+            detail: json!({"schedule": schedule, "turnover_requests": n}),
+            ..block("baseline", json!({}))
+        };
+        let runs = [run("interleaved", 80), run("passes", 7)];
+        assert_eq!(turnover_sent(&runs, "baseline"), 80);
+        assert_eq!(turnover_sent(&runs, "candidate"), 0);
     }
 
     #[test]

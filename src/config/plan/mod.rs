@@ -22,7 +22,10 @@
 //!                        # needs or the budget allows, the fewer (default); "budget"
 //! # A round is a pair of blocks (A B B A: 2 × window requests per side) for
 //! # every cell, then a look at the gate; the suite's `requests` is not used.
-//! # Rounds: at most min over cells of max_requests / (2 × window), at least 1.
+//! # Rounds: at most min over cells of max_requests / (2 × window); a budget
+//! # below one round of some cell is refused before anything is sent. Each
+//! # cell's warmup (once per runtime) and the prompt-sizing probes are sent
+//! # beside it and named in what the run says it spent.
 //!
 //! [baseline]
 //! driver = "process"                 # external | process | container
@@ -54,6 +57,7 @@
 //!
 //! Errors name the file, the line and the field.
 
+mod budget;
 mod model;
 mod raw;
 mod runtime;
@@ -63,6 +67,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::report::ConfigError;
+pub use budget::{BLOCKS_PER_ROUND, BudgetSource, RoundCell, check_round_budget, round_requests};
 pub use model::*;
 use runtime::*;
 use sections::*;

@@ -161,7 +161,9 @@ impl Window {
 pub struct Adaptive {
     /// On for every run of this plan (else only with `qualify --adaptive`).
     pub enabled: bool,
-    /// Most requests per side per cell (blocks of warmups not counted).
+    /// Most measured requests per side per cell (warmups and probes are
+    /// named beside them); one round of every cell must fit
+    /// ([`check_round_budget`](super::check_round_budget)).
     pub max_requests: usize,
     /// Most wall-clock time for the measuring, checked after every round.
     pub max_minutes: f64,

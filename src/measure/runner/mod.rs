@@ -115,6 +115,30 @@ pub struct Measured {
     pub records: Vec<RequestRecord>,
     pub scrapes: Vec<ScrapeEntry>,
     pub target: Arc<Target>,
+    /// What this run sent besides its measured and warmup requests.
+    pub probes: Probes,
+}
+
+/// Requests a run sent besides its measured and warmup requests: named
+/// beside them in what a qualification spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Probes {
+    /// Discovery (`/v1/models`, `/props`, the build, a `/tokenize` probe),
+    /// when this run discovered the server (not one an earlier run reached).
+    pub discovery: usize,
+    /// Prompt-sizing requests of one output token.
+    pub prompt_sizing: usize,
+    /// `/tokenize` calls sizing and fitting the prompts.
+    pub tokenize: usize,
+    /// Scrapes of the server's own `/metrics` (those of other endpoints go
+    /// to other servers).
+    pub metrics: usize,
+}
+
+impl Probes {
+    pub fn total(&self) -> usize {
+        self.discovery + self.prompt_sizing + self.tokenize + self.metrics
+    }
 }
 
 /// Measure `suite` and hand back what was measured. `earlier` is what the
@@ -133,9 +157,14 @@ pub async fn measure_suite(
     reached: Option<Arc<Target>>,
 ) -> Result<Measured> {
     let started_at = now_rfc3339();
-    let target = match reached.filter(|t| t.base == opts.target.trim_end_matches('/')) {
-        Some(t) => t,
-        None => Arc::new(Target::reach(opts, suite).await?),
+    let (target, discovery) = match reached.filter(|t| t.base == opts.target.trim_end_matches('/'))
+    {
+        Some(t) => (t, 0),
+        None => {
+            let t = Target::reach(opts, suite).await?;
+            let sent = t.info.requests;
+            (Arc::new(t), sent)
+        }
     };
     let cells = select_cells(suite, opts)?;
     // Refuse before any request is sent: never clamp a cell to fit.
@@ -195,11 +224,22 @@ pub async fn measure_suite(
         .scraper
         .as_ref()
         .map_or_else(Vec::new, |s| s.taken());
+    let (prompt_sizing, tokenize) = sizer.probes_sent();
+    let metrics = scrapes
+        .iter()
+        .filter(|s| s.endpoint == crate::measure::scrape::TARGET_ENDPOINT)
+        .count();
     Ok(Measured {
         artifact,
         records,
         scrapes,
         target,
+        probes: Probes {
+            discovery,
+            prompt_sizing,
+            tokenize,
+            metrics,
+        },
     })
 }
 

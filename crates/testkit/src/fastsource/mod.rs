@@ -136,12 +136,16 @@ pub struct RecordedPrompt {
 }
 
 type Recorded = Arc<Mutex<Vec<RecordedPrompt>>>;
+/// Every request head the source read, as `METHOD path` (`GET` for any
+/// method but POST), in arrival order.
+type Heard = Arc<Mutex<Vec<String>>>;
 
 /// A running source. Dropping it stops the server and closes its connections.
 #[derive(Debug)]
 pub struct FastSource {
     addr: SocketAddr,
     prompts: Recorded,
+    heard: Heard,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -174,10 +178,12 @@ impl FastSource {
         let (stop_tx, stop_rx) = oneshot::channel();
         let prompts = Recorded::default();
         let recorded = prompts.clone();
+        let heard = Heard::default();
+        let hearing = heard.clone();
         let thread = std::thread::Builder::new()
             .name("fastsource".into())
             .spawn(move || {
-                rt.block_on(serve(listener, Arc::new(cfg), recorded, stop_rx));
+                rt.block_on(serve(listener, Arc::new(cfg), recorded, hearing, stop_rx));
                 // Dropping the runtime here cancels every connection task.
             })?;
         Ok((
@@ -185,6 +191,7 @@ impl FastSource {
             FastSource {
                 addr,
                 prompts,
+                heard,
                 stop: Some(stop_tx),
                 thread: Some(thread),
             },
@@ -205,6 +212,16 @@ impl FastSource {
     /// emptied.
     pub fn take_prompts(&self) -> Vec<RecordedPrompt> {
         std::mem::take(&mut *self.prompts.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Every request the source has read so far, as `GET /v1/models` or
+    /// `POST /v1/chat/completions`, in arrival order (whatever its answer):
+    /// a test's count of what a client sent.
+    pub fn requests(&self) -> Vec<String> {
+        self.heard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
 use super::clock::Timer;
-use super::{FastSourceConfig, Recorded};
+use super::{FastSourceConfig, Heard, Recorded};
 
 /// Requests larger than this are refused: a 120k-token prompt is well below it.
 const MAX_BODY: usize = 64 << 20;
@@ -23,6 +23,7 @@ pub(super) async fn serve(
     listener: std::net::TcpListener,
     cfg: Arc<FastSourceConfig>,
     prompts: Recorded,
+    heard: Heard,
     mut stop: oneshot::Receiver<()>,
 ) {
     let Ok(listener) = TcpListener::from_std(listener) else {
@@ -39,8 +40,9 @@ pub(super) async fn serve(
                 let cfg = cfg.clone();
                 let counter = counter.clone();
                 let prompts = prompts.clone();
+                let heard = heard.clone();
                 tokio::spawn(async move {
-                    let _ = Conn::new(sock, cfg, counter, prompts).run().await;
+                    let _ = Conn::new(sock, cfg, counter, prompts, heard).run().await;
                 });
             }
         }
@@ -52,6 +54,7 @@ pub(super) struct Conn {
     pub(super) cfg: Arc<FastSourceConfig>,
     pub(super) counter: Arc<AtomicU64>,
     pub(super) prompts: Recorded,
+    heard: Heard,
     /// Unparsed input; may hold the start of the next request.
     pub(super) inbuf: Vec<u8>,
     pub(super) out: Vec<u8>,
@@ -73,12 +76,14 @@ impl Conn {
         cfg: Arc<FastSourceConfig>,
         counter: Arc<AtomicU64>,
         prompts: Recorded,
+        heard: Heard,
     ) -> Self {
         Conn {
             sock,
             cfg,
             counter,
             prompts,
+            heard,
             inbuf: Vec::with_capacity(8192),
             out: Vec::with_capacity(WRITE_BUF + 4096),
             timer: None,
@@ -90,6 +95,11 @@ impl Conn {
             let Some(head) = self.read_head().await? else {
                 return Ok(());
             };
+            let method = if head.method_post { "POST" } else { "GET" };
+            self.heard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(format!("{method} {}", head.path));
             if head.content_length > MAX_BODY {
                 self.simple(
                     413,
