@@ -265,10 +265,7 @@ impl PromptSizer {
             .send(req, &format!("POST {shown} (prompt sizing)"), text_bytes)
             .await?;
         let status = resp.status();
-        let v: Value = resp
-            .json()
-            .await
-            .with_context(|| format!("POST {shown}: response is not JSON"))?;
+        let v = json_capped(resp, &shown).await?;
         if !status.is_success() {
             bail!(
                 "POST {shown} (prompt sizing): HTTP {status}: {}",
@@ -314,12 +311,8 @@ impl PromptSizer {
         if let Some(k) = &self.api_key {
             req = req.bearer_auth(k);
         }
-        let v: Value = self
-            .send(req, &format!("POST {shown}"), text.len())
-            .await?
-            .json()
-            .await
-            .with_context(|| format!("POST {shown}: response is not JSON"))?;
+        let resp = self.send(req, &format!("POST {shown}"), text.len()).await?;
+        let v = json_capped(resp, &shown).await?;
         if let Some(t) = v.get("tokens").and_then(Value::as_array) {
             return Ok(t.len() as u64);
         }
@@ -519,6 +512,19 @@ fn body_of(
         }
     }
     body
+}
+
+/// A sizing or `/tokenize` answer as JSON, read under its limit.
+async fn json_capped(resp: reqwest::Response, shown: &str) -> Result<Value> {
+    use crate::measure::answer;
+    let bytes = answer::read_capped(
+        resp,
+        answer::MAX_TOKENIZE_BYTES,
+        "a sizing or /tokenize answer",
+    )
+    .await
+    .with_context(|| format!("POST {shown}"))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("POST {shown}: response is not JSON"))
 }
 
 #[cfg(test)]
