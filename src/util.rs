@@ -153,11 +153,13 @@ pub fn hostname() -> String {
 
 pub use infergate_report::digest::sha256_hex;
 
-/// Read an input file (suite, gate policy) as text.
+/// Read an input file (suite, plan, gate policy, embeddings inputs) as
+/// text: a regular file of at most `config::limits::MAX_INPUT_FILE_BYTES`.
 pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     #[cfg(feature = "read-counts")]
     read_counts::count(path);
-    String::from_utf8(crate::report::read_regular(path)?)
+    let limit = crate::config::limits::MAX_INPUT_FILE_BYTES;
+    String::from_utf8(crate::report::files::read_regular_at_most(path, limit)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 

@@ -445,9 +445,8 @@ fn calibrate(a: CalibrateArgs) -> Result<ExitCode> {
     outln!("drift floor: {}% per run", c.drift_sd_percent)?;
     if let Some(path) = &a.write_policy {
         let base = match &a.policy {
-            Some(p) => {
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
-            }
+            Some(p) => infergate::util::read_input(p)
+                .with_context(|| format!("reading {}", p.display()))?,
             None => include_str!("../../policies/default.toml").to_string(),
         };
         let text =

@@ -10,9 +10,8 @@ use serde::Deserialize;
 use super::limits;
 use serde_json::Value;
 
-/// Largest dataset file read (64 MiB): the whole file is held in memory, and
-/// a qualification sends at most a few thousand of its requests.
-pub const MAX_DATASET_BYTES: u64 = 64 << 20;
+/// Largest dataset file read: every suite input has one limit.
+pub use super::limits::MAX_INPUT_FILE_BYTES as MAX_DATASET_BYTES;
 
 /// Longest a trace may span from its first line, ms: a day's schedule at
 /// the fastest replay (`limits::MAX_SCHEDULE_S` × `workload::MAX_SPEED`).
@@ -83,10 +82,10 @@ pub enum DatasetError {
     #[error("{file}: {0}", file = .1)]
     Io(std::io::Error, String),
     #[error(
-        "{file}: {size} bytes is more than the {max} a dataset may hold; take a sample of it",
+        "{file}: more than {max} bytes (64 MiB), the most a suite input file may hold; take a sample of it",
         max = MAX_DATASET_BYTES
     )]
-    TooLarge { file: String, size: u64 },
+    TooLarge { file: String },
     #[error("{file}: {at}: {why}")]
     Bad {
         file: String,
@@ -105,18 +104,27 @@ pub(crate) fn bad(file: &str, at: impl Into<String>, why: impl Into<String>) -> 
     }
 }
 
-/// Read a file after checking its size (never a 200 MB read to refuse it),
-/// without a leading byte-order mark (what Windows editors write; JSON
-/// parsers refuse it as the first value's first character).
+/// Read a suite input file (a dataset, a schema, a tools or task file):
+/// only a regular file (a FIFO or a device is refused before it is read)
+/// and at most [`MAX_DATASET_BYTES`] of it, counted as it is read; without
+/// a leading byte-order mark (what Windows editors write; JSON parsers
+/// refuse it as the first value's first character).
 pub fn read_bounded(path: &Path) -> Result<String, DatasetError> {
     let file = path.display().to_string();
-    let size = std::fs::metadata(path)
-        .map_err(|e| DatasetError::Io(e, file.clone()))?
-        .len();
-    if size > MAX_DATASET_BYTES {
-        return Err(DatasetError::TooLarge { file, size });
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| DatasetError::Io(e, file))?;
+    let bytes =
+        crate::report::files::read_regular_at_most(path, MAX_DATASET_BYTES).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::FileTooLarge {
+                DatasetError::TooLarge { file: file.clone() }
+            } else {
+                DatasetError::Io(e, file.clone())
+            }
+        })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        DatasetError::Io(
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            file,
+        )
+    })?;
     Ok(match text.strip_prefix('\u{feff}') {
         Some(rest) => rest.to_string(),
         None => text,

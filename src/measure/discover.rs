@@ -13,6 +13,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use crate::measure::answer;
+
 /// Longest wait for each discovery request: these are small, local
 /// answers. A shorter first-byte timeout (`--first-byte-timeout`) bounds it
 /// further ([`discovery_wait`]).
@@ -143,10 +145,10 @@ pub async fn tokenize_with_key(
     if is_absent(status) {
         return Ok(None);
     }
-    let text_body = resp
-        .text()
-        .await
-        .with_context(|| format!("POST {shown}: reading the response"))?;
+    let text_body =
+        answer::read_text_capped(resp, answer::MAX_TOKENIZE_BYTES, "a /tokenize answer")
+            .await
+            .with_context(|| format!("POST {shown}"))?;
     if !status.is_success() {
         bail!("POST {shown}: HTTP {status}: {}", snippet(&text_body));
     }
@@ -241,10 +243,9 @@ async fn get_json(
     if is_absent(status) {
         return Ok(None);
     }
-    let body = resp
-        .text()
+    let body = answer::read_text_capped(resp, answer::MAX_DISCOVERY_BYTES, "a discovery answer")
         .await
-        .with_context(|| format!("GET {url}: reading the response"))?;
+        .with_context(|| format!("GET {url}"))?;
     if !status.is_success() {
         bail!("GET {url}: HTTP {status}: {}", snippet(&body));
     }
@@ -291,6 +292,42 @@ fn snippet(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback listener whose `/v1/models` answer never ends within the
+    /// limit: a body past [`answer::MAX_DISCOVERY_BYTES`], length not announced.
+    #[tokio::test]
+    async fn an_oversized_models_answer_is_refused_with_the_limit_named() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let _ = s.read(&mut [0u8; 4096]).await;
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n";
+            let _ = s.write_all(head.as_bytes()).await;
+            let piece = vec![b' '; 1 << 20];
+            for _ in 0..=(answer::MAX_DISCOVERY_BYTES >> 20) {
+                if s.write_all(&piece).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let http = reqwest::Client::new();
+        let e = discover(
+            &http,
+            &format!("http://{addr}"),
+            None,
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("/v1/models") && e.contains(&answer::MAX_DISCOVERY_BYTES.to_string()),
+            "{e}"
+        );
+    }
 
     #[test]
     fn llama_cpp_models_and_props() {

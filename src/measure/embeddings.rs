@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::config::embeddings::EmbeddingSpec;
 use crate::config::timeouts::{BYTES_PER_TOKEN_ESTIMATE, Timeouts};
@@ -19,6 +19,10 @@ use crate::report::embedding::EmbeddingRun;
 
 /// The journal of embeddings requests, beside the run's artifact.
 pub const JOURNAL_FILE: &str = "embeddings.jsonl";
+
+/// Most dimensions an embedding vector may have: past any model's (the
+/// largest in use have a few thousand), and every vector is kept in the run.
+pub const MAX_DIMENSIONS: usize = 65_536;
 
 /// Where the requests go and what they may take.
 pub struct Server<'a> {
@@ -190,7 +194,13 @@ async fn embed(
 async fn read(req: reqwest::RequestBuilder) -> Result<(u16, String), String> {
     let resp = req.send().await.map_err(transport)?;
     let status = resp.status().as_u16();
-    let body = resp.text().await.map_err(transport)?;
+    let body = crate::measure::answer::read_text_capped(
+        resp,
+        crate::measure::answer::MAX_EMBEDDINGS_BYTES,
+        "an embeddings answer",
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     Ok((status, body))
 }
 
@@ -221,12 +231,23 @@ fn vectors_of(status: u16, body: &str, n: usize) -> Result<Vec<Vec<f32>>, (Outco
     struct Answer {
         data: Vec<Item>,
     }
-    let v: Value = serde_json::from_str(body)
-        .map_err(|e| malformed(format!("not JSON ({e}): {}", bounded())))?;
-    let answer: Answer = serde_json::from_value(v)
-        .map_err(|e| malformed(format!("not an embeddings answer ({e}): {}", bounded())))?;
+    // Straight into vectors: a JSON tree of the answer would be ~8× its floats.
+    let answer: Answer = serde_json::from_str(body).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Data => "not an embeddings answer",
+            _ => "not JSON",
+        };
+        malformed(format!("{what} ({e}): {}", bounded()))
+    })?;
     let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
     for item in answer.data {
+        if item.embedding.len() > MAX_DIMENSIONS {
+            return Err(malformed(format!(
+                "a vector of {} dimensions for input {}; at most {MAX_DIMENSIONS} are accepted",
+                item.embedding.len(),
+                item.index
+            )));
+        }
         let slot = out
             .get_mut(item.index)
             .ok_or_else(|| malformed(format!("index {} of {n} inputs", item.index)))?;
@@ -269,6 +290,22 @@ mod tests {
         }
         assert!(a.iter().collect::<std::collections::BTreeSet<_>>().len() > 15);
         assert_eq!(inputs_sha256(&a).len(), 64);
+    }
+
+    #[test]
+    fn a_vector_of_absurd_dimensions_is_refused() {
+        let vector = |d: usize| format!("[{}]", vec!["0.5"; d].join(","));
+        let body = |d| format!(r#"{{"data":[{{"index":0,"embedding":{}}}]}}"#, vector(d));
+        assert_eq!(
+            vectors_of(200, &body(MAX_DIMENSIONS), 1).unwrap()[0].len(),
+            MAX_DIMENSIONS
+        );
+        let (o, m) = vectors_of(200, &body(MAX_DIMENSIONS + 1), 1).unwrap_err();
+        assert_eq!(o, Outcome::StreamValidationFailed);
+        assert!(
+            m.contains("65537 dimensions") && m.contains("at most 65536"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! sequence of those steps for one `infergate run`.
 
 pub mod aggregate;
+pub mod answer;
 pub mod client;
 pub mod discover;
 pub mod embeddings;

@@ -386,10 +386,10 @@ impl Scraper {
         if !status.is_success() {
             return Err(format!("GET answered {status}"));
         }
-        let text = resp
-            .text()
+        let limit = crate::measure::answer::MAX_METRICS_BYTES;
+        let text = crate::measure::answer::read_text_capped(resp, limit, "a metrics answer")
             .await
-            .map_err(|e| format!("reading the body: {}", e.without_url()))?;
+            .map_err(|e| e.to_string())?;
         parse(&text)
     }
 

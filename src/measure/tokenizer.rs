@@ -25,7 +25,8 @@ impl fmt::Debug for TokenizerFile {
 impl TokenizerFile {
     /// Load `path`; errors name the file and what was wrong with it.
     pub fn load(path: &Path) -> Result<TokenizerFile> {
-        let bytes = std::fs::read(path)
+        let limit = crate::config::limits::MAX_INPUT_FILE_BYTES;
+        let bytes = crate::report::files::read_regular_at_most(path, limit)
             .map_err(|e| anyhow!("reading tokenizer {}: {e}", path.display()))?;
         let tok = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
             anyhow!(

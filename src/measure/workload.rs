@@ -283,10 +283,7 @@ impl PromptSizer {
             .send(req, &format!("POST {shown} (prompt sizing)"), text_bytes)
             .await?;
         let status = resp.status();
-        let v: Value = resp
-            .json()
-            .await
-            .with_context(|| format!("POST {shown}: response is not JSON"))?;
+        let v = json_capped(resp, &shown).await?;
         if !status.is_success() {
             bail!(
                 "POST {shown} (prompt sizing): HTTP {status}: {}",
@@ -334,12 +331,8 @@ impl PromptSizer {
         }
         self.tokenize_sent
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let v: Value = self
-            .send(req, &format!("POST {shown}"), text.len())
-            .await?
-            .json()
-            .await
-            .with_context(|| format!("POST {shown}: response is not JSON"))?;
+        let resp = self.send(req, &format!("POST {shown}"), text.len()).await?;
+        let v = json_capped(resp, &shown).await?;
         if let Some(t) = v.get("tokens").and_then(Value::as_array) {
             return Ok(t.len() as u64);
         }
@@ -539,6 +532,19 @@ fn body_of(
         }
     }
     body
+}
+
+/// A sizing or `/tokenize` answer as JSON, read under its limit.
+async fn json_capped(resp: reqwest::Response, shown: &str) -> Result<Value> {
+    use crate::measure::answer;
+    let bytes = answer::read_capped(
+        resp,
+        answer::MAX_TOKENIZE_BYTES,
+        "a sizing or /tokenize answer",
+    )
+    .await
+    .with_context(|| format!("POST {shown}"))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("POST {shown}: response is not JSON"))
 }
 
 #[cfg(test)]

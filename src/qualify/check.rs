@@ -494,7 +494,7 @@ fn model_config_context(binds: &[String]) -> Option<Result<(u64, String), String
         .find(|f| f.is_file())?;
     let read = || -> Result<(u64, String), String> {
         let text =
-            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            crate::util::read_input(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not JSON: {e}", file.display()))?;
         // Multimodal checkpoints keep the language model's under text_config.

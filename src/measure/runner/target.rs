@@ -36,9 +36,12 @@ impl Target {
     /// sent), then discover the server.
     pub(super) async fn reach(opts: &RunOptions, suite: &Suite) -> Result<Target> {
         let key = api_key(opts.api_key_env.as_deref())?;
-        let tokenizer = match opts.tokenizer.as_ref().or(suite.tokenizer.as_ref()) {
-            Some(p) => Some(Arc::new(TokenizerFile::load(p)?)),
-            None => None,
+        let tokenizer = match (&opts.tokenizer, &suite.tokenizer) {
+            (Some(p), _) => Some(Arc::new(TokenizerFile::load(p).context("--tokenizer")?)),
+            (None, Some(p)) => Some(Arc::new(
+                TokenizerFile::load(p).context("the suite's field `tokenizer`")?,
+            )),
+            (None, None) => None,
         };
         let base = opts.target.trim_end_matches('/').to_string();
         // Sizing and token counts wait what the run's timeouts allow, not a fixed time.
