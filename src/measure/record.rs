@@ -21,8 +21,15 @@ pub struct StreamCapture {
     pub ttft_ms: Option<f64>,
     /// End of stream (`[DONE]`, or close after the final chunk), ms after t_send.
     pub e2e_ms: Option<f64>,
-    /// Arrival of every content- or reasoning-bearing chunk, ms after t_send.
+    /// Arrival of every content- or reasoning-bearing chunk, ms after
+    /// t_send: the first `client::MAX_CHUNK_TIMES` of them.
     pub chunk_ms: Vec<f64>,
+    /// Output-bearing chunks past those `chunk_ms` keeps: counted, not timed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chunks_not_kept: u64,
+    /// Arrival of the last output-bearing chunk, when some were not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_chunk_ms: Option<f64>,
     /// Visible text, capped (see `truncated`).
     pub content: String,
     /// Reasoning text (`reasoning_content` or `reasoning`, or a `<think>`
@@ -190,6 +197,10 @@ impl StreamCapture {
     pub fn itl_ms(&self) -> impl Iterator<Item = f64> + '_ {
         self.chunk_ms.windows(2).map(|w| w[1] - w[0])
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Truncate text for error messages and captures kept in artifacts.

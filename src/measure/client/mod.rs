@@ -40,6 +40,8 @@ pub use body::{chat_body, completions_body};
 use config::FOREVER;
 pub use config::{ClientConfig, Endpoint, MAX_EVENT_BYTES, Timeouts};
 use read::{Reader, ReqwestBody, after, chain, fail, read_response};
+use sink::Asked;
+pub use sink::{MAX_CHUNK_TIMES, chunk_allowance};
 
 /// Did the request fail on a pooled socket the server had already closed?
 pub(super) fn stale_connection(cap: &StreamCapture) -> bool {
@@ -246,8 +248,8 @@ impl Client {
         req.extend_from_slice(b"\r\n\r\n");
         req.extend_from_slice(&payload);
         let t = self.timeouts_for(prompt_tokens, payload.len());
-        if let (Attempt::Done, t_send) = self.run_wire(w, &req, false, endpoint, &t, &mut cap).await
-        {
+        let asked = Asked::of(endpoint, body);
+        if let (Attempt::Done, t_send) = self.run_wire(w, &req, false, asked, &t, &mut cap).await {
             return (t_send, cap);
         }
         // Servers such as llama.cpp close the connection after a stream while
@@ -255,7 +257,7 @@ impl Client {
         // its use. That is the client's stale socket, not the server's answer:
         // retry once on a fresh connection, timed afresh.
         cap = StreamCapture::default();
-        let (_, t_send) = self.run_wire(w, &req, true, endpoint, &t, &mut cap).await;
+        let (_, t_send) = self.run_wire(w, &req, true, asked, &t, &mut cap).await;
         (t_send, cap)
     }
 
@@ -264,7 +266,7 @@ impl Client {
         w: &Wire,
         req: &[u8],
         fresh: bool,
-        endpoint: Endpoint,
+        asked: Asked,
         t: &Timeouts,
         cap: &mut StreamCapture,
     ) -> (Attempt, Instant) {
@@ -301,7 +303,7 @@ impl Client {
             status,
             content_type.as_deref(),
             &mut resp,
-            endpoint,
+            asked,
             self.cfg.capture_cap_bytes,
             cap,
         )
@@ -339,12 +341,13 @@ impl Client {
         let bytes = req.body().and_then(|b| b.as_bytes()).map_or(0, <[u8]>::len);
         let t = self.timeouts_for(prompt_tokens, bytes);
         let t_send = Instant::now();
-        self.run_reqwest(req, t_send, endpoint, &t, &mut cap).await;
+        let asked = Asked::of(endpoint, body);
+        self.run_reqwest(req, t_send, asked, &t, &mut cap).await;
         // See stream_wire: a stale pooled socket is retried once, timed afresh.
         if let (Some(req), true) = (retry, stale_connection(&cap)) {
             cap = StreamCapture::default();
             let t_send = Instant::now();
-            self.run_reqwest(req, t_send, endpoint, &t, &mut cap).await;
+            self.run_reqwest(req, t_send, asked, &t, &mut cap).await;
             return (t_send, cap);
         }
         (t_send, cap)
@@ -354,7 +357,7 @@ impl Client {
         &self,
         req: reqwest::Request,
         t_send: Instant,
-        endpoint: Endpoint,
+        asked: Asked,
         t: &Timeouts,
         cap: &mut StreamCapture,
     ) {
@@ -400,7 +403,7 @@ impl Client {
             status,
             content_type.as_deref(),
             &mut body,
-            endpoint,
+            asked,
             self.cfg.capture_cap_bytes,
             cap,
         )
@@ -1019,6 +1022,29 @@ mod tests {
         // Sequential requests reuse one connection.
         let idle = wire.wire.as_ref().map(|w| w.pool.idle_len());
         assert_eq!(idle, Some(1));
+    }
+
+    /// A server that streams on past `max_tokens` (here 100,000 chunks for
+    /// 8): both transports end the request once it is far past the
+    /// allowance, as a server fault, keeping a bounded record.
+    #[tokio::test]
+    async fn a_stream_ignoring_max_tokens_is_ended_as_a_server_fault() {
+        use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+        let (_, src) = FastSource::start(FastSourceConfig::default()).expect("source");
+        let wire = Client::new(ClientConfig::new(src.base_url())).expect("client");
+        let mut via_reqwest = Client::new(ClientConfig::new(src.base_url())).expect("client");
+        via_reqwest.wire = None;
+        let body = fast_body(8, json!({"ignore_max_tokens": 100_000}));
+        for client in [&wire, &via_reqwest] {
+            let c = client.stream(Endpoint::Chat, &body).await;
+            let f = c.failure.as_ref().expect("a failure");
+            assert_eq!(f.class, Outcome::StreamValidationFailed, "{f:?}");
+            assert!(f.message.contains("far past max_tokens"), "{}", f.message);
+            assert_eq!(c.chunk_ms.len() as u64, chunk_allowance(8) + 1);
+        }
+        // Within its max_tokens the same source is read whole.
+        let c = wire.stream(Endpoint::Chat, &fast_body(8, json!({}))).await;
+        assert_eq!((c.failure, c.chunk_ms.len()), (None, 8));
     }
 
     /// A server that closes a kept-alive connection instead of answering the

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 
-use super::config::{DRAIN_GRACE, Endpoint, FOREVER, MAX_EVENT_BYTES, SNIPPET_BYTES, Timeouts};
-use super::sink::{Limit, Sink, State, bounded, bounded_bytes};
+use super::config::{DRAIN_GRACE, FOREVER, MAX_EVENT_BYTES, SNIPPET_BYTES, Timeouts};
+use super::sink::{Asked, Limit, Sink, State, bounded, bounded_bytes};
 use super::wire;
 use crate::measure::record::{Failure, Outcome, StreamCapture};
 use crate::measure::sse::SseParser;
@@ -58,7 +58,7 @@ pub(super) async fn read_response<B: Body>(
     status: u16,
     content_type: Option<&[u8]>,
     body: &mut B,
-    endpoint: Endpoint,
+    asked: Asked,
     cap_bytes: usize,
     cap: &mut StreamCapture,
 ) -> bool {
@@ -90,7 +90,8 @@ pub(super) async fn read_response<B: Body>(
 
     let t_send = reader.t_send;
     let mut parser = SseParser::new(MAX_EVENT_BYTES);
-    let mut sink = Sink::new(cap, endpoint, cap_bytes);
+    let mut sink = Sink::new(cap, asked.endpoint, cap_bytes);
+    sink.limit_output(asked.max_tokens);
     loop {
         let at = match reader.next(body).await {
             Ok(Some(at)) => at,

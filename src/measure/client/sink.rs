@@ -17,6 +17,40 @@ pub(super) enum Limit {
     Total,
 }
 
+/// What a request asked for that bounds its answer: the endpoint's shape
+/// and the output it allowed (`max_tokens`, else `max_completion_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Asked {
+    pub(super) endpoint: Endpoint,
+    pub(super) max_tokens: Option<u64>,
+}
+
+impl Asked {
+    pub(super) fn of(endpoint: Endpoint, body: &Value) -> Asked {
+        let max_tokens = ["max_tokens", "max_completion_tokens"]
+            .iter()
+            .find_map(|k| body.get(*k).and_then(Value::as_u64));
+        Asked {
+            endpoint,
+            max_tokens,
+        }
+    }
+}
+
+/// Chunk arrival times one request keeps; later chunks are counted, and
+/// the last one's time kept (`StreamCapture::chunks_not_kept`,
+/// `last_chunk_ms`). ITL is measured over the kept ones.
+pub const MAX_CHUNK_TIMES: usize = 65_536;
+
+/// Output-bearing chunks accepted for a request that allowed `max_tokens`:
+/// 4 × `max_tokens` + 64. Chunks are not tokens (a server may send a chunk
+/// per byte of a multi-byte token, or a role-only or reasoning chunk beside
+/// the text), so the slack is wide; a stream past it ignores its
+/// `max_tokens` and would otherwise run to the total timeout.
+pub fn chunk_allowance(max_tokens: u64) -> u64 {
+    max_tokens.saturating_mul(4).saturating_add(64)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum State {
     Streaming,
@@ -41,6 +75,8 @@ pub(super) struct Sink<'c> {
     first_content_ms: Option<f64>,
     /// A chunk's logprobs were unreadable: the token list is dropped whole.
     pub(super) tokens_broken: bool,
+    /// The request's `max_tokens`, when it sent one: see [`chunk_allowance`].
+    max_tokens: Option<u64>,
 }
 
 impl<'c> Sink<'c> {
@@ -61,6 +97,37 @@ impl<'c> Sink<'c> {
             },
             first_content_ms: None,
             tokens_broken: false,
+            max_tokens: None,
+        }
+    }
+
+    /// Fail the request once its output is far past `max_tokens`.
+    pub(super) fn limit_output(&mut self, max_tokens: Option<u64>) {
+        self.max_tokens = max_tokens;
+    }
+
+    /// One output-bearing chunk's time: kept while there is room, else
+    /// counted with the last time. A stream far past its `max_tokens` fails.
+    fn note_chunk(&mut self, at_ms: f64) {
+        if self.cap.chunk_ms.len() < MAX_CHUNK_TIMES {
+            self.cap.chunk_ms.push(at_ms);
+        } else {
+            self.cap.chunks_not_kept += 1;
+            self.cap.last_chunk_ms = Some(at_ms);
+        }
+        let Some(max) = self.max_tokens else {
+            return;
+        };
+        let seen = self.cap.chunk_ms.len() as u64 + self.cap.chunks_not_kept;
+        let allowed = chunk_allowance(max);
+        if seen > allowed {
+            self.fail(
+                Outcome::StreamValidationFailed,
+                format!(
+                    "output far past max_tokens: {seen} output-bearing chunks for max_tokens {max} \
+                     (at most {allowed}, 4 × max_tokens + 64, are accepted)"
+                ),
+            );
         }
     }
 
@@ -97,8 +164,8 @@ impl<'c> Sink<'c> {
         }
         self.note_identity(&mut chunk);
         if self.take_choices(&chunk, at_ms) {
-            self.cap.chunk_ms.push(at_ms);
             self.cap.truncated = self.content_full || self.reasoning_full || self.tools_full;
+            self.note_chunk(at_ms);
         }
         self.take_usage(chunk.usage.take());
         self.take_timings(chunk.timings.take());
@@ -504,4 +571,71 @@ pub(super) fn bounded(s: &str, max: usize) -> String {
 
 pub(super) fn bounded_bytes(b: &[u8], max: usize) -> String {
     bounded(&String::from_utf8_lossy(&b[..b.len().min(max + 4)]), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::sse::SseParser;
+
+    const CHUNK: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"},\"finish_reason\":null}]}\n\n";
+
+    /// Feed `n` one-character chunks, one ms apart, while the sink streams;
+    /// how many it took.
+    fn feed(sink: &mut Sink<'_>, n: usize) -> usize {
+        let mut parser = SseParser::new(crate::measure::client::MAX_EVENT_BYTES);
+        let mut fed = 0;
+        while fed < n && sink.state == State::Streaming {
+            fed += 1;
+            parser.feed(CHUNK.as_bytes(), |ev| sink.on_event(ev, fed as f64));
+        }
+        fed
+    }
+
+    #[test]
+    fn a_stream_far_past_max_tokens_ends_as_a_server_fault() {
+        let mut cap = StreamCapture::default();
+        let mut sink = Sink::new(&mut cap, Endpoint::Chat, 1 << 20);
+        sink.limit_output(Some(8));
+        let allowed = chunk_allowance(8);
+        assert_eq!(allowed, 96);
+        // Up to the allowance the stream goes on: chunks are not tokens.
+        assert_eq!(feed(&mut sink, allowed as usize), 96);
+        assert_eq!(sink.state, State::Streaming);
+        // One past it ends the request; nothing more is read.
+        assert_eq!(feed(&mut sink, 1_000_000), 1);
+        assert_eq!(sink.state, State::Failed);
+        let f = cap.failure.expect("failed");
+        assert_eq!(f.class, Outcome::StreamValidationFailed);
+        assert!(
+            f.message
+                .contains("97 output-bearing chunks for max_tokens 8")
+                && f.message.contains("at most 96"),
+            "{}",
+            f.message
+        );
+        assert_eq!(cap.chunk_ms.len(), 97);
+    }
+
+    #[test]
+    fn chunk_times_past_the_limit_are_counted_with_the_last_time() {
+        let mut cap = StreamCapture::default();
+        let mut sink = Sink::new(&mut cap, Endpoint::Chat, 16);
+        assert_eq!(feed(&mut sink, MAX_CHUNK_TIMES + 10), MAX_CHUNK_TIMES + 10);
+        assert_eq!(sink.state, State::Streaming);
+        assert_eq!(cap.chunk_ms.len(), MAX_CHUNK_TIMES);
+        assert_eq!(cap.chunks_not_kept, 10);
+        assert_eq!(cap.last_chunk_ms, Some((MAX_CHUNK_TIMES + 10) as f64));
+        // The capture is capped too: a never-ending stream keeps a bounded record.
+        assert_eq!(cap.content.len(), 16);
+    }
+
+    #[test]
+    fn the_allowance_is_read_from_the_body() {
+        let of = |b: Value| Asked::of(Endpoint::Chat, &b).max_tokens;
+        assert_eq!(of(serde_json::json!({"max_tokens": 8})), Some(8));
+        assert_eq!(of(serde_json::json!({"max_completion_tokens": 9})), Some(9));
+        assert_eq!(of(serde_json::json!({})), None);
+        assert_eq!(chunk_allowance(u64::MAX), u64::MAX);
+    }
 }

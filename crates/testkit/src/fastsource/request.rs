@@ -39,6 +39,9 @@ pub struct Overrides {
     /// inside `<think>…</think>` (a server that does not separate it).
     pub reasoning_chunks: Option<usize>,
     pub think_in_content: Option<bool>,
+    /// Send this many content chunks whatever `max_tokens` allowed (a
+    /// server that ignores it).
+    pub ignore_max_tokens: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,6 +99,8 @@ impl Answer {
             seq,
             tokens: if call.is_some() {
                 1
+            } else if let Some(n) = req.fastsource.ignore_max_tokens {
+                n
             } else {
                 requested.map_or(cfg.chunks, |m| usize::try_from(m).unwrap_or(usize::MAX))
             },
