@@ -44,26 +44,45 @@ impl Speculative {
     pub fn from_counters(
         m: &crate::server_metrics::ServerMetrics,
     ) -> Option<Result<Speculative, SpeculativeError>> {
+        let drafted = m.counter_sum(crate::server_metrics::VLLM_DRAFT_TOKENS)?;
+        Some(Self::read_counters(m, drafted))
+    }
+
+    fn read_counters(
+        m: &crate::server_metrics::ServerMetrics,
+        drafted: f64,
+    ) -> Result<Speculative, SpeculativeError> {
         use crate::server_metrics::{
             VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS, VLLM_GENERATED,
         };
-        let whole = |v: f64| v.max(0.0).round() as u64;
-        let drafted = m.counter_sum(VLLM_DRAFT_TOKENS)?;
+        // A float past u64::MAX would saturate in `as u64`: refused instead.
+        let whole = |v: f64, field: &'static str| {
+            let v = v.max(0.0).round();
+            if v < u64::MAX as f64 {
+                Ok(v as u64)
+            } else {
+                Err(SpeculativeError::CounterOverflow {
+                    field,
+                    endpoint: m.endpoint.clone(),
+                })
+            }
+        };
         let s = Speculative {
             reported: 0,
-            drafted: whole(drafted),
-            accepted: whole(m.counter_sum(VLLM_ACCEPTED).unwrap_or(0.0)),
-            predicted: whole(m.counter_sum(VLLM_GENERATED).unwrap_or(0.0)),
-            drafts: m.counter_sum(VLLM_DRAFTS).map(whole),
+            drafted: whole(drafted, VLLM_DRAFT_TOKENS)?,
+            accepted: whole(m.counter_sum(VLLM_ACCEPTED).unwrap_or(0.0), VLLM_ACCEPTED)?,
+            predicted: whole(m.counter_sum(VLLM_GENERATED).unwrap_or(0.0), VLLM_GENERATED)?,
+            drafts: m
+                .counter_sum(VLLM_DRAFTS)
+                .map(|d| whole(d, VLLM_DRAFTS))
+                .transpose()?,
             from_counters: Some(format!(
                 "{VLLM_DRAFT_TOKENS}, {VLLM_ACCEPTED}, {VLLM_DRAFTS} and {VLLM_GENERATED} over the cell's windows at {}",
                 m.endpoint
             )),
         };
-        Some(
-            s.check(&format!("the counters of endpoint {}", m.endpoint))
-                .map(|()| s),
-        )
+        s.check(&format!("the counters of endpoint {}", m.endpoint))?;
+        Ok(s)
     }
 
     /// Tokens each verification step yields on average: its accepted
@@ -143,6 +162,14 @@ pub enum SpeculativeError {
         "speculative decoding: {field} summed over the cell's responses passes u64::MAX (18446744073709551615) at request {request}"
     )]
     Overflow { field: &'static str, request: usize },
+    /// A counter's increase over the cell's windows is past `u64::MAX`.
+    #[error(
+        "speculative decoding: {field} at endpoint {endpoint} increased past u64::MAX (18446744073709551615) over the cell's windows"
+    )]
+    CounterOverflow {
+        field: &'static str,
+        endpoint: String,
+    },
     #[error(
         "speculative decoding: {at} counts {accepted} tokens accepted of {drafted} drafted: a server accepts only tokens it drafted"
     )]
@@ -198,6 +225,24 @@ mod tests {
         );
         assert!(e.to_string().contains("drafted tokens (draft_n)"), "{e}");
         assert!(e.to_string().contains("u64::MAX"), "{e}");
+    }
+
+    #[test]
+    fn counters_past_u64_max_are_refused_not_saturated() {
+        use crate::server_metrics::{VLLM_ACCEPTED, VLLM_DRAFT_TOKENS};
+        let mut m = crate::server_metrics::ServerMetrics::unavailable("target", "u", "-");
+        m.counters.insert(VLLM_DRAFT_TOKENS.into(), 1.5e19);
+        m.counters.insert(VLLM_ACCEPTED.into(), 1.0e19);
+        assert!(Speculative::from_counters(&m).unwrap().is_ok());
+        m.counters.insert(VLLM_DRAFT_TOKENS.into(), 2.0e19);
+        let e = Speculative::from_counters(&m).unwrap().unwrap_err();
+        assert_eq!(
+            e,
+            SpeculativeError::CounterOverflow {
+                field: VLLM_DRAFT_TOKENS,
+                endpoint: "target".into()
+            }
+        );
     }
 
     #[test]
