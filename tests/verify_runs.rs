@@ -342,3 +342,76 @@ async fn pooled_passes_verify_against_their_pass_directories() {
         v.disagreements
     );
 }
+
+/// The suite given is the one the runs ran: a suite edited since is named
+/// by its file, as the report's `provenance.<side>.suite_sha256` records it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_suite_is_named_by_file() {
+    let r = runs().await;
+    let mut text = std::fs::read_to_string(&r.suite).expect("suite");
+    text.push_str("# edited after the run\n");
+    std::fs::write(&r.suite, text).expect("suite");
+    let v = r.verify(true);
+    names(&v, &r.suite.display().to_string());
+}
+
+/// `infergate verify DIR` of a two-URL qualification (interleaved, its
+/// suite copied into DIR) names an edited `DIR/suite.toml`, as it names an
+/// edited plan copy.
+#[test]
+fn verify_dir_names_an_edited_suite_copy() {
+    let (_, src) = FastSource::start(FastSourceConfig {
+        ttft: Duration::from_millis(3),
+        itl: Duration::from_millis(1),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let infergate = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(d)
+            .args(args)
+            .env_remove("INFERGATE_LEDGER")
+            .output()
+            .expect("infergate");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    let url = src.base_url();
+    let (code, out) = infergate(&[
+        "qualify",
+        "--baseline",
+        &url,
+        "--candidate",
+        &url,
+        "--cells",
+        "64x1",
+        "--no-turnover",
+        "--max-requests",
+        "4",
+        "--max-minutes",
+        "1",
+        "--out",
+        "out",
+        "--id",
+        "q",
+        "--ledger",
+        "L.sqlite",
+    ]);
+    assert!(matches!(code, Some(0 | 1 | 3)), "{out}");
+    let q = d.join("out/q");
+    let (code, out) = infergate(&["verify", q.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+    let suite = q.join("suite.toml");
+    let mut text = std::fs::read_to_string(&suite).expect("suite copy");
+    text.push_str("# edited after the run\n");
+    std::fs::write(&suite, text).expect("suite copy");
+    let (code, out) = infergate(&["verify", q.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&suite.display().to_string()), "{out}");
+}

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::artifact::{
-    CellResult, OutputLength, PromptCache, RequestRow, ServerTimingCheck, Sessions, Slice,
-    Speculative, metric,
+    CellResult, OutputLength, PromptCache, RequestRow, ResponseCounts, ServerTimingCheck, Sessions,
+    Slice, Speculative, SpeculativeError, metric,
 };
 use crate::config::suite::{CachePolicy, CellEndpoint, CellSpec, OutputPolicy, within_tolerance};
 use crate::measure::record::{Outcome, RequestRecord};
@@ -50,9 +50,13 @@ pub fn cell_clustered(
         recs.iter().map(|r| request_row(r, cluster_of(r))).collect();
     let slo = spec.slo.as_ref().map(|t| slo::attainment(t, &request_rows));
     let (prompt_cache, cache_reason) = prompt_cache(spec, &ok);
-    let speculative = speculative(&ok);
+    let (speculative, speculative_refused) = match speculative(&ok) {
+        Ok(s) => (s, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let mut reasons = ineligible_reasons(spec, &recs, &ok, &samples, &failures_by_class);
     reasons.extend(cache_reason);
+    reasons.extend(speculative_refused);
     reasons.extend(
         spec.expect
             .unmet(prompt_cache.as_ref(), speculative.as_ref()),
@@ -98,21 +102,19 @@ pub fn cell_clustered(
 
 /// The server's drafted and accepted tokens over the successful requests
 /// that reported them; None when none did (no speculative decoding, or an
-/// engine that does not say).
-fn speculative(ok: &[&RequestRecord]) -> Option<Speculative> {
-    let reported: Vec<_> = ok
-        .iter()
-        .filter_map(|r| r.capture.server_timings.as_ref())
-        .filter(|t| t.draft_n.is_some())
-        .collect();
-    (!reported.is_empty()).then(|| Speculative {
-        reported: reported.len(),
-        drafted: reported.iter().filter_map(|t| t.draft_n).sum(),
-        accepted: reported.iter().filter_map(|t| t.draft_n_accepted).sum(),
-        predicted: reported.iter().filter_map(|t| t.predicted_n).sum(),
-        drafts: None,
-        from_counters: None,
-    })
+/// engine that does not say). Refused (the cell then shows no drafting and
+/// names why) when a response accepts more than it drafted or a sum passes
+/// `u64::MAX`.
+fn speculative(ok: &[&RequestRecord]) -> Result<Option<Speculative>, SpeculativeError> {
+    Speculative::sum_responses(ok.iter().filter_map(|r| {
+        let t = r.capture.server_timings.as_ref()?;
+        Some(ResponseCounts {
+            request: r.index,
+            drafted: t.draft_n?,
+            accepted: t.draft_n_accepted.unwrap_or(0),
+            predicted: t.predicted_n.unwrap_or(0),
+        })
+    }))
 }
 
 /// Failed requests counted by outcome.
@@ -620,7 +622,7 @@ fn radix_sort(v: &mut [f64]) {
 mod tests {
     use super::*;
     use crate::config::suite::Suite;
-    use crate::measure::record::StreamCapture;
+    use crate::measure::record::{ServerTimings, StreamCapture};
 
     fn spec(extra: &str) -> CellSpec {
         let text = format!(
@@ -804,6 +806,58 @@ mod tests {
         // Closed loop has no schedule to measure from.
         let c = cell(&spec(""), &recs);
         assert!(!c.samples.contains_key(metric::TTFT_SCHED_MS) && c.warnings.is_empty());
+    }
+
+    /// Four requests whose server reported drafting: `edit` sets request 2's counts.
+    fn drafting(edit: impl Fn(&mut ServerTimings)) -> CellResult {
+        let recs = four(|_| {});
+        let recs: Vec<RequestRecord> = recs
+            .into_iter()
+            .map(|mut r| {
+                let mut t = ServerTimings {
+                    draft_n: Some(10),
+                    draft_n_accepted: Some(4),
+                    predicted_n: Some(8),
+                    ..ServerTimings::default()
+                };
+                if r.index == 2 {
+                    edit(&mut t);
+                }
+                r.capture.server_timings = Some(t);
+                r
+            })
+            .collect();
+        cell(&spec(""), &recs)
+    }
+
+    #[test]
+    fn speculative_counts_sum_checked_and_accept_at_most_what_was_drafted() {
+        let c = drafting(|_| {});
+        let s = c.speculative.expect("drafting");
+        assert_eq!(
+            (s.reported, s.drafted, s.accepted, s.predicted),
+            (4, 40, 16, 32)
+        );
+        assert!(c.performance_eligible, "{:?}", c.ineligible_reasons);
+
+        // A sum past u64::MAX is refused, naming the field, not wrapped.
+        let c = drafting(|t| t.draft_n = Some(u64::MAX));
+        assert!(c.speculative.is_none(), "{:?}", c.speculative);
+        assert!(!c.performance_eligible);
+        let reason = c.ineligible_reasons.join("; ");
+        assert!(
+            reason.contains("draft_n") && reason.contains("u64::MAX"),
+            "{reason}"
+        );
+
+        // More accepted than drafted is refused, naming the request.
+        let c = drafting(|t| t.draft_n_accepted = Some(11));
+        assert!(c.speculative.is_none() && !c.performance_eligible);
+        let reason = c.ineligible_reasons.join("; ");
+        assert!(
+            reason.contains("request 2") && reason.contains("accepted"),
+            "{reason}"
+        );
     }
 
     #[test]

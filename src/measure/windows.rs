@@ -81,7 +81,7 @@ fn speculative_from_counters(cell: &mut CellResult) {
     if cell.speculative.is_some() {
         return;
     }
-    let Some(spec) = cell
+    let Some(read) = cell
         .server_metrics
         .iter()
         .filter(|m| m.endpoint == crate::measure::scrape::TARGET_ENDPOINT)
@@ -89,7 +89,11 @@ fn speculative_from_counters(cell: &mut CellResult) {
     else {
         return;
     };
-    cell.speculative = Some(spec);
+    match read {
+        Ok(spec) => cell.speculative = Some(spec),
+        // Counts a server could not have made: named, and not shown as drafting.
+        Err(e) => cell.ineligible_reasons.push(e.to_string()),
+    }
     judge_expectations(cell);
 }
 
@@ -339,8 +343,9 @@ mod tests {
         ];
         let records = vec![rec(0, 100, 0, 80), rec(1, 100, 0, 80)];
         let m = server_metrics(cell_windows(&entries, "c", &records, usize::MAX));
-        let spec =
-            crate::report::artifact::Speculative::from_counters(&m[0]).expect("vLLM's counters");
+        let spec = crate::report::artifact::Speculative::from_counters(&m[0])
+            .expect("vLLM's counters")
+            .expect("counts a server could make");
         assert_eq!(
             (spec.drafts, spec.drafted, spec.accepted, spec.predicted),
             (Some(40), 160, 96, 160)

@@ -35,6 +35,38 @@ pub(super) fn load_suite(ck: &mut Checker, path: &Path) -> Option<SuiteFile> {
     }
 }
 
+/// The suite file against the sha256 each side's provenance records of the
+/// suite it ran (`provenance.<side>.suite_sha256`): a suite edited since
+/// (`DIR/suite.toml`, or the one given with `--suite`) is named, whatever
+/// the schedule.
+pub(super) fn check_suite(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    path: &Path,
+    suite: &SuiteFile,
+) {
+    for side in [Side::Baseline, Side::Candidate] {
+        let at = format!("provenance.{}.suite_sha256", side.as_str());
+        match root
+            .get("provenance")
+            .and_then(|p| p.get(side.as_str()))
+            .and_then(|p| p.get("suite_sha256"))
+            .and_then(Value::as_str)
+        {
+            Some(rec) if rec != suite.sha256 => ck.push(
+                path.display().to_string(),
+                format!("sha256 {}", suite.sha256),
+                format!("{rec}, as {at} records: the suite changed after the run"),
+            ),
+            Some(_) => {}
+            None => ck.limit(format!(
+                "{}: the report does not record the {side} suite's sha256 ({at}); the file is taken as the suite it ran",
+                path.display()
+            )),
+        }
+    }
+}
+
 /// The recorded sha256 of `role` on `side` in the report's inputs.
 pub(super) fn recorded_input(
     root: &Map<String, Value>,

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use self::inputs::load_suite;
+use self::inputs::{check_suite, load_suite};
 use self::side::{pool_passes, rebuild_side};
 use crate::artifact::RunArtifact;
 use crate::report::Side;
@@ -78,6 +78,9 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
     };
     let mut ck = Checker::default();
     let suite = dirs.suite.as_deref().and_then(|p| load_suite(&mut ck, p));
+    if let (Some(path), Some(s)) = (dirs.suite.as_deref(), &suite) {
+        check_suite(&mut ck, root, path, s);
+    }
     let mut arts = Vec::new();
     for (side, passes) in [
         (Side::Baseline, &dirs.baseline),

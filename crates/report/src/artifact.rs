@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod speculative;
+pub use speculative::{ResponseCounts, Speculative, SpeculativeError};
+
 pub const RUN_SCHEMA: &str = "infergate-run/v1";
 
 /// Names of per-request metrics, as keys of `CellResult::metrics` and `::samples`.
@@ -496,71 +499,6 @@ impl Expect {
             }
         }
         out
-    }
-}
-
-/// The server's own account of speculative decoding over a cell's
-/// successful requests: llama.cpp's per-response `timings.draft_n`,
-/// `draft_n_accepted` and `predicted_n`, or vLLM's `spec_decode_*`
-/// counters over the cell's windows (`from_counters`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Speculative {
-    /// Requests whose server reported its drafted tokens (0 when read from
-    /// counters, which do not count requests).
-    pub reported: usize,
-    /// Tokens drafted, and of them accepted, summed over those requests.
-    pub drafted: u64,
-    pub accepted: u64,
-    /// Output tokens of those requests.
-    pub predicted: u64,
-    /// Verification steps that carried drafts (vLLM's `num_drafts`), when
-    /// the server counts them: the mean accepted length follows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub drafts: Option<u64>,
-    /// The counters it was read from, when not per-response timings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_counters: Option<String>,
-}
-
-impl Speculative {
-    /// Accepted over drafted tokens.
-    pub fn acceptance(&self) -> Option<f64> {
-        (self.drafted > 0).then(|| self.accepted as f64 / self.drafted as f64)
-    }
-
-    /// Output tokens that came from accepted drafts.
-    pub fn accepted_share(&self) -> Option<f64> {
-        (self.predicted > 0).then(|| self.accepted as f64 / self.predicted as f64)
-    }
-
-    /// Speculative decoding as an endpoint's counters saw it over the
-    /// cell's windows (vLLM's `spec_decode_*`); none when it has none.
-    pub fn from_counters(m: &crate::server_metrics::ServerMetrics) -> Option<Speculative> {
-        use crate::server_metrics::{
-            VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS, VLLM_GENERATED,
-        };
-        let whole = |v: f64| v.max(0.0).round() as u64;
-        let drafted = m.counter_sum(VLLM_DRAFT_TOKENS)?;
-        Some(Speculative {
-            reported: 0,
-            drafted: whole(drafted),
-            accepted: whole(m.counter_sum(VLLM_ACCEPTED).unwrap_or(0.0)),
-            predicted: whole(m.counter_sum(VLLM_GENERATED).unwrap_or(0.0)),
-            drafts: m.counter_sum(VLLM_DRAFTS).map(whole),
-            from_counters: Some(format!(
-                "{VLLM_DRAFT_TOKENS}, {VLLM_ACCEPTED}, {VLLM_DRAFTS} and {VLLM_GENERATED} over the cell's windows at {}",
-                m.endpoint
-            )),
-        })
-    }
-
-    /// Tokens each verification step yields on average: its accepted
-    /// drafts and the target model's own token (vLLM's definition, `1 +
-    /// accepted / drafts`); none where steps are not counted.
-    pub fn mean_accepted_length(&self) -> Option<f64> {
-        self.drafts
-            .filter(|&d| d > 0)
-            .map(|d| 1.0 + self.accepted as f64 / d as f64)
     }
 }
 

@@ -15,7 +15,9 @@
 //!   samples, deltas, flags, CIs and verdicts (relative tolerance 1e-9).
 //! - [`turnover_runs`]: each turnover run's counts, failure classes and
 //!   check order, contamination, keys and repeats; the turnover comparison
-//!   and gates from the counts.
+//!   and gates from the counts; the first-request TTFTs are times.
+//! - [`speculative`]: each side's speculative-decoding counts against each
+//!   other, the cell's counters and its unmet acceptance expectation.
 //! - [`gates`]: the evidence gate, the `gates` block, the qualification
 //!   (only the wordings the recomputed gates give), the decision, the images
 //!   against provenance.
@@ -31,6 +33,7 @@ mod gates;
 mod params;
 mod recompute;
 mod references;
+mod speculative;
 mod turnover_runs;
 
 use serde::Serialize;
@@ -72,6 +75,8 @@ pub fn verify_report(json: &Value) -> Verification {
     let performance = cells::check_cells(&mut ck, root, &params);
     let evidence = gates::check_evidence_gate(&mut ck, root);
     let turnover = turnover_runs::check_turnover(&mut ck, root, &params);
+    turnover_runs::check_ttfts(&mut ck, root);
+    speculative::check(&mut ck, root);
     let recomputed = gates::Recomputed {
         performance,
         evidence,

@@ -185,3 +185,31 @@ fn check_repeat(ck: &mut Checker, key: &str, run: &Value, expected: usize) {
         );
     }
 }
+
+/// Each turnover run's first-request TTFT and its later requests' median:
+/// times in ms (finite, not negative) when present. Which times the
+/// requests took is in the run journals, not the report: the limit line
+/// says so when any run carries them.
+pub(super) fn check_ttfts(ck: &mut Checker, root: &Map<String, Value>) {
+    let mut any = false;
+    for (key, run) in root {
+        if parse_turnover_key(key).is_none() {
+            continue;
+        }
+        for field in ["first_ttft_ms", "later_ttft_p50_ms"] {
+            let Some(v) = run.get(field).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            any = true;
+            let path = join(key, field);
+            if let Some(ms) = ck.num(&path, Some(v))
+                && ms < 0.0
+            {
+                ck.push(path, ms.to_string(), "a time in ms, not negative");
+            }
+        }
+    }
+    if any {
+        ck.limit("turnover runs' first_ttft_ms and later_ttft_p50_ms: taken as given; the times their requests took are in the run journals (infergate verify DIR, or REPORT --runs BASE_DIR CAND_DIR with --suite)");
+    }
+}
