@@ -309,3 +309,29 @@ pub(super) fn oracles_of(
         ),
     )
 }
+
+/// What the known-variance oracle on the blocks needs on this pair's data
+/// (`ev::block_oracle`), for a design that pairs blocks: requests per side.
+pub(super) fn block_oracle_of(
+    e: &stats::Evidence,
+    spec: &MetricSpec,
+    b: (&[f64], Option<&[u32]>),
+    c: (&[f64], Option<&[u32]>),
+    design: &DesignChoice,
+) -> Option<usize> {
+    if !matches!(
+        e.resampling,
+        Resampling::Paired | Resampling::PairedRequests
+    ) {
+        return None;
+    }
+    ev::block_oracle(
+        clustered(b.0, b.1),
+        clustered(c.0, c.1),
+        spec.quantile,
+        spec.direction,
+        e.margin_percent,
+        design.oracle_levels,
+    )
+    .map(|o| o.requests_per_side)
+}
