@@ -78,18 +78,24 @@ fn cost_lines(g: &crate::model::EvidenceGate) -> Vec<String> {
             fmt_times(used as f64 / all as f64)
         ),
     }];
-    let mut beside = Vec::new();
-    if let (Some(_), Some(o)) = (g.block_oracle_requests_per_side, g.oracle_requests_per_side) {
-        beside.push(format!("on independent requests {o}"));
-        if let Some(d) = g.design_effect {
-            beside.push(format!("design effect {}", fmt_times(d)));
+    let learning = g
+        .learning_oracle_requests_per_side
+        .map(|l| format!("one that learns the spread, {l}"));
+    match (g.block_oracle_requests_per_side, g.oracle_requests_per_side) {
+        (Some(_), Some(o)) => {
+            let effect = g.design_effect.map_or(String::new(), |d| {
+                format!(" (design effect {})", fmt_times(d))
+            });
+            let learning = learning.map_or(String::new(), |l| format!("; {l}"));
+            out.push(format!(
+                "  on independent requests it needs {o}{effect}{learning}"
+            ));
         }
-    }
-    if let Some(l) = g.learning_oracle_requests_per_side {
-        beside.push(format!("one that learns the spread {l}"));
-    }
-    if !beside.is_empty() {
-        out.push(format!("  the oracle {}", beside.join(", ")));
+        _ => {
+            if let Some(l) = learning {
+                out[0].push_str(&format!("; {l}"));
+            }
+        }
     }
     out
 }
@@ -292,7 +298,7 @@ mod tests {
             cost_lines(&g),
             [
                 "cost: 6 requests per side so far; a known-variance oracle on the blocks needs 48 to decide the metric closest to deciding, 5000 to decide all",
-                "  the oracle on independent requests 2100, design effect 2.4×"
+                "  on independent requests it needs 2100 (design effect 2.4×)"
             ]
         );
         let g = gate(vec![part(Fail, 6, 5000, 2100)]);
