@@ -44,7 +44,7 @@ fn direction_word(d: stats::Direction) -> &'static str {
 }
 
 /// One side's samples with their clusters, as the bootstrap takes them.
-pub(super) fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
+pub(crate) fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
     Clustered {
         values: v,
         clusters: clusters.filter(|c| c.len() == v.len()),
@@ -70,7 +70,7 @@ fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) 
 /// (blocks, passes; a trimmed mean's middle). Few clusters widen the bounds
 /// a lot (t with B−1 degrees of freedom): that is the price of not knowing
 /// the between-block variance, so designs should give each cell several blocks.
-pub(super) fn bootstrap_units(
+pub(crate) fn bootstrap_units(
     used: Resampling,
     b: Clustered,
     c: Clustered,
