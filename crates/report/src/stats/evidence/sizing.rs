@@ -197,7 +197,8 @@ pub fn block_oracle_blocks(
     let mean = logs.iter().sum::<f64>() / n;
     let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
     let effect = (mean - margin).abs();
-    if !(effect > 0.0) {
+    // NaN (a non-finite margin) decides nothing either.
+    if effect.is_nan() || effect <= 0.0 {
         return None;
     }
     let alpha = if mean > margin {
