@@ -62,7 +62,7 @@ fi
 report="out/qualify/$id/report.json"
 if [[ -f "$report" ]]; then
     python3 - "$report" "$(($(date +%s) - started))" <<'PY'
-import json, sys
+import json, math, sys
 r = json.load(open(sys.argv[1]))
 g = (r.get("gates") or {}).get("performance_evidence") or {}
 cells = r.get("cells", {})
@@ -74,11 +74,20 @@ need = g.get("requests_to_resolve")
 if need:
     print(f"   about {need} requests per side per cell would decide it")
 used, oracle = g.get("requests_per_side"), g.get("oracle_requests_per_side")
+block, effect = g.get("block_oracle_requests_per_side"), g.get("design_effect")
 learning = g.get("learning_oracle_requests_per_side")
-if used and oracle:
+def times(x):
+    # As the report's cost line: a small ratio never rounds to a "0.0x" that reads as free.
+    if x >= 10: return f"{x:.0f}x"
+    if x >= 1: return f"{x:.1f}x"
+    if x >= 0.001: return f"{x:.{1 - math.floor(math.log10(x))}f}x"
+    return "under 0.001x"
+if used and (block or oracle):
     what = "so far" if g.get("outcome") == "inconclusive" else "decided it"
-    also = f"; one that learns the spread, {learning} ({used / learning:.1f}x)" if learning else ""
-    print(f"   evidence cost: {used} requests per side {what}; a known-variance oracle on the same data needs {oracle} ({used / oracle:.1f}x){also}")
+    need, on = (block, "on the blocks") if block else (oracle, "on independent requests")
+    also = f"; on independent requests {oracle}" + (f" (design effect {times(effect)})" if effect else "") if block and oracle else ""
+    also += f"; one that learns the spread, {learning} ({times(used / learning)})" if learning else ""
+    print(f"   evidence cost: {used} requests per side {what}; a known-variance oracle {on} needs {need} ({times(used / need)}){also}")
 print(f"   cost: {measured} measured requests (both sides, warmups and probes not counted), {turn} turnover requests, {int(sys.argv[2]) / 60:.1f} minutes")
 PY
     # The report made again from the journals the qualification wrote.

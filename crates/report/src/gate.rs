@@ -173,14 +173,17 @@ pub(crate) fn gate_of_parts(rule: &str, parts: Vec<EvidencePart>) -> EvidenceGat
         .filter(|&n| n > 0);
     let (requests_per_side, oracle_requests_per_side, learning_oracle_requests_per_side) =
         cost(outcome, &parts);
+    let block = block_cost(outcome, &parts);
     EvidenceGate {
         outcome,
         rule: rule.to_string(),
-        parts,
         requests_to_resolve,
         requests_per_side,
         oracle_requests_per_side,
         learning_oracle_requests_per_side,
+        block_oracle_requests_per_side: block.map(|p| p.0),
+        design_effect: block.and_then(|p| p.1),
+        parts,
     }
 }
 
@@ -193,10 +196,7 @@ fn cost(
     outcome: GateOutcome,
     parts: &[EvidencePart],
 ) -> (Option<usize>, Option<usize>, Option<usize>) {
-    let deciding: Vec<&EvidencePart> = parts
-        .iter()
-        .filter(|p| outcome == GateOutcome::Pass || p.outcome == outcome)
-        .collect();
+    let deciding = deciding(outcome, parts);
     if deciding.is_empty() {
         return (None, None, None);
     }
@@ -215,6 +215,36 @@ fn cost(
         need(|p| p.oracle_requests_per_side),
         need(|p| p.learning_oracle_requests_per_side),
     )
+}
+
+/// The pairs that decide a gate of `outcome`: every pair for a pass,
+/// else the pairs of that outcome.
+fn deciding(outcome: GateOutcome, parts: &[EvidencePart]) -> Vec<&EvidencePart> {
+    parts
+        .iter()
+        .filter(|p| outcome == GateOutcome::Pass || p.outcome == outcome)
+        .collect()
+}
+
+/// The block-level oracle's need for the verdict, and the design effect of
+/// the pair it is taken from: a fail, the cheapest failing pair (any one
+/// fails the gate); a pass, the dearest pair (all must pass); undecided,
+/// the dearest undecided pair (what would decide them all), as [`cost`]
+/// takes the other oracles. None when a pass or an undecided gate has a
+/// deciding pair without the figure, or no failing pair has it.
+fn block_cost(outcome: GateOutcome, parts: &[EvidencePart]) -> Option<(usize, Option<f64>)> {
+    let deciding = deciding(outcome, parts);
+    let figure = |p: &&EvidencePart| Some((p.block_oracle_requests_per_side?, p.design_effect));
+    match outcome {
+        GateOutcome::Fail => deciding.iter().filter_map(figure).min_by_key(|f| f.0),
+        _ if deciding.is_empty() => None,
+        _ => deciding
+            .iter()
+            .map(figure)
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .max_by_key(|f| f.0),
+    }
 }
 
 pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";

@@ -76,11 +76,16 @@ fn report() -> Value {
 /// cell: paired resampling, no drift floor, so an undecided metric says how
 /// many requests would decide it.
 fn interleaved_report() -> Value {
+    interleaved_report_in(4)
+}
+
+/// [`interleaved_report`] in `blocks` blocks per cell.
+fn interleaved_report_in(blocks: u32) -> Value {
     let (mut b, mut c) = runs();
     for a in [&mut b, &mut c] {
         a.schedule = Some(infergate_report::artifact::Schedule::Interleaved);
         for cell in &mut a.cells {
-            let blocks: Vec<u32> = (0..12).map(|i| i / 3).collect();
+            let blocks: Vec<u32> = (0..12).map(|i| i * blocks / 12).collect();
             cell.sample_clusters = cell
                 .samples
                 .keys()
@@ -315,6 +320,72 @@ fn edited_design_requests() {
     names(
         &p,
         &format!("gates.performance_evidence.parts[{i}].design_requests_per_side"),
+    );
+}
+
+/// Whether a pair's bounds inform follows from its evidence and the blocks
+/// behind it: on two blocks an undecided pair's flag edited to true, or its
+/// words edited, is named, with the words the rule gives.
+#[test]
+fn edited_informative_flag_and_words() {
+    let v = interleaved_report_in(2);
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let i = parts
+        .iter()
+        .position(|p| p["informative"] == false)
+        .expect("an undecided pair on two blocks");
+    let words = "too few blocks to bound: 2 of the 4 a bound needs";
+    assert_eq!(parts[i]["not_informative"], words);
+    let at = |field: &str| format!("gates.performance_evidence.parts[{i}].{field}");
+    let edit = |v: &Value, change: &dyn Fn(&mut Map)| {
+        let mut v = v.clone();
+        change(
+            v["gates"]["performance_evidence"]["parts"][i]
+                .as_object_mut()
+                .unwrap(),
+        );
+        verify(&v)
+    };
+    let d = edit(&v, &|p| {
+        p.insert("informative".into(), true.into());
+        p.remove("not_informative");
+    });
+    let flag = d
+        .iter()
+        .find(|d| d.path == at("informative"))
+        .expect("flag named");
+    assert!(flag.expected.contains(words), "{flag:?}");
+    names(
+        &d.iter().map(|d| d.path.clone()).collect::<Vec<_>>(),
+        &at("not_informative"),
+    );
+    let d = edit(&v, &|p| {
+        p.insert("not_informative".into(), "fine really".into());
+    });
+    let named = d
+        .iter()
+        .find(|d| d.path == at("not_informative"))
+        .expect("words named");
+    assert!(named.expected.contains(words), "{named:?}");
+    // An informative pair edited to say it is not: named too.
+    let mut v = interleaved_report();
+    let j = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|p| p["informative"] == true)
+        .expect("an informative pair on four blocks");
+    v["gates"]["performance_evidence"]["parts"][j]["informative"] = false.into();
+    let d = verify(&v);
+    let flag = format!("gates.performance_evidence.parts[{j}].informative");
+    let named = d.iter().find(|d| d.path == flag).expect("flag named");
+    assert!(
+        named
+            .expected
+            .starts_with("true, from its metric's evidence"),
+        "{named:?}"
     );
 }
 

@@ -276,7 +276,7 @@ fn each_metric_row_shows_one_decision_in_every_view() {
             format!("{r:.3}×")
         }
     };
-    let mut rows = 0;
+    let (mut rows, mut thin) = (0, 0);
     for (cell, cv) in v["cells"].as_object().unwrap() {
         for (metric, mv) in cv["metrics"].as_object().unwrap() {
             let e = &mv["evidence"];
@@ -287,7 +287,20 @@ fn each_metric_row_shows_one_decision_in_every_view() {
                 e["margin_percent"].as_f64().unwrap(),
             );
             let rate = mv["direction"] == "higher_is_better";
-            let bounds = if rate {
+            // Bounds that inform no one (three requests a side here) read
+            // as their gate part's words instead.
+            let subject = format!("cells.{cell}.metrics.{metric}");
+            let part = v["gates"]["performance_evidence"]["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["subject"] == subject.as_str())
+                .unwrap();
+            let words = (part["informative"] == false)
+                .then(|| part["not_informative"].as_str().unwrap().to_string());
+            let bounds = if let Some(w) = &words {
+                w.clone()
+            } else if rate {
                 format!("{}–{} as fast vs ≥{}", speed(hi), speed(lo), speed(margin))
             } else {
                 format!("[{lo:+.2}, {hi:+.2}]% vs {margin}%")
@@ -306,7 +319,7 @@ fn each_metric_row_shows_one_decision_in_every_view() {
                 assert!(!line.contains(&format!(" {o} ")), "two decisions: {line}");
             }
             // Markdown escapes the brackets; the bound numbers are there as is.
-            let key = if rate {
+            let key = if rate || words.is_some() {
                 bounds.clone()
             } else {
                 format!("{lo:+.2}")
@@ -321,9 +334,14 @@ fn each_metric_row_shows_one_decision_in_every_view() {
                 "html row of {metric}"
             );
             rows += 1;
+            thin += usize::from(words.is_some());
         }
     }
     assert!(rows >= 6, "{rows}");
+    assert!(
+        thin > 0 && thin < rows,
+        "{thin} of {rows} rows not informative"
+    );
 }
 
 /// The seed-like runs with every candidate TTFT 8 % higher, decided by

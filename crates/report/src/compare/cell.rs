@@ -14,7 +14,7 @@ use crate::stats::evidence as ev;
 use crate::stats::{self, GateOutcome};
 
 use super::metric::{
-    bootstrap_units, clustered, compare_metric, evidence_part, oracles_of, samples,
+    block_oracle_of, bootstrap_units, clustered, compare_metric, evidence_part, oracles_of, samples,
 };
 use super::{CompareError, DesignChoice};
 
@@ -287,18 +287,34 @@ fn cell_metrics(
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
         }
+        let units = |e: &stats::Evidence| {
+            bootstrap_units(
+                e.resampling,
+                clustered(b, bcl),
+                clustered(c, ccl),
+                design.method.block_mean,
+            )
+        };
+        // Whether the bounds the report records for the metric inform a
+        // reader, whatever the part says (the metric tables show them too).
+        if let Some(e) = &m.evidence
+            && let Err(why) = ev::informative(e, spec.direction, units(e))
+        {
+            (ep.informative, ep.not_informative) = (false, Some(why));
+        }
         if let (true, Some(e)) = (eligible, &m.evidence) {
             ep.requests_per_side = Some(b.len().min(c.len()));
             (
                 ep.oracle_requests_per_side,
                 ep.learning_oracle_requests_per_side,
             ) = oracles_of(e, spec, (b, bcl), (c, ccl), design);
-            let units = bootstrap_units(
-                e.resampling,
-                clustered(b, bcl),
-                clustered(c, ccl),
-                design.method.block_mean,
-            );
+            ep.block_oracle_requests_per_side =
+                block_oracle_of(e, spec, (b, bcl), (c, ccl), design);
+            ep.design_effect = ep
+                .block_oracle_requests_per_side
+                .zip(ep.oracle_requests_per_side)
+                .map(|(block, request)| block as f64 / request as f64);
+            let units = units(e);
             ep.design_requests_per_side = ev::design_requests(
                 design.method.design_spread.of(e, units),
                 b.len().min(c.len()),

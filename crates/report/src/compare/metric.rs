@@ -44,7 +44,7 @@ fn direction_word(d: stats::Direction) -> &'static str {
 }
 
 /// One side's samples with their clusters, as the bootstrap takes them.
-pub(super) fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
+pub(crate) fn clustered<'a>(v: &'a [f64], clusters: Option<&'a [u32]>) -> Clustered<'a> {
     Clustered {
         values: v,
         clusters: clusters.filter(|c| c.len() == v.len()),
@@ -70,7 +70,7 @@ fn drift_floor_reason(design: &DesignChoice, clusters: usize, used: Resampling) 
 /// (blocks, passes; a trimmed mean's middle). Few clusters widen the bounds
 /// a lot (t with B−1 degrees of freedom): that is the price of not knowing
 /// the between-block variance, so designs should give each cell several blocks.
-pub(super) fn bootstrap_units(
+pub(crate) fn bootstrap_units(
     used: Resampling,
     b: Clustered,
     c: Clustered,
@@ -308,4 +308,30 @@ pub(super) fn oracles_of(
             alpha,
         ),
     )
+}
+
+/// What the known-variance oracle on the blocks needs on this pair's data
+/// (`ev::block_oracle`), for a design that pairs blocks: requests per side.
+pub(super) fn block_oracle_of(
+    e: &stats::Evidence,
+    spec: &MetricSpec,
+    b: (&[f64], Option<&[u32]>),
+    c: (&[f64], Option<&[u32]>),
+    design: &DesignChoice,
+) -> Option<usize> {
+    if !matches!(
+        e.resampling,
+        Resampling::Paired | Resampling::PairedRequests
+    ) {
+        return None;
+    }
+    ev::block_oracle(
+        clustered(b.0, b.1),
+        clustered(c.0, c.1),
+        spec.quantile,
+        spec.direction,
+        e.margin_percent,
+        design.oracle_levels,
+    )
+    .map(|o| o.requests_per_side)
 }

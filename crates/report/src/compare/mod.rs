@@ -41,6 +41,7 @@ mod metric;
 mod turnover;
 
 pub use comparable::same_run;
+pub(crate) use metric::{bootstrap_units, clustered};
 
 use assemble::{Judged, assemble};
 use cell::{ComparedCells, compare_cells};

@@ -75,6 +75,34 @@ pub struct EvidencePart {
     /// its looks by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub design_requests_per_side: Option<usize>,
+    /// The known-variance oracle on an interleaved design's blocks: each
+    /// block's log ratio of the two sides' quantiles, its SD taken as
+    /// known, blocks rounded up to whole rounds, times the cell's window
+    /// (`stats::evidence::block_oracle`). Requests inside a block are
+    /// correlated (one batch at a concurrency above 1): this is the oracle
+    /// to hold such a design's cost against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_oracle_requests_per_side: Option<usize>,
+    /// The design effect: `block_oracle_requests_per_side` over
+    /// `oracle_requests_per_side`, what the blocks' correlation (and their
+    /// rounding to whole rounds) costs over independent request pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design_effect: Option<f64>,
+    /// Whether the pair's bounds inform a reader
+    /// (`stats::evidence::informative`): false for an undecided pair on
+    /// fewer than 4 resampling units or with a bound beyond 10× either way.
+    /// The bounds stay in the report; the views print `not_informative`
+    /// instead of them. True where the pair has no bounds. A report
+    /// without the field reads as true.
+    #[serde(default = "informative_by_default")]
+    pub informative: bool,
+    /// Why the bounds are not informative, in words, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_informative: Option<String>,
+}
+
+fn informative_by_default() -> bool {
+    true
 }
 
 impl EvidencePart {
@@ -94,6 +122,10 @@ impl EvidencePart {
             oracle_requests_per_side: None,
             learning_oracle_requests_per_side: None,
             design_requests_per_side: None,
+            block_oracle_requests_per_side: None,
+            design_effect: None,
+            informative: true,
+            not_informative: None,
         }
     }
 }
@@ -119,4 +151,14 @@ pub struct EvidenceGate {
     /// The same verdict's need for the oracle that learns the spread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learning_oracle_requests_per_side: Option<usize>,
+    /// The same verdict's need for the block-level oracle (each part's
+    /// `block_oracle_requests_per_side`): a fail, the cheapest failing
+    /// pair's; a pass, the dearest pair's; undecided, the dearest
+    /// undecided pair's (what would decide them all). Absent where a pair
+    /// it would take has none (a design without shared blocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_oracle_requests_per_side: Option<usize>,
+    /// The design effect of the pair `block_oracle_requests_per_side` is taken from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design_effect: Option<f64>,
 }

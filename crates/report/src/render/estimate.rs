@@ -80,9 +80,17 @@ pub fn bounds_cell(e: &Evidence, direction: Option<Direction>) -> String {
 /// named and the bounds with what would pass or fail them (a rate's as
 /// speeds), then the stored reason's own tail (what more requests would
 /// do). The numbers are the report's; only their reading differs from the
-/// stored reason. `None` when `stored` is not the bounds' reason
+/// stored reason. Bounds that inform no one (`not_informative`, the words
+/// of the metric's gate part) are replaced by those words: with two blocks
+/// a bound can sit at `3.7e18×`, which decides nothing and reads as
+/// nonsense. `None` when `stored` is not the bounds' reason
 /// (`worse-direction change …, bounds […] (fail if …, pass if …)…`).
-pub fn evidence_reason(e: &Evidence, direction: Option<Direction>, stored: &str) -> Option<String> {
+pub fn evidence_reason(
+    e: &Evidence,
+    direction: Option<Direction>,
+    not_informative: Option<&str>,
+    stored: &str,
+) -> Option<String> {
     const CLAUSE: &str = ", pass if upper <= ";
     if !stored.starts_with("worse-direction change ") {
         return None;
@@ -91,7 +99,9 @@ pub fn evidence_reason(e: &Evidence, direction: Option<Direction>, stored: &str)
     let tail = &stored[at + stored[at..].find(')')? + 1..];
     let name = estimate_name(e.resampling);
     let (w, t) = (e.worse_change_percent, e.margin_percent);
-    let head = if is_rate(direction) {
+    let head = if let Some(words) = not_informative {
+        words.to_string()
+    } else if is_rate(direction) {
         let floor = fmt_ratio(speed_ratio(t));
         format!(
             "{name} {} as fast (worse direction {w:+.2}%), bounds {} (fail if all of it is under {floor}, pass if all of it is at or above)",
@@ -183,7 +193,7 @@ mod tests {
             "worse-direction change +13.21%, bounds [-289.70%, +48.70%] (fail if lower > 5%, pass if upper <= 5%){more}"
         );
         assert_eq!(
-            evidence_reason(&paired, Some(Direction::HigherIsBetter), &stored).unwrap(),
+            evidence_reason(&paired, Some(Direction::HigherIsBetter), None, &stored).unwrap(),
             format!(
                 "paired estimate 0.87× as fast (worse direction +13.21%), bounds 0.51×–3.90× as fast (fail if all of it is under 0.95×, pass if all of it is at or above){more}"
             )
@@ -191,12 +201,27 @@ mod tests {
         let single = evidence(Resampling::Independent, 8.0, 2.5, 14.0);
         let stored = "worse-direction change +8.00%, bounds [+2.50%, +14.00%] (fail if lower > 5%, pass if upper <= 5%)";
         assert_eq!(
-            evidence_reason(&single, Some(Direction::LowerIsBetter), stored).unwrap(),
+            evidence_reason(&single, Some(Direction::LowerIsBetter), None, stored).unwrap(),
             "point delta, worse direction +8.00%, bounds [+2.50%, +14.00%] (fail if lower > 5%, pass if upper <= 5%)"
+        );
+        // Bounds that inform no one: the words instead, the tail kept.
+        let words = "too few blocks to bound: 2 of the 4 a bound needs";
+        let wide = evidence(Resampling::PairedRequests, 13.21, -3.7e20, 99.0);
+        let stored = format!(
+            "worse-direction change +13.21%, bounds [-370000000000000000000.00%, +99.00%] (fail if lower > 5%, pass if upper <= 5%){more}"
+        );
+        assert_eq!(
+            evidence_reason(&wide, Some(Direction::HigherIsBetter), Some(words), &stored).unwrap(),
+            format!("{words}{more}")
         );
         // Any other reason (an ineligible cell, no bound yet) is left as stated.
         assert_eq!(
-            evidence_reason(&single, None, "baseline cell is not performance-eligible"),
+            evidence_reason(
+                &single,
+                None,
+                None,
+                "baseline cell is not performance-eligible"
+            ),
             None
         );
     }

@@ -24,10 +24,11 @@ fn values(n: usize, blocks: usize, shift: f64, noise: f64, seed: u64) -> (Vec<f6
         .unzip()
 }
 
-/// An interleaved side: latencies `shift` % slower, the decode speed as
-/// much slower and so noisy that its bounds span a wide range of speeds.
-fn side(label: &str, shift: f64, seed: u64) -> RunArtifact {
-    let (n, blocks) = (12, 4);
+/// An interleaved side in `blocks` blocks of three requests: latencies
+/// `shift` % slower, the decode speed as much slower and so noisy that its
+/// bounds span a wide range of speeds.
+fn side_in_blocks(label: &str, shift: f64, seed: u64, blocks: usize) -> RunArtifact {
+    let n = 3 * blocks;
     let mut samples = BTreeMap::new();
     let mut clusters = BTreeMap::new();
     for (k, scale, sign, noise) in [
@@ -55,14 +56,20 @@ fn side(label: &str, shift: f64, seed: u64) -> RunArtifact {
 /// A report decided by evidence on interleaved blocks: TTFT and e2e 30 %
 /// worse, the decode speed undecided.
 fn paired_report() -> Value {
+    report_in_blocks(4)
+}
+
+fn report_in_blocks(blocks: usize) -> Value {
     let mut p = crate::Policy {
         source: "tests: 2000 iterations".into(),
         ..crate::Policy::default()
     };
     p.bootstrap.iterations = 2000;
-    crate::compare(&side("b", 0.0, 1), &side("c", 30.0, 2), &p)
-        .unwrap()
-        .to_value()
+    let (b, c) = (
+        side_in_blocks("b", 0.0, 1, blocks),
+        side_in_blocks("c", 30.0, 2, blocks),
+    );
+    crate::compare(&b, &c, &p).unwrap().to_value()
 }
 
 fn term(v: &Value) -> String {
@@ -209,6 +216,63 @@ fn a_rates_bounds_read_as_the_candidates_speed() {
     assert!(crate::markdown(&v).contains(&format!("| {cell} |")));
     assert!(crate::html(&v).contains(&format!("<td class=\"n\">{cell}</td>")));
     assert!(super::junit(&v).contains(&format!("bounds {range} (fail")));
+}
+
+/// A qualification on two blocks: its undecided metrics' bounds are t with
+/// one degree of freedom, numbers like `3.7e18×` that decide nothing. Every
+/// view says so in words instead; the report keeps the numbers.
+#[test]
+fn a_two_block_qualification_reads_as_thin() {
+    let v = report_in_blocks(2);
+    let words = "too few blocks to bound: 2 of the 4 a bound needs";
+    let parts = v["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap();
+    let thin: Vec<&Value> = parts.iter().filter(|p| p["informative"] == false).collect();
+    assert!(!thin.is_empty(), "{parts:#?}");
+    let (t, m, h, j) = (
+        verbose(&v),
+        crate::markdown(&v),
+        crate::html(&v),
+        super::junit(&v),
+    );
+    for part in thin {
+        assert_eq!(part["not_informative"], words, "{part}");
+        let subject = part["subject"].as_str().unwrap();
+        let name = subject.rsplit('.').next().unwrap();
+        let metric = &v["cells"]["c1"]["metrics"][name];
+        let e: crate::stats::Evidence = serde_json::from_value(metric["evidence"].clone()).unwrap();
+        // The JSON keeps the numbers.
+        assert!(e.lower_bound_percent.is_finite(), "{metric}");
+        let direction = serde_json::from_value(metric["direction"].clone()).ok();
+        let cell = super::estimate::bounds_cell(&e, direction);
+        let reason = part["reason"].as_str().unwrap();
+        let line = super::estimate::evidence_reason(&e, direction, None, reason).unwrap();
+        let shown = super::estimate::evidence_reason(&e, direction, Some(words), reason).unwrap();
+        for (view, out) in [
+            ("terminal", &t),
+            ("markdown", &m),
+            ("html", &h),
+            ("junit", &j),
+        ] {
+            assert!(!out.contains(&cell), "{view} shows {cell}: {out}");
+            assert!(!out.contains(&line), "{view} shows {line}: {out}");
+            assert!(out.contains(&shown), "{view} lacks {shown}: {out}");
+        }
+        let row = t
+            .lines()
+            .find(|l| l.contains(&format!("  {name}  ")))
+            .unwrap();
+        assert!(row.contains(words), "{row}");
+        assert!(m.contains(&format!("| {words} |")), "{m}");
+    }
+    for (view, out) in [("terminal", &t), ("markdown", &m), ("html", &h)] {
+        assert!(!out.contains("0.0×"), "{view}: {out}");
+        assert!(
+            !out.contains("e18×") && !out.contains("e19×"),
+            "{view}: {out}"
+        );
+    }
 }
 
 /// Three differing reference pairs under `cross_runtime = "rate"` (every

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::stats::{self, GateOutcome};
 
 use super::super::checker::{Checker, join, show};
+use super::super::compare::{bootstrap_units, clustered};
 use super::super::gate::{
     QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE,
     QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification,
@@ -18,6 +19,7 @@ use super::super::model::parse_regression_flag;
 use super::super::policy::TurnoverGateMode;
 use super::params::Params;
 use super::turnover_runs::TurnoverGates;
+use crate::design::Method;
 
 fn parse_outcome(v: &Value) -> Option<GateOutcome> {
     serde_json::from_value(v.clone()).ok()
@@ -105,6 +107,94 @@ fn check_evidence_parts(
         );
     }
     stats::combine(parts)
+}
+
+/// Each evidence part's `informative` and `not_informative` from its
+/// metric's recorded evidence, direction and resampling units (counted on
+/// the samples the report keeps) through the rule `compare` used
+/// (`stats::evidence::informative`): a report edited to show absurd bounds
+/// as numbers, or with other words, is named. Parts whose metric has no
+/// evidence must read as informative; a cell without its samples is left
+/// to the stated limits.
+pub(super) fn check_informative(ck: &mut Checker, root: &Map<String, Value>, params: &Params) {
+    let Some(parts) = root
+        .get("gates")
+        .and_then(|g| g.get("performance_evidence"))
+        .and_then(|g| g.get("parts"))
+        .and_then(Value::as_array)
+    else {
+        return;
+    };
+    for (i, part) in parts.iter().enumerate() {
+        let Some(expected) = part_informative(root, params, part) else {
+            continue;
+        };
+        let path = format!("gates.performance_evidence.parts[{i}]");
+        let found = part.get("informative").unwrap_or(&Value::Bool(true));
+        let why = expected.as_ref().err();
+        let said = why.map_or(String::new(), |w| format!(": {w}"));
+        if found.as_bool() != Some(expected.is_ok()) {
+            ck.push(
+                join(&path, "informative"),
+                show(Some(found)),
+                format!("{}, from its metric's evidence{said}", expected.is_ok()),
+            );
+        }
+        let words = part.get("not_informative");
+        if words.and_then(Value::as_str) != why.map(String::as_str) {
+            ck.push(
+                join(&path, "not_informative"),
+                show(words),
+                why.map_or("absent: its bounds inform".to_string(), |w| {
+                    format!("\"{w}\", from its metric's evidence")
+                }),
+            );
+        }
+    }
+}
+
+/// What [`stats::evidence::informative`] says of a part's metric; `None`
+/// where the report does not hold what it needs (the subject's metric,
+/// readable evidence, the samples to count units on).
+fn part_informative(
+    root: &Map<String, Value>,
+    params: &Params,
+    part: &Value,
+) -> Option<Result<(), String>> {
+    let subject = part.get("subject")?.as_str()?;
+    let (cell, metric) = subject.strip_prefix("cells.")?.split_once(".metrics.")?;
+    let c = root.get("cells")?.get(cell)?;
+    let m = c.get("metrics")?.get(metric)?;
+    let Some(e) = m.get("evidence") else {
+        return Some(Ok(()));
+    };
+    let e: stats::Evidence = serde_json::from_value(e.clone()).ok()?;
+    let policy = params.metric(metric);
+    let direction = policy
+        .map(|p| p.direction)
+        .or_else(|| serde_json::from_value(m.get("direction")?.clone()).ok())?;
+    let sample = policy
+        .map(|p| p.sample.clone())
+        .or_else(|| Some(m.get("sample")?.as_str()?.to_string()))?;
+    let pair = c.get("samples")?.get(&sample)?;
+    let values =
+        |side: &str| -> Option<Vec<f64>> { serde_json::from_value(pair.get(side)?.clone()).ok() };
+    let clusters = |side: &str| -> Option<Vec<u32>> {
+        serde_json::from_value(pair.get(format!("{side}_clusters"))?.clone()).ok()
+    };
+    let (b, c) = (values("baseline")?, values("candidate")?);
+    let (bcl, ccl) = (clusters("baseline"), clusters("candidate"));
+    let block_mean = params
+        .method
+        .as_ref()
+        .map_or(Method::default().block_mean, |m| m.block_mean);
+    let units = bootstrap_units(
+        e.resampling,
+        clustered(&b, bcl.as_deref()),
+        clustered(&c, ccl.as_deref()),
+        block_mean,
+    );
+    Some(stats::evidence::informative(&e, direction, units))
 }
 
 /// Each metric's evidence outcome from its own bounds and margin, keyed by

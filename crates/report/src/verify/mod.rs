@@ -74,6 +74,7 @@ pub fn verify_report(json: &Value) -> Verification {
     let params = params::check(&mut ck, root);
     let performance = cells::check_cells(&mut ck, root, &params);
     let evidence = gates::check_evidence_gate(&mut ck, root);
+    gates::check_informative(&mut ck, root, &params);
     let turnover = turnover_runs::check_turnover(&mut ck, root, &params);
     turnover_runs::check_ttfts(&mut ck, root);
     speculative::check(&mut ck, root);

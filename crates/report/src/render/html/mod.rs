@@ -312,6 +312,10 @@ fn evidence(out: &mut String, v: &View) {
     if let Some(n) = e.requests_to_resolve {
         let _ = writeln!(out, "<p>About {n} requests per side would decide it.</p>");
     }
+    if !e.cost.is_empty() {
+        let lines: Vec<String> = e.cost.iter().map(|c| escape(c.trim())).collect();
+        let _ = writeln!(out, "<p class=\"small\">{}</p>", lines.join("<br>"));
+    }
     if let Some(why) = e.estimates {
         let _ = writeln!(out, "<p class=\"small\">{}</p>", escape(why));
     }

@@ -459,6 +459,7 @@ mod tests {
             samples: None,
             evidence: None,
             recorded_evidence: None,
+            not_informative: None,
         };
         // Values from 0 to 40: a 5 % pad below would put the first tick at -2.
         let svg = strip_plot(&m, &[0.0, 1.0, 40.0], &[2.0, 3.0, 4.0]);

@@ -189,6 +189,9 @@ pub struct MetricView {
     /// The metric's evidence as the report records it, deciding or not:
     /// what the evidence section's line for it reads from.
     pub recorded_evidence: Option<crate::stats::Evidence>,
+    /// Why the metric's evidence bounds inform no one, in the words of its
+    /// gate part (`informative: false`): shown instead of the bounds.
+    pub not_informative: Option<String>,
 }
 
 /// What one metric's row says, one statement per column: the interval
@@ -216,7 +219,10 @@ impl MetricView {
         };
         match &self.evidence {
             Some(e) => DecisionCells {
-                interval: crate::render::estimate::bounds_cell(e, self.direction),
+                interval: match &self.not_informative {
+                    Some(words) => words.clone(),
+                    None => crate::render::estimate::bounds_cell(e, self.direction),
+                },
                 decision: e.outcome.as_str().to_string(),
                 resolve: e.requests_to_resolve.map(|n| n as u64),
                 seed_flag,
@@ -270,6 +276,7 @@ fn metric_view(name: &str, m: &Value, samples: Option<&Value>) -> MetricView {
         samples,
         recorded_evidence: evidence.clone(),
         evidence,
+        not_informative: None,
     }
 }
 
@@ -306,7 +313,41 @@ pub(in crate::render) fn cell_views(root: &Value) -> Vec<CellView> {
         })
         .unwrap_or_default();
     cells.sort_by(|x, y| natural_cmp(&x.name, &y.name));
+    let parts = root
+        .pointer("/gates/performance_evidence/parts")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for part in parts {
+        let Some(words) = not_informative(part) else {
+            continue;
+        };
+        let subject = part.get("subject").and_then(Value::as_str).unwrap_or("");
+        for c in &mut cells {
+            let Some(metric) = subject
+                .strip_prefix("cells.")
+                .and_then(|s| s.strip_prefix(c.name.as_str()))
+                .and_then(|s| s.strip_prefix(".metrics."))
+            else {
+                continue;
+            };
+            if let Some(m) = c.metrics.iter_mut().find(|m| m.name == metric) {
+                m.not_informative = Some(words.clone());
+            }
+        }
+    }
     cells
+}
+
+/// An evidence part's words for bounds that inform no one, when its
+/// `informative` is false; a part without the words still gets some.
+fn not_informative(part: &Value) -> Option<String> {
+    if part.get("informative").and_then(Value::as_bool) != Some(false) {
+        return None;
+    }
+    Some(
+        as_string(part.get("not_informative"))
+            .unwrap_or_else(|| "bounds not informative".to_string()),
+    )
 }
 
 pub(super) fn cell_view(

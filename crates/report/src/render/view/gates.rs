@@ -112,7 +112,7 @@ impl View {
                     "  about {n} requests per side would decide every undecided metric"
                 ));
             }
-            if let Some(c) = &e.cost {
+            for c in &e.cost {
                 out.push(format!("  {c}"));
             }
         }

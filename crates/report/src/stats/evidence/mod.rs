@@ -9,7 +9,8 @@
 //!
 //! Here the evidence of one pair and the gate over all of them; how the
 //! bootstrap resamples each design in `resample`, and how many requests
-//! the oracles and the design need in `sizing`. The gate simulated on
+//! the oracles and the design need in `sizing`, and whether a pair's
+//! bounds inform a reader at all in `informative`. The gate simulated on
 //! hosts of known noise, for the tests and the calibration tables, is in
 //! `simulation` (tests and the `calibration` feature only).
 
@@ -19,18 +20,21 @@ use super::percentile::percentile_sorted;
 use super::special::{chi_square_quantile_approx, normal_cdf, normal_quantile, t_quantile};
 use super::{Direction, GateOutcome};
 
+mod informative;
 mod resample;
 #[cfg(any(test, feature = "calibration"))]
 pub mod simulation;
 mod sizing;
 
+pub use informative::{MAX_INFORMATIVE_RATIO, MIN_UNITS_TO_BOUND, informative};
 pub use resample::{
     BlockMean, Clustered, MIN_CLUSTERS, MIN_TRIMMED_BLOCKS, Resampling, TRIM_SHARE,
     bootstrap_deltas, bootstrap_deltas_by, paired_point_delta, paired_point_delta_by,
 };
 pub use sizing::{
-    DESIGN_INFLATION, DESIGN_POWER, DesignSpread, design_requests, n_eff, oracle_requests, oracles,
-    pass_design_share, requests_to_detect,
+    BLOCKS_PER_ROUND, BlockOracle, DESIGN_INFLATION, DESIGN_POWER, DesignSpread, block_oracle,
+    block_oracle_blocks, design_requests, n_eff, oracle_requests, oracles, pass_design_share,
+    requests_to_detect, whole_rounds,
 };
 
 /// The drift floor: between-run variation the data cannot measure, as the

@@ -1,14 +1,14 @@
 //! How many requests a pair needs: the known-variance oracle's and the one
 //! that learns the spread (what a verdict's cost is held against), the
-//! design's plan for an adaptive run, and the size that would detect a
-//! regression.
+//! same oracle on an interleaved design's blocks, the design's plan for an
+//! adaptive run, and the size that would detect a regression.
 
 use serde::{Deserialize, Serialize};
 
 use crate::stats::Direction;
 use crate::stats::special::{normal_quantile, t_quantile};
 
-use super::resample::{Clustered, log_ratio, paired_groups};
+use super::resample::{Clustered, log_ratio, paired_groups, quantile_in_place};
 use super::{Evidence, MAX_REQUESTS_TO_RESOLVE, POWER, worse_log};
 
 /// The known-variance oracle on a pair's own data: the fewest
@@ -119,6 +119,102 @@ fn oracle_scale(
         (worse_log(direction, worse_percent)? - worse_log(direction, margin_percent)?).abs();
     let k = std::f64::consts::FRAC_PI_2 * var / (delta * delta);
     (k.is_finite() && var > 0.0).then_some(k)
+}
+
+/// Blocks per side one round of an interleaved schedule adds: a round runs
+/// A B B A, a block of each runtime twice.
+pub const BLOCKS_PER_ROUND: usize = 2;
+
+/// The known-variance oracle on an interleaved design's blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockOracle {
+    /// Blocks per side its one-look z test needs (at least 1).
+    pub blocks: usize,
+    /// Those blocks rounded up to whole rounds ([`BLOCKS_PER_ROUND`]),
+    /// times the cell's window (the most requests a block of either side
+    /// holds).
+    pub requests_per_side: usize,
+}
+
+/// The known-variance oracle at the level of the blocks, where requests run
+/// concurrently inside a block and are correlated (one batch), so the
+/// request-level [`oracles`] count them as more independent evidence than
+/// they are. Each block's statistic is the one the gate's paired bootstrap
+/// averages (`resample`): the log ratio of the two sides' `q` quantiles in
+/// that block, signed so that worse is positive. Its spread is the blocks'
+/// sample SD, taken as known; the effect the log distance from the blocks'
+/// mean to the margin; a one-look z test at the fixed-size level of the
+/// side the mean lies on (`levels`: pass, fail) and power [`POWER`] needs
+/// [`block_oracle_blocks`] blocks. The schedule runs them in whole rounds,
+/// so the requests per side are [`whole_rounds`] of them times the window.
+/// `None` without two blocks shared by both sides, a positive quantile in
+/// each, or with the mean on the margin.
+/// (`scripts/block-oracle.py` is the same oracle written apart from this
+/// code, from a qualification's files.)
+pub fn block_oracle(
+    baseline: Clustered,
+    candidate: Clustered,
+    q: f64,
+    direction: Direction,
+    margin_percent: f64,
+    levels: (f64, f64),
+) -> Option<BlockOracle> {
+    let (mut bg, mut cg) = paired_groups(baseline, candidate)?;
+    let window = bg.iter().chain(&cg).map(|(_, v)| v.len()).max()?;
+    let mut logs = Vec::with_capacity(bg.len());
+    for ((_, b), (_, c)) in bg.iter_mut().zip(cg.iter_mut()) {
+        let l = log_ratio(quantile_in_place(b, q)?, quantile_in_place(c, q)?)?;
+        logs.push(match direction {
+            Direction::LowerIsBetter => l,
+            Direction::HigherIsBetter => -l,
+        });
+    }
+    let blocks = block_oracle_blocks(&logs, worse_log(direction, margin_percent)?, levels)?;
+    let requests = whole_rounds(blocks)
+        .checked_mul(BLOCKS_PER_ROUND)?
+        .checked_mul(window)?;
+    (requests as f64 <= MAX_REQUESTS_TO_RESOLVE).then_some(BlockOracle {
+        blocks,
+        requests_per_side: requests,
+    })
+}
+
+/// The closed form of [`block_oracle`] on the blocks' worse-signed log
+/// ratios `logs` against the margin's log `margin`: with their mean m and
+/// sample SD s, at the level of the side m lies on (`levels`: pass, fail),
+/// `max(1, ⌈s²·(z₁₋α + z_P)² / (m − margin)²⌉)` blocks. `None` with fewer
+/// than two blocks, m on the margin, or a count past
+/// [`MAX_REQUESTS_TO_RESOLVE`].
+pub fn block_oracle_blocks(
+    logs: &[f64],
+    margin: f64,
+    (alpha_pass, alpha_fail): (f64, f64),
+) -> Option<usize> {
+    if logs.len() < 2 || logs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let effect = (mean - margin).abs();
+    // NaN (a non-finite margin) decides nothing either.
+    if effect.is_nan() || effect <= 0.0 {
+        return None;
+    }
+    let alpha = if mean > margin {
+        alpha_fail
+    } else {
+        alpha_pass
+    };
+    let z = normal_quantile(1.0 - alpha) + normal_quantile(POWER);
+    let blocks = (sd * z / effect).powi(2).ceil();
+    (blocks.is_finite() && blocks <= MAX_REQUESTS_TO_RESOLVE).then(|| (blocks as usize).max(1))
+}
+
+/// Rounds of an interleaved schedule that hold `blocks` blocks per side:
+/// `⌈blocks / BLOCKS_PER_ROUND⌉`.
+pub fn whole_rounds(blocks: usize) -> usize {
+    blocks.div_ceil(BLOCKS_PER_ROUND)
 }
 
 /// What an adaptive run's design plans its information from

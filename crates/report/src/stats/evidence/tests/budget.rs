@@ -332,3 +332,67 @@ fn looks_by_the_information_the_design_needs() {
     let (design, by_side) = (row(15, Looks::Design, 0), row(15, Looks::DesignBySide, 0));
     assert!(by_side.4 < design.4, "{by_side:?} vs {design:?}");
 }
+
+/// The block-level oracle by hand: blocks whose worse-signed log ratios are
+/// 0.1 and 0.3 have mean 0.2 and SD √0.02; against a 5 % margin
+/// (ln 1.05) at the fail level 0.05/3 and power 0.8 the z test needs
+/// ⌈(√0.02·(2.128 + 0.842) / (0.2 − ln 1.05))²⌉ = 8 blocks, 4 rounds. The
+/// same blocks as requests (one batch of 4 per block, the candidate's
+/// median shifted by each block's ratio) give the same count, times the
+/// window; a rate's worse direction is its slower candidate.
+#[test]
+fn the_block_oracle_counts_blocks_in_whole_rounds() {
+    let levels = (0.05, 0.05 / 3.0);
+    let margin = 1.05f64.ln();
+    let z = normal_quantile(1.0 - levels.1) + normal_quantile(0.8);
+    let by_hand = (0.02f64.sqrt() * z / (0.2 - margin)).powi(2).ceil() as usize;
+    assert_eq!(by_hand, 8);
+    assert_eq!(block_oracle_blocks(&[0.1, 0.3], margin, levels), Some(8));
+    // Mean below the margin: the pass level, and the same distance.
+    assert!(block_oracle_blocks(&[-0.1, 0.0], margin, levels).is_some());
+    // One block, or a mean on the margin: no figure; no spread: one block.
+    assert_eq!(block_oracle_blocks(&[0.1], margin, levels), None);
+    assert_eq!(block_oracle_blocks(&[margin, margin], margin, levels), None);
+    assert_eq!(block_oracle_blocks(&[0.3, 0.3], margin, levels), Some(1));
+    assert_eq!(whole_rounds(7), 4);
+    assert_eq!(whole_rounds(8), 4);
+
+    let window = 4;
+    let base = [1000.0, 1010.0, 990.0, 1005.0];
+    let (mut b, mut c, mut cl) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, l) in [0.1f64, 0.3].into_iter().enumerate() {
+        for v in base {
+            b.push(v);
+            c.push(v * l.exp());
+            cl.push(k as u32);
+        }
+    }
+    let side = |values| Clustered {
+        values,
+        clusters: Some(&cl),
+    };
+    let o = block_oracle(
+        side(&b),
+        side(&c),
+        0.5,
+        Direction::LowerIsBetter,
+        5.0,
+        levels,
+    )
+    .unwrap();
+    assert_eq!(o.blocks, 8);
+    assert_eq!(
+        o.requests_per_side,
+        whole_rounds(8) * BLOCKS_PER_ROUND * window
+    );
+    // The same numbers as a rate: the candidate is faster, so better.
+    let rate = block_oracle(
+        side(&b),
+        side(&c),
+        0.5,
+        Direction::HigherIsBetter,
+        5.0,
+        levels,
+    );
+    assert!(rate.is_some_and(|o| o.blocks < 8), "{rate:?}");
+}
