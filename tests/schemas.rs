@@ -121,7 +121,7 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
             total: Duration::from_secs(20),
             per_1k_prompt_tokens: Duration::ZERO,
         },
-        skip_turnover: false,
+        skip_turnover: None,
         ..support::run_opts(target, suite.to_path_buf(), out)
     }
 }

@@ -89,13 +89,19 @@ impl Outcome {
 /// The exit code of a qualification that ended with `verdict`: 0 qualified
 /// (or rolled back as asked, `failed` false), 1 not qualified, 3 compared
 /// but the evidence could not decide (more requests would; `report` says
-/// so), 2 failed or refused.
+/// so), 4 every gate that ran passed but the plan skipped the turnover
+/// gates, 2 failed or refused.
 pub fn exit_code_of(verdict: &Verdict, failed: bool, report: Option<&report::Report>) -> u8 {
-    let undecided = report.is_some_and(|r| report::exit_code(r) == report::EXIT_INCONCLUSIVE);
+    let report_code = report.map(report::exit_code);
     match verdict {
         Verdict::Qualified => 0,
         Verdict::RolledBack if !failed => 0,
-        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
+        Verdict::NotQualified
+            if report_code == Some(report::EXIT_INCONCLUSIVE)
+                || report_code == Some(report::EXIT_GATES_NOT_RUN) =>
+        {
+            report_code.unwrap_or(1)
+        }
         Verdict::NotQualified => 1,
         _ => 2,
     }
@@ -103,10 +109,12 @@ pub fn exit_code_of(verdict: &Verdict, failed: bool, report: Option<&report::Rep
 
 /// How a qualification ended in one word: the verdict, with a "not
 /// qualified" whose evidence could not decide (exit code 3) told apart as
-/// `inconclusive`.
+/// `inconclusive`, and one whose gates that ran all passed while the plan
+/// skipped turnover (exit code 4) as `gates_not_run`.
 pub fn outcome_name(verdict: &Verdict, exit_code: u8) -> &'static str {
     match verdict {
         Verdict::NotQualified if exit_code == report::EXIT_INCONCLUSIVE => "inconclusive",
+        Verdict::NotQualified if exit_code == report::EXIT_GATES_NOT_RUN => "gates_not_run",
         Verdict::NotQualified => "not_qualified",
         Verdict::Qualified => "qualified",
         Verdict::Failed => "failed",
