@@ -215,4 +215,24 @@ mod tests {
             "{e:#}"
         );
     }
+
+    /// A qualification whose plan skipped turnover and whose other gates
+    /// passed is neither a pass nor a failure: exit 4, named as such.
+    #[test]
+    fn a_skipped_turnover_exits_4_and_is_named() {
+        use report::artifact::TurnoverSkip;
+        let (mut b, mut c) = report::fixtures::seed_like();
+        for a in [&mut b, &mut c] {
+            a.turnover.clear();
+            a.turnover_not_run = Some(TurnoverSkip::SkippedByPlan);
+        }
+        let mut policy = report::Policy::default();
+        policy.gate.decide = report::GateRule::Point;
+        policy.bootstrap.iterations = 500;
+        let r = report::compare(&b, &c, &policy).unwrap();
+        let v = r.to_value();
+        let code = outcome(Verdict::NotQualified).exit_code(Some(&v)).unwrap();
+        assert_eq!(code, report::EXIT_GATES_NOT_RUN, "{}", r.qualification);
+        assert_eq!(outcome_name(&Verdict::NotQualified, code), "gates_not_run");
+    }
 }

@@ -753,6 +753,20 @@ fn a_skipped_turnover_is_not_run_and_caps_the_verdict() {
         );
     }
     assert!(!t.contains("✗ strict turnover"), "{t}");
+    // In JUnit the turnover gate is skipped, not failed; the qualification
+    // case fails, as any that does not qualify does.
+    let x = report::junit(&r);
+    assert!(
+        x.contains("<skipped message=\"not run (skipped by the plan)\"/>"),
+        "{x}"
+    );
+    assert!(
+        x.contains(
+            "<testsuite name=\"gates.strict_turnover\" tests=\"1\" failures=\"0\" skipped=\"1\">"
+        ),
+        "{x}"
+    );
+    assert_eq!(x.matches("<failure").count(), 1, "{x}");
 
     // A failing performance gate keeps its words and its exit code.
     let mut slow = c.clone();
