@@ -112,7 +112,7 @@ fn client() {
             // The default allowance: 240 s more for a 120k prompt.
             per_1k_prompt_tokens: Timeouts::default().per_1k_prompt_tokens,
         },
-        skip_turnover: true,
+        skip_turnover: Some(infergate::artifact::TurnoverSkip::SkippedByRun),
         quiet: true,
         tokenizer: Some(tokenizer),
         part: runner::RunPart::Whole,

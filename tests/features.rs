@@ -653,7 +653,7 @@ async fn embeddings_agree_across_the_reference_profiles_and_a_perturbed_model_fa
         let e = support::engine(engine);
         let out = dir.path().join(name);
         let mut opts = support::run_opts(&e.base_url, suite.clone(), out.clone());
-        opts.skip_turnover = false;
+        opts.skip_turnover = None;
         async move {
             let art = infergate::measure::runner::run(&opts).await.expect("run");
             (art, out, e.base_url.clone())
@@ -779,7 +779,7 @@ async fn reasoning_left_in_the_content_fails_only_its_part_and_an_a_a_pair_passe
     let run = |url: String, name: &str| {
         let out = dir.path().join(name);
         let mut opts = support::run_opts(&url, suite.clone(), out.clone());
-        opts.skip_turnover = false;
+        opts.skip_turnover = None;
         async move {
             let art = infergate::measure::runner::run(&opts).await.expect("run");
             (art, out)
@@ -881,7 +881,7 @@ async fn a_runtime_that_calls_another_offered_function_fails_only_the_same_funct
     let run = |url: String, name: &str| {
         let out = dir.path().join(name);
         let mut opts = support::run_opts(&url, suite.clone(), out.clone());
-        opts.skip_turnover = false;
+        opts.skip_turnover = None;
         async move {
             infergate::measure::runner::run(&opts).await.expect("run");
             out

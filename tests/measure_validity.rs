@@ -278,7 +278,7 @@ async fn a_consistently_wrong_candidate_fails_against_the_baselines_references()
         let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(&path, REFERENCE_SUITE).unwrap();
         RunOptions {
-            skip_turnover: false,
+            skip_turnover: None,
             ..opts(target, path, dir.path().join(name))
         }
     };

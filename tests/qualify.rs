@@ -869,8 +869,10 @@ async fn two_endpoints_qualify_without_a_plan_file_and_the_written_plan_repeats_
     args.extend(small);
     let o = cli(&args);
     let out = text(&o);
-    assert!(matches!(o.status.code(), Some(0 | 1 | 3)), "{out}");
+    // Turnover skipped: never qualified, and never failed for the skip.
+    assert!(matches!(o.status.code(), Some(1 | 3 | 4)), "{out}");
     assert!(out.contains("an A/A run"), "{out}");
+    assert!(!out.contains("the candidate has no turnover run"), "{out}");
     let dir = env.path("out").join("aa-1");
     for f in ["plan.toml", "suite.toml", "report.json"] {
         assert!(dir.join(f).is_file(), "{f} in {}", dir.display());
@@ -884,11 +886,15 @@ async fn two_endpoints_qualify_without_a_plan_file_and_the_written_plan_repeats_
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
     let cells: Vec<&String> = report["cells"].as_object().unwrap().keys().collect();
     assert_eq!(cells, ["p128-c1"], "{report}");
+    assert_eq!(
+        report["turnover_gate"]["not_run"], "skipped_by_plan",
+        "{report}"
+    );
 
     // The written plan repeats it: same suite, same endpoints.
     let again = cli(&[dir.join("plan.toml").to_str().unwrap(), "--id", "aa-2"]);
     assert!(
-        matches!(again.status.code(), Some(0 | 1 | 3)),
+        matches!(again.status.code(), Some(1 | 3 | 4)),
         "{}",
         text(&again)
     );

@@ -121,7 +121,7 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
             total: Duration::from_secs(20),
             per_1k_prompt_tokens: Duration::ZERO,
         },
-        skip_turnover: false,
+        skip_turnover: None,
         ..support::run_opts(target, suite.to_path_buf(), out)
     }
 }
@@ -284,6 +284,59 @@ fn a_reference_comparison_validates() {
     v.assert_valid(v.report, &report, "a report with a quality gate");
     v.assert_required(v.report, &report, "/quality/tasks/0/table/baseline_only");
     v.assert_required(v.report, &report, "/quality/hard_divergence/outcome");
+}
+
+/// A report whose turnover gates did not run (the plan skipped them) and
+/// whose candidate answered an embedding with zeros validates, with the
+/// states it adds; an unknown skip does not.
+#[test]
+fn a_skipped_turnover_and_zero_embeddings_validate() {
+    use infergate::artifact::TurnoverSkip;
+    use infergate::report::embedding::EmbeddingRun;
+    let (mut b, mut c) = report::fixtures::seed_like();
+    for (a, second) in [(&mut b, [0.0f32, 1.0]), (&mut c, [0.0, 0.0])] {
+        a.turnover.clear();
+        a.turnover_not_run = Some(TurnoverSkip::SkippedByPlan);
+        a.provenance.suite_sha256 = Some("ab".repeat(32));
+        a.embeddings = vec![EmbeddingRun {
+            name: "e".into(),
+            inputs: 2,
+            batch: 1,
+            inputs_sha256: "cd".repeat(32),
+            requests: 2,
+            failed: 0,
+            failures_by_class: Default::default(),
+            latency_ms: vec![10.0, 12.0],
+            dimension: Some(2),
+            vectors: vec![Some(vec![0.0, 0.0]), Some(second.to_vec())],
+        }];
+    }
+    let mut policy = report::Policy::default();
+    policy.bootstrap.iterations = 200;
+    let r = report::compare(&b, &c, &policy).expect("compare");
+    let v = validator();
+    let written = r.to_value();
+    v.assert_valid(v.report, &written, "a report with turnover not run");
+    assert_eq!(written["turnover_gate"]["not_run"], "skipped_by_plan");
+    assert_eq!(
+        written["gates"]["strict_turnover"]["not_run"],
+        "skipped by the plan"
+    );
+    let e = &written["quality"]["embeddings"][0];
+    assert_eq!(
+        (&e["candidate_zero"], &e["both_zero"]),
+        (&serde_json::json!([1]), &serde_json::json!([0]))
+    );
+    let mut bad = written.clone();
+    bad["turnover_gate"]["not_run"] = "skipped_by_nobody".into();
+    assert!(v.check(v.report, &bad).is_err(), "an unknown skip");
+    let mut run = serde_json::to_value(&c).unwrap();
+    assert_eq!(run["turnover_not_run"], "skipped_by_plan");
+    run["turnover_not_run"] = "skipped_by_nobody".into();
+    let mut good = run.clone();
+    good["turnover_not_run"] = "skipped_by_run".into();
+    v.assert_valid(v.run, &good, "a run that skipped its turnover");
+    assert!(v.check(v.run, &run).is_err(), "an unknown skip in a run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

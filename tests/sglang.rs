@@ -236,7 +236,7 @@ async fn turnover_on_sglang_is_reference_exact_with_canaries() {
         write(dir.path(), "suite.toml", TURNOVER),
         dir.path().join("out"),
     );
-    o.skip_turnover = false;
+    o.skip_turnover = None;
     let art = runner::run(&o).await.expect("turnover against SGLang");
     let [t] = art.turnover.as_slice() else {
         panic!("one turnover run: {:?}", art.turnover)

@@ -1374,3 +1374,56 @@ fn two_endpoints_refuse_a_budget_below_one_round_before_sending_anything() {
     );
     assert!(!d.join("out").exists() && !d.join("L.sqlite").exists());
 }
+
+/// `qualify --baseline U --candidate U --no-turnover` against the loopback
+/// fast source: the plan skips turnover, the runs record it, and the
+/// qualification says the turnover gates did not run instead of failing
+/// the candidate for having no turnover run.
+#[test]
+fn two_endpoints_without_turnover_say_it_did_not_run() {
+    use infergate_testkit::fastsource::{FastSource, FastSourceConfig};
+    let (_, src) = FastSource::start(FastSourceConfig {
+        ttft: std::time::Duration::from_millis(2),
+        itl: std::time::Duration::from_millis(1),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = src.base_url();
+    let o = infergate(
+        d,
+        &[
+            "qualify",
+            "--baseline",
+            &url,
+            "--candidate",
+            &url,
+            "--cells",
+            "64x1",
+            "--no-turnover",
+            "--max-requests",
+            "12",
+            "--max-minutes",
+            "1",
+            "--out",
+            "out",
+            "--id",
+            "nt",
+            "--ledger",
+            "L.sqlite",
+        ],
+    );
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(matches!(o.status.code(), Some(1 | 3 | 4)), "{text}");
+    assert!(!text.contains("no turnover run"), "{text}");
+    assert!(text.contains("not run (skipped by the plan)"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("out/nt/report.json")).unwrap()).unwrap();
+    assert_eq!(report["turnover_gate"]["not_run"], "skipped_by_plan");
+    let q = report["qualification"].as_str().unwrap();
+    assert!(
+        q.ends_with("; turnover not run (skipped by the plan)"),
+        "{q}"
+    );
+}

@@ -74,13 +74,18 @@ fn opts(target: &str, suite: &Path, out: PathBuf, label: &str) -> RunOptions {
             total: Duration::from_secs(20),
             per_1k_prompt_tokens: Duration::ZERO,
         },
-        skip_turnover: false,
+        skip_turnover: None,
         ..support::run_opts(target, suite.to_path_buf(), out)
     }
 }
 
 /// Two runs against the fast source, compared from their files.
 async fn runs() -> Runs {
+    runs_skipping(None).await
+}
+
+/// [`runs`], both made with `skip` (their turnover left out as asked).
+async fn runs_skipping(skip: Option<infergate::artifact::TurnoverSkip>) -> Runs {
     let (_, src) = FastSource::start(FastSourceConfig {
         ttft: Duration::from_millis(3),
         itl: Duration::from_millis(1),
@@ -92,9 +97,11 @@ async fn runs() -> Runs {
     std::fs::write(&suite, SUITE).expect("suite");
     let (base, cand) = (dir.path().join("base"), dir.path().join("cand"));
     for (label, out) in [("baseline", &base), ("candidate", &cand)] {
-        runner::run(&opts(&src.base_url(), &suite, out.clone(), label))
-            .await
-            .expect("run");
+        let o = RunOptions {
+            skip_turnover: skip,
+            ..opts(&src.base_url(), &suite, out.clone(), label)
+        };
+        runner::run(&o).await.expect("run");
     }
     let policy = dir.path().join("policy.toml");
     std::fs::write(&policy, "[bootstrap]\niterations = 500\n").expect("policy");
@@ -343,6 +350,44 @@ async fn pooled_passes_verify_against_their_pass_directories() {
     );
 }
 
+/// Runs made with the plan's skip record it in their artifacts; the report
+/// says the turnover gates did not run and verifies against those runs. A
+/// candidate artifact that says it did not skip makes a different report,
+/// so the report's "skipped" is caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_is_recorded_by_the_run_and_held_to_it() {
+    use infergate::artifact::TurnoverSkip;
+    let r = runs_skipping(Some(TurnoverSkip::SkippedByPlan)).await;
+    let art: Value =
+        serde_json::from_str(&std::fs::read_to_string(r.cand.join(ARTIFACT_FILE)).unwrap())
+            .unwrap();
+    assert_eq!(art["turnover_not_run"], "skipped_by_plan", "{art:#}");
+    assert!(
+        art.get("turnover")
+            .is_none_or(|t| t == &serde_json::json!([]))
+    );
+    assert_eq!(r.report["turnover_gate"]["not_run"], "skipped_by_plan");
+    let q = r.report["qualification"].as_str().unwrap();
+    assert!(q.ends_with("turnover not run (skipped by the plan)"), "{q}");
+    let v = r.verify(true);
+    assert!(v.is_clean(), "{:#?}", v.disagreements);
+    assert!(
+        !v.unchecked
+            .iter()
+            .any(|u| u.contains("turnover_gate.not_run")),
+        "the runs hold the skip: {:?}",
+        v.unchecked
+    );
+
+    // The candidate's run, as if it had not skipped: its report differs.
+    let file = r.cand.join(ARTIFACT_FILE);
+    let mut art = art;
+    art.as_object_mut().unwrap().remove("turnover_not_run");
+    std::fs::write(&file, serde_json::to_string_pretty(&art).unwrap()).unwrap();
+    let v = r.verify(true);
+    names(&v, "turnover_gate.not_run");
+}
+
 /// The suite given is the one the runs ran: a suite edited since is named
 /// by its file, as the report's `provenance.<side>.suite_sha256` records it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -403,7 +448,7 @@ fn verify_dir_names_an_edited_suite_copy() {
         "--ledger",
         "L.sqlite",
     ]);
-    assert!(matches!(code, Some(0 | 1 | 3)), "{out}");
+    assert!(matches!(code, Some(0 | 1 | 3 | 4)), "{out}");
     let q = d.join("out/q");
     let (code, out) = infergate(&["verify", q.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}");

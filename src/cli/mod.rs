@@ -251,7 +251,9 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         only_cells: a.cells,
         resume: a.resume,
         timeouts: a.timeouts.to_timeouts(),
-        skip_turnover: a.skip_turnover,
+        skip_turnover: a
+            .skip_turnover
+            .then_some(infergate::artifact::TurnoverSkip::SkippedByRun),
         quiet: a.quiet,
         tokenizer: a.tokenizer,
         part: RunPart::Whole,

@@ -153,7 +153,8 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
     if let (Some(v), Some(r)) = (&value, &o.report) {
         super::exports::after_report(v, a.junit.as_deref(), &[("plan", &plan), ("report", r)])?;
     }
-    outln!("qualification {}: {}", o.id, verdict_text(&o.verdict))?;
+    let code = o.exit_code(value.as_ref())?;
+    outln!("qualification {}: {}", o.id, verdict_text(&o.verdict, code))?;
     if let Some(f) = &o.failure {
         outln!("  {f}")?;
     }
@@ -186,12 +187,17 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
             outln!("{}", report::terminal(v, opts))?;
         }
     }
-    Ok(ExitCode::from(o.exit_code(value.as_ref())?))
+    Ok(ExitCode::from(code))
 }
 
-fn verdict_text(v: &Verdict) -> &'static str {
+/// The verdict in words; `code` is the exit code, which tells a skipped
+/// turnover apart from a failed gate.
+fn verdict_text(v: &Verdict, code: u8) -> &'static str {
     match v {
         Verdict::Qualified => "QUALIFIED (every gate passed)",
+        Verdict::NotQualified if code == report::EXIT_GATES_NOT_RUN => {
+            "NOT QUALIFIED, NOT FAILED (every gate that ran passed; the turnover gates did not run: see the report)"
+        }
         Verdict::NotQualified => {
             "NOT QUALIFIED (a gate failed, or the evidence could not decide: see the report)"
         }

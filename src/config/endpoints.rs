@@ -255,6 +255,15 @@ pub fn plan_text(e: &Endpoints, command: &str) -> String {
     let _ = writeln!(t, "name = {:?}", e.name());
     let _ = writeln!(t, "suite = \"suite.toml\"");
     let _ = writeln!(t, "schedule = \"interleaved\"\n");
+    if !e.turnover {
+        // Recorded in the runs, so the report says the turnover gates did
+        // not run rather than failing a candidate that had none to run.
+        let _ = writeln!(
+            t,
+            "# --no-turnover: no exactness check under churn; the turnover gates do not run\n\
+             skip_turnover = true\n"
+        );
+    }
     let _ = writeln!(t, "[adaptive]\nenabled = true");
     let _ = writeln!(
         t,
@@ -456,6 +465,11 @@ mod tests {
         let suite = LoadedSuite::read(&plan.suite).unwrap();
         assert_eq!(suite.suite.cells.len(), 2);
         assert_eq!(suite.suite.turnover.len(), 1);
+        assert!(!plan.skip_turnover);
+        // `--no-turnover`: the plan skips it, so the runs record the skip.
+        e.turnover = false;
+        std::fs::write(&plan_path, plan_text(&e, "infergate qualify …")).unwrap();
+        assert!(Plan::load(&plan_path).unwrap().skip_turnover);
         // One endpoint twice is an A/A run, and its files say so.
         let aa = endpoints("http://127.0.0.1:8000/", "http://127.0.0.1:8000");
         assert!(aa.is_aa());

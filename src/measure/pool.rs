@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::interleave::{self, CellLayout};
-use crate::artifact::{RunArtifact, Schedule};
+use crate::artifact::{RunArtifact, Schedule, TurnoverSkip};
 use crate::config::plan::BASELINE;
 use crate::config::suite::Suite;
 use crate::measure::record::RequestRecord;
@@ -103,7 +103,8 @@ impl Blocks {
 /// One side of an interleaved qualification as one artifact: each cell pooled
 /// over its blocks (requests `0 .. totals[i]`, `sample_clusters` = block
 /// index, the same numbering on both sides), the turnover from its own run
-/// when there was one, provenance from the last block.
+/// when there was one (else `skip`, who skipped it), provenance from the
+/// last block.
 pub fn merge_interleaved(
     suite: &Suite,
     cells: &[CellLayout],
@@ -111,6 +112,7 @@ pub fn merge_interleaved(
     blocks: &SideBlocks,
     turnover_dir: &Path,
     started_at: Option<String>,
+    skip: Option<TurnoverSkip>,
 ) -> Result<RunArtifact> {
     let last = blocks.last.as_ref().context("no block measured")?;
     let records = &blocks.records;
@@ -122,12 +124,12 @@ pub fn merge_interleaved(
         provenance.started_at = at;
     }
     let tfile = turnover_dir.join(ARTIFACT_FILE);
-    let (turnover, embeddings) = if tfile.exists() {
+    let (turnover, embeddings, turnover_not_run) = if tfile.exists() {
         let t = report::read_artifact(&tfile)?;
         provenance.ended_at = t.provenance.ended_at.clone();
-        (t.turnover, t.embeddings)
+        (t.turnover, t.embeddings, None)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), skip)
     };
     let mut method = last.method.clone();
     // Over every block's requests, not the last block's run.
@@ -153,6 +155,7 @@ pub fn merge_interleaved(
         turnover,
         schedule: Some(Schedule::Interleaved),
         embeddings,
+        turnover_not_run,
     })
 }
 
@@ -250,6 +253,8 @@ pub fn merge_passes_of(suite: &Suite, dirs: &[PathBuf]) -> Result<RunArtifact> {
     if let Some(last) = arts.last() {
         provenance.ended_at = last.provenance.ended_at.clone();
     }
+    // Every pass runs with the same plan: the first's skip is the side's.
+    let turnover_not_run = first.turnover_not_run.filter(|_| turnover.is_empty());
     Ok(RunArtifact {
         schema: first.schema.clone(),
         provenance,
@@ -258,6 +263,7 @@ pub fn merge_passes_of(suite: &Suite, dirs: &[PathBuf]) -> Result<RunArtifact> {
         cells,
         turnover,
         schedule: Some(Schedule::AlternatingPasses),
+        turnover_not_run,
         // One pass embeds (the vectors of fixed inputs do not vary by pass).
         embeddings: arts
             .iter()

@@ -87,6 +87,9 @@ pub(super) fn compare_interleaved(
             blocks.side(label),
             &turnover_dir(ctx.out_dir, label),
             started_at,
+            ctx.plan
+                .skip_turnover
+                .then_some(report::artifact::TurnoverSkip::SkippedByPlan),
         )?;
         let path = side_artifact(ctx.out_dir, label);
         crate::atomic::write_json_atomic(&path, &merged)?;

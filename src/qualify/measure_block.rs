@@ -112,7 +112,8 @@ fn block_options(ctx: &Ctx<'_>, rt: &Runtime, b: &Block, up: &Up, warmup: usize)
         image: image_label(rt),
         only_cells: vec![b.cell.clone()],
         timeouts: ctx.plan.timeouts.clone(),
-        skip_turnover: true,
+        // A block never runs turnover; the merged artifact records a skip.
+        skip_turnover: None,
         // One line per block here instead of the runner's per-cell lines.
         quiet: true,
         tokenizer: None,
@@ -251,7 +252,7 @@ async fn side_turnover(
         only_cells: Vec::new(),
         resume: tdir.join(JOURNAL_FILE).exists(),
         timeouts: ctx.plan.timeouts.clone(),
-        skip_turnover: false,
+        skip_turnover: None,
         quiet: ctx.quiet,
         tokenizer: None,
         part: RunPart::TurnoverOnly,

@@ -87,7 +87,10 @@ async fn run_pass(
         only_cells: Vec::new(),
         resume,
         timeouts: ctx.plan.timeouts.clone(),
-        skip_turnover: ctx.plan.skip_turnover,
+        skip_turnover: ctx
+            .plan
+            .skip_turnover
+            .then_some(crate::artifact::TurnoverSkip::SkippedByPlan),
         quiet: ctx.quiet,
         tokenizer: None,
         part: RunPart::Whole,

@@ -89,13 +89,19 @@ impl Outcome {
 /// The exit code of a qualification that ended with `verdict`: 0 qualified
 /// (or rolled back as asked, `failed` false), 1 not qualified, 3 compared
 /// but the evidence could not decide (more requests would; `report` says
-/// so), 2 failed or refused.
+/// so), 4 every gate that ran passed but the plan skipped the turnover
+/// gates, 2 failed or refused.
 pub fn exit_code_of(verdict: &Verdict, failed: bool, report: Option<&report::Report>) -> u8 {
-    let undecided = report.is_some_and(|r| report::exit_code(r) == report::EXIT_INCONCLUSIVE);
+    let report_code = report.map(report::exit_code);
     match verdict {
         Verdict::Qualified => 0,
         Verdict::RolledBack if !failed => 0,
-        Verdict::NotQualified if undecided => report::EXIT_INCONCLUSIVE,
+        Verdict::NotQualified
+            if report_code == Some(report::EXIT_INCONCLUSIVE)
+                || report_code == Some(report::EXIT_GATES_NOT_RUN) =>
+        {
+            report_code.unwrap_or(1)
+        }
         Verdict::NotQualified => 1,
         _ => 2,
     }
@@ -103,10 +109,12 @@ pub fn exit_code_of(verdict: &Verdict, failed: bool, report: Option<&report::Rep
 
 /// How a qualification ended in one word: the verdict, with a "not
 /// qualified" whose evidence could not decide (exit code 3) told apart as
-/// `inconclusive`.
+/// `inconclusive`, and one whose gates that ran all passed while the plan
+/// skipped turnover (exit code 4) as `gates_not_run`.
 pub fn outcome_name(verdict: &Verdict, exit_code: u8) -> &'static str {
     match verdict {
         Verdict::NotQualified if exit_code == report::EXIT_INCONCLUSIVE => "inconclusive",
+        Verdict::NotQualified if exit_code == report::EXIT_GATES_NOT_RUN => "gates_not_run",
         Verdict::NotQualified => "not_qualified",
         Verdict::Qualified => "qualified",
         Verdict::Failed => "failed",
@@ -206,5 +214,25 @@ mod tests {
             format!("{e:#}").contains("reading the report of q"),
             "{e:#}"
         );
+    }
+
+    /// A qualification whose plan skipped turnover and whose other gates
+    /// passed is neither a pass nor a failure: exit 4, named as such.
+    #[test]
+    fn a_skipped_turnover_exits_4_and_is_named() {
+        use report::artifact::TurnoverSkip;
+        let (mut b, mut c) = report::fixtures::seed_like();
+        for a in [&mut b, &mut c] {
+            a.turnover.clear();
+            a.turnover_not_run = Some(TurnoverSkip::SkippedByPlan);
+        }
+        let mut policy = report::Policy::default();
+        policy.gate.decide = report::GateRule::Point;
+        policy.bootstrap.iterations = 500;
+        let r = report::compare(&b, &c, &policy).unwrap();
+        let v = r.to_value();
+        let code = outcome(Verdict::NotQualified).exit_code(Some(&v)).unwrap();
+        assert_eq!(code, report::EXIT_GATES_NOT_RUN, "{}", r.qualification);
+        assert_eq!(outcome_name(&Verdict::NotQualified, code), "gates_not_run");
     }
 }

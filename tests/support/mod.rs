@@ -163,7 +163,7 @@ pub fn run_opts(
             total: Duration::from_secs(300),
             per_1k_prompt_tokens: Duration::ZERO,
         },
-        skip_turnover: true,
+        skip_turnover: Some(infergate::artifact::TurnoverSkip::SkippedByRun),
         quiet: true,
         tokenizer: None,
         part: infergate::measure::runner::RunPart::Whole,

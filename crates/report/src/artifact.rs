@@ -92,6 +92,40 @@ pub struct RunArtifact {
     /// Embeddings workloads (`[[embeddings]]` of the suite), with their vectors.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub embeddings: Vec<crate::embedding::EmbeddingRun>,
+    /// Present when the run was asked to leave its turnover workloads (and
+    /// embeddings) out: who asked. `compare` reports the turnover gates of
+    /// such a candidate as not run; absent, a candidate without turnover
+    /// runs fails them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turnover_not_run: Option<TurnoverSkip>,
+}
+
+/// Who asked a run to skip its turnover workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnoverSkip {
+    /// The qualification's plan: `skip_turnover = true` (what
+    /// `qualify --no-turnover` writes).
+    SkippedByPlan,
+    /// `infergate run --skip-turnover`.
+    SkippedByRun,
+}
+
+impl TurnoverSkip {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnoverSkip::SkippedByPlan => "skipped_by_plan",
+            TurnoverSkip::SkippedByRun => "skipped_by_run",
+        }
+    }
+
+    /// In words, as the views and the qualification say it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TurnoverSkip::SkippedByPlan => "skipped by the plan",
+            TurnoverSkip::SkippedByRun => "skipped by `infergate run --skip-turnover`",
+        }
+    }
 }
 
 /// How the requests of the two runtimes were placed in time. `compare` picks

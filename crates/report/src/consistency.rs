@@ -16,7 +16,8 @@ use super::turnover_rates::RunCounts;
 /// What in one run artifact contradicts itself, so that `compare` can
 /// refuse it rather than write a report `verify` rejects: each turnover
 /// run's counts against its failure records (as for a report's runs, and
-/// repeats numbered 0, 1, … per name), each cell's counts and eligibility.
+/// repeats numbered 0, 1, … per name), a skip beside turnover runs, each
+/// cell's counts and eligibility.
 /// Paths are the artifact's (`turnover[1].contaminated`, `cells[0].failed`).
 pub(crate) fn artifact_problems(a: &RunArtifact) -> Vec<Disagreement> {
     let mut ck = Checker::default();
@@ -37,6 +38,16 @@ pub(crate) fn artifact_problems(a: &RunArtifact) -> Vec<Disagreement> {
             );
         }
         *next += 1;
+    }
+    if let Some(skip) = a.turnover_not_run.filter(|_| !a.turnover.is_empty()) {
+        ck.push(
+            "turnover_not_run",
+            format!("\"{}\"", skip.as_str()),
+            format!(
+                "absent: the run holds {} turnover run(s), so it did not skip them",
+                a.turnover.len()
+            ),
+        );
     }
     for (i, c) in a.cells.iter().enumerate() {
         let p = |k: &str| format!("cells[{i}].{k}");

@@ -57,6 +57,11 @@ pub struct EmbeddingPair {
     pub candidate_dimension: Option<usize>,
     pub baseline_latency_p50_ms: Option<f64>,
     pub candidate_latency_p50_ms: Option<f64>,
+    /// Inputs (0-based) whose candidate vector is all zeros where the
+    /// baseline's is not: a broken candidate, whose cosine is undefined.
+    pub candidate_zero: Vec<usize>,
+    /// Inputs whose vectors are all zeros on both sides: nothing to compare.
+    pub both_zero: Vec<usize>,
 }
 
 /// The report's account of one workload's agreement (`quality.embeddings[]`).
@@ -81,6 +86,12 @@ pub struct EmbeddingAgreement {
     pub outcome: GateOutcome,
     /// Per input, the cosine (null where not compared).
     pub cosines: Vec<Option<f64>>,
+    /// [`EmbeddingPair::candidate_zero`]: these fail the workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidate_zero: Vec<usize>,
+    /// [`EmbeddingPair::both_zero`]: named, not failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub both_zero: Vec<usize>,
 }
 
 /// The cosine of two vectors; none when their lengths differ or one is zero.
@@ -118,6 +129,15 @@ fn pair_of(b: &EmbeddingRun, c: &EmbeddingRun) -> EmbeddingPair {
         .map(|(x, y)| cosine(x.as_deref()?, y.as_deref()?))
         .collect();
     let missing = |r: &EmbeddingRun| r.vectors.iter().filter(|v| v.is_none()).count();
+    let zero = |v: &Option<Vec<f32>>| v.as_deref().map(is_zero);
+    let (mut candidate_zero, mut both_zero) = (Vec::new(), Vec::new());
+    for (i, (x, y)) in b.vectors.iter().zip(&c.vectors).enumerate() {
+        match (zero(x), zero(y)) {
+            (Some(false), Some(true)) => candidate_zero.push(i),
+            (Some(true), Some(true)) => both_zero.push(i),
+            _ => {}
+        }
+    }
     EmbeddingPair {
         name: b.name.clone(),
         cosines,
@@ -127,7 +147,14 @@ fn pair_of(b: &EmbeddingRun, c: &EmbeddingRun) -> EmbeddingPair {
         candidate_dimension: c.dimension,
         baseline_latency_p50_ms: median(&b.latency_ms),
         candidate_latency_p50_ms: median(&c.latency_ms),
+        candidate_zero,
+        both_zero,
     }
+}
+
+/// A vector with no non-zero component (an empty one has none to point).
+fn is_zero(v: &[f32]) -> bool {
+    v.iter().all(|&x| x == 0.0)
 }
 
 /// Why two sides' runs of one workload do not compare (different inputs or
@@ -152,9 +179,12 @@ fn short(h: &str) -> &str {
 }
 
 /// A pair judged against the floors: it fails when the dimensions differ,
-/// the candidate lacks a vector the baseline has, or a cosine (the lowest,
-/// or the mean) falls below its floor; it is inconclusive when no input
-/// has both vectors; else it passes.
+/// the candidate lacks a vector the baseline has, returns all zeros where
+/// the baseline's vector is not (no direction at all: broken, not merely
+/// far), or a cosine (the lowest, or the mean) falls below its floor; it is
+/// inconclusive when no input has both vectors; else it passes. Inputs all
+/// zeros on both sides are named but do not fail: the two runtimes agree
+/// there and no angle exists to hold to a floor.
 pub fn judge(p: &EmbeddingPair, min_floor: f64, mean_floor: f64) -> EmbeddingAgreement {
     let got: Vec<f64> = p.cosines.iter().flatten().copied().collect();
     let cosine_min = got.iter().copied().reduce(f64::min);
@@ -163,7 +193,7 @@ pub fn judge(p: &EmbeddingPair, min_floor: f64, mean_floor: f64) -> EmbeddingAgr
         (p.baseline_dimension, p.candidate_dimension),
         (Some(b), Some(c)) if b != c
     );
-    let lost = p.candidate_missing > p.baseline_missing;
+    let lost = p.candidate_missing > p.baseline_missing || !p.candidate_zero.is_empty();
     let below =
         cosine_min.is_some_and(|m| m < min_floor) || cosine_mean.is_some_and(|m| m < mean_floor);
     let outcome = if dims_differ || lost || below {
@@ -189,6 +219,8 @@ pub fn judge(p: &EmbeddingPair, min_floor: f64, mean_floor: f64) -> EmbeddingAgr
         candidate_latency_p50_ms: p.candidate_latency_p50_ms,
         outcome,
         cosines: p.cosines.clone(),
+        candidate_zero: p.candidate_zero.clone(),
+        both_zero: p.both_zero.clone(),
     }
 }
 
@@ -204,6 +236,8 @@ impl EmbeddingAgreement {
             candidate_dimension: self.candidate_dimension,
             baseline_latency_p50_ms: self.baseline_latency_p50_ms,
             candidate_latency_p50_ms: self.candidate_latency_p50_ms,
+            candidate_zero: self.candidate_zero.clone(),
+            both_zero: self.both_zero.clone(),
         }
     }
 
@@ -232,8 +266,41 @@ impl EmbeddingAgreement {
                 self.baseline_missing, self.candidate_missing
             );
         }
+        if !self.candidate_zero.is_empty() {
+            s += &format!(
+                "; candidate vector all zeros where the baseline's is not: {}",
+                inputs_named(&self.candidate_zero)
+            );
+        }
+        if !self.both_zero.is_empty() {
+            s += &format!(
+                "; all zeros on both sides, nothing to compare: {}",
+                inputs_named(&self.both_zero)
+            );
+        }
         s
     }
+}
+
+/// Most inputs named one by one in a reason before the rest is counted.
+const INPUTS_NAMED: usize = 8;
+
+/// `input 0, 2, 5` (0-based, in order), the rest counted.
+fn inputs_named(inputs: &[usize]) -> String {
+    let named: Vec<String> = inputs
+        .iter()
+        .take(INPUTS_NAMED)
+        .map(ToString::to_string)
+        .collect();
+    let mut s = format!(
+        "{} {}",
+        if inputs.len() == 1 { "input" } else { "inputs" },
+        named.join(", ")
+    );
+    if inputs.len() > INPUTS_NAMED {
+        s += &format!(" and {} more", inputs.len() - INPUTS_NAMED);
+    }
+    s
 }
 
 #[cfg(test)]
@@ -301,6 +368,60 @@ mod tests {
         let none = run("e", vec![None, None]);
         let a = judge(&pair(&none, &none), 0.5, 0.5);
         assert_eq!(a.outcome, GateOutcome::Inconclusive);
+    }
+
+    /// An all-zero candidate vector against a real baseline one fails,
+    /// naming the inputs; all zeros on both sides is named, not failed.
+    #[test]
+    fn zero_candidate_vectors_fail_and_zeros_on_both_sides_are_named() {
+        let real = run(
+            "e",
+            vec![
+                Some(vec![1.0, 0.0]),
+                Some(vec![0.0, 1.0]),
+                Some(vec![0.6, 0.8]),
+                Some(vec![0.8, 0.6]),
+            ],
+        );
+        let zeros = run("e", vec![Some(vec![0.0, 0.0]); 4]);
+        let a = judge(&pair(&real, &zeros), 0.5, 0.5);
+        assert_eq!(a.outcome, GateOutcome::Fail, "{}", a.reason());
+        assert_eq!(a.candidate_zero, vec![0, 1, 2, 3]);
+        assert!(
+            a.reason().contains(
+                "candidate vector all zeros where the baseline's is not: inputs 0, 1, 2, 3"
+            ),
+            "{}",
+            a.reason()
+        );
+        // One zero among real ones fails too, though the others agree.
+        let mut one = real.clone();
+        one.vectors[2] = Some(vec![0.0, 0.0]);
+        let a = judge(&pair(&real, &one), 0.5, 0.5);
+        assert_eq!(a.outcome, GateOutcome::Fail, "{}", a.reason());
+        assert!(a.reason().contains("not: input 2"), "{}", a.reason());
+        // Zeros on both sides: said, not failed (the others decide).
+        let mut b = real.clone();
+        b.vectors[2] = Some(vec![0.0, 0.0]);
+        let a = judge(&pair(&b, &one), 0.5, 0.5);
+        assert_eq!(a.outcome, GateOutcome::Pass, "{}", a.reason());
+        assert_eq!((a.both_zero.clone(), a.compared), (vec![2], 3));
+        assert!(
+            a.reason()
+                .contains("all zeros on both sides, nothing to compare: input 2"),
+            "{}",
+            a.reason()
+        );
+        let a = judge(&pair(&zeros, &zeros), 0.5, 0.5);
+        assert_eq!(a.outcome, GateOutcome::Inconclusive, "{}", a.reason());
+        // A baseline of zeros is not the candidate's failure.
+        let a = judge(&pair(&zeros, &real), 0.5, 0.5);
+        assert_eq!(a.outcome, GateOutcome::Inconclusive, "{}", a.reason());
+        // The report keeps what judges it again.
+        let a = judge(&pair(&real, &one), 0.5, 0.5);
+        let again: EmbeddingAgreement =
+            serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(judge(&again.pair(), 0.5, 0.5), a);
     }
 
     #[test]

@@ -180,6 +180,7 @@ pub fn artifact(
         cells,
         turnover,
         schedule: None,
+        turnover_not_run: None,
     }
 }
 

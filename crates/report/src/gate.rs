@@ -6,7 +6,7 @@
 //! them with these, `qualify` and `decide` read them through these; the
 //! per-metric verdict of an interval is math and stays in `stats`.
 
-use crate::artifact::{CellResult, is_unmet_expectation};
+use crate::artifact::{CellResult, TurnoverSkip, is_unmet_expectation};
 use crate::stats::GateOutcome;
 use crate::stats::evidence as ev;
 
@@ -28,6 +28,12 @@ pub const QUAL_FAIL_TURNOVER_INCONCLUSIVE: &str = "fail: turnover gate; performa
 pub const QUAL_FAIL_QUALITY: &str = "fail: quality gate";
 pub const QUAL_INCONCLUSIVE_QUALITY: &str =
     "inconclusive: the quality gate could not be decided from this data";
+/// Every gate that ran passed, and the turnover gates did not run: the
+/// start of the qualification [`with_turnover_not_run`] writes.
+pub const QUAL_PASS_GATES_RAN: &str = "pass on every gate that ran";
+/// What follows a qualification whose turnover gates did not run, before
+/// who skipped them and a closing parenthesis.
+pub const TURNOVER_NOT_RUN: &str = "; turnover not run (";
 pub const EVIDENCE_RULE: &str = "per gating (cell, metric): fail if the one-sided lower confidence bound of the worse-direction change exceeds the margin T; pass if the one-sided upper bound is at most T; inconclusive otherwise. The gate fails if any pair fails, passes if every pair passes, else is inconclusive. Bounds are bootstrap percentiles of the design's resampling, widened for few resampling units (sqrt(B/(B-1)) and t_{B-1}/z) and, where the design cannot see drift between runs, by the drift floor in quadrature (sqrt(2) x pass s.d.)";
 
 /// The qualification under the evidence rule, from the performance outcome
@@ -115,6 +121,39 @@ pub fn with_quality(qual: &str, qualified: bool, quality: Option<GateOutcome>) -
         }
         Some(GateOutcome::Inconclusive) => (qual.to_string(), false),
     }
+}
+
+/// The qualification when the candidate's turnover was skipped (`skip`
+/// Some), from the qualification of the gates that ran (turnover counted
+/// as passed): it never qualifies, since exactness under churn was not
+/// checked, and it says so after the gates' own verdict. A pass becomes
+/// `pass on every gate that ran; turnover not run (skipped by the plan)`
+/// (exit [`EXIT_GATES_NOT_RUN`]); a fail or an undecided verdict keeps
+/// its words (and exit code) with the same note after it. None: as it is.
+pub fn with_turnover_not_run(
+    qual: String,
+    qualified: bool,
+    skip: Option<TurnoverSkip>,
+) -> (String, bool) {
+    let Some(skip) = skip else {
+        return (qual, qualified);
+    };
+    let gates = if qualified {
+        QUAL_PASS_GATES_RAN
+    } else {
+        &qual
+    };
+    (
+        format!("{gates}{TURNOVER_NOT_RUN}{})", skip.describe()),
+        false,
+    )
+}
+
+/// The qualification before [`with_turnover_not_run`]'s note.
+fn gates_verdict(qualification: &str) -> &str {
+    qualification
+        .split_once(TURNOVER_NOT_RUN)
+        .map_or(qualification, |(q, _)| q)
 }
 
 pub(crate) fn evidence_gate(parts: Vec<EvidencePart>) -> EvidenceGate {
@@ -247,6 +286,14 @@ fn block_cost(outcome: GateOutcome, parts: &[EvidencePart]) -> Option<(usize, Op
     }
 }
 
+/// The strict turnover rule. It fails a candidate with no turnover run, so
+/// that a turnover the suite declares is never passed by not running it.
+/// A run that skipped its turnover as asked (`RunArtifact::turnover_not_run`)
+/// is not judged by this rule at all: both turnover gates are "not run",
+/// and the qualification is capped by [`with_turnover_not_run`] (never
+/// qualified, exit [`EXIT_GATES_NOT_RUN`] when the gates that ran passed),
+/// because a check that did not run cannot vouch for the candidate and a
+/// skip the plan asked for is not the candidate's failure either.
 pub const STRICT_RULE: &str = "every candidate turnover run has zero failed requests and zero contaminated answers; fails when the candidate has no turnover run";
 
 pub const NON_INFERIOR_RULE: &str = "for each turnover workload, every candidate run and the candidate's runs pooled: the one-sided upper confidence bound (at 1 - alpha; Newcombe hybrid score interval) of the failure-rate difference candidate - baseline is below the margin, and zero contaminated answers; Fisher's exact test is reported beside it";
@@ -371,12 +418,22 @@ pub const EXIT_FAIL: u8 = 1;
 /// The evidence could not decide the performance gate (turnover did not fail).
 pub const EXIT_INCONCLUSIVE: u8 = 3;
 
-/// [`EXIT_PASS`], [`EXIT_FAIL`] or [`EXIT_INCONCLUSIVE`] for a report.
+/// Every gate that ran passed, but the turnover gates did not run (the
+/// plan skipped them): not qualified, and not a failure either; a person
+/// decides (`decide --promote --force`).
+pub const EXIT_GATES_NOT_RUN: u8 = 4;
+
+/// [`EXIT_PASS`], [`EXIT_FAIL`], [`EXIT_INCONCLUSIVE`] or
+/// [`EXIT_GATES_NOT_RUN`] for a report. A failure or an undecided verdict
+/// keeps its code when turnover did not run as well.
 pub fn exit_code(r: &Report) -> u8 {
+    let gates = gates_verdict(&r.qualification);
     if qualified(r) {
         EXIT_PASS
-    } else if r.qualification == QUAL_INCONCLUSIVE || r.qualification == QUAL_INCONCLUSIVE_QUALITY {
+    } else if gates == QUAL_INCONCLUSIVE || gates == QUAL_INCONCLUSIVE_QUALITY {
         EXIT_INCONCLUSIVE
+    } else if gates == QUAL_PASS_GATES_RAN && gates != r.qualification {
+        EXIT_GATES_NOT_RUN
     } else {
         EXIT_FAIL
     }
@@ -391,15 +448,27 @@ pub fn qualified(r: &Report) -> bool {
     )
 }
 
-/// One line for the decision ledger: which gates held, worded as the seed
-/// words them ("failed strict turnover").
-pub fn summary(r: &Report) -> String {
-    let decides_by_evidence = r
-        .statistics
+fn decides_by_evidence(r: &Report) -> bool {
+    r.statistics
         .as_ref()
         .and_then(|s| s.gate_decides.as_deref())
-        == Some("evidence");
-    if decides_by_evidence && let Some(o) = r.performance_outcome {
+        == Some("evidence")
+}
+
+/// One line for the decision ledger: which gates held, worded as the seed
+/// words them ("failed strict turnover"), and a turnover gate that did not run.
+pub fn summary(r: &Report) -> String {
+    if let Some(skip) = r.turnover_gate.as_ref().and_then(|g| g.not_run) {
+        let performance = match r.performance_outcome {
+            Some(o) if decides_by_evidence(r) => format!("performance evidence {}", o.as_str()),
+            _ if r.performance_gate_passed => "performance gate passed".into(),
+            _ => "failed performance gate".into(),
+        };
+        return format!("{performance}, turnover not run ({})", skip.describe());
+    }
+    if decides_by_evidence(r)
+        && let Some(o) = r.performance_outcome
+    {
         return format!(
             "performance evidence {}, strict turnover {}",
             o.as_str(),

@@ -48,10 +48,10 @@ pub use checker::Disagreement;
 pub use compare::{CompareError, compare, compare_by, compare_with_look};
 pub use config_error::ConfigError;
 pub use gate::{
-    EXIT_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH, QUAL_FAIL_PERFORMANCE,
-    QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE, QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET,
-    QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification, exit_code, non_inferior_gate,
-    qualification, strict_gate,
+    EXIT_FAIL, EXIT_GATES_NOT_RUN, EXIT_INCONCLUSIVE, EXIT_PASS, QUAL_FAIL_BOTH,
+    QUAL_FAIL_PERFORMANCE, QUAL_FAIL_TURNOVER, QUAL_FAIL_TURNOVER_INCONCLUSIVE, QUAL_INCONCLUSIVE,
+    QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification, exit_code,
+    non_inferior_gate, qualification, strict_gate,
 };
 pub use io::{
     IoError, compare_files, compare_paths, compare_paths_at, parse_report_value, read_artifact,

@@ -697,3 +697,119 @@ fn interleaved_blocks_combine_by_the_trimmed_mean_the_report_names() {
         assert!(!verify(&t).is_empty(), "{edit:?} verified");
     }
 }
+
+/// A candidate run that skipped its turnover as the plan asked: the
+/// turnover gates did not run (not failed), the qualification says what was
+/// not checked and does not qualify, with its own exit code; the report
+/// verifies, and every view shows the gates as not run.
+#[test]
+fn a_skipped_turnover_is_not_run_and_caps_the_verdict() {
+    use infergate_report::artifact::TurnoverSkip;
+    use infergate_report::gate::{EXIT_GATES_NOT_RUN, QUAL_PASS_GATES_RAN};
+    let (mut b, mut c) = seed_like();
+    for a in [&mut b, &mut c] {
+        a.turnover.clear();
+        a.turnover_not_run = Some(TurnoverSkip::SkippedByPlan);
+    }
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(r.performance_gate_passed);
+    assert!(!r.strict_turnover_gate_passed, "nothing passed");
+    let g = r.turnover_gate.as_ref().expect("turnover gate");
+    assert_eq!(g.not_run, Some(TurnoverSkip::SkippedByPlan));
+    assert!(!g.passed);
+    let gates = r.gates.as_ref().expect("gates");
+    for gate in [&gates.strict_turnover, &gates.non_inferior_turnover] {
+        assert_eq!(gate.not_run.as_deref(), Some("skipped by the plan"));
+        assert!(gate.parts.is_empty(), "{gate:?}");
+    }
+    assert!(!gates.qualified);
+    assert_eq!(
+        r.qualification,
+        format!("{QUAL_PASS_GATES_RAN}; turnover not run (skipped by the plan)")
+    );
+    assert!(!r.qualification.contains("fail"), "{}", r.qualification);
+    assert_eq!(report::exit_code(&r), EXIT_GATES_NOT_RUN);
+    assert!(!report::gate::qualified(&r));
+    let v = clean(&r);
+    assert_eq!(v["turnover_gate"]["not_run"], "skipped_by_plan");
+    assert_eq!(v["strict_turnover_gate_passed"], false);
+    assert_eq!(
+        report::gate::summary(&r),
+        "performance gate passed, turnover not run (skipped by the plan)"
+    );
+
+    // Every view says the gates did not run, and none calls them failed.
+    let t = report::terminal(&r, report::TerminalOptions::verbose(false));
+    let m = report::markdown(&r);
+    let h = report::html(&r);
+    for (name, text) in [("terminal", &t), ("markdown", &m), ("html", &h)] {
+        assert!(
+            text.contains("not run (skipped by the plan)"),
+            "{name}: {text}"
+        );
+        assert!(
+            !text.contains("the candidate has no turnover run"),
+            "{name}: {text}"
+        );
+    }
+    assert!(!t.contains("✗ strict turnover"), "{t}");
+    // In JUnit the turnover gate is skipped, not failed; the qualification
+    // case fails, as any that does not qualify does.
+    let x = report::junit(&r);
+    assert!(
+        x.contains("<skipped message=\"not run (skipped by the plan)\"/>"),
+        "{x}"
+    );
+    assert!(
+        x.contains(
+            "<testsuite name=\"gates.strict_turnover\" tests=\"1\" failures=\"0\" skipped=\"1\">"
+        ),
+        "{x}"
+    );
+    assert_eq!(x.matches("<failure").count(), 1, "{x}");
+
+    // A failing performance gate keeps its words and its exit code.
+    let mut slow = c.clone();
+    slow.cells = vec![
+        cell("capacity-4k", 3000, 12, 940.0, 1214.0, 300.0, 2),
+        cell("capacity-120k", 97000, 3, 29488.0, 29762.0, 299.0, 3),
+    ];
+    let r = compare(&b, &slow, &fast_policy()).expect("comparable");
+    assert_eq!(
+        r.qualification,
+        format!("{QUAL_FAIL_PERFORMANCE}; turnover not run (skipped by the plan)")
+    );
+    assert_eq!(report::exit_code(&r), report::EXIT_FAIL);
+    clean(&r);
+}
+
+/// A declared turnover the candidate did not run, with no recorded skip,
+/// still fails the strict gate.
+#[test]
+fn a_missing_turnover_without_a_skip_still_fails() {
+    let (b, mut c) = seed_like();
+    c.turnover.clear();
+    let r = compare(&b, &c, &fast_policy()).expect("comparable");
+    assert!(!r.strict_turnover_gate_passed);
+    assert_eq!(r.turnover_gate.as_ref().and_then(|g| g.not_run), None);
+    assert_eq!(r.qualification, QUAL_NOT_BLANKET);
+    assert_eq!(report::exit_code(&r), report::EXIT_FAIL);
+    let gates = r.gates.as_ref().expect("gates");
+    assert!(
+        gates
+            .strict_turnover
+            .parts
+            .iter()
+            .any(|p| p.reason == "the candidate has no turnover run")
+    );
+    clean(&r);
+}
+
+/// A run that holds turnover runs cannot also say it skipped them.
+#[test]
+fn a_skip_beside_turnover_runs_is_refused() {
+    let (b, mut c) = seed_like();
+    c.turnover_not_run = Some(infergate_report::artifact::TurnoverSkip::SkippedByPlan);
+    let e = compare(&b, &c, &fast_policy()).expect_err("contradictory");
+    assert!(format!("{e}").contains("turnover_not_run"), "{e}");
+}

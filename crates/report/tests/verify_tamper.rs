@@ -1343,3 +1343,62 @@ fn request_counts_and_rows_are_checked_against_what_the_cell_keeps() {
         );
     }
 }
+
+// ------------------------------------------- turnover skipped or not ----
+
+/// [`runs`] with both sides' turnover skipped by the plan.
+fn skipped_report() -> Value {
+    let (mut b, mut c) = runs();
+    for a in [&mut b, &mut c] {
+        a.turnover.clear();
+        a.turnover_not_run = Some(infergate_report::artifact::TurnoverSkip::SkippedByPlan);
+    }
+    let v = compare(&b, &c, &policy()).expect("comparable").to_value();
+    let s = verify_report(&v);
+    assert!(s.is_clean(), "{:#?}", s.disagreements);
+    assert!(
+        s.unchecked
+            .iter()
+            .any(|u| u.starts_with("turnover_gate.not_run") && u.contains("--runs")),
+        "the skip is the report's word until the runs are read: {:#?}",
+        s.unchecked
+    );
+    v
+}
+
+/// A report whose candidate ran its turnover, edited to say the plan
+/// skipped it (state, gates and qualification alike), is caught.
+#[test]
+fn a_report_edited_to_skipped_turnover_is_caught() {
+    let skipped = skipped_report();
+    let p = paths(report(), |v| {
+        v["turnover_gate"]["not_run"] = json!("skipped_by_plan");
+        for g in ["strict_turnover", "non_inferior_turnover"] {
+            v["gates"][g] = skipped["gates"][g].clone();
+        }
+        v["qualification"] =
+            json!("fail: performance gate; turnover not run (skipped by the plan)");
+    });
+    names(&p, "turnover_gate.not_run");
+}
+
+/// The other way round: a skipped turnover edited to say it ran (the state
+/// removed) fails the recomputed strict gate, and an unknown skip is named.
+#[test]
+fn a_skipped_turnover_edited_away_or_garbled_is_caught() {
+    let p = paths(skipped_report(), |v| {
+        v["turnover_gate"]
+            .as_object_mut()
+            .expect("turnover gate")
+            .remove("not_run");
+    });
+    names(&p, "qualification");
+    let p = paths(skipped_report(), |v| {
+        v["turnover_gate"]["not_run"] = json!("skipped_by_nobody");
+    });
+    names(&p, "turnover_gate.not_run");
+    let p = paths(skipped_report(), |v| {
+        v["gates"]["strict_turnover"]["not_run"] = json!("skipped by the operator");
+    });
+    names(&p, "gates.strict_turnover.not_run");
+}

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 
-use crate::artifact::{CellResult, RUN_SCHEMA, RunArtifact};
+use crate::artifact::{CellResult, RUN_SCHEMA, RunArtifact, TurnoverSkip};
 use crate::atomic;
 use crate::config::suite::{CellSpec, Suite};
 use crate::measure::client::{Client, Timeouts};
@@ -56,7 +56,9 @@ pub struct RunOptions {
     /// Keep the journal's finished requests and run only the missing ones.
     pub resume: bool,
     pub timeouts: Timeouts,
-    pub skip_turnover: bool,
+    /// Leave the turnover workloads and embeddings out, and who asked: the
+    /// artifact records it so `compare` reports those gates as not run.
+    pub skip_turnover: Option<TurnoverSkip>,
     pub quiet: bool,
     /// The model's `tokenizer.json`; overrides the suite's `tokenizer`.
     pub tokenizer: Option<PathBuf>,
@@ -186,14 +188,14 @@ pub async fn measure_suite(
             .await?;
     }
     let block = matches!(opts.part, RunPart::Block { .. });
-    let turnover = if opts.skip_turnover || suite.turnover.is_empty() || block {
+    let turnover = if opts.skip_turnover.is_some() || suite.turnover.is_empty() || block {
         Vec::new()
     } else {
         let model = &target.info.model_id;
         let client = &session.client;
         run_turnover(client, suite, model, &mut journal, previous, opts.quiet).await?
     };
-    let embeddings = if opts.skip_turnover || block {
+    let embeddings = if opts.skip_turnover.is_some() || block {
         Vec::new()
     } else {
         run_embeddings(&target, suite, opts).await?
@@ -218,6 +220,8 @@ pub async fn measure_suite(
         turnover,
         schedule: None,
         embeddings,
+        // A block is part of a run, not a run that skipped anything.
+        turnover_not_run: opts.skip_turnover.filter(|_| !block),
     };
     atomic::write_json_atomic(&opts.out_dir.join(ARTIFACT_FILE), &artifact)?;
     let scrapes = session
@@ -473,7 +477,7 @@ mod tests {
                     total,
                     per_1k_prompt_tokens: Duration::ZERO,
                 },
-                skip_turnover: true,
+                skip_turnover: Some(TurnoverSkip::SkippedByRun),
                 quiet: true,
                 tokenizer: None,
                 part: RunPart::Whole,

@@ -90,6 +90,7 @@ pub(super) fn assemble(
         turnover_gate: Some(TurnoverGateResult {
             mode,
             passed: turnover_ok(turnover.strict.passed, turnover.non_inferior.passed, mode),
+            not_run: turnover.not_run,
         }),
         turnover_comparison: Some(turnover.comparison),
         statistics: Some(statistics(policy, design, family, any_slo)),

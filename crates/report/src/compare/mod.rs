@@ -10,7 +10,12 @@
 //! - `performance_gate_passed`: at least one cell, every cell eligible on both
 //!   sides, and every gating metric of every cell present on both sides with
 //!   its regression flag true (point delta within threshold).
-//! - `strict_turnover_gate_passed`: see [`crate::gate::STRICT_RULE`].
+//! - `strict_turnover_gate_passed`: see [`crate::gate::STRICT_RULE`]. When
+//!   the candidate's run skipped its turnover as asked
+//!   (`RunArtifact::turnover_not_run`), both turnover gates did not run:
+//!   `turnover_gate.not_run` says who skipped them, the flag is false, and
+//!   the qualification says what was not checked
+//!   ([`crate::gate::with_turnover_not_run`]).
 //! - `qualification`: see [`qualification`].
 //! - `median_prompt_tokens`: the baseline run's median prompt tokens (the
 //!   workload as measured on the runtime in service), the candidate's when the
@@ -145,7 +150,12 @@ pub(crate) fn compare_given(
     };
     let design = design_choice(schedule, resampling, &family, policy, method);
     let cells = compare_cells(baseline, candidate, &design, policy)?;
-    let turnover = TurnoverGates::of(&baseline.turnover, &c_turnover, policy);
+    let turnover = TurnoverGates::of(
+        &baseline.turnover,
+        &c_turnover,
+        candidate.turnover_not_run,
+        policy,
+    );
     let quality = quality::judge(
         quality_refs,
         &tasks,
@@ -261,14 +271,19 @@ fn design_choice(
 }
 
 /// The qualification and whether it qualifies: performance by the policy's
-/// rule, turnover by its mode, then the quality gate over both.
+/// rule, turnover by its mode, then the quality gate over both; turnover
+/// gates that did not run count as passed there, and the note that they
+/// did not run caps the verdict.
 fn decide(
     policy: &Policy,
     cells: &ComparedCells,
     turnover: &TurnoverGates,
     quality: Option<GateOutcome>,
 ) -> (String, bool) {
-    let (strict, non_inferior) = (turnover.strict.passed, turnover.non_inferior.passed);
+    let (strict, non_inferior) = match turnover.not_run {
+        Some(_) => (true, true),
+        None => (turnover.strict.passed, turnover.non_inferior.passed),
+    };
     let mode = policy.turnover.gate;
     let (qual, qualified) = match policy.gate.decide {
         GateRule::Point => qualification(cells.performance.passed, strict, non_inferior, mode),
@@ -276,7 +291,8 @@ fn decide(
             evidence_qualification(cells.evidence.outcome, strict, non_inferior, mode)
         }
     };
-    gate::with_quality(qual, qualified, quality)
+    let (qual, qualified) = gate::with_quality(qual, qualified, quality);
+    gate::with_turnover_not_run(qual, qualified, turnover.not_run)
 }
 
 /// The cells' warnings, then the reference texts' notes; a run given twice

@@ -1,7 +1,8 @@
 //! Both sides' turnover runs in report order, their failure rates compared
-//! and the strict and non-inferior turnover gates.
+//! and the strict and non-inferior turnover gates: not run when the
+//! candidate's run skipped its turnover as asked.
 
-use crate::artifact::TurnoverRun;
+use crate::artifact::{TurnoverRun, TurnoverSkip};
 use crate::gate;
 use crate::model::{Gate, Side, TurnoverComparison, TurnoverRunReport, turnover_key};
 use crate::policy::Policy;
@@ -63,13 +64,18 @@ pub(super) struct TurnoverGates<'a> {
     pub(super) comparison: TurnoverComparison,
     pub(super) strict: Gate,
     pub(super) non_inferior: Gate,
+    /// The candidate's run skipped its turnover: both gates did not run.
+    pub(super) not_run: Option<TurnoverSkip>,
 }
 
 impl<'a> TurnoverGates<'a> {
-    /// `candidate` is the candidate's turnover as the reference texts left it.
+    /// `candidate` is the candidate's turnover as the reference texts left
+    /// it; `not_run`, the candidate run's skip (a run that skipped holds no
+    /// turnover runs: `consistency` refuses one that does).
     pub(super) fn of(
         baseline: &'a [TurnoverRun],
         candidate: &'a [TurnoverRun],
+        not_run: Option<TurnoverSkip>,
         policy: &Policy,
     ) -> TurnoverGates<'a> {
         let b_runs = ordered_turnover(baseline);
@@ -83,14 +89,23 @@ impl<'a> TurnoverGates<'a> {
             policy.turnover.confidence,
             Some(policy.turnover.margin),
         );
-        let strict = gate::strict_gate(&c_counts);
-        let non_inferior = gate::non_inferior_gate(&comparison);
+        let (strict, non_inferior) = match not_run {
+            Some(skip) => (
+                Gate::not_run(gate::STRICT_RULE, skip.describe()),
+                Gate::not_run(gate::NON_INFERIOR_RULE, skip.describe()),
+            ),
+            None => (
+                gate::strict_gate(&c_counts),
+                gate::non_inferior_gate(&comparison),
+            ),
+        };
         TurnoverGates {
             baseline: b_runs,
             candidate: c_runs,
             comparison,
             strict,
             non_inferior,
+            not_run,
         }
     }
 }

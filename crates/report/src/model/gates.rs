@@ -19,6 +19,10 @@ pub struct Gate {
     pub passed: bool,
     pub rule: String,
     pub parts: Vec<GatePart>,
+    /// Present when the gate did not run, saying why ("skipped by the
+    /// plan"): then it has no parts and `passed` is false, since nothing passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 impl Gate {
@@ -27,6 +31,17 @@ impl Gate {
             passed: parts.iter().all(|p| p.passed),
             rule: rule.to_string(),
             parts,
+            not_run: None,
+        }
+    }
+
+    /// A gate that did not run, and `why`.
+    pub fn not_run(rule: &str, why: &str) -> Gate {
+        Gate {
+            passed: false,
+            rule: rule.to_string(),
+            parts: Vec::new(),
+            not_run: Some(why.to_string()),
         }
     }
 }

@@ -188,5 +188,12 @@ pub struct TurnoverComparison {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnoverGateResult {
     pub mode: TurnoverGateMode,
+    /// False when the gate did not run (`not_run`): nothing passed.
     pub passed: bool,
+    /// Present when the turnover gates did not run: the candidate's run
+    /// skipped its turnover workloads, as the plan (or `run
+    /// --skip-turnover`) asked. The qualification then says what was not
+    /// checked and does not qualify (see `gate::with_turnover_not_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<crate::artifact::TurnoverSkip>,
 }

@@ -487,3 +487,65 @@ fn embedding_floors_of_the_policy_are_what_verify_judges_again() {
         "{named:?}"
     );
 }
+
+/// A pair of synthetic runs whose candidate answers every input with a zero
+/// vector against a normal baseline: the embeddings part fails, naming the
+/// inputs, the qualification fails on quality, and the report verifies.
+#[test]
+fn zero_candidate_embeddings_fail_the_qualification_naming_the_inputs() {
+    use crate::embedding::EmbeddingRun;
+    let workload = |vectors: Vec<Vec<f32>>| EmbeddingRun {
+        name: "e".into(),
+        inputs: vectors.len(),
+        batch: 2,
+        inputs_sha256: "00".into(),
+        requests: vectors.len().div_ceil(2),
+        failed: 0,
+        failures_by_class: Default::default(),
+        latency_ms: vec![10.0, 12.0],
+        dimension: Some(2),
+        vectors: vectors.into_iter().map(Some).collect(),
+    };
+    let run = |label: &str, vectors: Vec<Vec<f32>>| {
+        let mut a = crate::fixtures::artifact(
+            crate::fixtures::provenance(label, &format!("sha256:{label}")),
+            vec![crate::fixtures::cell(
+                "c",
+                crate::fixtures::shape(128, 1, 8),
+                crate::fixtures::spread_samples(8, (100.0, 400.0, 50.0), 0),
+                Some(128.0),
+            )],
+            Vec::new(),
+        );
+        a.embeddings = vec![workload(vectors)];
+        a
+    };
+    let real = vec![
+        vec![1.0, 0.0],
+        vec![0.0, 1.0],
+        vec![0.6, 0.8],
+        vec![0.8, 0.6],
+    ];
+    let b = run("base", real);
+    let c = run("cand", vec![vec![0.0, 0.0]; 4]);
+    let report = crate::compare::compare(&b, &c, &crate::policy::Policy::default()).unwrap();
+    let e = &report.quality.as_ref().unwrap().embeddings[0];
+    assert_eq!(e.outcome, GateOutcome::Fail, "{}", e.reason());
+    assert_eq!(e.candidate_zero, vec![0, 1, 2, 3]);
+    let gate = report.gates.as_ref().unwrap().quality.as_ref().unwrap();
+    let part = gate
+        .parts
+        .iter()
+        .find(|p| p.subject == "quality: embeddings e")
+        .expect("the embeddings part");
+    assert_eq!(part.outcome, GateOutcome::Fail);
+    assert!(
+        part.reason
+            .contains("all zeros where the baseline's is not: inputs 0, 1, 2, 3"),
+        "{}",
+        part.reason
+    );
+    assert!(!crate::gate::qualified(&report), "{}", report.qualification);
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(crate::verify::verify(&json), vec![]);
+}

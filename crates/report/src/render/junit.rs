@@ -105,11 +105,14 @@ fn gate_cases(gate: &Value) -> Vec<Case> {
     let case = |name: &str, x: &Value| Case {
         name: name.to_string(),
         outcome: outcome_of(x),
-        message: x["reason"]
-            .as_str()
-            .or_else(|| x["rule"].as_str())
-            .unwrap_or("")
-            .to_string(),
+        message: match x["not_run"].as_str() {
+            Some(why) => format!("not run ({why})"),
+            None => x["reason"]
+                .as_str()
+                .or_else(|| x["rule"].as_str())
+                .unwrap_or("")
+                .to_string(),
+        },
     };
     match gate["parts"].as_array() {
         Some(parts) if !parts.is_empty() => parts
@@ -120,10 +123,13 @@ fn gate_cases(gate: &Value) -> Vec<Case> {
     }
 }
 
+/// A gate that did not run is skipped, as an undecided part is: nothing
+/// failed.
 fn outcome_of(x: &Value) -> Outcome {
     match (x["outcome"].as_str(), x["passed"].as_bool()) {
         (Some("pass"), _) | (None, Some(true)) => Outcome::Pass,
         (Some("inconclusive"), _) => Outcome::Inconclusive,
+        _ if x["not_run"].is_string() => Outcome::Inconclusive,
         _ => Outcome::Fail,
     }
 }
@@ -157,7 +163,13 @@ fn push_suite(out: &mut String, name: &str, cases: &[Case]) {
                 escape(&c.message)
             )),
             Outcome::Inconclusive => out.push_str(&format!(
-                "{head}>\n      <skipped message=\"inconclusive: {}\"/>\n    </testcase>\n",
+                "{head}>\n      <skipped message=\"{}{}\"/>\n    </testcase>\n",
+                // A gate that did not run says so; an undecided part, that.
+                if c.message.starts_with(super::view::NOT_RUN) {
+                    ""
+                } else {
+                    "inconclusive: "
+                },
                 escape(&c.message)
             )),
         }

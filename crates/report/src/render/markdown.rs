@@ -84,6 +84,7 @@ fn gate_mark(g: &view::GateRow) -> &'static str {
         (false, _) => "·",
         (true, "pass") => mark(Some(true)),
         (true, "fail") => mark(Some(false)),
+        (true, _) if g.not_run() => "➖",
         _ => mark(None),
     }
 }

@@ -15,7 +15,7 @@ use super::super::gate::{
     QUAL_INCONCLUSIVE, QUAL_NOT_BLANKET, QUAL_PASS, QUAL_PASS_NON_INFERIOR, evidence_qualification,
     qualification,
 };
-use super::super::model::parse_regression_flag;
+use super::super::model::{Gate, parse_regression_flag};
 use super::super::policy::TurnoverGateMode;
 use super::params::Params;
 use super::turnover_runs::TurnoverGates;
@@ -303,6 +303,14 @@ pub(super) fn check_gates(
         ck.expect_bool("performance_gate_passed", found, r.performance);
     }
     let (strict, ni) = (r.turnover.strict.passed, r.turnover.non_inferior.passed);
+    // Turnover gates that did not run count as passed in the gates'
+    // verdict, which the note that they did not run then caps.
+    let not_run = r.turnover.not_run;
+    let (q_strict, q_ni) = if not_run.is_some() {
+        (true, true)
+    } else {
+        (strict, ni)
+    };
     // The quality gate's outcome (itself recomputed with the report) folds in.
     let quality: Option<GateOutcome> = root
         .get("gates")
@@ -310,10 +318,11 @@ pub(super) fn check_gates(
         .and_then(|o| serde_json::from_value(o.clone()).ok());
     let expected = params.mode.map(|mode| {
         let (q, ok) = match (params.decides_by_evidence, r.evidence) {
-            (true, Some(o)) => evidence_qualification(o, strict, ni, mode),
-            _ => qualification(r.performance, strict, ni, mode),
+            (true, Some(o)) => evidence_qualification(o, q_strict, q_ni, mode),
+            _ => qualification(r.performance, q_strict, q_ni, mode),
         };
-        crate::gate::with_quality(q, ok, quality)
+        let (q, ok) = crate::gate::with_quality(q, ok, quality);
+        crate::gate::with_turnover_not_run(q, ok, not_run)
     });
     if let Some(g) = root.get("gates") {
         for (key, expected) in [
@@ -325,6 +334,12 @@ pub(super) fn check_gates(
             if let Some(found) = ck.boolean(&path, g.get(key).and_then(|x| x.get("passed"))) {
                 ck.expect_bool(&path, found, expected);
             }
+        }
+        for (key, gate) in [
+            ("strict_turnover", &r.turnover.strict),
+            ("non_inferior_turnover", &r.turnover.non_inferior),
+        ] {
+            check_not_run_text(ck, key, g.get(key), gate);
         }
         if let Some((_, qualified)) = expected
             && let Some(found) = ck.boolean("gates.qualified", g.get("qualified"))
@@ -341,6 +356,28 @@ pub(super) fn check_gates(
         }
         Some(_) => {}
         None => check_wording(ck, q, r.performance, strict, ni),
+    }
+}
+
+/// A turnover gate's `not_run`, against the turnover gates' state: the
+/// reason when they did not run, absent when they ran.
+fn check_not_run_text(ck: &mut Checker, key: &str, found: Option<&Value>, expected: &Gate) {
+    let Some(found) = found else { return };
+    let path = format!("gates.{key}.not_run");
+    let found = found.get("not_run");
+    match (&expected.not_run, found) {
+        (None, None) => {}
+        (Some(why), Some(f)) if f.as_str() == Some(why) => {}
+        (Some(why), _) => ck.push(
+            path,
+            show(found),
+            format!("\"{why}\", as turnover_gate.not_run says"),
+        ),
+        (None, Some(_)) => ck.push(
+            path,
+            show(found),
+            "absent: turnover_gate.not_run does not say the gates did not run",
+        ),
     }
 }
 

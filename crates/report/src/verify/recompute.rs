@@ -149,6 +149,13 @@ pub(super) fn artifacts_from_report(
         .and_then(Value::as_object)
         .ok_or("no cells")?;
     let order = cell_order(root, cells);
+    // The report keeps the candidate's skip as its turnover gate's
+    // `not_run` (the baseline's changes nothing compare writes).
+    let not_run = root
+        .get("turnover_gate")
+        .and_then(|g| g.get("not_run"))
+        .map(|v| parse(Some(v), "turnover_gate.not_run"))
+        .transpose()?;
     let mut out = Vec::new();
     for side in [Side::Baseline, Side::Candidate] {
         let s = side.as_str();
@@ -167,6 +174,7 @@ pub(super) fn artifacts_from_report(
             cells,
             turnover: side_turnover(root, side)?,
             schedule,
+            turnover_not_run: not_run.filter(|_| side == Side::Candidate),
         });
     }
     let c = out.pop().ok_or("no candidate")?;

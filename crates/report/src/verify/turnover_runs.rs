@@ -2,13 +2,15 @@
 //! failure records (classes, the check order, contamination: the checks
 //! in `consistency`, shared with a run artifact's), the keys and repeats in
 //! sequence, and the turnover comparison and gates recomputed from the
-//! counts with the policy's alpha.
+//! counts with the policy's alpha; or, when the report says the gates did
+//! not run, that it holds no candidate run to have judged.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::super::checker::{Checker, join};
+use super::super::artifact::TurnoverSkip;
+use super::super::checker::{Checker, join, show};
 use super::super::consistency::check_turnover_run;
 use super::super::model::{Gate, Side, parse_turnover_key, turnover_key};
 use super::super::policy::{DEFAULT_ALPHA, DEFAULT_TURNOVER_CONFIDENCE, TurnoverGateMode};
@@ -19,6 +21,8 @@ use super::params::Params;
 pub(super) struct TurnoverGates {
     pub strict: Gate,
     pub non_inferior: Gate,
+    /// The report's word that they did not run (`turnover_gate.not_run`).
+    pub not_run: Option<TurnoverSkip>,
 }
 
 pub(super) fn check_turnover(
@@ -31,7 +35,11 @@ pub(super) fn check_turnover(
     let none = Vec::new();
     let b = counts.get(&Side::Baseline).unwrap_or(&none);
     let c = counts.get(&Side::Candidate).unwrap_or(&none);
-    let strict = super::super::gate::strict_gate(c);
+    let not_run = check_not_run(ck, root, c);
+    let strict = match not_run {
+        Some(skip) => Gate::not_run(super::super::gate::STRICT_RULE, skip.describe()),
+        None => super::super::gate::strict_gate(c),
+    };
     if let Some(found) = ck.boolean(
         "strict_turnover_gate_passed",
         root.get("strict_turnover_gate_passed"),
@@ -70,7 +78,10 @@ pub(super) fn check_turnover(
             ),
         }
     }
-    let non_inferior = super::super::gate::non_inferior_gate(&cmp);
+    let non_inferior = match not_run {
+        Some(skip) => Gate::not_run(super::super::gate::NON_INFERIOR_RULE, skip.describe()),
+        None => super::super::gate::non_inferior_gate(&cmp),
+    };
     if let (Some(g), Some(mode)) = (root.get("turnover_gate"), params.mode)
         && let Some(found) = ck.boolean("turnover_gate.passed", g.get("passed"))
     {
@@ -83,7 +94,43 @@ pub(super) fn check_turnover(
     TurnoverGates {
         strict,
         non_inferior,
+        not_run,
     }
+}
+
+/// The report's `turnover_gate.not_run`: readable, and beside no candidate
+/// turnover run (a run that skipped its turnover has none to judge). Who
+/// skipped is the report's word: the plan is not in it.
+fn check_not_run(
+    ck: &mut Checker,
+    root: &Map<String, Value>,
+    candidate: &[RunCounts],
+) -> Option<TurnoverSkip> {
+    let v = root.get("turnover_gate")?.get("not_run")?;
+    let Ok(skip) = serde_json::from_value::<TurnoverSkip>(v.clone()) else {
+        ck.wrong(
+            "turnover_gate.not_run",
+            Some(v),
+            "\"skipped_by_plan\" or \"skipped_by_run\"",
+        );
+        return None;
+    };
+    if let Some(run) = candidate.first() {
+        ck.push(
+            "turnover_gate.not_run",
+            show(Some(v)),
+            format!(
+                "absent: the report holds candidate turnover runs ({}), so they ran",
+                run.key
+            ),
+        );
+        return None;
+    }
+    ck.limit(format!(
+        "turnover_gate.not_run: that the turnover check was {} is the report's word until `verify --runs` (or `verify QUALIFICATION_DIR`) makes the report again from the run artifacts, which record the skip",
+        skip.describe()
+    ));
+    Some(skip)
 }
 
 /// Every `<side>_turnover…` key, in ordinal order, with no gap; each run's

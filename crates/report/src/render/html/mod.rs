@@ -112,6 +112,7 @@ fn outcome_badge(label: &str, outcome: &str) -> String {
         "pass" => ("pass", "✓"),
         "fail" => ("fail", "✗"),
         "inconclusive" => ("inconclusive", "?"),
+        o if o.starts_with(super::view::NOT_RUN) => ("unknown", "–"),
         _ => ("unknown", "?"),
     };
     format!(

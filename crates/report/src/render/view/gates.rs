@@ -55,14 +55,31 @@ impl GateRow {
         }
     }
 
-    /// ✓, ✗ or ? for a deciding gate; · for one that decides nothing.
+    /// ✓, ✗ or ? for a deciding gate, – for one that did not run; · for
+    /// one that decides nothing.
     pub fn mark(&self) -> &'static str {
         match (self.deciding, self.outcome.as_str()) {
             (false, _) => "·",
             (true, "pass") => "✓",
             (true, "fail") => "✗",
+            (true, o) if o.starts_with(NOT_RUN) => "–",
             _ => "?",
         }
+    }
+}
+
+/// How a gate that did not run reads in every view: `not run (skipped by
+/// the plan)`.
+pub const NOT_RUN: &str = "not run";
+
+fn not_run(why: &str) -> String {
+    format!("{NOT_RUN} ({why})")
+}
+
+impl GateRow {
+    /// Whether the gate did not run.
+    pub fn not_run(&self) -> bool {
+        self.outcome.starts_with(NOT_RUN)
     }
 }
 
@@ -125,6 +142,12 @@ impl View {
             .collect();
         for (gate, subject, reason) in turnover.iter().take(3) {
             out.push(format!("turnover     ✗ {gate}: {subject}: {reason}"));
+        }
+        if let Some(why) = &self.turnover_not_run {
+            out.push(format!(
+                "turnover     {}: failures under model turnover were not checked",
+                not_run(why)
+            ));
         }
         if let Some(g) = self.gates.as_ref().and_then(|g| g.quality.as_ref()) {
             out.push(format!("quality      {} by evidence", g.outcome.as_str()));
@@ -257,8 +280,13 @@ impl View {
                 "",
             )),
         }
-        let strict = word(self.strict_turnover_gate_passed);
-        let ni = word(Some(self.non_inferior_gate().passed));
+        let (strict, ni) = match &self.turnover_not_run {
+            Some(why) => (not_run(why), not_run(why)),
+            None => (
+                word(self.strict_turnover_gate_passed),
+                word(Some(self.non_inferior_gate().passed)),
+            ),
+        };
         let alpha = format!("alpha {}", self.turnover.alpha);
         if self.non_inferior {
             rows.push(GateRow::beside(

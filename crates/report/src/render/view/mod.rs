@@ -28,7 +28,7 @@ mod turnover;
 pub(super) use cell::cell_views;
 pub use cell::{CellView, MetricView};
 pub(super) use evidence::shown_reason;
-pub use gates::GateRow;
+pub use gates::{GateRow, NOT_RUN};
 pub(super) use gates::{evidence_decides, non_inferior_turnover};
 pub use quality::PairMark;
 pub use turnover::{RunView, TurnoverRow};
@@ -76,6 +76,9 @@ pub struct View {
     pub references: Option<ReferenceComparison>,
     /// Output quality (hard-divergence share, task accuracy), when judged.
     pub quality: Option<QualityComparison>,
+    /// Why the turnover gates did not run ("skipped by the plan"), when the
+    /// report says they did not (`turnover_gate.not_run`).
+    pub turnover_not_run: Option<String>,
 }
 
 impl View {
@@ -126,6 +129,10 @@ impl View {
             disagreements,
             references: typed(root.get("reference_comparison")),
             quality: typed(root.get("quality")),
+            turnover_not_run: root.pointer("/turnover_gate/not_run").map(|v| {
+                serde_json::from_value::<crate::artifact::TurnoverSkip>(v.clone())
+                    .map_or_else(|_| format!("{v}"), |s| s.describe().to_string())
+            }),
         }
     }
 }
