@@ -153,12 +153,18 @@ pub fn hostname() -> String {
 
 pub use infergate_report::digest::sha256_hex;
 
+/// Bytes of one input file a suite names (a dataset, a schema, a tools or
+/// task file, a tokenizer), and of the suite, plan or policy file itself:
+/// each is held whole in memory. Counted as the file is read, not taken
+/// from the size it reports.
+pub const MAX_INPUT_FILE_BYTES: u64 = 64 << 20;
+
 /// Read an input file (suite, plan, gate policy, embeddings inputs) as
-/// text: a regular file of at most `config::limits::MAX_INPUT_FILE_BYTES`.
+/// text: a regular file of at most [`MAX_INPUT_FILE_BYTES`].
 pub fn read_input(path: &std::path::Path) -> std::io::Result<String> {
     #[cfg(feature = "read-counts")]
     read_counts::count(path);
-    let limit = crate::config::limits::MAX_INPUT_FILE_BYTES;
+    let limit = MAX_INPUT_FILE_BYTES;
     String::from_utf8(crate::report::files::read_regular_at_most(path, limit)?)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }

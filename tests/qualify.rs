@@ -421,7 +421,7 @@ async fn an_interleaved_qualification_alternates_blocks_and_pairs_them_by_block(
         o.spent
             .as_deref()
             .unwrap_or("")
-            .starts_with("5 requests per side"),
+            .starts_with("5 measured requests per side"),
         "{:?}",
         o.spent
     );

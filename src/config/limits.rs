@@ -39,11 +39,8 @@ pub const MAX_TURNOVER_REPEATS: usize = 1_000;
 /// `words` a turnover words prompt asks for.
 pub const MAX_TURNOVER_WORDS: usize = 10_000;
 
-/// Bytes of one input file a suite names (a dataset, a schema, a tools or
-/// task file, a tokenizer), and of the suite, plan or policy file itself:
-/// each is held whole in memory. Counted as the file is read, not taken
-/// from the size it reports.
-pub const MAX_INPUT_FILE_BYTES: u64 = 64 << 20;
+/// Bytes of one input file a suite names: see [`crate::util::MAX_INPUT_FILE_BYTES`].
+pub use crate::util::MAX_INPUT_FILE_BYTES;
 
 /// `field` = `value`, refused above `max`.
 pub fn at_most<T: PartialOrd + std::fmt::Display>(field: &str, value: T, max: T) -> Result<()> {
