@@ -8,7 +8,7 @@ use crate::model::{
     CellComparison, EvidenceGate, EvidencePart, Gate, GatePart, MetricComparison, OrderedMap,
     RowsPair, SamplePair, Side,
 };
-use crate::policy::Policy;
+use crate::policy::{MetricSpec, Policy};
 use crate::slo::comparison::compare_slo;
 use crate::stats::evidence as ev;
 use crate::stats::{self, GateOutcome};
@@ -282,45 +282,10 @@ fn cell_metrics(
                     continue;
                 }
             };
-        let levels = (design.alpha_pass, design.alpha_fail);
-        let mut ep = evidence_part(&subject, &m, eligible, bc, cc, levels);
+        let sides = ((b, bcl), (c, ccl));
+        let mut ep = metric_part(&subject, &m, spec, sides, (bc, cc), eligible, design);
         if let (Some(why), GateOutcome::Inconclusive) = (mismatch, ep.outcome) {
             ep.reason = why.to_string();
-        }
-        let units = |e: &stats::Evidence| {
-            bootstrap_units(
-                e.resampling,
-                clustered(b, bcl),
-                clustered(c, ccl),
-                design.method.block_mean,
-            )
-        };
-        // Whether the bounds the report records for the metric inform a
-        // reader, whatever the part says (the metric tables show them too).
-        if let Some(e) = &m.evidence
-            && let Err(why) = ev::informative(e, spec.direction, units(e))
-        {
-            (ep.informative, ep.not_informative) = (false, Some(why));
-        }
-        if let (true, Some(e)) = (eligible, &m.evidence) {
-            ep.requests_per_side = Some(b.len().min(c.len()));
-            (
-                ep.oracle_requests_per_side,
-                ep.learning_oracle_requests_per_side,
-            ) = oracles_of(e, spec, (b, bcl), (c, ccl), design);
-            ep.block_oracle_requests_per_side =
-                block_oracle_of(e, spec, (b, bcl), (c, ccl), design);
-            ep.design_effect = ep
-                .block_oracle_requests_per_side
-                .zip(ep.oracle_requests_per_side)
-                .map(|(block, request)| block as f64 / request as f64);
-            let units = units(e);
-            ep.design_requests_per_side = ev::design_requests(
-                design.method.design_spread.of(e, units),
-                b.len().min(c.len()),
-                e.margin_percent,
-                design.oracle_levels.1,
-            );
         }
         acc.evidence_parts.push(ep);
         metrics.push((spec.name.clone(), m));
@@ -338,6 +303,59 @@ fn cell_metrics(
         }
     }
     Ok((metrics, sample_pairs))
+}
+
+/// One side's samples of a metric and their clusters (blocks), if any.
+type Samples<'a> = (&'a [f64], Option<&'a [u32]>);
+
+/// One compared metric's evidence part: its outcome, whether its bounds
+/// inform a reader, and what each oracle and the design need on its data.
+fn metric_part(
+    subject: &str,
+    m: &MetricComparison,
+    spec: &MetricSpec,
+    ((b, bcl), (c, ccl)): (Samples<'_>, Samples<'_>),
+    (bc, cc): (&CellResult, &CellResult),
+    eligible: bool,
+    design: &DesignChoice,
+) -> EvidencePart {
+    let levels = (design.alpha_pass, design.alpha_fail);
+    let mut ep = evidence_part(subject, m, eligible, bc, cc, levels);
+    let units = |e: &stats::Evidence| {
+        bootstrap_units(
+            e.resampling,
+            clustered(b, bcl),
+            clustered(c, ccl),
+            design.method.block_mean,
+        )
+    };
+    // Whether the bounds the report records for the metric inform a
+    // reader, whatever the part says (the metric tables show them too).
+    if let Some(e) = &m.evidence
+        && let Err(why) = ev::informative(e, spec.direction, units(e))
+    {
+        (ep.informative, ep.not_informative) = (false, Some(why));
+    }
+    if let (true, Some(e)) = (eligible, &m.evidence) {
+        ep.requests_per_side = Some(b.len().min(c.len()));
+        (
+            ep.oracle_requests_per_side,
+            ep.learning_oracle_requests_per_side,
+        ) = oracles_of(e, spec, (b, bcl), (c, ccl), design);
+        ep.block_oracle_requests_per_side = block_oracle_of(e, spec, (b, bcl), (c, ccl), design);
+        ep.design_effect = ep
+            .block_oracle_requests_per_side
+            .zip(ep.oracle_requests_per_side)
+            .map(|(block, request)| block as f64 / request as f64);
+        let units = units(e);
+        ep.design_requests_per_side = ev::design_requests(
+            design.method.design_spread.of(e, units),
+            b.len().min(c.len()),
+            e.margin_percent,
+            design.oracle_levels.1,
+        );
+    }
+    ep
 }
 
 /// The cells compared, and the performance gates they make.
