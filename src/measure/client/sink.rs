@@ -75,8 +75,9 @@ pub(super) struct Sink<'c> {
     first_content_ms: Option<f64>,
     /// A chunk's logprobs were unreadable: the token list is dropped whole.
     pub(super) tokens_broken: bool,
-    /// The request's `max_tokens`, when it sent one: see [`chunk_allowance`].
-    max_tokens: Option<u64>,
+    /// The request's `max_tokens` and the output-bearing chunks it allows
+    /// ([`chunk_allowance`]), when it sent one: set once, read per chunk.
+    output_limit: Option<(u64, u64)>,
 }
 
 impl<'c> Sink<'c> {
@@ -97,13 +98,13 @@ impl<'c> Sink<'c> {
             },
             first_content_ms: None,
             tokens_broken: false,
-            max_tokens: None,
+            output_limit: None,
         }
     }
 
     /// Fail the request once its output is far past `max_tokens`.
     pub(super) fn limit_output(&mut self, max_tokens: Option<u64>) {
-        self.max_tokens = max_tokens;
+        self.output_limit = max_tokens.map(|max| (max, chunk_allowance(max)));
     }
 
     /// One output-bearing chunk's time: kept while there is room, else
@@ -115,11 +116,10 @@ impl<'c> Sink<'c> {
             self.cap.chunks_not_kept += 1;
             self.cap.last_chunk_ms = Some(at_ms);
         }
-        let Some(max) = self.max_tokens else {
+        let Some((max, allowed)) = self.output_limit else {
             return;
         };
         let seen = self.cap.chunk_ms.len() as u64 + self.cap.chunks_not_kept;
-        let allowed = chunk_allowance(max);
         if seen > allowed {
             self.fail(
                 Outcome::StreamValidationFailed,
