@@ -17,6 +17,7 @@ pub mod agreement;
 pub mod artifact;
 pub mod atomic;
 pub mod calibrate;
+pub mod capacity;
 pub mod checker;
 mod compare;
 pub mod config_error;

@@ -19,6 +19,7 @@ pub mod evidence;
 mod exact;
 pub mod paired;
 mod percentile;
+pub mod probit;
 pub mod sequential;
 pub mod special;
 
