@@ -3,41 +3,37 @@
 //!
 //! The search's bracket (the highest level that held, the lowest that did
 //! not) is its resolution, not an interval: it is shown beside. The
-//! interval comes from a probit curve of attainment against log load fitted
-//! to every level tried (`stats::probit`), where it crosses the minimum
-//! attainment; its spread is a bootstrap that resamples each level's
-//! segments (the units requests are correlated within), refitting each
-//! time. The ratio's interval takes the two sides' replicates pairwise: the
-//! two searches are independent draws, and any drift the interleaving leaves
-//! common to both would only narrow the true spread of the ratio, so the
-//! interval errs wide.
+//! interval comes from a probit curve of attainment against log load,
+//! fitted to the levels near the crossing (`local`), where it crosses the
+//! minimum attainment: Fieller's interval for that crossing, the curve's
+//! covariance scaled by the dispersion the segments show (requests share a
+//! queue). The ratio's is the difference of the two log crossings with the
+//! sum of their variances (the two searches are independent draws).
 //!
-//! When the curve cannot be read (it does not fall with load, it crosses
-//! outside the levels tried, or too many replicates cannot be fitted), the
-//! interval is the bracket of *decided* levels instead: a level shown to
-//! hold and one shown not to, each at the search's error, bound a monotone
-//! curve's crossing with at least the search's confidence.
+//! When the curve cannot be read (it does not fall with load, or its
+//! interval reaches past the levels tried), the interval is the bracket of
+//! *decided* levels instead: a level shown to hold and one shown not to,
+//! judged with the whole search's dispersion, bound a monotone curve's
+//! crossing; none is given when there is no such pair.
+//!
+//! What the simulation (`capacity::simulation`) measures of these intervals
+//! is in docs/capacity.md: they do not yet reach their stated coverage, so
+//! no verdict reads them.
 
 use serde::{Deserialize, Serialize};
 
 use super::level::LevelDecision;
-use super::search::{Ended, SearchRule, Tried};
-use crate::stats::Xoshiro256;
-use crate::stats::probit::{Group, fit};
-use crate::stats::special::normal_quantile;
-
-/// Bootstrap replicates behind an interval.
-pub const REPLICATES: usize = 1000;
-/// Share of replicates that may fail to give a crossing before the curve is
-/// set aside for the decided bracket.
-pub const MAX_FAILED_SHARE: f64 = 0.05;
+use super::search::{Ended, SearchRule, Tried, pooled_dispersion};
+use crate::stats::probit::{Group, Probit, covariance, fit};
+use crate::stats::special::{normal_quantile, t_quantile};
 
 /// How an interval was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IntervalMethod {
-    /// Percentiles of the probit crossing over segment-bootstrap replicates.
-    CurveBootstrap,
+    /// Fieller's interval for where the probit curve crosses the minimum,
+    /// its covariance scaled by the segments' dispersion.
+    CurveFieller,
     /// The highest level decided to hold and the lowest decided not to.
     DecidedBracket,
 }
@@ -56,44 +52,56 @@ pub struct CapacityEstimate {
     pub interval: Option<[f64; 2]>,
     pub method: Option<IntervalMethod>,
     pub confidence: f64,
+    /// Between-segment variance over the binomial's, pooled over the levels
+    /// with some requests met and some not (at least 1).
+    pub dispersion: f64,
     /// Measured requests and warm-up requests over every level.
     pub requests: u64,
     pub warmup_requests: u64,
 }
 
-/// The log-capacity bootstrap of one side, kept for the ratio.
-#[derive(Debug, Clone)]
-pub struct Replicates {
-    /// ln capacity per replicate; NaN where a replicate gave no crossing.
-    pub ln: Vec<f64>,
+/// The fitted log capacity and its delta-method variance, for the ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogCapacity {
+    pub ln: f64,
+    pub var: f64,
+    /// Degrees of freedom behind the dispersion (0: taken as binomial).
+    pub df: f64,
 }
 
-impl Replicates {
-    fn usable(&self) -> bool {
-        let failed = self.ln.iter().filter(|v| !v.is_finite()).count();
-        !self.ln.is_empty() && (failed as f64) <= MAX_FAILED_SHARE * self.ln.len() as f64
-    }
-}
-
-/// The estimate of one side from its finished search, and its replicates.
+/// The estimate of one side from its finished search.
 pub fn estimate(
     rule: &SearchRule,
     tried: &[Tried],
     ended: Ended,
     confidence: f64,
-    seed: u64,
-) -> (CapacityEstimate, Replicates) {
+) -> (CapacityEstimate, Option<LogCapacity>) {
     let (held, not_held) = rule.bracket(tried);
     let z = normal_quantile(rule.min_attainment);
-    let fitted = crossing(&groups(tried, None), z).filter(|c| within_tried(tried, *c));
-    let reps = bootstrap(tried, z, seed);
-    let alpha = 1.0 - confidence;
-    let curve = (ended == Ended::Resolved && fitted.is_some() && reps.usable())
-        .then(|| percentile_interval(&reps.ln, alpha))
-        .flatten()
+    let near = local(tried, z, (held, not_held));
+    let (dispersion, df) = pooled_dispersion(&near);
+    let groups = groups(&near);
+    let model = fit(&groups).filter(|m| m.b < 0.0);
+
+    let log = model.and_then(|m| {
+        let cov = covariance(&groups, m)?.map(|v| v * dispersion);
+        let ln = m.crossing(z)?;
+        let grad = [-1.0 / m.b, -ln / m.b];
+        let var = grad[0] * grad[0] * cov[0]
+            + 2.0 * grad[0] * grad[1] * cov[1]
+            + grad[1] * grad[1] * cov[2];
+        within_tried(tried, ln.exp()).then_some((LogCapacity { ln, var, df }, m, cov))
+    });
+    let fitted = log.map(|l| l.0.ln.exp());
+
+    let q = quantile(1.0 - (1.0 - confidence) / 2.0, df);
+    let curve = log
+        .filter(|_| ended == Ended::Resolved)
+        .and_then(|(_, m, cov)| fieller(m, cov, z, q))
+        .filter(|[l, h]| within_tried(tried, l.exp()) && within_tried(tried, h.exp()))
         .map(|[l, h]| [l.exp(), h.exp()]);
-    let (interval, method) = match (curve, decided_bracket(rule, tried)) {
-        (Some(i), _) => (Some(i), Some(IntervalMethod::CurveBootstrap)),
+    let (interval, method) = match (curve, decided_bracket(rule, tried, dispersion)) {
+        (Some(i), _) => (Some(i), Some(IntervalMethod::CurveFieller)),
         (None, Some(b)) if ended == Ended::Resolved => {
             (Some(b), Some(IntervalMethod::DecidedBracket))
         }
@@ -113,29 +121,64 @@ pub fn estimate(
         interval,
         method,
         confidence,
+        dispersion,
         requests,
         warmup_requests,
     };
-    (est, reps)
+    (
+        est,
+        log.filter(|_| method == Some(IntervalMethod::CurveFieller))
+            .map(|l| l.0),
+    )
 }
 
-/// Per level: ln load, met, measured; with `pick`, the segments of each
-/// level drawn by index.
-fn groups(tried: &[Tried], pick: Option<&[Vec<usize>]>) -> Vec<Group> {
+/// Student's t quantile at `df` degrees of freedom, the normal's at none.
+fn quantile(p: f64, df: f64) -> f64 {
+    if df >= 1.0 {
+        t_quantile(p, df)
+    } else {
+        normal_quantile(p)
+    }
+}
+
+/// The levels the curve is fitted to: those whose attainment lies within
+/// one unit of the minimum on the probit scale (for a 90 % minimum, 61 % to
+/// 98.9 %), and at least the two levels nearest the search's bracket. Far
+/// levels (all met at a tenth of the load, a tenth met at twice it) say
+/// little about where the curve crosses and much about a shape the probit
+/// only approximates there.
+fn local(tried: &[Tried], z: f64, bracket: (Option<f64>, Option<f64>)) -> Vec<Tried> {
+    let p = |t: &Tried| {
+        let (m, n) = t
+            .segments
+            .iter()
+            .fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
+        (m as f64 + 0.5) / (n as f64 + 1.0)
+    };
+    let mut near: Vec<Tried> = tried
+        .iter()
+        .filter(|t| (normal_quantile(p(t)) - z).abs() <= 1.0)
+        .cloned()
+        .collect();
+    for end in [bracket.0, bracket.1].into_iter().flatten() {
+        if !near.iter().any(|t| t.load == end)
+            && let Some(t) = tried.iter().find(|t| t.load == end)
+        {
+            near.push(t.clone());
+        }
+    }
+    near
+}
+
+/// Per level: ln load, met, measured.
+fn groups(tried: &[Tried]) -> Vec<Group> {
     tried
         .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let (met, of) = match pick {
-                None => t
-                    .segments
-                    .iter()
-                    .fold((0, 0), |(m, n), s| (m + s.met, n + s.of)),
-                Some(p) => p[i]
-                    .iter()
-                    .map(|&j| &t.segments[j])
-                    .fold((0, 0), |(m, n), s| (m + s.met, n + s.of)),
-            };
+        .map(|t| {
+            let (met, of) = t
+                .segments
+                .iter()
+                .fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
             Group {
                 t: t.load.ln(),
                 successes: met as f64,
@@ -145,11 +188,25 @@ fn groups(tried: &[Tried], pick: Option<&[Vec<usize>]>) -> Vec<Group> {
         .collect()
 }
 
-/// The load where the fitted curve crosses `z`; None for a curve that does
-/// not fall with load.
-fn crossing(groups: &[Group], z: f64) -> Option<f64> {
-    let m = fit(groups)?;
-    (m.b < 0.0).then(|| m.crossing(z)).flatten().map(f64::exp)
+/// Fieller's interval for `(z − a) / b` at quantile `q`: the crossings not
+/// rejected; None when the slope itself is not told from flat (the set is
+/// then unbounded).
+fn fieller(m: Probit, cov: [f64; 3], z: f64, q: f64) -> Option<[f64; 2]> {
+    let u = z - m.a;
+    let q2 = q * q;
+    let qa = m.b * m.b - q2 * cov[2];
+    if qa <= 0.0 {
+        return None;
+    }
+    let qb = -2.0 * (u * m.b + q2 * cov[1]);
+    let qc = u * u - q2 * cov[0];
+    let disc = qb * qb - 4.0 * qa * qc;
+    if disc < 0.0 {
+        return None;
+    }
+    let r = disc.sqrt();
+    let (x1, x2) = ((-qb - r) / (2.0 * qa), (-qb + r) / (2.0 * qa));
+    Some([x1.min(x2), x1.max(x2)])
 }
 
 fn within_tried(tried: &[Tried], c: f64) -> bool {
@@ -158,56 +215,18 @@ fn within_tried(tried: &[Tried], c: f64) -> bool {
     c >= lo && c <= hi
 }
 
-fn bootstrap(tried: &[Tried], z: f64, seed: u64) -> Replicates {
-    let mut rng = Xoshiro256::new(seed);
-    let mut pick: Vec<Vec<usize>> = tried.iter().map(|t| vec![0; t.segments.len()]).collect();
-    let ln = (0..REPLICATES)
-        .map(|_| {
-            for (p, t) in pick.iter_mut().zip(tried) {
-                for slot in p.iter_mut() {
-                    *slot = rng.below(t.segments.len() as u64) as usize;
-                }
-            }
-            crossing(&groups(tried, Some(&pick)), z)
-                .filter(|c| within_tried(tried, *c))
-                .map_or(f64::NAN, f64::ln)
-        })
-        .collect();
-    Replicates { ln }
-}
-
-/// Percentiles `alpha/2` and `1 − alpha/2` of the finite values, failed
-/// replicates placed at both ends (they widen the interval, never narrow it).
-fn percentile_interval(ln: &[f64], alpha: f64) -> Option<[f64; 2]> {
-    let mut ok: Vec<f64> = ln.iter().copied().filter(|v| v.is_finite()).collect();
-    if ok.is_empty() {
-        return None;
-    }
-    ok.sort_by(f64::total_cmp);
-    let failed = ln.len() - ok.len();
-    let n = ln.len() as f64;
-    // Failed replicates count as below the lowest and above the highest.
-    let lo_rank = ((alpha / 2.0) * n).floor() as usize;
-    let hi_rank = ((1.0 - alpha / 2.0) * n).ceil() as usize;
-    let lo = lo_rank
-        .checked_sub(failed)
-        .map(|r| ok[r.min(ok.len() - 1)])?;
-    let hi = ok.get(hi_rank.saturating_sub(1)).copied()?;
-    Some([lo, hi])
-}
-
-/// The highest level decided to hold and the lowest decided not to.
-fn decided_bracket(rule: &SearchRule, tried: &[Tried]) -> Option<[f64; 2]> {
+/// The highest level decided to hold and the lowest decided not to, each
+/// judged again with the dispersion of the whole search (a level decided
+/// early, on less of it, may not stand).
+fn decided_bracket(rule: &SearchRule, tried: &[Tried], dispersion: f64) -> Option<[f64; 2]> {
     let decided = |d: LevelDecision| {
         tried
             .iter()
-            .filter(move |t| rule.judge(t).decision == d)
+            .filter(move |t| rule.judge_with(t, dispersion).decision == d)
             .map(|t| t.load)
     };
-    let lo = decided(LevelDecision::Holds)
-        .fold(None, |a: Option<f64>, l| Some(a.map_or(l, |a| a.max(l))))?;
-    let hi = decided(LevelDecision::DoesNotHold)
-        .fold(None, |a: Option<f64>, l| Some(a.map_or(l, |a| a.min(l))))?;
+    let lo = decided(LevelDecision::Holds).reduce(f64::max)?;
+    let hi = decided(LevelDecision::DoesNotHold).reduce(f64::min)?;
     (lo < hi).then_some([lo, hi])
 }
 
@@ -222,34 +241,32 @@ pub struct CapacityRatio {
     pub confidence: f64,
 }
 
-/// The ratio of two sides' estimates.
+/// The ratio of two sides' estimates: on the log scale, the difference of
+/// the fitted crossings with the sum of their variances (the two searches
+/// are independent draws), when both sides have a curve; else bounds from
+/// the two intervals, each side's miss adding to the ratio's.
 pub fn ratio(
-    baseline: (&CapacityEstimate, &Replicates),
-    candidate: (&CapacityEstimate, &Replicates),
+    baseline: (&CapacityEstimate, Option<LogCapacity>),
+    candidate: (&CapacityEstimate, Option<LogCapacity>),
     confidence: f64,
 ) -> CapacityRatio {
     let (b, c) = (baseline.0, candidate.0);
     let point = |e: &CapacityEstimate| e.fitted.or(e.held);
     let ratio = point(c).zip(point(b)).map(|(c, b)| c / b);
-    let both_curves = b.method == Some(IntervalMethod::CurveBootstrap)
-        && c.method == Some(IntervalMethod::CurveBootstrap);
-    let (interval, confidence) = if both_curves {
-        let diffs: Vec<f64> = candidate
-            .1
-            .ln
-            .iter()
-            .zip(&baseline.1.ln)
-            .map(|(c, b)| c - b)
-            .collect();
-        let i = percentile_interval(&diffs, 1.0 - confidence).map(|[l, h]| [l.exp(), h.exp()]);
-        (i, confidence)
-    } else {
-        // Bounds from bounds: each side's miss adds to the ratio's.
-        let i = b
-            .interval
-            .zip(c.interval)
-            .map(|([bl, bh], [cl, ch])| [cl / bh, ch / bl]);
-        (i, 1.0 - (1.0 - b.confidence) - (1.0 - c.confidence))
+    let (interval, confidence) = match (baseline.1, candidate.1) {
+        (Some(lb), Some(lc)) => {
+            let d = lc.ln - lb.ln;
+            let se = (lb.var + lc.var).sqrt();
+            let q = quantile(1.0 - (1.0 - confidence) / 2.0, lb.df.min(lc.df));
+            (Some([(d - q * se).exp(), (d + q * se).exp()]), confidence)
+        }
+        _ => {
+            let i = b
+                .interval
+                .zip(c.interval)
+                .map(|([bl, bh], [cl, ch])| [cl / bh, ch / bl]);
+            (i, 1.0 - (1.0 - b.confidence) - (1.0 - c.confidence))
+        }
     };
     CapacityRatio {
         ratio,

@@ -52,13 +52,21 @@ pub struct LevelEvidence {
 }
 
 /// Pooled attainment, its one-sided bounds at level `alpha_look` each, and
-/// the decision against `min_attainment`.
-pub fn judge(segments: &[Segment], min_attainment: f64, alpha_look: f64) -> LevelEvidence {
+/// the decision against `min_attainment`. The design effect is the level's
+/// own or `dispersion_floor`, whichever is larger: segments that all met
+/// (or all missed) cannot show how their requests vary together, so a
+/// search reads that from its other levels (`search::pooled_dispersion`).
+pub fn judge(
+    segments: &[Segment],
+    min_attainment: f64,
+    alpha_look: f64,
+    dispersion_floor: f64,
+) -> LevelEvidence {
     let (met, of) = segments
         .iter()
         .fold((0u64, 0u64), |(m, n), s| (m + s.met, n + s.of));
     let attainment = if of == 0 { 0.0 } else { met as f64 / of as f64 };
-    let design_effect = design_effect(segments, attainment);
+    let design_effect = design_effect(segments, attainment).max(dispersion_floor);
     let n_eff = of as f64 / design_effect;
     let z = normal_quantile(1.0 - alpha_look);
     let (lower, upper) = wilson_eff(attainment, n_eff, z);
@@ -88,7 +96,7 @@ pub fn alpha_per_look(alpha_level: f64, max_segments: usize) -> f64 {
 /// Between-segment dispersion over the binomial's (Pearson's χ² over its
 /// degrees of freedom), at least 1; 1 with one segment or a pooled
 /// attainment of 0 or 1 (no spread to read).
-fn design_effect(segments: &[Segment], p: f64) -> f64 {
+pub(crate) fn design_effect(segments: &[Segment], p: f64) -> f64 {
     let used: Vec<&Segment> = segments.iter().filter(|s| s.of > 0).collect();
     if used.len() < 2 || p <= 0.0 || p >= 1.0 {
         return 1.0;
@@ -130,18 +138,18 @@ mod tests {
 
     #[test]
     fn one_segment_never_decides() {
-        let e = judge(&[seg(0, 16)], 0.9, 0.01);
+        let e = judge(&[seg(0, 16)], 0.9, 0.01, 1.0);
         assert_eq!(e.decision, LevelDecision::NotYetSure);
     }
 
     #[test]
     fn an_overloaded_level_fails_in_two_segments_and_a_light_one_needs_more_to_hold() {
         assert_eq!(
-            judge(&[seg(0, 16), seg(1, 16)], 0.9, 0.001).decision,
+            judge(&[seg(0, 16), seg(1, 16)], 0.9, 0.001, 1.0).decision,
             LevelDecision::DoesNotHold
         );
         // All met: the bound reaches 0.9 only when n ≥ z²·0.9/0.1 (≈ 86 at z = 3.09).
-        let all = |k: usize| judge(&vec![seg(16, 16); k], 0.9, 0.001).decision;
+        let all = |k: usize| judge(&vec![seg(16, 16); k], 0.9, 0.001, 1.0).decision;
         assert_eq!(all(5), LevelDecision::NotYetSure);
         assert_eq!(all(6), LevelDecision::Holds);
     }
@@ -152,15 +160,24 @@ mod tests {
             &[seg(14, 16), seg(14, 16), seg(14, 16), seg(14, 16)],
             0.5,
             0.01,
+            1.0,
         );
         let spread = judge(
             &[seg(16, 16), seg(12, 16), seg(16, 16), seg(12, 16)],
             0.5,
             0.01,
+            1.0,
         );
         assert_eq!(even.attainment, spread.attainment);
         assert_eq!(even.design_effect, 1.0);
         assert!(spread.design_effect > 1.0);
         assert!(spread.lower < even.lower && spread.upper > even.upper);
+        // A floor from elsewhere widens segments that cannot show their own.
+        let all = vec![seg(16, 16); 6];
+        assert_eq!(judge(&all, 0.9, 0.001, 1.0).decision, LevelDecision::Holds);
+        assert_eq!(
+            judge(&all, 0.9, 0.001, 3.0).decision,
+            LevelDecision::NotYetSure
+        );
     }
 }

@@ -15,7 +15,7 @@ pub mod search;
 mod simulation;
 pub mod spec;
 
-pub use estimate::{CapacityEstimate, CapacityRatio, IntervalMethod, Replicates, estimate, ratio};
+pub use estimate::{CapacityEstimate, CapacityRatio, IntervalMethod, LogCapacity, estimate, ratio};
 pub use level::{LevelDecision, LevelEvidence, Segment};
 pub use search::{Ended, Next, SearchRule, Tried};
 pub use spec::{CapacitySpec, LoadAxis};

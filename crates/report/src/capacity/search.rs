@@ -2,9 +2,11 @@
 //! edge between `low` and `high`, then halve the bracket on a log scale
 //! until its ends are within the cell's precision. A level far from the edge
 //! is decided in a few segments (an overloaded one in two); one near it takes
-//! up to `max_segments` and, still unsure, counts as not holding (the
-//! search's capacity is the highest level that held, every level below it
-//! having held too, as a rate sweep's is).
+//! up to `max_segments` and, still unsure, is placed by its point estimate
+//! (the search's capacity is the highest level that held, every level below
+//! it having held too, as a rate sweep's is). The decisions only steer and
+//! make far levels cheap: the interval is the fitted curve's
+//! (`estimate`).
 //!
 //! Pure: the same levels give the same next step, so `verify` remakes every
 //! step from the journals.
@@ -67,20 +69,22 @@ impl SearchRule {
         )
     }
 
-    /// A level's evidence and its decision, a level at `max_segments`
-    /// still unsure staying so.
-    pub fn judge(&self, t: &Tried) -> LevelEvidence {
-        judge(&t.segments, self.min_attainment, self.alpha_look())
+    /// Level `i`'s evidence as the search read it: its design effect at
+    /// least the dispersion pooled over the levels tried up to it, so a
+    /// decision, once made, stays made.
+    pub fn judge(&self, tried: &[Tried], i: usize) -> LevelEvidence {
+        let (floor, _) = pooled_dispersion(&tried[..=i]);
+        self.judge_with(&tried[i], floor)
     }
 
-    /// Whether a level counts as holding once it is finished.
-    fn held(&self, t: &Tried) -> bool {
-        self.judge(t).decision == LevelDecision::Holds
+    /// A level's evidence with the design effect at least `floor`.
+    pub fn judge_with(&self, t: &Tried, floor: f64) -> LevelEvidence {
+        judge(&t.segments, self.min_attainment, self.alpha_look(), floor)
     }
 
-    fn finished(&self, t: &Tried) -> bool {
-        self.judge(t).decision != LevelDecision::NotYetSure
-            || t.segments.len() >= self.spec.max_segments
+    fn finished(&self, tried: &[Tried], i: usize) -> bool {
+        self.judge(tried, i).decision != LevelDecision::NotYetSure
+            || tried[i].segments.len() >= self.spec.max_segments
     }
 
     /// The next step after `tried`.
@@ -88,7 +92,7 @@ impl SearchRule {
         let Some(last) = tried.last() else {
             return Next::Measure(self.spec.low);
         };
-        if !self.finished(last) {
+        if !self.finished(tried, tried.len() - 1) {
             return Next::Measure(last.load);
         }
         let (lo, hi) = self.bracket(tried);
@@ -107,10 +111,20 @@ impl SearchRule {
 
     /// The highest finished level that held and the lowest that did not.
     pub fn bracket(&self, tried: &[Tried]) -> (Option<f64>, Option<f64>) {
-        let done = tried.iter().filter(|t| self.finished(t));
         let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
-        for t in done {
-            if self.held(t) {
+        for (i, t) in tried.iter().enumerate() {
+            if !self.finished(tried, i) {
+                continue;
+            }
+            let e = self.judge(tried, i);
+            let held = match e.decision {
+                LevelDecision::Holds => true,
+                LevelDecision::DoesNotHold => false,
+                // Run to its last segment: the edge is near; its point
+                // estimate steers, as a rate sweep's does.
+                LevelDecision::NotYetSure => e.attainment >= self.min_attainment,
+            };
+            if held {
                 lo = Some(lo.map_or(t.load, |l| l.max(t.load)));
             } else {
                 hi = Some(hi.map_or(t.load, |h| h.min(t.load)));
@@ -133,6 +147,33 @@ impl SearchRule {
                 (m > lo && m < hi).then_some(m)
             }
         }
+    }
+}
+
+/// Pearson's χ² of each level's segments about the level's own attainment,
+/// pooled over the levels with some requests met and some not, over its
+/// degrees of freedom (at least 1), and those degrees of freedom: how much
+/// more the segments vary than independent requests would. Requests share a
+/// queue, so near the edge this is well above 1.
+pub fn pooled_dispersion(tried: &[Tried]) -> (f64, f64) {
+    let (mut chi2, mut df) = (0.0, 0.0);
+    for t in tried {
+        let used: Vec<_> = t.segments.iter().filter(|s| s.of > 0).collect();
+        let (met, of) = used.iter().fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
+        let p = met as f64 / of.max(1) as f64;
+        if used.len() < 2 || p <= 0.0 || p >= 1.0 {
+            continue;
+        }
+        chi2 += used
+            .iter()
+            .map(|s| (s.met as f64 - s.of as f64 * p).powi(2) / (s.of as f64 * p * (1.0 - p)))
+            .sum::<f64>();
+        df += (used.len() - 1) as f64;
+    }
+    if df == 0.0 {
+        (1.0, 0.0)
+    } else {
+        ((chi2 / df).max(1.0), df)
     }
 }
 

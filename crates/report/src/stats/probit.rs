@@ -108,8 +108,16 @@ fn start(groups: &[Group]) -> Probit {
     Probit { a: mz - b * mt, b }
 }
 
-/// Fisher scoring's step (Δa, Δb): the expected information's inverse times the score.
-fn scoring_step(groups: &[Group], m: Probit) -> Option<(f64, f64)> {
+/// The inverse of the expected information at `m`: the binomial covariance
+/// of (a, b), `[Var a, Cov ab, Var b]`.
+pub fn covariance(groups: &[Group], m: Probit) -> Option<[f64; 3]> {
+    let (_, _, i00, i01, i11) = sums(groups, m);
+    let det = i00 * i11 - i01 * i01;
+    (det.is_finite() && det > 0.0).then(|| [i11 / det, -i01 / det, i00 / det])
+}
+
+/// Score and expected information at `m`.
+fn sums(groups: &[Group], m: Probit) -> (f64, f64, f64, f64, f64) {
     let (mut s0, mut s1, mut i00, mut i01, mut i11) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for g in groups {
         let eta = m.a + m.b * g.t;
@@ -125,6 +133,12 @@ fn scoring_step(groups: &[Group], m: Probit) -> Option<(f64, f64)> {
         i01 += w * g.t;
         i11 += w * g.t * g.t;
     }
+    (s0, s1, i00, i01, i11)
+}
+
+/// Fisher scoring's step (Δa, Δb): the expected information's inverse times the score.
+fn scoring_step(groups: &[Group], m: Probit) -> Option<(f64, f64)> {
+    let (s0, s1, i00, i01, i11) = sums(groups, m);
     let det = i00 * i11 - i01 * i01;
     if !(det.is_finite() && det > 0.0) {
         return None;
