@@ -16,9 +16,8 @@
 //! judged with the whole search's dispersion, bound a monotone curve's
 //! crossing; none is given when there is no such pair.
 //!
-//! What the simulation (`capacity::simulation`) measures of these intervals
-//! is in docs/capacity.md: they do not yet reach their stated coverage, so
-//! no verdict reads them.
+//! The coverage the simulation (`capacity::simulation`) measures of these
+//! intervals is in docs/capacity.md.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +25,10 @@ use super::level::LevelDecision;
 use super::search::{Ended, SearchRule, Tried, pooled_dispersion};
 use crate::stats::probit::{Group, Probit, covariance, fit};
 use crate::stats::special::{normal_quantile, t_quantile};
+
+/// How far from the minimum, in probit units, a level's attainment may be
+/// and still be fitted.
+pub const LOCAL_PROBITS: f64 = 2.0;
 
 /// How an interval was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,9 +145,9 @@ fn quantile(p: f64, df: f64) -> f64 {
 }
 
 /// The levels the curve is fitted to: those whose attainment lies within
-/// one unit of the minimum on the probit scale (for a 90 % minimum, 61 % to
-/// 98.9 %), and at least the two levels nearest the search's bracket. Far
-/// levels (all met at a tenth of the load, a tenth met at twice it) say
+/// `LOCAL_PROBITS` of the minimum on the probit scale (for a 90 % minimum,
+/// 16 % to 99.97 %), and at least the bracket's two ends. Far
+/// levels (all met at a tenth of the load, none met at twice it) say
 /// little about where the curve crosses and much about a shape the probit
 /// only approximates there.
 fn local(tried: &[Tried], z: f64, bracket: (Option<f64>, Option<f64>)) -> Vec<Tried> {
@@ -157,7 +160,7 @@ fn local(tried: &[Tried], z: f64, bracket: (Option<f64>, Option<f64>)) -> Vec<Tr
     };
     let mut near: Vec<Tried> = tried
         .iter()
-        .filter(|t| (normal_quantile(p(t)) - z).abs() <= 1.0)
+        .filter(|t| (normal_quantile(p(t)) - z).abs() <= LOCAL_PROBITS)
         .cloned()
         .collect();
     for end in [bracket.0, bracket.1].into_iter().flatten() {

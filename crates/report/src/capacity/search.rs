@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 use super::level::{LevelDecision, LevelEvidence, Segment, alpha_per_look, judge};
 use super::spec::{CapacitySpec, LoadAxis};
 
+/// How far the shoulders sit from the bracket, in steps of the precision.
+pub const SHOULDER_STEPS: i32 = 3;
+
 /// One level the search measured, its segments in the order run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tried {
@@ -55,10 +58,11 @@ pub enum Ended {
 }
 
 impl SearchRule {
-    /// Most levels a search can try: both ends and the halvings between.
+    /// Most levels a search can try: both ends, the halvings between and
+    /// the two shoulders.
     pub fn max_levels(&self) -> usize {
         let steps = (self.spec.high / self.spec.low).ln() / self.spec.step().ln();
-        2 + steps.max(1.0).log2().ceil() as usize
+        4 + steps.max(1.0).log2().ceil() as usize
     }
 
     /// The error of one look at one level.
@@ -104,33 +108,55 @@ impl SearchRule {
             (Some(_), None) => Next::Measure(self.spec.high),
             (Some(lo), Some(hi)) => match self.between(lo, hi) {
                 Some(mid) => Next::Measure(mid),
-                None => Next::Done(Ended::Resolved),
+                None => match self.shoulder(tried, lo, hi) {
+                    Some(load) => Next::Measure(load),
+                    None => Next::Done(Ended::Resolved),
+                },
             },
         }
     }
 
-    /// The highest finished level that held and the lowest that did not.
+    /// Once bracketed: a level `SHOULDER_STEPS` steps below the bracket and
+    /// one as far above, each measured once, so the curve's slope is read
+    /// over a span wider than the bracket (two levels one step apart
+    /// cannot tell it from flat at the counts a level has).
+    fn shoulder(&self, tried: &[Tried], lo: f64, hi: f64) -> Option<f64> {
+        let span = self.spec.step().powi(SHOULDER_STEPS);
+        let snap = |x: f64| match self.spec.by {
+            LoadAxis::Rate => x,
+            LoadAxis::Concurrency => x.round(),
+        };
+        [snap(lo / span), snap(hi * span)]
+            .into_iter()
+            .filter(|&x| x >= self.spec.low && x <= self.spec.high && x != lo && x != hi)
+            .find(|&x| !tried.iter().any(|t| (t.load / x - 1.0).abs() < 1e-9))
+    }
+
+    /// The highest finished level that held with every finished level
+    /// below it holding, and the lowest finished level that did not hold.
+    /// A level that held above one that did not (an inversion: a noisy
+    /// curve is not monotone) does not count as held.
     pub fn bracket(&self, tried: &[Tried]) -> (Option<f64>, Option<f64>) {
-        let (mut lo, mut hi): (Option<f64>, Option<f64>) = (None, None);
-        for (i, t) in tried.iter().enumerate() {
-            if !self.finished(tried, i) {
-                continue;
-            }
-            let e = self.judge(tried, i);
-            let held = match e.decision {
-                LevelDecision::Holds => true,
-                LevelDecision::DoesNotHold => false,
-                // Run to its last segment: the edge is near; its point
-                // estimate steers, as a rate sweep's does.
-                LevelDecision::NotYetSure => e.attainment >= self.min_attainment,
-            };
-            if held {
-                lo = Some(lo.map_or(t.load, |l| l.max(t.load)));
-            } else {
-                hi = Some(hi.map_or(t.load, |h| h.min(t.load)));
-            }
-        }
+        let mut finished: Vec<(f64, bool)> = (0..tried.len())
+            .filter(|&i| self.finished(tried, i))
+            .map(|i| (tried[i].load, self.held(tried, i)))
+            .collect();
+        finished.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let hi = finished.iter().find(|l| !l.1).map(|l| l.0);
+        let lo = finished.iter().take_while(|l| l.1).last().map(|l| l.0);
         (lo, hi)
+    }
+
+    /// Whether finished level `i` counts as holding.
+    fn held(&self, tried: &[Tried], i: usize) -> bool {
+        let e = self.judge(tried, i);
+        match e.decision {
+            LevelDecision::Holds => true,
+            LevelDecision::DoesNotHold => false,
+            // Run to its last segment: the edge is near; its point
+            // estimate steers, as a rate sweep's does.
+            LevelDecision::NotYetSure => e.attainment >= self.min_attainment,
+        }
     }
 
     /// The log-scale middle of `lo` and `hi`, or None when they are within
