@@ -14,6 +14,7 @@ pub mod search;
 #[cfg(test)]
 mod simulation;
 pub mod spec;
+pub mod words;
 
 pub use estimate::{CapacityEstimate, CapacityRatio, IntervalMethod, LogCapacity, estimate, ratio};
 pub use level::{LevelDecision, LevelEvidence, Segment};
