@@ -96,6 +96,7 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
                 },
                 outcome: Outcome::Ok,
                 detail: None,
+                capacity: None,
             });
         }
     }

@@ -475,7 +475,9 @@ fn help_and_readme_point_to_the_schemas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_optional_parts_validate_as_infergate_writes_them() {
     use infergate::artifact::{Divergence, RunArtifact, Schedule, TurnoverFailure};
-    use infergate::measure::record::{Failure, Outcome, RequestRecord, StreamCapture};
+    use infergate::measure::record::{
+        CapacityMark, Failure, Outcome, RequestRecord, StreamCapture,
+    };
     let v = validator();
     let failed = RequestRecord {
         cell: "small".into(),
@@ -495,6 +497,11 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
         },
         outcome: Outcome::HttpError,
         detail: Some("HTTP 503".into()),
+        capacity: Some(CapacityMark {
+            load: 2.5,
+            segment: 4,
+            warmup: false,
+        }),
     };
     let rec = serde_json::to_value(&failed).unwrap();
     v.assert_valid(v.record, &rec, "a failed request");
