@@ -539,12 +539,19 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
             }),
         },
     );
+    art.cells[0].capacity = Some(capacity_run());
     let value = serde_json::to_value(&art).unwrap();
     v.assert_valid(
         v.run,
         &value,
-        "a run with a schedule, clusters and a divergence",
+        "a run with a schedule, clusters, a divergence and a capacity search",
     );
+    v.assert_required(
+        v.run,
+        &value,
+        "/cells/0/capacity/levels/0/segments/0/client_lag_p99_ms",
+    );
+    v.assert_required(v.run, &value, "/cells/0/capacity/estimate/fitted");
     v.assert_required(
         v.run,
         &value,
@@ -583,4 +590,38 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
     v.assert_valid(v.report, &report, "a report with embeddings");
     v.assert_required(v.report, &report, "/quality/embeddings/0/cosine_min");
     assert_eq!(report["quality"]["embeddings"][0]["cosines"][0], 0.0);
+}
+
+/// A capacity search as a run records it: levels that held, one that did
+/// not, one client that fell behind, and the fitted estimate.
+fn capacity_run() -> infergate::report::capacity::CapacityRun {
+    use infergate::report::capacity::run::assemble;
+    use infergate::report::capacity::{Segment, SegmentRun, Stopped};
+    let spec =
+        toml::from_str("by = \"rate\"\nlow = 1\nhigh = 8\nprecision_percent = 50\n").unwrap();
+    let seg = |met, lag| SegmentRun {
+        counts: Segment {
+            met,
+            of: 16,
+            warmup: 4,
+        },
+        client_lag_p99_ms: lag,
+    };
+    let segments = [
+        (1.0, seg(16, 0.5)),
+        (1.0, seg(16, 0.5)),
+        (8.0, seg(0, 0.5)),
+        (8.0, seg(1, 40.0)),
+        (2.83, seg(14, 0.5)),
+        (2.83, seg(12, 0.5)),
+        (4.76, seg(3, 0.5)),
+        (4.76, seg(2, 0.5)),
+    ];
+    assemble(
+        &spec,
+        "ttft_ms <= 2000".into(),
+        0.5,
+        &segments,
+        Stopped::Resolved,
+    )
 }

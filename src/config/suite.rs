@@ -668,8 +668,12 @@ impl CellSpec {
                 self.warmup
             );
         }
-        if matches!(self.workload, Some(WorkloadSpec::Trace { .. })) {
-            bail!("a trace is sent at its own timestamps; a capacity search sets the load itself");
+        // Its requests are not known before the search runs: each is the
+        // synthetic filler at prompt_tokens, sized once.
+        if self.workload.is_some() {
+            bail!(
+                "a capacity search sends the synthetic filler at prompt_tokens, sized once for every level; leave workload unset"
+            );
         }
         // A level needs two segments to be decided.
         let least = spec.segment_requests.saturating_mul(2);
