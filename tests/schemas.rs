@@ -619,7 +619,7 @@ fn capacity_run() -> infergate::report::capacity::CapacityRun {
     ];
     assemble(
         &spec,
-        "ttft_ms <= 2000".into(),
+        "TTFT ≤ 2000 ms".into(),
         0.5,
         &segments,
         Stopped::Resolved,

@@ -89,7 +89,7 @@ pub struct LevelRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityRun {
     pub spec: CapacitySpec,
-    /// The targets each measured request was held to (`ttft_ms <= 2000`).
+    /// The targets each measured request was held to (`TTFT ≤ 2000 ms`).
     pub slo: String,
     pub min_attainment: f64,
     pub alpha_search: f64,
@@ -205,7 +205,7 @@ pub fn lag_limit_ms(by: LoadAxis, load: f64) -> f64 {
 
 impl CapacityRun {
     /// One line for a terminal: `holds 2.41 req/s (2.1–2.8, 95 %, probit
-    /// fit) at ttft_ms <= 2000, 90 %; bracket 2.3–2.5 req/s; 412 requests
+    /// fit) at TTFT ≤ 2000 ms, 90 %; bracket 2.3–2.5 req/s; 412 requests
     /// (+58 warm-up)`.
     pub fn line(&self) -> String {
         let unit = self.spec.by.unit();
@@ -299,7 +299,7 @@ mod tests {
         ];
         let run = assemble(
             &spec,
-            "ttft_ms <= 2000".into(),
+            "TTFT ≤ 2000 ms".into(),
             0.9,
             &segs,
             Stopped::BudgetSpent,
@@ -313,6 +313,6 @@ mod tests {
         assert!(line.contains("requests are spent"), "{line}");
         assert!(line.contains("64 requests (+16 warm-up)"), "{line}");
         assert!(line.contains("behind its schedule at 16 req/s"), "{line}");
-        assert!(line.contains("ttft_ms <= 2000, 90 %"), "{line}");
+        assert!(line.contains("at TTFT ≤ 2000 ms, 90 %"), "{line}");
     }
 }
