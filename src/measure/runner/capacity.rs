@@ -249,7 +249,8 @@ pub fn segments(cell: &CellSpec, records: &[RequestRecord]) -> Result<Vec<(f64, 
 }
 
 /// The search a capacity cell's records hold, as the run artifact records
-/// it: stopped where the search ended, or by the budget when it had not.
+/// it: stopped where the search ended, by the budget when it could not pay
+/// for the next segment, else unfinished.
 pub fn capacity_run(cell: &CellSpec, records: &[RequestRecord]) -> Result<CapacityRun> {
     let (spec, slo) = table(cell)?;
     let done = segments(cell, records)?;
@@ -258,9 +259,13 @@ pub fn capacity_run(cell: &CellSpec, records: &[RequestRecord]) -> Result<Capaci
         .into_iter()
         .map(|(t, _)| t)
         .collect();
+    let measured: u64 = done.iter().map(|(_, s)| s.counts.of).sum();
     let stopped = match rule.next(&tried) {
         Next::Done(e) => Stopped::from(e),
-        Next::Measure(_) => Stopped::BudgetSpent,
+        Next::Measure(_) if measured + spec.segment_requests as u64 > cell.requests as u64 => {
+            Stopped::BudgetSpent
+        }
+        Next::Measure(_) => Stopped::Unfinished,
     };
     Ok(assemble(
         spec,
@@ -282,4 +287,87 @@ fn targets(slo: &Slo) -> String {
     .filter_map(|(k, v)| v.map(|v| format!("{k} ≤ {v} ms")))
     .collect::<Vec<_>>()
     .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::suite::Suite;
+    use crate::measure::record::{Outcome, StreamCapture};
+
+    fn cell() -> CellSpec {
+        let text = "name = \"t\"\n[[cell]]\nname = \"c\"\nprompt_tokens = 100\nmax_tokens = 8\nrequests = 40\nslo = { ttft_ms = 100, min_attainment = 0.5 }\ncapacity = { by = \"rate\", low = 1, high = 8, precision_percent = 10, segment_requests = 4, warmup_requests = 2 }\n";
+        Suite::parse(text, "t.toml").unwrap().cells.remove(0)
+    }
+
+    /// A request of segment `segment` at `load`, its TTFT and its wait in the client.
+    fn rec(index: usize, segment: usize, warmup: bool, ttft: f64, queue: f64) -> RequestRecord {
+        RequestRecord {
+            cell: "c".into(),
+            index,
+            send_offset_ms: 0.0,
+            queue_ms: queue,
+            target_prompt_tokens: Some(100),
+            template_prompt_tokens: None,
+            turn: None,
+            capture: StreamCapture {
+                ttft_ms: Some(ttft),
+                ttfo_ms: Some(ttft),
+                e2e_ms: Some(ttft + 10.0),
+                completion_tokens: Some(8),
+                ..Default::default()
+            },
+            outcome: Outcome::Ok,
+            detail: None,
+            capacity: Some(CapacityMark {
+                load: 1.0 + segment as f64,
+                segment,
+                warmup,
+            }),
+        }
+    }
+
+    #[test]
+    fn segments_are_counted_from_their_marks_and_a_begun_one_is_left_out() {
+        let c = cell();
+        let mut records = vec![
+            rec(0, 0, true, 500.0, 0.0),
+            rec(1, 0, true, 500.0, 0.0),
+            // Met, met, late by its own TTFT, late by its wait in the client.
+            rec(2, 0, false, 50.0, 0.0),
+            rec(3, 0, false, 50.0, 1.0),
+            rec(4, 0, false, 150.0, 0.0),
+            rec(5, 0, false, 50.0, 60.0),
+        ];
+        // A run stopped inside segment 1: two of its four measured.
+        records.extend([rec(6, 1, true, 1.0, 0.0), rec(7, 1, false, 1.0, 0.0)]);
+        records.push(rec(8, 1, false, 1.0, 0.0));
+        let got = segments(&c, &records).unwrap();
+        assert_eq!(got.len(), 1);
+        let (load, s) = got[0];
+        assert_eq!(load, 1.0);
+        assert_eq!(
+            s.counts,
+            Segment {
+                met: 2,
+                of: 4,
+                warmup: 2
+            }
+        );
+        assert!(s.client_lag_p99_ms > 50.0, "{}", s.client_lag_p99_ms);
+        // Not finished and within budget: the search would go on.
+        let run = capacity_run(&c, &records).unwrap();
+        assert_eq!(run.stopped, Stopped::Unfinished);
+        let mut poorer = c.clone();
+        poorer.requests = 7;
+        assert_eq!(
+            capacity_run(&poorer, &records).unwrap().stopped,
+            Stopped::BudgetSpent
+        );
+        assert_eq!(run.slo, "TTFT ≤ 100 ms");
+        // A record of the cell without a mark is named.
+        records[0].capacity = None;
+        let e = format!("{:#}", segments(&c, &records).unwrap_err());
+        assert!(e.contains("request 0 has no capacity mark"), "{e}");
+    }
 }

@@ -35,6 +35,8 @@ pub enum Stopped {
     AboveRange,
     /// The cell's `requests` could not pay for the next segment.
     BudgetSpent,
+    /// Neither: the records end before the search did (a run stopped early).
+    Unfinished,
 }
 
 impl From<Ended> for Stopped {
@@ -54,7 +56,7 @@ impl Stopped {
             Stopped::Resolved => Some(Ended::Resolved),
             Stopped::BelowRange => Some(Ended::BelowRange),
             Stopped::AboveRange => Some(Ended::AboveRange),
-            Stopped::BudgetSpent => None,
+            Stopped::BudgetSpent | Stopped::Unfinished => None,
         }
     }
 }
@@ -224,6 +226,7 @@ impl CapacityRun {
                 )
             }
             (Stopped::BudgetSpent, _) => "search stopped: the cell's requests are spent".into(),
+            (Stopped::Unfinished, _) => "search unfinished: its records end before it did".into(),
             (Stopped::Resolved, Some(e)) => match (e.fitted, e.interval, e.method) {
                 (Some(f), Some([lo, hi]), m) => format!(
                     "holds {} {unit} ({}–{}, {:.0} %, {})",
