@@ -162,8 +162,9 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
     eprintln!("{line}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_search_the_cells_requests_cannot_finish_stops_and_says_so() {
+/// Through the binary: `infergate run` prints the cell's capacity line.
+#[test]
+fn a_search_the_cells_requests_cannot_finish_stops_and_says_so() {
     let (_, src) = FastSource::start(FastSourceConfig {
         itl: Duration::from_millis(6),
         slots: Some(2),
@@ -175,19 +176,40 @@ async fn a_search_the_cells_requests_cannot_finish_stops_and_says_so() {
     // Two segments: the lowest level's, and nothing after.
     std::fs::write(&suite, SUITE.replace("requests = 1000", "requests = 24")).unwrap();
     let out = dir.path().join("run");
-    let art = runner::run(&support::run_opts(&src.base_url(), suite, out.clone()))
-        .await
-        .expect("run");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("run")
+        .arg("--target")
+        .arg(src.base_url())
+        .arg("--suite")
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .arg("--skip-turnover")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let art: infergate::artifact::RunArtifact =
+        serde_json::from_slice(&std::fs::read(out.join(runner::ARTIFACT_FILE)).unwrap()).unwrap();
     let cap = art.cells[0].capacity.as_ref().expect("a capacity search");
     assert_eq!(cap.stopped, Stopped::BudgetSpent);
     assert_eq!(cap.estimate, None);
     assert_eq!(cap.levels.len(), 1);
     assert_eq!(cap.levels[0].segments.len(), 2);
     assert_eq!((cap.requests, cap.warmup_requests), (24, 32));
-    let line = cap.line();
     assert!(
-        line.starts_with("search stopped: the cell's requests are spent"),
-        "{line}"
+        stdout.contains(&format!("capacity-small: {}\n", cap.line())),
+        "{stdout}"
+    );
+    assert!(
+        cap.line()
+            .starts_with("search stopped: the cell's requests are spent"),
+        "{}",
+        cap.line()
     );
     let recs = journal::read(&out.join(JOURNAL_FILE)).unwrap();
     assert_eq!(recs.len(), 24 + 32);
