@@ -25,7 +25,7 @@ use crate::measure::journal::Journal;
 use crate::measure::loadgen::{Pace, drive_paced};
 use crate::measure::record::{CapacityMark, RequestRecord};
 use crate::measure::workload::PromptSizer;
-use crate::report::capacity::run::{assemble, rule_of};
+use crate::report::capacity::run::{assemble, rule_of, tried_of};
 use crate::report::capacity::{
     CapacityRun, CapacitySpec, LoadAxis, Next, Segment, SegmentRun, Stopped,
 };
@@ -57,7 +57,6 @@ impl Session {
                 cell.name
             );
         }
-        let rule = rule_of(spec, slo.min_attainment());
         let sized = self.sized(cell, opts, sizer).await?;
         // One body size for every request: the search's requests are not
         // known before it runs, so none is fitted one by one.
@@ -89,18 +88,7 @@ impl Session {
             .filter(|r| r.cell == cell.name)
             .cloned()
             .collect();
-        loop {
-            let done = segments(cell, &mine)?;
-            let tried = crate::report::capacity::run::tried_of(&done);
-            let tried: Vec<_> = tried.into_iter().map(|(t, _)| t).collect();
-            let measured: u64 = done.iter().map(|(_, s)| s.counts.of).sum();
-            let load = match rule.next(&tried) {
-                Next::Done(_) => break,
-                Next::Measure(load) => load,
-            };
-            if measured + spec.segment_requests as u64 > cell.requests as u64 {
-                break;
-            }
+        while let Step::Measure(load) = step(cell, &segments(cell, &mine)?)? {
             let mark = CapacityMark {
                 load,
                 // Numbered past every segment begun, finished or not.
@@ -248,24 +236,36 @@ pub fn segments(cell: &CellSpec, records: &[RequestRecord]) -> Result<Vec<(f64, 
         .collect())
 }
 
+/// What a search does after its finished segments `done`.
+enum Step {
+    /// One more segment at this load.
+    Measure(f64),
+    /// It ended, or the cell's `requests` cannot pay for the next segment.
+    Stop(Stopped),
+}
+
+fn step(cell: &CellSpec, done: &[(f64, SegmentRun)]) -> Result<Step> {
+    let (spec, slo) = table(cell)?;
+    let tried: Vec<_> = tried_of(done).into_iter().map(|(t, _)| t).collect();
+    let measured: u64 = done.iter().map(|(_, s)| s.counts.of).sum();
+    Ok(match rule_of(spec, slo.min_attainment()).next(&tried) {
+        Next::Done(e) => Step::Stop(Stopped::from(e)),
+        Next::Measure(_) if measured + spec.segment_requests as u64 > cell.requests as u64 => {
+            Step::Stop(Stopped::BudgetSpent)
+        }
+        Next::Measure(load) => Step::Measure(load),
+    })
+}
+
 /// The search a capacity cell's records hold, as the run artifact records
 /// it: stopped where the search ended, by the budget when it could not pay
-/// for the next segment, else unfinished.
+/// for the next segment, else unfinished (the records end before it did).
 pub fn capacity_run(cell: &CellSpec, records: &[RequestRecord]) -> Result<CapacityRun> {
     let (spec, slo) = table(cell)?;
     let done = segments(cell, records)?;
-    let rule = rule_of(spec, slo.min_attainment());
-    let tried: Vec<_> = crate::report::capacity::run::tried_of(&done)
-        .into_iter()
-        .map(|(t, _)| t)
-        .collect();
-    let measured: u64 = done.iter().map(|(_, s)| s.counts.of).sum();
-    let stopped = match rule.next(&tried) {
-        Next::Done(e) => Stopped::from(e),
-        Next::Measure(_) if measured + spec.segment_requests as u64 > cell.requests as u64 => {
-            Stopped::BudgetSpent
-        }
-        Next::Measure(_) => Stopped::Unfinished,
+    let stopped = match step(cell, &done)? {
+        Step::Stop(s) => s,
+        Step::Measure(_) => Stopped::Unfinished,
     };
     Ok(assemble(
         spec,
