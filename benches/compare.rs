@@ -48,6 +48,7 @@ fn spec(i: usize, requests: usize) -> CellSpec {
         slo: None,
         expect: Default::default(),
         workload: None,
+        capacity: None,
         dataset: None,
         dataset_sha256: None,
     }
@@ -95,6 +96,7 @@ fn records(specs: &[CellSpec], side: u64) -> Vec<RequestRecord> {
                 },
                 outcome: Outcome::Ok,
                 detail: None,
+                capacity: None,
             });
         }
     }

@@ -197,6 +197,7 @@ async fn infergate_requests(
                     template_prompt_tokens: None,
                     turn: None,
                     detail: capture.failure.as_ref().map(|f| f.message.clone()),
+                    capacity: None,
                     capture,
                     outcome,
                 }

@@ -475,7 +475,9 @@ fn help_and_readme_point_to_the_schemas() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_optional_parts_validate_as_infergate_writes_them() {
     use infergate::artifact::{Divergence, RunArtifact, Schedule, TurnoverFailure};
-    use infergate::measure::record::{Failure, Outcome, RequestRecord, StreamCapture};
+    use infergate::measure::record::{
+        CapacityMark, Failure, Outcome, RequestRecord, StreamCapture,
+    };
     let v = validator();
     let failed = RequestRecord {
         cell: "small".into(),
@@ -495,6 +497,11 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
         },
         outcome: Outcome::HttpError,
         detail: Some("HTTP 503".into()),
+        capacity: Some(CapacityMark {
+            load: 2.5,
+            segment: 4,
+            warmup: false,
+        }),
     };
     let rec = serde_json::to_value(&failed).unwrap();
     v.assert_valid(v.record, &rec, "a failed request");
@@ -532,12 +539,19 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
             }),
         },
     );
+    art.cells[0].capacity = Some(capacity_run());
     let value = serde_json::to_value(&art).unwrap();
     v.assert_valid(
         v.run,
         &value,
-        "a run with a schedule, clusters and a divergence",
+        "a run with a schedule, clusters, a divergence and a capacity search",
     );
+    v.assert_required(
+        v.run,
+        &value,
+        "/cells/0/capacity/levels/0/segments/0/client_lag_p99_ms",
+    );
+    v.assert_required(v.run, &value, "/cells/0/capacity/estimate/fitted");
     v.assert_required(
         v.run,
         &value,
@@ -576,4 +590,38 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
     v.assert_valid(v.report, &report, "a report with embeddings");
     v.assert_required(v.report, &report, "/quality/embeddings/0/cosine_min");
     assert_eq!(report["quality"]["embeddings"][0]["cosines"][0], 0.0);
+}
+
+/// A capacity search as a run records it: levels that held, one that did
+/// not, one client that fell behind, and the fitted estimate.
+fn capacity_run() -> infergate::report::capacity::CapacityRun {
+    use infergate::report::capacity::run::assemble;
+    use infergate::report::capacity::{Segment, SegmentRun, Stopped};
+    let spec =
+        toml::from_str("by = \"rate\"\nlow = 1\nhigh = 8\nprecision_percent = 50\n").unwrap();
+    let seg = |met, lag| SegmentRun {
+        counts: Segment {
+            met,
+            of: 16,
+            warmup: 4,
+        },
+        client_lag_p99_ms: lag,
+    };
+    let segments = [
+        (1.0, seg(16, 0.5)),
+        (1.0, seg(16, 0.5)),
+        (8.0, seg(0, 0.5)),
+        (8.0, seg(1, 40.0)),
+        (2.83, seg(14, 0.5)),
+        (2.83, seg(12, 0.5)),
+        (4.76, seg(3, 0.5)),
+        (4.76, seg(2, 0.5)),
+    ];
+    assemble(
+        &spec,
+        "TTFT ≤ 2000 ms".into(),
+        0.5,
+        &segments,
+        Stopped::Resolved,
+    )
 }

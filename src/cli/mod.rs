@@ -276,6 +276,9 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         if let Some(s) = &c.slo {
             outln!("  {}", slo_summary(s))?;
         }
+        if let Some(cap) = &c.capacity {
+            outln!("{}: {}", c.name, cap.line())?;
+        }
     }
     for s in &art.rate_sweeps {
         let at = |r: Option<f64>| r.map_or("none".to_string(), |r| format!("{r} req/s"));

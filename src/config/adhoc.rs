@@ -258,6 +258,7 @@ impl CellFlags {
             slo: self.slo.as_deref().and_then(|t| parse_slo(t).ok()),
             expect: Default::default(),
             workload: None,
+            capacity: None,
             dataset: None,
             dataset_sha256: None,
         }

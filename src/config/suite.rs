@@ -12,6 +12,7 @@ use crate::config::dataset::{self, Dataset};
 use crate::config::embeddings::EmbeddingSpec;
 use crate::config::turnover::TurnoverSpec;
 use crate::config::workload::WorkloadSpec;
+use crate::report::capacity::{CapacitySpec, LoadAxis};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Suite {
@@ -105,6 +106,15 @@ pub struct CellSpec {
     /// filler at `prompt_tokens`, unique or shared as `cache` says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadSpec>,
+    /// A capacity cell (`{ by = "rate", low = 0.5, high = 8, precision_percent
+    /// = 10 }`): instead of `requests` at one load, a search for the highest
+    /// load whose SLO attainment holds (`report::capacity`). The level sets
+    /// the load, so `arrival` stays `closed` (unset), `concurrency` 1
+    /// (unset) and `warmup` 0: each contradicts the level and is refused
+    /// (the table's own `warmup_requests` warms each segment). `requests`
+    /// is then the most measured requests the search may spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacitySpec>,
     /// The dataset the workload names, read by `Suite::load`.
     #[serde(skip)]
     pub dataset: Option<Arc<Dataset>>,
@@ -601,6 +611,10 @@ impl CellSpec {
         if let Some(why) = self.expect.problem() {
             bail!("cell '{name}': {why}");
         }
+        if let Some(spec) = &self.capacity {
+            self.check_capacity(spec)
+                .with_context(|| format!("cell '{name}': field `capacity`"))?;
+        }
         if let Some(k) = RESERVED_BODY_KEYS
             .iter()
             .find(|k| self.extra.contains_key(**k))
@@ -610,6 +624,100 @@ impl CellSpec {
             );
         }
         Ok(())
+    }
+}
+
+impl CellSpec {
+    /// A capacity table against the rest of the cell: its own problems, an
+    /// SLO to hold, the client's limits at its ends, and no field that sets
+    /// a load of its own.
+    fn check_capacity(&self, spec: &CapacitySpec) -> Result<()> {
+        if let Some(why) = spec.problem() {
+            bail!("{why}");
+        }
+        match &self.slo {
+            None => bail!(
+                "a capacity cell searches for the highest load that meets its SLO: give slo = {{ ttft_ms = …, min_attainment = … }}"
+            ),
+            Some(slo) if slo.is_empty() => {
+                bail!("a capacity cell needs an slo with a target (ttft_ms, tpot_ms or e2e_ms)")
+            }
+            // The search's bound on attainment never reaches 1: no level could hold.
+            Some(slo) if slo.min_attainment() >= 1.0 => bail!(
+                "slo.min_attainment = 1 can never be shown to hold by a finite search: give one below 1 (e.g. 0.9)"
+            ),
+            Some(_) => {}
+        }
+        if self.arrival != "closed" {
+            bail!(
+                "by = \"{}\" sets the load at each level; arrival = {:?} contradicts it (leave arrival unset)",
+                axis_name(spec.by),
+                self.arrival
+            );
+        }
+        if self.concurrency != 1 {
+            bail!(
+                "by = \"{}\" sets the load at each level; concurrency = {} contradicts it (leave concurrency unset)",
+                axis_name(spec.by),
+                self.concurrency
+            );
+        }
+        if self.warmup != 0 {
+            bail!(
+                "each segment is warmed by capacity.warmup_requests; warmup = {} does not apply (leave it unset)",
+                self.warmup
+            );
+        }
+        // Its requests are not known before the search runs: each is the
+        // synthetic filler at prompt_tokens, sized once.
+        if self.workload.is_some() {
+            bail!(
+                "a capacity search sends the synthetic filler at prompt_tokens, sized once for every level; leave workload unset"
+            );
+        }
+        // A level needs two segments to be decided.
+        let least = spec.segment_requests.saturating_mul(2);
+        if self.requests < least {
+            bail!(
+                "requests = {} is the most the search may measure; one level needs two segments of {} (at least {least})",
+                self.requests,
+                spec.segment_requests
+            );
+        }
+        match spec.by {
+            LoadAxis::Rate => {
+                super::limits::at_most(
+                    "capacity.high (req/s)",
+                    spec.high,
+                    super::limits::MAX_RATE_PER_S,
+                )?;
+                let sent = spec
+                    .warmup_at(spec.low)
+                    .saturating_add(spec.segment_requests);
+                super::limits::schedule_within(
+                    &format!(
+                        "at capacity.low {:?} req/s, one segment's {sent} requests (warm-up included)",
+                        spec.low
+                    ),
+                    sent as f64 / spec.low,
+                )?;
+            }
+            LoadAxis::Concurrency => {
+                super::limits::at_most(
+                    "capacity.high (concurrency)",
+                    spec.high,
+                    super::limits::MAX_CONCURRENCY as f64,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn axis_name(by: LoadAxis) -> &'static str {
+    match by {
+        LoadAxis::Rate => "rate",
+        LoadAxis::Concurrency => "concurrency",
     }
 }
 
@@ -745,6 +853,115 @@ requests = 4
 concurrency = 2
 arrival = "poisson:2.5"
 "#;
+
+    const CAPACITY: &str = r#"name = "t"
+
+[[cell]]
+name = "cap"
+prompt_tokens = 100
+max_tokens = 16
+requests = 400
+slo = { ttft_ms = 2000, min_attainment = 0.9 }
+capacity = { by = "rate", low = 0.5, high = 8, precision_percent = 10 }
+"#;
+
+    #[test]
+    fn a_capacity_table_is_read_and_written_back() {
+        let s = Suite::parse(CAPACITY, "s.toml").unwrap();
+        let spec = s.cells[0].capacity.as_ref().expect("capacity");
+        assert_eq!(spec.by, LoadAxis::Rate);
+        assert_eq!((spec.low, spec.high), (0.5, 8.0));
+        // `config::adhoc` writes cells back as TOML: the table survives.
+        #[derive(Serialize)]
+        struct File<'a> {
+            name: &'a str,
+            cell: &'a [CellSpec],
+        }
+        let text = toml::to_string(&File {
+            name: "t",
+            cell: &s.cells,
+        })
+        .unwrap();
+        assert_eq!(Suite::parse(&text, "back.toml").unwrap().cells, s.cells);
+        let conc = CAPACITY.replace("by = \"rate\", low = 0.5", "by = \"concurrency\", low = 1");
+        Suite::parse(&conc, "s.toml").unwrap();
+    }
+
+    #[test]
+    fn a_capacity_table_that_cannot_run_is_refused_naming_cell_and_field() {
+        let cap = "capacity = { by = \"rate\", low = 0.5, high = 8, precision_percent = 10 }";
+        let slo = "slo = { ttft_ms = 2000, min_attainment = 0.9 }\n";
+        for (from, to, says) in [
+            (
+                cap,
+                cap.replace("high = 8", "high = 0.5"),
+                "high 0.5 is not above low 0.5",
+            ),
+            (
+                cap,
+                cap.replace("precision_percent = 10", "precision_percent = 0"),
+                "precision_percent 0",
+            ),
+            (
+                slo,
+                String::new(),
+                "a capacity cell searches for the highest load that meets its SLO",
+            ),
+            (slo, "slo = { min_attainment = 0.9 }\n".into(), "no target"),
+            (
+                slo,
+                "slo = { ttft_ms = 2000, min_attainment = 1.0 }\n".into(),
+                "can never be shown to hold",
+            ),
+            (
+                cap,
+                cap.replace("low = 0.5, high = 8", "low = 200, high = 200000"),
+                "capacity.high (req/s) = 200000 is above the maximum",
+            ),
+            (
+                cap,
+                cap.replace(
+                    "by = \"rate\", low = 0.5, high = 8",
+                    "by = \"concurrency\", low = 10, high = 5000",
+                ),
+                "capacity.high (concurrency) = 5000 is above the maximum",
+            ),
+            (
+                cap,
+                cap.replace("low = 0.5", "low = 0.0001")
+                    .replace("high = 8", "high = 0.01"),
+                "one segment's 20 requests (warm-up included) take",
+            ),
+            (
+                slo,
+                format!("{slo}arrival = \"poisson:2\"\n"),
+                "arrival = \"poisson:2\" contradicts it",
+            ),
+            (
+                slo,
+                format!("{slo}concurrency = 4\n"),
+                "concurrency = 4 contradicts it",
+            ),
+            (
+                slo,
+                format!("{slo}warmup = 4\n"),
+                "warmup = 4 does not apply",
+            ),
+            (
+                "requests = 400",
+                "requests = 31".into(),
+                "requests = 31 is the most the search may measure; one level needs two segments of 16 (at least 32)",
+            ),
+        ] {
+            let text = CAPACITY.replace(from, &to);
+            let e = format!("{:#}", Suite::parse(&text, "s.toml").unwrap_err());
+            assert!(e.starts_with("s.toml: line 3: [[cell]]"), "{to}: {e}");
+            assert!(e.contains(says), "{to}: {e}");
+            if !says.contains("no target") {
+                assert!(e.contains("cell 'cap': field `capacity`"), "{to}: {e}");
+            }
+        }
+    }
 
     #[test]
     fn extra_may_not_override_what_the_measurement_needs() {

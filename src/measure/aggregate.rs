@@ -24,7 +24,11 @@ pub fn cell_clustered(
     records: &[RequestRecord],
     cluster_of: impl Fn(&RequestRecord) -> u32,
 ) -> CellResult {
-    let mut recs: Vec<&RequestRecord> = records.iter().filter(|r| r.cell == spec.name).collect();
+    // A capacity search's warm-ups are journaled, never measured.
+    let mut recs: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.cell == spec.name && !r.capacity.is_some_and(|m| m.warmup))
+        .collect();
     recs.sort_by_key(|r| r.index);
     let ok: Vec<&RequestRecord> = recs
         .iter()
@@ -97,6 +101,8 @@ pub fn cell_clustered(
         server_metrics: Vec::new(),
         slices: slices(&recs),
         sessions: sessions(&recs),
+        // A capacity search's levels: the runner's, from the same records.
+        capacity: None,
     }
 }
 
@@ -359,7 +365,7 @@ fn server_timing_check(ok: &[&RequestRecord]) -> Option<ServerTimingCheck> {
 }
 
 /// What SLO attainment reads of one request (failures included).
-fn request_row(r: &RequestRecord, cluster: u32) -> RequestRow {
+pub(crate) fn request_row(r: &RequestRecord, cluster: u32) -> RequestRow {
     let d = r.capture.derived();
     let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
     RequestRow {
@@ -383,7 +389,12 @@ fn ineligible_reasons(
     failures_by_class: &BTreeMap<String, usize>,
 ) -> Vec<String> {
     let mut reasons = Vec::new();
-    if recs.len() < spec.requests {
+    if recs.iter().any(|r| r.capacity.is_some()) {
+        // Its numbers pooled over levels describe no one load.
+        reasons.push(
+            "a capacity search: its requests span the search's load levels (see capacity)".into(),
+        );
+    } else if recs.len() < spec.requests {
         reasons.push(format!(
             "only {} of {} requests recorded",
             recs.len(),
@@ -653,6 +664,7 @@ mod tests {
             },
             outcome: Outcome::Ok,
             detail: None,
+            capacity: None,
         }
     }
 

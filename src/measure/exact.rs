@@ -369,6 +369,7 @@ mod tests {
             },
             outcome,
             detail: None,
+            capacity: None,
         };
         let recs = [
             rec(0, Some(128), Outcome::Ok),

@@ -484,6 +484,7 @@ mod tests {
                 Outcome::RequestError
             },
             detail: None,
+            capacity: None,
         }
     }
 

@@ -159,6 +159,7 @@ mod tests {
             },
             outcome: Outcome::Ok,
             detail: None,
+            capacity: None,
         }
     }
 

@@ -148,6 +148,20 @@ pub struct RequestRecord {
     /// Why, when outcome is not Ok (bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// A capacity cell's request: where it sat in the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityMark>,
+}
+
+/// Where a capacity cell's request sat in its search: the segment it was
+/// sent in (numbered across the search), that segment's load, and whether
+/// it warmed the segment (sent, left out of its attainment) or was measured.
+/// The segments are rebuilt from these marks.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CapacityMark {
+    pub load: f64,
+    pub segment: usize,
+    pub warmup: bool,
 }
 
 /// Derived per-request metrics, as `docs/metrics.md` ("One streamed

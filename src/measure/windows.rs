@@ -232,6 +232,7 @@ mod tests {
             },
             outcome: Outcome::Ok,
             detail: None,
+            capacity: None,
         }
     }
 

@@ -42,6 +42,7 @@ pub(super) fn spec_of(c: &CellResult) -> CellSpec {
         slo: c.slo.as_ref().map(|a| a.targets),
         expect: c.expect,
         workload: None,
+        capacity: None,
         dataset: None,
         dataset_sha256: None,
     }

@@ -296,6 +296,10 @@ pub struct CellResult {
     /// A conversation cell's sessions as their users live them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<Sessions>,
+    /// A capacity cell's search: every level with its segments, how it
+    /// stopped, and the capacity with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::capacity::CapacityRun>,
 }
 
 /// A conversation cell's sessions (workloads whose requests have turns):

@@ -69,6 +69,7 @@ pub fn cell(
     let n = shape.requests;
     CellResult {
         request_rows: Vec::new(),
+        capacity: None,
         server_timings: None,
         server_metrics: Vec::new(),
         slices: Vec::new(),

@@ -8,6 +8,7 @@
 //! [`method`]: the definitions the artifact carries; [`progress`]: what the
 //! run says as it goes.
 
+mod capacity;
 mod identity;
 mod method;
 mod progress;
@@ -33,6 +34,7 @@ use crate::measure::turnover::TurnoverWorkload;
 use crate::measure::{aggregate, windows};
 use crate::util::now_rfc3339;
 
+pub use capacity::{capacity_run, segments as capacity_segments};
 pub use identity::{IDENTITY_FILE, NONCE_FILE, RunIdentity};
 pub use method::method_notes;
 pub use sizing::SIZING_FILE;
@@ -255,7 +257,7 @@ fn aggregate_cells(
     all: &[RequestRecord],
 ) -> Result<Vec<CellResult>> {
     let scrapes = scrape::read_log(&opts.out_dir.join(SCRAPE_LOG_FILE))?;
-    Ok(cells
+    cells
         .iter()
         .map(|c| {
             let mut r = aggregate::cell(c, all);
@@ -263,9 +265,12 @@ fn aggregate_cells(
                 &mut r,
                 windows::cell_windows(&scrapes, &c.name, all, usize::MAX),
             );
-            r
+            if c.capacity.is_some() {
+                r.capacity = Some(capacity_run(c, all)?);
+            }
+            Ok(r)
         })
-        .collect())
+        .collect()
 }
 
 /// The cells this run measures (`--cell`, or none for turnover only); in a

@@ -132,6 +132,7 @@ pub(super) fn request_job(
                 capture,
                 outcome,
                 detail,
+                capacity: None,
             }
         })
     }

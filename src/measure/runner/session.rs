@@ -43,6 +43,11 @@ impl Session {
         journal: &mut Journal,
         all: &mut Vec<RequestRecord>,
     ) -> Result<()> {
+        if cell.capacity.is_some() {
+            return self
+                .measure_capacity(cell, opts, sizer, previous, journal, all)
+                .await;
+        }
         let Some((range, todo)) = still_to_do(cell, opts, previous) else {
             return Ok(());
         };

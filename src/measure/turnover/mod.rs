@@ -105,6 +105,7 @@ pub async fn run_turnover(
                 capture,
                 outcome,
                 detail,
+                capacity: None,
             }
         };
 

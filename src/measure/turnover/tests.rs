@@ -424,6 +424,7 @@ fn journaled(s: &TurnoverWorkload, label: &str, caps: Vec<StreamCapture>) -> Vec
             capture,
             outcome: Outcome::Ok,
             detail: None,
+            capacity: None,
         })
         .inspect(|r| assert!(r.index < s.spec.requests))
         .collect()

@@ -5,11 +5,12 @@
 //!
 //! `spec` is the cell's table, `level` one level's decision, `search` where
 //! to measure next, `estimate` the capacity and the ratio with their
-//! intervals. Running a level is the measuring stage's; everything here is
+//! intervals, `run` one side's search as a run records it. Running a level is the measuring stage's; everything here is
 //! a pure function of the segments' counts, so `verify` remakes it.
 
 pub mod estimate;
 pub mod level;
+pub mod run;
 pub mod search;
 #[cfg(test)]
 mod simulation;
@@ -18,6 +19,7 @@ pub mod words;
 
 pub use estimate::{CapacityEstimate, CapacityRatio, IntervalMethod, LogCapacity, estimate, ratio};
 pub use level::{LevelDecision, LevelEvidence, Segment};
+pub use run::{CapacityRun, LevelRun, SegmentRun, Stopped};
 pub use search::{Ended, Next, SearchRule, Tried};
 pub use spec::{CapacitySpec, LoadAxis};
 

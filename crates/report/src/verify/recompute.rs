@@ -266,6 +266,8 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         sessions,
         request_rows,
         slo,
+        // A report carries no capacity search yet.
+        capacity: None,
     })
 }
 

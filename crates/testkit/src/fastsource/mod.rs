@@ -31,6 +31,13 @@
 //! byte estimate. Counting takes the place of prefill: a counted request's
 //! schedule starts once its prompt is counted.
 //!
+//! Queueing mode ([`FastSourceConfig::slots`]): at most N requests are
+//! answered at once and the rest wait, first come first served, before
+//! their first byte; a request's schedule starts when it gets its slot. A
+//! server with N batch slots and a fixed per-token speed, so a load exists
+//! above which latency grows without bound: a capacity with a known cause.
+//! [`FastSource::waited`] counts the requests that found every slot taken.
+//!
 //! Its files: `server` accepts connections and reads each request,
 //! `respond` routes and answers one, `stream` sends a streamed answer on its
 //! schedule with the chunks `frames` (and `reasoning`) write, `request` is
@@ -47,6 +54,7 @@ mod stream;
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -93,6 +101,9 @@ pub struct FastSourceConfig {
     /// call of the first offered function (or, `Last`, the last), its
     /// arguments [`TOOL_ARGUMENTS`], and `finish_reason = "tool_calls"`.
     pub tool_calls: Option<ToolPick>,
+    /// Queueing mode: at most this many chat or text completions answered
+    /// at once; the rest wait in arrival order (see the module's notes).
+    pub slots: Option<usize>,
 }
 
 /// Which offered function the source calls.
@@ -121,6 +132,7 @@ impl Default for FastSourceConfig {
             record_prompts: false,
             think_in_content: false,
             tool_calls: None,
+            slots: None,
         }
     }
 }
@@ -140,12 +152,22 @@ type Recorded = Arc<Mutex<Vec<RecordedPrompt>>>;
 /// method but POST), in arrival order.
 type Heard = Arc<Mutex<Vec<String>>>;
 
+/// Queueing mode's slots and what they saw.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    /// Fair: waiters are served in the order they asked.
+    pub(crate) slots: tokio::sync::Semaphore,
+    /// Requests that found every slot taken and waited.
+    pub(crate) waited: AtomicU64,
+}
+
 /// A running source. Dropping it stops the server and closes its connections.
 #[derive(Debug)]
 pub struct FastSource {
     addr: SocketAddr,
     prompts: Recorded,
     heard: Heard,
+    queue: Option<Arc<Queue>>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -180,10 +202,24 @@ impl FastSource {
         let recorded = prompts.clone();
         let heard = Heard::default();
         let hearing = heard.clone();
+        let queue = cfg.slots.map(|n| {
+            Arc::new(Queue {
+                slots: tokio::sync::Semaphore::new(n.max(1)),
+                waited: AtomicU64::new(0),
+            })
+        });
+        let queueing = queue.clone();
         let thread = std::thread::Builder::new()
             .name("fastsource".into())
             .spawn(move || {
-                rt.block_on(serve(listener, Arc::new(cfg), recorded, hearing, stop_rx));
+                rt.block_on(serve(
+                    listener,
+                    Arc::new(cfg),
+                    recorded,
+                    hearing,
+                    queueing,
+                    stop_rx,
+                ));
                 // Dropping the runtime here cancels every connection task.
             })?;
         Ok((
@@ -192,6 +228,7 @@ impl FastSource {
                 addr,
                 prompts,
                 heard,
+                queue,
                 stop: Some(stop_tx),
                 thread: Some(thread),
             },
@@ -222,6 +259,16 @@ impl FastSource {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+}
+
+impl FastSource {
+    /// Queueing mode: how many requests so far found every slot taken and
+    /// waited for one (0 without slots).
+    pub fn waited(&self) -> u64 {
+        self.queue
+            .as_ref()
+            .map_or(0, |q| q.waited.load(Ordering::Relaxed))
     }
 }
 
@@ -329,6 +376,48 @@ mod tests {
         );
         assert!(t.elapsed() >= Duration::from_millis(40));
         assert_eq!(out.matches(r#""content":"tok""#).count(), 5);
+    }
+
+    #[test]
+    fn with_two_slots_the_third_and_fourth_request_wait_for_one_to_finish() {
+        // Service: 10 chunks 100 ms apart, at least 0.9 s from the slot.
+        let service = Duration::from_millis(900);
+        let cfg = FastSourceConfig {
+            itl: Duration::from_millis(100),
+            slots: Some(2),
+            ..Default::default()
+        };
+        let (addr, src) = FastSource::start(cfg).expect("start");
+        let req = post("/v1/chat/completions", r#"{"stream":true,"max_tokens":10}"#);
+        let mut conns: Vec<std::net::TcpStream> = (0..4)
+            .map(|_| std::net::TcpStream::connect(addr).expect("connect"))
+            .collect();
+        let sent = Instant::now();
+        for c in &mut conns {
+            c.write_all(req.as_bytes()).expect("write");
+        }
+        let readers: Vec<_> = conns
+            .into_iter()
+            .map(|mut c| {
+                std::thread::spawn(move || {
+                    let mut b = [0u8; 1];
+                    assert_eq!(c.read(&mut b).expect("first byte"), 1);
+                    let first = Instant::now();
+                    let mut rest = String::new();
+                    c.read_to_string(&mut rest).expect("read");
+                    (first, rest.matches(r#""content":"tok""#).count())
+                })
+            })
+            .collect();
+        let mut got: Vec<(Instant, usize)> =
+            readers.into_iter().map(|r| r.join().unwrap()).collect();
+        got.sort();
+        assert!(got.iter().all(|g| g.1 == 10), "every answer whole");
+        // Two found both slots taken; they could not start before one of
+        // the first two had sent its whole answer.
+        assert_eq!(src.waited(), 2);
+        assert!(got[2].0 >= sent + service, "{:?}", got[2].0 - sent);
+        assert!(got[1].0 <= got[2].0);
     }
 
     #[test]

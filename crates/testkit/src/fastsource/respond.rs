@@ -60,6 +60,22 @@ impl Conn {
             },
             _ => (body.len() / 4, t0),
         };
+        // Queueing mode: held until the answer is written; the schedule
+        // starts once a slot is free.
+        let queue = self.queue.clone();
+        let (_slot, t0) = match &queue {
+            None => (None, t0),
+            Some(q) => {
+                let slot = match q.slots.try_acquire() {
+                    Ok(s) => s,
+                    Err(_) => {
+                        q.waited.fetch_add(1, Ordering::Relaxed);
+                        q.slots.acquire().await.map_err(io::Error::other)?
+                    }
+                };
+                (Some(slot), Instant::now())
+            }
+        };
         let seq = self.counter.fetch_add(1, Ordering::Relaxed);
         let answer = Answer::of(&self.cfg, &req, chat, seq, prompt_tokens);
         if !req.stream {

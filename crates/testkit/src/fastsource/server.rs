@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
 use super::clock::Timer;
-use super::{FastSourceConfig, Heard, Recorded};
+use super::{FastSourceConfig, Heard, Queue, Recorded};
 
 /// Requests larger than this are refused: a 120k-token prompt is well below it.
 const MAX_BODY: usize = 64 << 20;
@@ -24,6 +24,7 @@ pub(super) async fn serve(
     cfg: Arc<FastSourceConfig>,
     prompts: Recorded,
     heard: Heard,
+    queue: Option<Arc<Queue>>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let Ok(listener) = TcpListener::from_std(listener) else {
@@ -41,8 +42,9 @@ pub(super) async fn serve(
                 let counter = counter.clone();
                 let prompts = prompts.clone();
                 let heard = heard.clone();
+                let queue = queue.clone();
                 tokio::spawn(async move {
-                    let _ = Conn::new(sock, cfg, counter, prompts, heard).run().await;
+                    let _ = Conn::new(sock, cfg, counter, prompts, heard, queue).run().await;
                 });
             }
         }
@@ -55,6 +57,7 @@ pub(super) struct Conn {
     pub(super) counter: Arc<AtomicU64>,
     pub(super) prompts: Recorded,
     heard: Heard,
+    pub(super) queue: Option<Arc<Queue>>,
     /// Unparsed input; may hold the start of the next request.
     pub(super) inbuf: Vec<u8>,
     pub(super) out: Vec<u8>,
@@ -77,6 +80,7 @@ impl Conn {
         counter: Arc<AtomicU64>,
         prompts: Recorded,
         heard: Heard,
+        queue: Option<Arc<Queue>>,
     ) -> Self {
         Conn {
             sock,
@@ -84,6 +88,7 @@ impl Conn {
             counter,
             prompts,
             heard,
+            queue,
             inbuf: Vec::with_capacity(8192),
             out: Vec::with_capacity(WRITE_BUF + 4096),
             timer: None,
