@@ -45,11 +45,9 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
     let suite = dir.path().join("suite.toml");
     std::fs::write(&suite, SUITE).unwrap();
     let out = dir.path().join("run");
-    let t = std::time::Instant::now();
     let art = runner::run(&support::run_opts(&src.base_url(), suite, out.clone()))
         .await
         .expect("run");
-    let took = t.elapsed();
     let cell = &art.cells[0];
     let cap = cell.capacity.as_ref().expect("a capacity search");
     let line = format!(
@@ -158,7 +156,6 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
         "{line}"
     );
     assert!(line.contains("at TTFT ≤ 200 ms, 50 %"), "{line}");
-    assert!(took < Duration::from_secs(60), "{took:?}");
     eprintln!("{line}");
 }
 

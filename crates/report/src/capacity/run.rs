@@ -14,9 +14,6 @@ use super::spec::{CapacitySpec, LoadAxis};
 pub const ALPHA_SEARCH: f64 = 0.05;
 /// Confidence of a side's capacity interval.
 pub const CONFIDENCE: f64 = 0.95;
-/// Seed of the estimate's bootstrap: fixed, so the interval is made again
-/// exactly from the same segments.
-pub const ESTIMATE_SEED: u64 = 0xCA9A_C17E_5EED_0001;
 /// Least p99 lag behind schedule, ms, that names a level's client as behind.
 pub const CLIENT_LAG_FLOOR_MS: f64 = 10.0;
 /// Share of the mean gap between sends a level's p99 lag may reach before
@@ -155,7 +152,7 @@ pub fn assemble(
     let (held, not_held) = rule.bracket(&tried);
     let estimate = stopped
         .ended()
-        .map(|e| estimate(&rule, &tried, e, CONFIDENCE, ESTIMATE_SEED).0);
+        .map(|e| estimate(&rule, &tried, e, CONFIDENCE).0);
     let all = || segments.iter().map(|(_, s)| s.counts);
     CapacityRun {
         spec: spec.clone(),
@@ -164,9 +161,10 @@ pub fn assemble(
         alpha_search: rule.alpha_search,
         levels: levels
             .into_iter()
-            .map(|(t, runs)| LevelRun {
+            .enumerate()
+            .map(|(i, (t, runs))| LevelRun {
                 load: t.load,
-                evidence: rule.judge(&t),
+                evidence: rule.judge(&tried, i),
                 client_behind: runs
                     .iter()
                     .any(|s| s.client_lag_p99_ms > lag_limit_ms(spec.by, t.load)),
