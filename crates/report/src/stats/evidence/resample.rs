@@ -336,6 +336,37 @@ fn paired_deltas(
     if by_request && bg.iter().zip(&cg).any(|(b, c)| b.1.len() != c.1.len()) {
         return None;
     }
+    let small = |g: &Groups| g.iter().all(|(_, v)| v.len() <= DRAWS_MAX_BLOCK);
+    if !(small(&bg) && small(&cg)) {
+        return paired_deltas_drawn(&bg, &cg, q, (iterations, seed), by_request, block_mean);
+    }
+    let mut rng = crate::stats::Xoshiro256::new(seed);
+    let mut out = Vec::with_capacity(iterations);
+    let mut logs = Vec::with_capacity(bg.len());
+    let n = bg.len() as u64;
+    let mut draws = BlockDraws::new(&bg, &cg, q, by_request);
+    for _ in 0..iterations {
+        logs.clear();
+        for _ in 0..bg.len() {
+            let k = rng.below(n) as usize;
+            logs.push(draws.log_ratio(k, &mut rng)?);
+        }
+        out.push(from_mean_log(block_mean.of(&mut logs)?)?);
+    }
+    out.sort_unstable_by(f64::total_cmp);
+    Some(out)
+}
+
+/// [`paired_deltas`] of blocks grouped, each block's resample drawn in full
+/// and its quantiles selected.
+fn paired_deltas_drawn(
+    bg: &Groups,
+    cg: &Groups,
+    q: f64,
+    (iterations, seed): (usize, u64),
+    by_request: bool,
+    block_mean: BlockMean,
+) -> Option<Vec<f64>> {
     let mut rng = crate::stats::Xoshiro256::new(seed);
     let (mut bb, mut cb) = (Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(iterations);
@@ -362,6 +393,123 @@ fn paired_deltas(
     }
     out.sort_unstable_by(f64::total_cmp);
     Some(out)
+}
+
+/// Blocks up to this many requests draw through [`BlockDraws`] (a table of
+/// `w^w` entries per block and side: 256 at 4).
+const DRAWS_MAX_BLOCK: usize = 4;
+
+/// A resampled block's quantiles, or its log ratio, by the request
+/// positions drawn: a quantile is a function of the multiset of values
+/// drawn, so of the multiset of positions, of which a small block has few
+/// (35 of 4 positions drawn 4 times) against the hundreds of times a
+/// bootstrap draws it. Each is computed as [`paired_deltas`] otherwise
+/// does, once, on the values in the order of their first draw.
+struct BlockDraws<'a> {
+    bg: &'a Groups,
+    cg: &'a Groups,
+    q: f64,
+    by_request: bool,
+    /// By block and multiset: the log ratio (`by_request`: one draw of
+    /// positions for both sides), else each side's quantile.
+    logs: Vec<Vec<Option<Option<f64>>>>,
+    base: Vec<Vec<Option<Option<f64>>>>,
+    cand: Vec<Vec<Option<Option<f64>>>>,
+    buf: (Vec<f64>, Vec<f64>),
+}
+
+impl<'a> BlockDraws<'a> {
+    fn new(bg: &'a Groups, cg: &'a Groups, q: f64, by_request: bool) -> Self {
+        let tables = |g: &Groups| -> Vec<Vec<Option<Option<f64>>>> {
+            g.iter()
+                .map(|(_, v)| vec![None; v.len().pow(v.len() as u32)])
+                .collect()
+        };
+        let (logs, base, cand) = if by_request {
+            (tables(bg), Vec::new(), Vec::new())
+        } else {
+            (Vec::new(), tables(bg), tables(cg))
+        };
+        BlockDraws {
+            bg,
+            cg,
+            q,
+            by_request,
+            logs,
+            base,
+            cand,
+            buf: (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// Block `k` resampled (its positions drawn from `rng` as
+    /// [`draw_pairs`], or [`draw_within`] each side, draws them): its log
+    /// ratio; `None` where [`paired_deltas`] gives up.
+    fn log_ratio(&mut self, k: usize, rng: &mut crate::stats::Xoshiro256) -> Option<f64> {
+        let (b, c) = (&self.bg[k].1, &self.cg[k].1);
+        if self.by_request {
+            let drawn = Drawn::from(b.len(), rng);
+            let q = self.q;
+            let (bb, cb) = &mut self.buf;
+            return *self.logs[k][drawn.key()].get_or_insert_with(|| {
+                bb.clear();
+                cb.clear();
+                for &i in drawn.order() {
+                    bb.push(b[i]);
+                    cb.push(c[i]);
+                }
+                log_ratio(quantile_in_place(bb, q)?, quantile_in_place(cb, q)?)
+            });
+        }
+        let (db, dc) = (Drawn::from(b.len(), rng), Drawn::from(c.len(), rng));
+        let qb = self.side(k, &db, true)?;
+        let qc = self.side(k, &dc, false)?;
+        log_ratio(qb, qc)
+    }
+
+    /// One side's quantile of block `k` drawn at `drawn`.
+    fn side(&mut self, k: usize, drawn: &Drawn, base: bool) -> Option<f64> {
+        let (values, table) = if base {
+            (&self.bg[k].1, &mut self.base[k])
+        } else {
+            (&self.cg[k].1, &mut self.cand[k])
+        };
+        let (buf, q) = (&mut self.buf.0, self.q);
+        *table[drawn.key()].get_or_insert_with(|| {
+            buf.clear();
+            buf.extend(drawn.order().iter().map(|&i| values[i]));
+            quantile_in_place(buf, q)
+        })
+    }
+}
+
+/// The positions of one block's resample, drawn with replacement.
+struct Drawn {
+    w: usize,
+    order: [usize; DRAWS_MAX_BLOCK],
+}
+
+impl Drawn {
+    /// `w` positions of `0..w`, drawn as [`draw_within`] draws them.
+    fn from(w: usize, rng: &mut crate::stats::Xoshiro256) -> Drawn {
+        let mut order = [0; DRAWS_MAX_BLOCK];
+        for slot in &mut order[..w] {
+            *slot = rng.below(w as u64) as usize;
+        }
+        Drawn { w, order }
+    }
+
+    /// In the order drawn.
+    fn order(&self) -> &[usize] {
+        &self.order[..self.w]
+    }
+
+    /// The multiset's index: its positions sorted, read in base `w`.
+    fn key(&self) -> usize {
+        let mut sorted = self.order;
+        sorted[..self.w].sort_unstable();
+        sorted[..self.w].iter().fold(0, |key, &i| key * self.w + i)
+    }
 }
 
 /// A side's values grouped by cluster id, ascending.
@@ -427,4 +575,70 @@ pub(super) fn quantile_in_place(v: &mut [f64], q: f64) -> Option<f64> {
     }
     let b = rest.iter().copied().fold(f64::INFINITY, f64::min);
     Some(crate::stats::percentile::lerp(a, b, t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Xoshiro256;
+
+    /// Blocks of 1 to 4 requests (some values tied, so a quantile's order
+    /// statistics repeat), `blocks` of them.
+    fn sample(blocks: u32, r: &mut Xoshiro256) -> (Vec<f64>, Vec<f64>, Vec<u32>) {
+        let (mut b, mut c, mut cl) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..blocks {
+            for _ in 0..=k % 4 {
+                b.push((1000.0 + 40.0 * r.next_f64()).round());
+                c.push((1000.0 + 40.0 * r.next_f64()).round());
+                cl.push(k);
+            }
+        }
+        (b, c, cl)
+    }
+
+    /// The table of small blocks' draws gives every resample the plain
+    /// draw's value, bit for bit: both designs, both block means, the
+    /// median and other quantiles, and gives up where the plain draw does.
+    #[test]
+    fn small_blocks_drawn_by_table_are_the_plain_draws_bit_for_bit() {
+        let mut r = Xoshiro256::new(5);
+        for (blocks, seed) in [(3, 1u64), (8, 2), (20, 3), (33, 4)] {
+            let (b, mut c, cl) = sample(blocks, &mut r);
+            for poisoned in [false, true] {
+                if poisoned {
+                    // A request of 0: its block's ratio has no log.
+                    c[1] = 0.0;
+                }
+                let (bs, cs) = (
+                    Clustered {
+                        values: &b,
+                        clusters: Some(&cl),
+                    },
+                    Clustered {
+                        values: &c,
+                        clusters: Some(&cl),
+                    },
+                );
+                let (bg, cg) = paired_groups(bs, cs).unwrap();
+                for by_request in [false, true] {
+                    for block_mean in [BlockMean::Mean, BlockMean::Trimmed] {
+                        for q in [0.5, 0.9, 0.0, 1.0, 0.3] {
+                            let design = (200, seed);
+                            let table = paired_deltas(bs, cs, q, design, by_request, block_mean);
+                            let plain =
+                                paired_deltas_drawn(&bg, &cg, q, design, by_request, block_mean);
+                            let bits = |v: Option<Vec<f64>>| {
+                                v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                            };
+                            assert_eq!(
+                                bits(table),
+                                bits(plain),
+                                "{blocks} blocks, by request {by_request}, {block_mean:?}, q {q}, poisoned {poisoned}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
