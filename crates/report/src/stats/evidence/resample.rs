@@ -396,119 +396,126 @@ fn paired_deltas_drawn(
 }
 
 /// Blocks up to this many requests draw through [`BlockDraws`] (a table of
-/// `w^w` entries per block and side: 256 at 4).
+/// `(w + 1)^w` entries per block and side: 625 at 4).
 const DRAWS_MAX_BLOCK: usize = 4;
 
 /// A resampled block's quantiles, or its log ratio, by the request
 /// positions drawn: a quantile is a function of the multiset of values
-/// drawn, so of the multiset of positions, of which a small block has few
-/// (35 of 4 positions drawn 4 times) against the hundreds of times a
-/// bootstrap draws it. Each is computed as [`paired_deltas`] otherwise
-/// does, once, on the values in the order of their first draw.
+/// drawn (its order statistics), so of the multiset of positions, of which
+/// a small block has few (35 of 4 positions drawn 4 times) against the
+/// hundreds of times a bootstrap draws it. Each is computed as
+/// [`paired_deltas_drawn`] does, once.
 struct BlockDraws<'a> {
     bg: &'a Groups,
     cg: &'a Groups,
     q: f64,
     by_request: bool,
+    /// Where each block's entries begin in `table`, by side (`by_request`:
+    /// the one log ratio's).
+    at: Vec<[usize; 2]>,
     /// By block and multiset: the log ratio (`by_request`: one draw of
-    /// positions for both sides), else each side's quantile.
-    logs: Vec<Vec<Option<Option<f64>>>>,
-    base: Vec<Vec<Option<Option<f64>>>>,
-    cand: Vec<Vec<Option<Option<f64>>>>,
+    /// positions for both sides), else each side's quantile. `None`: not
+    /// yet computed.
+    table: Vec<Option<Option<f64>>>,
     buf: (Vec<f64>, Vec<f64>),
 }
 
 impl<'a> BlockDraws<'a> {
     fn new(bg: &'a Groups, cg: &'a Groups, q: f64, by_request: bool) -> Self {
-        let tables = |g: &Groups| -> Vec<Vec<Option<Option<f64>>>> {
-            g.iter()
-                .map(|(_, v)| vec![None; v.len().pow(v.len() as u32)])
-                .collect()
-        };
-        let (logs, base, cand) = if by_request {
-            (tables(bg), Vec::new(), Vec::new())
-        } else {
-            (Vec::new(), tables(bg), tables(cg))
-        };
+        let entries = |v: &Vec<f64>| (v.len() + 1).pow(v.len() as u32);
+        let mut end = 0;
+        let at = bg
+            .iter()
+            .zip(cg)
+            .map(|((_, b), (_, c))| {
+                let base = end;
+                end += entries(b);
+                let cand = if by_request { base } else { end };
+                if !by_request {
+                    end += entries(c);
+                }
+                [base, cand]
+            })
+            .collect();
         BlockDraws {
             bg,
             cg,
             q,
             by_request,
-            logs,
-            base,
-            cand,
+            at,
+            table: vec![None; end],
             buf: (Vec::new(), Vec::new()),
         }
     }
 
     /// Block `k` resampled (its positions drawn from `rng` as
     /// [`draw_pairs`], or [`draw_within`] each side, draws them): its log
-    /// ratio; `None` where [`paired_deltas`] gives up.
+    /// ratio; `None` where [`paired_deltas_drawn`] gives up.
+    #[inline]
     fn log_ratio(&mut self, k: usize, rng: &mut crate::stats::Xoshiro256) -> Option<f64> {
         let (b, c) = (&self.bg[k].1, &self.cg[k].1);
+        let [at_b, at_c] = self.at[k];
         if self.by_request {
-            let drawn = Drawn::from(b.len(), rng);
+            let drawn = multiset(b.len(), rng);
             let q = self.q;
             let (bb, cb) = &mut self.buf;
-            return *self.logs[k][drawn.key()].get_or_insert_with(|| {
-                bb.clear();
-                cb.clear();
-                for &i in drawn.order() {
-                    bb.push(b[i]);
-                    cb.push(c[i]);
-                }
+            return *self.table[at_b + drawn].get_or_insert_with(|| {
+                fill(bb, b, drawn);
+                fill(cb, c, drawn);
                 log_ratio(quantile_in_place(bb, q)?, quantile_in_place(cb, q)?)
             });
         }
-        let (db, dc) = (Drawn::from(b.len(), rng), Drawn::from(c.len(), rng));
-        let qb = self.side(k, &db, true)?;
-        let qc = self.side(k, &dc, false)?;
+        let (db, dc) = (multiset(b.len(), rng), multiset(c.len(), rng));
+        let (buf, q) = (&mut self.buf.0, self.q);
+        let mut side = |at: usize, values: &[f64], drawn: usize| {
+            *self.table[at + drawn].get_or_insert_with(|| {
+                fill(buf, values, drawn);
+                quantile_in_place(buf, q)
+            })
+        };
+        let qb = side(at_b, b, db)?;
+        let qc = side(at_c, c, dc)?;
         log_ratio(qb, qc)
     }
-
-    /// One side's quantile of block `k` drawn at `drawn`.
-    fn side(&mut self, k: usize, drawn: &Drawn, base: bool) -> Option<f64> {
-        let (values, table) = if base {
-            (&self.bg[k].1, &mut self.base[k])
-        } else {
-            (&self.cg[k].1, &mut self.cand[k])
-        };
-        let (buf, q) = (&mut self.buf.0, self.q);
-        *table[drawn.key()].get_or_insert_with(|| {
-            buf.clear();
-            buf.extend(drawn.order().iter().map(|&i| values[i]));
-            quantile_in_place(buf, q)
-        })
-    }
 }
 
-/// The positions of one block's resample, drawn with replacement.
-struct Drawn {
-    w: usize,
-    order: [usize; DRAWS_MAX_BLOCK],
-}
-
-impl Drawn {
-    /// `w` positions of `0..w`, drawn as [`draw_within`] draws them.
-    fn from(w: usize, rng: &mut crate::stats::Xoshiro256) -> Drawn {
-        let mut order = [0; DRAWS_MAX_BLOCK];
-        for slot in &mut order[..w] {
-            *slot = rng.below(w as u64) as usize;
+/// `w` positions of `0..w` drawn with replacement as [`draw_within`] draws
+/// them, as their multiset: how often position `i` was drawn is digit `i`
+/// in base `w + 1`.
+#[inline]
+fn multiset(w: usize, rng: &mut crate::stats::Xoshiro256) -> usize {
+    const DIGIT: [[usize; DRAWS_MAX_BLOCK]; DRAWS_MAX_BLOCK + 1] = {
+        let mut digit = [[0; DRAWS_MAX_BLOCK]; DRAWS_MAX_BLOCK + 1];
+        let mut w = 1;
+        while w <= DRAWS_MAX_BLOCK {
+            let (mut i, mut place) = (0, 1);
+            while i < w {
+                digit[w][i] = place;
+                place *= w + 1;
+                i += 1;
+            }
+            w += 1;
         }
-        Drawn { w, order }
+        digit
+    };
+    let mut key = 0;
+    for _ in 0..w {
+        key += DIGIT[w][rng.below(w as u64) as usize];
     }
+    key
+}
 
-    /// In the order drawn.
-    fn order(&self) -> &[usize] {
-        &self.order[..self.w]
-    }
-
-    /// The multiset's index: its positions sorted, read in base `w`.
-    fn key(&self) -> usize {
-        let mut sorted = self.order;
-        sorted[..self.w].sort_unstable();
-        sorted[..self.w].iter().fold(0, |key, &i| key * self.w + i)
+/// `buf` holds `values` at the positions of `drawn` (a [`multiset`]), each
+/// as often as drawn (in position order: the quantile of a multiset is its
+/// order statistics', whatever the order).
+fn fill(buf: &mut Vec<f64>, values: &[f64], mut drawn: usize) {
+    buf.clear();
+    let base = values.len() + 1;
+    for &v in values {
+        for _ in 0..drawn % base {
+            buf.push(v);
+        }
+        drawn /= base;
     }
 }
 
