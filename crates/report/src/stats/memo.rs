@@ -1,6 +1,6 @@
 //! Bounded, thread-safe memo tables for pure functions the gate calls with
 //! the same arguments again and again (a look's exact level, the paths
-//! through a schedule's looks, a t quantile): a qualification's looks, and
+//! through a schedule's looks, a Beta quantile): a qualification's looks, and
 //! every simulated run of the tests, ask for the same values thousands of
 //! times. A value is what the function returned for those argument bits, so
 //! memoizing changes no result.

@@ -127,6 +127,19 @@ pub fn beta_quantile(p: f64, a: f64, b: f64) -> f64 {
     if p == 1.0 {
         return 1.0;
     }
+    // The gate asks for the same few t quantiles (its levels, its block
+    // counts) at every look of every pair, and an exact bound for the same
+    // few counts again and again; each is a bisection of continued fractions.
+    BETA_QUANTILES.get_or([p.to_bits(), a.to_bits(), b.to_bits()], || {
+        bisected_beta_quantile(p, a, b)
+    })
+}
+
+/// The Beta quantiles kept (twice this at most).
+static BETA_QUANTILES: super::memo::Memo<[u64; 3], f64> = super::memo::Memo::new(4096);
+
+/// [`beta_quantile`] by bisection, for `p` in (0, 1).
+fn bisected_beta_quantile(p: f64, a: f64, b: f64) -> f64 {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     // Each step halves the bracket; 1100 steps reach the smallest subnormal.
     for _ in 0..1100 {
@@ -388,16 +401,9 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
     if df.is_infinite() {
         return normal_quantile(p);
     }
-    // The gate asks for the same few (level, units) at every look of every
-    // pair; the beta inverse is a bisection of continued fractions.
-    T_QUANTILES.get_or([p.to_bits(), df.to_bits()], || {
-        let x = beta_quantile(2.0 * (1.0 - p), df / 2.0, 0.5);
-        (df * (1.0 - x) / x).sqrt()
-    })
+    let x = beta_quantile(2.0 * (1.0 - p), df / 2.0, 0.5);
+    (df * (1.0 - x) / x).sqrt()
 }
-
-/// The t quantiles kept: a report's levels and block counts are few.
-static T_QUANTILES: super::memo::Memo<[u64; 2], f64> = super::memo::Memo::new(4096);
 
 /// Chi-square quantile by the Wilson–Hilferty approximation (relative error
 /// below 1% for df ≥ 3 between the 5th and 95th percentiles): enough to bound

@@ -344,6 +344,61 @@ fn paired_deltas(
     let mut out = Vec::with_capacity(iterations);
     let mut logs = Vec::with_capacity(bg.len());
     let n = bg.len() as u64;
+    let trimmed = block_mean.trimmed(bg.len());
+    let single = |g: &Groups| g.iter().all(|(_, v)| v.len() == 1);
+    if trimmed > 0 && single(&bg) && single(&cg) {
+        // Blocks of one request: a block's log ratio is fixed, so a
+        // resample is how often each block was drawn, and its sorted logs
+        // are the blocks in the order of their logs, each as often as drawn
+        // (the trimmed mean sums its middle in that order). Counting
+        // replaces a sort per resample.
+        let fixed: Vec<Option<f64>> = bg
+            .iter()
+            .zip(&cg)
+            .map(|((_, b), (_, c))| {
+                log_ratio(
+                    quantile_in_place(&mut b.clone(), q)?,
+                    quantile_in_place(&mut c.clone(), q)?,
+                )
+            })
+            .collect();
+        let mut order: Vec<(usize, f64)> = fixed
+            .iter()
+            .enumerate()
+            .filter_map(|(k, l)| Some((k, (*l)?)))
+            .collect();
+        order.sort_unstable_by(|x, y| x.1.total_cmp(&y.1));
+        let middle = bg.len() - 2 * trimmed;
+        // A block's one request drawn, on both sides together or on each.
+        let positions = if by_request { 1 } else { 2 };
+        let mut counts = vec![0usize; bg.len()];
+        for _ in 0..iterations {
+            counts.fill(0);
+            for _ in 0..bg.len() {
+                let k = rng.below(n) as usize;
+                for _ in 0..positions {
+                    rng.below(1);
+                }
+                // A block with no log: no distribution, as when drawn in full.
+                fixed[k]?;
+                counts[k] += 1;
+            }
+            logs.clear();
+            let mut skip = trimmed;
+            for &(k, log) in &order {
+                let here = counts[k] - counts[k].min(skip);
+                skip -= counts[k].min(skip);
+                logs.extend(std::iter::repeat_n(log, here.min(middle - logs.len())));
+                if logs.len() == middle {
+                    break;
+                }
+            }
+            // Summed as `BlockMean::of` sums the middle of the sorted logs.
+            out.push(from_mean_log(logs.iter().sum::<f64>() / middle as f64)?);
+        }
+        out.sort_unstable_by(f64::total_cmp);
+        return Some(out);
+    }
     let mut draws = BlockDraws::new(&bg, &cg, q, by_request);
     for _ in 0..iterations {
         logs.clear();
@@ -589,12 +644,13 @@ mod tests {
     use super::*;
     use crate::stats::Xoshiro256;
 
-    /// Blocks of 1 to 4 requests (some values tied, so a quantile's order
-    /// statistics repeat), `blocks` of them.
-    fn sample(blocks: u32, r: &mut Xoshiro256) -> (Vec<f64>, Vec<f64>, Vec<u32>) {
+    /// Blocks of 1 to `largest` requests (some values tied, so a
+    /// quantile's order statistics, and blocks' log ratios, repeat),
+    /// `blocks` of them.
+    fn sample(blocks: u32, largest: u32, r: &mut Xoshiro256) -> (Vec<f64>, Vec<f64>, Vec<u32>) {
         let (mut b, mut c, mut cl) = (Vec::new(), Vec::new(), Vec::new());
         for k in 0..blocks {
-            for _ in 0..=k % 4 {
+            for _ in 0..=k % largest {
                 b.push((1000.0 + 40.0 * r.next_f64()).round());
                 c.push((1000.0 + 40.0 * r.next_f64()).round());
                 cl.push(k);
@@ -603,14 +659,23 @@ mod tests {
         (b, c, cl)
     }
 
-    /// The table of small blocks' draws gives every resample the plain
-    /// draw's value, bit for bit: both designs, both block means, the
-    /// median and other quantiles, and gives up where the plain draw does.
+    /// The table of small blocks' draws, and the counted draws of blocks of
+    /// one, give every resample the plain draw's value, bit for bit: both
+    /// designs, both block means (trimmed from 16 blocks), the median and
+    /// other quantiles, and give up where the plain draw does.
     #[test]
     fn small_blocks_drawn_by_table_are_the_plain_draws_bit_for_bit() {
         let mut r = Xoshiro256::new(5);
-        for (blocks, seed) in [(3, 1u64), (8, 2), (20, 3), (33, 4)] {
-            let (b, mut c, cl) = sample(blocks, &mut r);
+        for (blocks, seed, largest) in [
+            (3, 1u64, 4),
+            (8, 2, 4),
+            (20, 3, 4),
+            (33, 4, 4),
+            (5, 5, 1),
+            (16, 6, 1),
+            (40, 7, 1),
+        ] {
+            let (b, mut c, cl) = sample(blocks, largest, &mut r);
             for poisoned in [false, true] {
                 if poisoned {
                     // A request of 0: its block's ratio has no log.
