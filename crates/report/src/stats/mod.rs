@@ -17,6 +17,7 @@ mod bootstrap;
 mod delta;
 pub mod evidence;
 mod exact;
+mod memo;
 pub mod paired;
 mod percentile;
 pub mod probit;

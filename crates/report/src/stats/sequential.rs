@@ -17,7 +17,9 @@
 //! no randomness.
 
 use super::evidence::Spending;
+use super::memo::Memo;
 use super::special::normal_cdf;
+use std::sync::Arc;
 
 /// Grid points never exceed this (a look this close to the next is left
 /// out of the recursion instead, which only makes later boundaries stricter).
@@ -42,6 +44,33 @@ pub struct LookSpend {
 /// is its share, and a later look's is at least its share, since the
 /// earlier boundaries only take paths away.
 pub fn nominal_level(looks: &[LookSpend]) -> f64 {
+    if looks.is_empty() {
+        return 0.0;
+    }
+    // Every run of a design asks for the levels of the same schedules:
+    // each is integrated once.
+    LEVELS.get_or(key(looks), || computed_level(looks))
+}
+
+/// Schedules whose levels are kept (twice this at most).
+static LEVELS: Memo<Vec<[u64; 2]>, f64> = Memo::new(4096);
+
+/// The paths through schedules' looks, kept: a run's next look extends
+/// the schedule of this one, so each look's step is integrated once. A
+/// density is at most [`MAX_POINTS`] pairs of `f64` (64 KB), most a few
+/// hundred; twice this many are kept at most.
+static PATHS: Memo<Vec<[u64; 2]>, Arc<Paths>> = Memo::new(256);
+
+/// A schedule as the memos know it: its looks' bits.
+fn key(looks: &[LookSpend]) -> Vec<[u64; 2]> {
+    looks
+        .iter()
+        .map(|l| [l.fraction.to_bits(), l.spent.to_bits()])
+        .collect()
+}
+
+/// [`nominal_level`] integrated.
+fn computed_level(looks: &[LookSpend]) -> f64 {
     let Some(last) = looks.last() else {
         return 0.0;
     };
@@ -53,14 +82,29 @@ pub fn nominal_level(looks: &[LookSpend]) -> f64 {
     if share <= 0.0 || !share.is_finite() {
         return 0.0;
     }
-    let paths = boundaries_before(looks);
-    let level = match paths.done.last() {
-        None => share,
-        Some(_) => level_after(
-            paths.carried_to(last.fraction).as_ref(),
-            last.fraction,
-            share,
-        ),
+    let paths = paths_through(&looks[..looks.len() - 1]);
+    // Where this look's level is the boundary the paths through it are cut
+    // at (it spends the same share), the two are made at once, and the
+    // paths kept for the next look of the run.
+    let same_share = (last.spent - paths.spent_before).to_bits() == share.to_bits();
+    let cut = if same_share {
+        paths.through(last)
+    } else {
+        None
+    };
+    let level = match cut {
+        Some((next, level)) => {
+            PATHS.insert(key(looks), Arc::new(next));
+            level
+        }
+        None => match paths.last {
+            None => share,
+            Some(_) => level_after(
+                paths.carried_to(last.fraction).as_ref(),
+                last.fraction,
+                share,
+            ),
+        },
     };
     level.max(share).min(1.0)
 }
@@ -99,49 +143,72 @@ struct Boundary {
     score: f64,
 }
 
-/// The boundaries of every look before the last, computed in turn (looks
-/// that spend nothing or do not advance the fraction are left out), and the
-/// paths carried through all of them but the last one's step.
-fn boundaries_before(looks: &[LookSpend]) -> Paths {
-    let mut paths = Paths::default();
-    let mut spent_before = 0.0f64;
-    let mut t_before = 0.0f64;
-    for look in &looks[..looks.len().saturating_sub(1)] {
-        let share = look.spent - spent_before;
-        if share <= 0.0 || look.fraction <= t_before || look.fraction > 1.0 {
-            continue;
+/// The paths through every one of `looks` (each a boundary, in turn;
+/// looks that spend nothing or do not advance the fraction are left out),
+/// from the longest of its schedules memoized.
+fn paths_through(looks: &[LookSpend]) -> Arc<Paths> {
+    let mut known = looks.len();
+    let mut paths = loop {
+        if known == 0 {
+            break Arc::new(Paths::default());
         }
-        let density = paths.carried_to(look.fraction);
-        let level = match paths.done.last() {
-            None => share,
-            Some(_) => level_after(density.as_ref(), look.fraction, share),
-        };
-        paths.done.push(Boundary {
-            fraction: look.fraction,
-            score: z_of(level) * look.fraction.sqrt(),
-        });
-        paths.density = density;
-        spent_before = look.spent;
-        t_before = look.fraction;
+        if let Some(p) = PATHS.get(&key(&looks[..known])) {
+            break p;
+        }
+        known -= 1;
+    };
+    for k in known..looks.len() {
+        if let Some((next, _)) = paths.through(&looks[k]) {
+            paths = Arc::new(next);
+        }
+        PATHS.insert(key(&looks[..=k]), paths.clone());
     }
     paths
 }
 
-/// The boundaries so far, with the density carried through every one of
-/// them but the last (whose grid depends on the step to the next look).
-/// Carrying it look by look keeps a schedule's cost linear in its looks.
+/// The last boundary so far, with the density carried through every one
+/// before it (whose grid depends on the step to this one), and what the
+/// boundaries have spent. Carrying it look by look keeps a schedule's cost
+/// linear in its looks.
 #[derive(Default)]
 struct Paths {
-    done: Vec<Boundary>,
+    last: Option<Boundary>,
     density: Option<Density>,
+    spent_before: f64,
+    t_before: f64,
 }
 
 impl Paths {
+    /// These paths cut at `look`'s boundary too, with its level; `None`
+    /// when the look is left out (it spends nothing or does not advance
+    /// the fraction).
+    fn through(&self, look: &LookSpend) -> Option<(Paths, f64)> {
+        let share = look.spent - self.spent_before;
+        if share <= 0.0 || look.fraction <= self.t_before || look.fraction > 1.0 {
+            return None;
+        }
+        let density = self.carried_to(look.fraction);
+        let level = match self.last {
+            None => share,
+            Some(_) => level_after(density.as_ref(), look.fraction, share),
+        };
+        let next = Paths {
+            last: Some(Boundary {
+                fraction: look.fraction,
+                score: z_of(level) * look.fraction.sqrt(),
+            }),
+            density,
+            spent_before: look.spent,
+            t_before: look.fraction,
+        };
+        Some((next, level))
+    }
+
     /// The sub-density at the last boundary, on a grid fine enough for the
     /// step to `t`: what [`level_after`] integrates. None: no look
     /// truncated the paths.
     fn carried_to(&self, t: f64) -> Option<Density> {
-        match self.done.last() {
+        match &self.last {
             None => None,
             Some(b) => Density::step(self.density.as_ref(), b, t),
         }
@@ -553,6 +620,99 @@ mod tests {
             t_before = look.fraction;
         }
         unreachable!()
+    }
+
+    /// The level integrated afresh, nothing memoized: every look before the
+    /// last cuts the paths in turn.
+    fn fresh_level(looks: &[LookSpend]) -> f64 {
+        let Some(last) = looks.last() else {
+            return 0.0;
+        };
+        let before = looks[..looks.len() - 1]
+            .iter()
+            .map(|l| l.spent)
+            .fold(0.0, f64::max);
+        let share = last.spent - before;
+        if share <= 0.0 || !share.is_finite() {
+            return 0.0;
+        }
+        let mut paths = Paths::default();
+        for look in &looks[..looks.len() - 1] {
+            if let Some((next, _)) = paths.through(look) {
+                paths = next;
+            }
+        }
+        let level = match paths.last {
+            None => share,
+            Some(_) => level_after(
+                paths.carried_to(last.fraction).as_ref(),
+                last.fraction,
+                share,
+            ),
+        };
+        level.max(share).min(1.0)
+    }
+
+    /// The memoized levels are the fresh integration's, bit for bit, in
+    /// whatever order schedules are asked for: a run's looks one after
+    /// another, schedules re-planned from a look on (sharing a prefix),
+    /// a look too close to the next, one that does not advance, and a
+    /// side splitting its error (pass and fail sides share fractions but
+    /// not spending).
+    #[test]
+    fn memoized_levels_are_the_fresh_integration_bit_for_bit() {
+        let schedules: [&[f64]; 6] = [
+            &[0.2, 0.4, 0.6, 0.8, 1.0],
+            &[0.2, 0.4, 0.5, 0.75, 1.0],
+            &[0.2, 0.3, 0.5, 0.75, 1.0],
+            &[
+                1.0 / 15.0,
+                2.0 / 15.0,
+                3.0 / 14.0,
+                4.0 / 14.0,
+                5.0 / 13.0,
+                6.0 / 12.0,
+                1.0,
+            ],
+            &[0.3, 0.5, 0.5 + 1e-7, 0.9, 1.0],
+            &[0.25, 0.25, 0.5, 1.0],
+        ];
+        for spending in [Spending::OBrienFleming, Spending::Pocock] {
+            for split in [1.0, 3.0] {
+                let all: Vec<Vec<LookSpend>> = schedules
+                    .iter()
+                    .map(|t| {
+                        looks(0.05, t, spending)
+                            .into_iter()
+                            .map(|l| LookSpend {
+                                spent: l.spent / split,
+                                ..l
+                            })
+                            .collect()
+                    })
+                    .collect();
+                // As a run asks (each look after the one before), then the
+                // longest first, then again from the memo.
+                for order in 0..3 {
+                    for looks in &all {
+                        let mut ks: Vec<usize> = (1..=looks.len()).collect();
+                        if order == 1 {
+                            ks.reverse();
+                        }
+                        for k in ks {
+                            let (memo, fresh) =
+                                (nominal_level(&looks[..k]), fresh_level(&looks[..k]));
+                            assert_eq!(
+                                memo.to_bits(),
+                                fresh.to_bits(),
+                                "{spending:?} /{split} {:?} look {k}: {memo} vs {fresh}",
+                                looks.iter().map(|l| l.fraction).collect::<Vec<_>>()
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The shortcuts change no level beyond the bisection's own tolerance,

@@ -127,6 +127,19 @@ pub fn beta_quantile(p: f64, a: f64, b: f64) -> f64 {
     if p == 1.0 {
         return 1.0;
     }
+    // The gate asks for the same few t quantiles (its levels, its block
+    // counts) at every look of every pair, and an exact bound for the same
+    // few counts again and again; each is a bisection of continued fractions.
+    BETA_QUANTILES.get_or([p.to_bits(), a.to_bits(), b.to_bits()], || {
+        bisected_beta_quantile(p, a, b)
+    })
+}
+
+/// The Beta quantiles kept (twice this at most).
+static BETA_QUANTILES: super::memo::Memo<[u64; 3], f64> = super::memo::Memo::new(4096);
+
+/// [`beta_quantile`] by bisection, for `p` in (0, 1).
+fn bisected_beta_quantile(p: f64, a: f64, b: f64) -> f64 {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     // Each step halves the bracket; 1100 steps reach the smallest subnormal.
     for _ in 0..1100 {

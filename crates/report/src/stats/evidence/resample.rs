@@ -336,6 +336,92 @@ fn paired_deltas(
     if by_request && bg.iter().zip(&cg).any(|(b, c)| b.1.len() != c.1.len()) {
         return None;
     }
+    let small = |g: &Groups| g.iter().all(|(_, v)| v.len() <= DRAWS_MAX_BLOCK);
+    if !(small(&bg) && small(&cg)) {
+        return paired_deltas_drawn(&bg, &cg, q, (iterations, seed), by_request, block_mean);
+    }
+    let mut rng = crate::stats::Xoshiro256::new(seed);
+    let mut out = Vec::with_capacity(iterations);
+    let mut logs = Vec::with_capacity(bg.len());
+    let n = bg.len() as u64;
+    let trimmed = block_mean.trimmed(bg.len());
+    let single = |g: &Groups| g.iter().all(|(_, v)| v.len() == 1);
+    if trimmed > 0 && single(&bg) && single(&cg) {
+        // Blocks of one request: a block's log ratio is fixed, so a
+        // resample is how often each block was drawn, and its sorted logs
+        // are the blocks in the order of their logs, each as often as drawn
+        // (the trimmed mean sums its middle in that order). Counting
+        // replaces a sort per resample.
+        let fixed: Vec<Option<f64>> = bg
+            .iter()
+            .zip(&cg)
+            .map(|((_, b), (_, c))| {
+                log_ratio(
+                    quantile_in_place(&mut b.clone(), q)?,
+                    quantile_in_place(&mut c.clone(), q)?,
+                )
+            })
+            .collect();
+        let mut order: Vec<(usize, f64)> = fixed
+            .iter()
+            .enumerate()
+            .filter_map(|(k, l)| Some((k, (*l)?)))
+            .collect();
+        order.sort_unstable_by(|x, y| x.1.total_cmp(&y.1));
+        let middle = bg.len() - 2 * trimmed;
+        // A block's one request drawn, on both sides together or on each.
+        let positions = if by_request { 1 } else { 2 };
+        let mut counts = vec![0usize; bg.len()];
+        for _ in 0..iterations {
+            counts.fill(0);
+            for _ in 0..bg.len() {
+                let k = rng.below(n) as usize;
+                for _ in 0..positions {
+                    rng.below(1);
+                }
+                // A block with no log: no distribution, as when drawn in full.
+                fixed[k]?;
+                counts[k] += 1;
+            }
+            logs.clear();
+            let mut skip = trimmed;
+            for &(k, log) in &order {
+                let here = counts[k] - counts[k].min(skip);
+                skip -= counts[k].min(skip);
+                logs.extend(std::iter::repeat_n(log, here.min(middle - logs.len())));
+                if logs.len() == middle {
+                    break;
+                }
+            }
+            // Summed as `BlockMean::of` sums the middle of the sorted logs.
+            out.push(from_mean_log(logs.iter().sum::<f64>() / middle as f64)?);
+        }
+        out.sort_unstable_by(f64::total_cmp);
+        return Some(out);
+    }
+    let mut draws = BlockDraws::new(&bg, &cg, q, by_request);
+    for _ in 0..iterations {
+        logs.clear();
+        for _ in 0..bg.len() {
+            let k = rng.below(n) as usize;
+            logs.push(draws.log_ratio(k, &mut rng)?);
+        }
+        out.push(from_mean_log(block_mean.of(&mut logs)?)?);
+    }
+    out.sort_unstable_by(f64::total_cmp);
+    Some(out)
+}
+
+/// [`paired_deltas`] of blocks grouped, each block's resample drawn in full
+/// and its quantiles selected.
+fn paired_deltas_drawn(
+    bg: &Groups,
+    cg: &Groups,
+    q: f64,
+    (iterations, seed): (usize, u64),
+    by_request: bool,
+    block_mean: BlockMean,
+) -> Option<Vec<f64>> {
     let mut rng = crate::stats::Xoshiro256::new(seed);
     let (mut bb, mut cb) = (Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(iterations);
@@ -362,6 +448,130 @@ fn paired_deltas(
     }
     out.sort_unstable_by(f64::total_cmp);
     Some(out)
+}
+
+/// Blocks up to this many requests draw through [`BlockDraws`] (a table of
+/// `(w + 1)^w` entries per block and side: 625 at 4).
+const DRAWS_MAX_BLOCK: usize = 4;
+
+/// A resampled block's quantiles, or its log ratio, by the request
+/// positions drawn: a quantile is a function of the multiset of values
+/// drawn (its order statistics), so of the multiset of positions, of which
+/// a small block has few (35 of 4 positions drawn 4 times) against the
+/// hundreds of times a bootstrap draws it. Each is computed as
+/// [`paired_deltas_drawn`] does, once.
+struct BlockDraws<'a> {
+    bg: &'a Groups,
+    cg: &'a Groups,
+    q: f64,
+    by_request: bool,
+    /// Where each block's entries begin in `table`, by side (`by_request`:
+    /// the one log ratio's).
+    at: Vec<[usize; 2]>,
+    /// By block and multiset: the log ratio (`by_request`: one draw of
+    /// positions for both sides), else each side's quantile. `None`: not
+    /// yet computed.
+    table: Vec<Option<Option<f64>>>,
+    buf: (Vec<f64>, Vec<f64>),
+}
+
+impl<'a> BlockDraws<'a> {
+    fn new(bg: &'a Groups, cg: &'a Groups, q: f64, by_request: bool) -> Self {
+        let entries = |v: &Vec<f64>| (v.len() + 1).pow(v.len() as u32);
+        let mut end = 0;
+        let at = bg
+            .iter()
+            .zip(cg)
+            .map(|((_, b), (_, c))| {
+                let base = end;
+                end += entries(b);
+                let cand = if by_request { base } else { end };
+                if !by_request {
+                    end += entries(c);
+                }
+                [base, cand]
+            })
+            .collect();
+        BlockDraws {
+            bg,
+            cg,
+            q,
+            by_request,
+            at,
+            table: vec![None; end],
+            buf: (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// Block `k` resampled (its positions drawn from `rng` as
+    /// [`draw_pairs`], or [`draw_within`] each side, draws them): its log
+    /// ratio; `None` where [`paired_deltas_drawn`] gives up.
+    #[inline]
+    fn log_ratio(&mut self, k: usize, rng: &mut crate::stats::Xoshiro256) -> Option<f64> {
+        let (b, c) = (&self.bg[k].1, &self.cg[k].1);
+        let [at_b, at_c] = self.at[k];
+        if self.by_request {
+            let drawn = multiset(b.len(), rng);
+            let q = self.q;
+            let (bb, cb) = &mut self.buf;
+            return *self.table[at_b + drawn].get_or_insert_with(|| {
+                fill(bb, b, drawn);
+                fill(cb, c, drawn);
+                log_ratio(quantile_in_place(bb, q)?, quantile_in_place(cb, q)?)
+            });
+        }
+        let (db, dc) = (multiset(b.len(), rng), multiset(c.len(), rng));
+        let (buf, q) = (&mut self.buf.0, self.q);
+        let mut side = |at: usize, values: &[f64], drawn: usize| {
+            *self.table[at + drawn].get_or_insert_with(|| {
+                fill(buf, values, drawn);
+                quantile_in_place(buf, q)
+            })
+        };
+        let qb = side(at_b, b, db)?;
+        let qc = side(at_c, c, dc)?;
+        log_ratio(qb, qc)
+    }
+}
+
+/// `w` positions of `0..w` drawn with replacement as [`draw_within`] draws
+/// them, as their multiset: how often position `i` was drawn is digit `i`
+/// in base `w + 1`.
+#[inline]
+fn multiset(w: usize, rng: &mut crate::stats::Xoshiro256) -> usize {
+    const DIGIT: [[usize; DRAWS_MAX_BLOCK]; DRAWS_MAX_BLOCK + 1] = {
+        let mut digit = [[0; DRAWS_MAX_BLOCK]; DRAWS_MAX_BLOCK + 1];
+        let mut w = 1;
+        while w <= DRAWS_MAX_BLOCK {
+            let (mut i, mut place) = (0, 1);
+            while i < w {
+                digit[w][i] = place;
+                place *= w + 1;
+                i += 1;
+            }
+            w += 1;
+        }
+        digit
+    };
+    let mut key = 0;
+    for _ in 0..w {
+        key += DIGIT[w][rng.below(w as u64) as usize];
+    }
+    key
+}
+
+/// `buf` holds `values` at the positions of `drawn` (a [`multiset`]), each
+/// as often as drawn (in position order: the quantile of a multiset is its
+/// order statistics', whatever the order).
+fn fill(buf: &mut Vec<f64>, values: &[f64], mut drawn: usize) {
+    buf.clear();
+    let base = values.len() + 1;
+    for &v in values {
+        for _ in 0..drawn % base {
+            buf.push(v);
+        }
+        drawn /= base;
+    }
 }
 
 /// A side's values grouped by cluster id, ascending.
@@ -427,4 +637,80 @@ pub(super) fn quantile_in_place(v: &mut [f64], q: f64) -> Option<f64> {
     }
     let b = rest.iter().copied().fold(f64::INFINITY, f64::min);
     Some(crate::stats::percentile::lerp(a, b, t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Xoshiro256;
+
+    /// Blocks of 1 to `largest` requests (some values tied, so a
+    /// quantile's order statistics, and blocks' log ratios, repeat),
+    /// `blocks` of them.
+    fn sample(blocks: u32, largest: u32, r: &mut Xoshiro256) -> (Vec<f64>, Vec<f64>, Vec<u32>) {
+        let (mut b, mut c, mut cl) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..blocks {
+            for _ in 0..=k % largest {
+                b.push((1000.0 + 40.0 * r.next_f64()).round());
+                c.push((1000.0 + 40.0 * r.next_f64()).round());
+                cl.push(k);
+            }
+        }
+        (b, c, cl)
+    }
+
+    /// The table of small blocks' draws, and the counted draws of blocks of
+    /// one, give every resample the plain draw's value, bit for bit: both
+    /// designs, both block means (trimmed from 16 blocks), the median and
+    /// other quantiles, and give up where the plain draw does.
+    #[test]
+    fn small_blocks_drawn_by_table_are_the_plain_draws_bit_for_bit() {
+        let mut r = Xoshiro256::new(5);
+        for (blocks, seed, largest) in [
+            (3, 1u64, 4),
+            (8, 2, 4),
+            (20, 3, 4),
+            (33, 4, 4),
+            (5, 5, 1),
+            (16, 6, 1),
+            (40, 7, 1),
+        ] {
+            let (b, mut c, cl) = sample(blocks, largest, &mut r);
+            for poisoned in [false, true] {
+                if poisoned {
+                    // A request of 0: its block's ratio has no log.
+                    c[1] = 0.0;
+                }
+                let (bs, cs) = (
+                    Clustered {
+                        values: &b,
+                        clusters: Some(&cl),
+                    },
+                    Clustered {
+                        values: &c,
+                        clusters: Some(&cl),
+                    },
+                );
+                let (bg, cg) = paired_groups(bs, cs).unwrap();
+                for by_request in [false, true] {
+                    for block_mean in [BlockMean::Mean, BlockMean::Trimmed] {
+                        for q in [0.5, 0.9, 0.0, 1.0, 0.3] {
+                            let design = (200, seed);
+                            let table = paired_deltas(bs, cs, q, design, by_request, block_mean);
+                            let plain =
+                                paired_deltas_drawn(&bg, &cg, q, design, by_request, block_mean);
+                            let bits = |v: Option<Vec<f64>>| {
+                                v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                            };
+                            assert_eq!(
+                                bits(table),
+                                bits(plain),
+                                "{blocks} blocks, by request {by_request}, {block_mean:?}, q {q}, poisoned {poisoned}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
