@@ -83,11 +83,22 @@ def times(x):
     if x >= 0.001: return f"{x:.{1 - math.floor(math.log10(x))}f}x"
     return "under 0.001x"
 if used and (block or oracle):
-    what = "so far" if g.get("outcome") == "inconclusive" else "decided it"
+    # The report's own cost line (render::view::evidence::cost_lines): while
+    # undecided, what would decide the metric closest to deciding and what
+    # would decide all, never a ratio of what was spent to either.
+    key = "block_oracle_requests_per_side" if block else "oracle_requests_per_side"
     need, on = (block, "on the blocks") if block else (oracle, "on independent requests")
-    also = f"; on independent requests {oracle}" + (f" (design effect {times(effect)})" if effect else "") if block and oracle else ""
-    also += f"; one that learns the spread, {learning} ({times(used / learning)})" if learning else ""
-    print(f"   evidence cost: {used} requests per side {what}; a known-variance oracle {on} needs {need} ({times(used / need)}){also}")
+    if g.get("outcome") == "inconclusive":
+        closest = min((p[key] for p in g.get("parts", []) if p.get("outcome") == "inconclusive" and p.get(key)), default=None)
+        if closest is not None and closest < need:
+            line = f"needs {closest} to decide the metric closest to deciding, {need} to decide all"
+        else:
+            line = f"needs {need} to decide it"
+        print(f"   evidence cost: {used} requests per side so far; a known-variance oracle {on} {line}")
+    else:
+        print(f"   evidence cost: {used} requests per side decided it, {times(used / need)} the {need} a known-variance oracle {on} needs")
+    if block and oracle:
+        print(f"   on independent requests the oracle needs {oracle}" + (f" (design effect {times(effect)})" if effect else "") + (f"; one that learns the spread, {learning}" if learning else ""))
 print(f"   cost: {measured} measured requests (both sides, warmups and probes not counted), {turn} turnover requests, {int(sys.argv[2]) / 60:.1f} minutes")
 PY
     # The report made again from the journals the qualification wrote.
