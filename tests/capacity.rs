@@ -72,9 +72,8 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
         "{held} {not_held}"
     );
     // The fitted capacity lies between the highest level decided to hold
-    // and the lowest decided not to: a level left unsure counts as not
-    // holding in the bracket, yet its attainment (above the minimum, not
-    // surely) is the curve's, so the fit may sit above the bracket.
+    // and the lowest decided not to (the bracket itself steers by point
+    // estimates where a level stayed unsure, so the fit may sit outside it).
     let est = cap.estimate.as_ref().expect("an estimate");
     let fitted = est.fitted.expect("a fitted curve");
     let decided = |d: LevelDecision| {
@@ -157,6 +156,58 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
     );
     assert!(line.contains("at TTFT ≤ 200 ms, 50 %"), "{line}");
     eprintln!("{line}");
+}
+
+/// By concurrency: two slots answer two requests at once with no wait, a
+/// third waits for a slot (an answer takes about 0.15 s: the waits are
+/// about half that, or alternately none and all of it), so a 50 ms first
+/// token holds at 2 concurrent and not at 3, with room on both sides for a
+/// loaded machine's scheduling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queueing_source_holds_as_many_concurrent_as_it_has_slots() {
+    let (_, src) = FastSource::start(FastSourceConfig {
+        itl: Duration::from_millis(10),
+        slots: Some(2),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    let text = SUITE
+        .replace("ttft_ms = 200, min_attainment = 0.5", "ttft_ms = 50, min_attainment = 0.9")
+        .replace(
+            "by = \"rate\", low = 12, high = 48, precision_percent = 10, segment_requests = 12, warmup_requests = 16,",
+            "by = \"concurrency\", low = 1, high = 8, precision_percent = 10, segment_requests = 12,",
+        );
+    assert!(text.contains("\"concurrency\""), "{text}");
+    std::fs::write(&suite, text).unwrap();
+    let out = dir.path().join("run");
+    let art = runner::run(&support::run_opts(&src.base_url(), suite, out.clone()))
+        .await
+        .expect("run");
+    let cap = art.cells[0].capacity.as_ref().expect("a capacity search");
+    let line = format!(
+        "{}\nlevels: {:?}",
+        cap.line(),
+        cap.levels
+            .iter()
+            .map(|l| (l.load, l.evidence.attainment, l.evidence.decision))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("{line}");
+    assert_eq!(cap.stopped, Stopped::Resolved, "{line}");
+    assert_eq!(cap.bracket, [Some(2.0), Some(3.0)], "{line}");
+    assert!(cap.levels.iter().all(|l| l.load.fract() == 0.0), "{line}");
+    // Each segment's warm-up is its concurrency.
+    for l in &cap.levels {
+        assert!(
+            l.segments.iter().all(|s| s.counts.warmup == l.load as u64),
+            "{line}"
+        );
+    }
+    assert!(line.contains("concurrent"), "{line}");
+    let recs = journal::read(&out.join(JOURNAL_FILE)).unwrap();
+    assert_eq!(recs.len() as u64, cap.requests + cap.warmup_requests);
 }
 
 /// Through the binary: `infergate run` prints the cell's capacity line.
