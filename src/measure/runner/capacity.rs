@@ -269,24 +269,11 @@ pub fn capacity_run(cell: &CellSpec, records: &[RequestRecord]) -> Result<Capaci
     };
     Ok(assemble(
         spec,
-        targets(slo),
+        crate::report::capacity::words::targets(slo),
         slo.min_attainment(),
         &done,
         stopped,
     ))
-}
-
-/// `TTFT ≤ 2000 ms, TPOT ≤ 80 ms`: the targets as a reader says them.
-fn targets(slo: &Slo) -> String {
-    [
-        ("TTFT", slo.ttft_ms),
-        ("TPOT", slo.tpot_ms),
-        ("e2e", slo.e2e_ms),
-    ]
-    .iter()
-    .filter_map(|(k, v)| v.map(|v| format!("{k} ≤ {v} ms")))
-    .collect::<Vec<_>>()
-    .join(", ")
 }
 
 #[cfg(test)]

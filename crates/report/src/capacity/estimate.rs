@@ -21,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::level::LevelDecision;
+use super::level::{LevelDecision, pooled};
 use super::search::{Ended, SearchRule, Tried, pooled_dispersion};
 use crate::stats::probit::{Group, Probit, covariance, fit};
 use crate::stats::special::{normal_quantile, t_quantile};
@@ -152,10 +152,7 @@ fn quantile(p: f64, df: f64) -> f64 {
 /// only approximates there.
 fn local(tried: &[Tried], z: f64, bracket: (Option<f64>, Option<f64>)) -> Vec<Tried> {
     let p = |t: &Tried| {
-        let (m, n) = t
-            .segments
-            .iter()
-            .fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
+        let (m, n) = pooled(&t.segments);
         (m as f64 + 0.5) / (n as f64 + 1.0)
     };
     let mut near: Vec<Tried> = tried
@@ -178,10 +175,7 @@ fn groups(tried: &[Tried]) -> Vec<Group> {
     tried
         .iter()
         .map(|t| {
-            let (met, of) = t
-                .segments
-                .iter()
-                .fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
+            let (met, of) = pooled(&t.segments);
             Group {
                 t: t.load.ln(),
                 successes: met as f64,

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::evidence::wilson;
+use crate::stats::evidence::{wilson, wilson_share};
 use crate::stats::special::normal_quantile;
 
 /// Segments a level needs before it can be decided: one segment says
@@ -62,14 +62,17 @@ pub fn judge(
     alpha_look: f64,
     dispersion_floor: f64,
 ) -> LevelEvidence {
-    let (met, of) = segments
-        .iter()
-        .fold((0u64, 0u64), |(m, n), s| (m + s.met, n + s.of));
+    let (met, of) = pooled(segments);
     let attainment = if of == 0 { 0.0 } else { met as f64 / of as f64 };
-    let design_effect = design_effect(segments, attainment).max(dispersion_floor);
+    let design_effect = design_effect(segments).max(dispersion_floor);
     let n_eff = of as f64 / design_effect;
     let z = normal_quantile(1.0 - alpha_look);
-    let (lower, upper) = wilson_eff(attainment, n_eff, z);
+    // A whole effective count takes the integer form, its successes rounded.
+    let (lower, upper) = if n_eff.fract() == 0.0 {
+        wilson((attainment * n_eff).round() as u64, n_eff as u64, z)
+    } else {
+        wilson_share(attainment, n_eff, z)
+    };
     let decision = if segments.len() < MIN_SEGMENTS || of == 0 {
         LevelDecision::NotYetSure
     } else if lower >= min_attainment {
@@ -93,39 +96,37 @@ pub fn alpha_per_look(alpha_level: f64, max_segments: usize) -> f64 {
     alpha_level / (max_segments.saturating_sub(MIN_SEGMENTS - 1)).max(1) as f64
 }
 
-/// Between-segment dispersion over the binomial's (Pearson's χ² over its
-/// degrees of freedom), at least 1; 1 with one segment or a pooled
-/// attainment of 0 or 1 (no spread to read).
-pub(crate) fn design_effect(segments: &[Segment], p: f64) -> f64 {
+/// Met and measured, summed over `segments`.
+pub fn pooled(segments: &[Segment]) -> (u64, u64) {
+    segments
+        .iter()
+        .fold((0, 0), |(m, n), s| (m + s.met, n + s.of))
+}
+
+/// Pearson's χ² of `segments` about their pooled attainment and its degrees
+/// of freedom; None with fewer than two segments that measured anything or
+/// a pooled attainment of 0 or 1 (no spread to read).
+pub fn pearson(segments: &[Segment]) -> Option<(f64, f64)> {
     let used: Vec<&Segment> = segments.iter().filter(|s| s.of > 0).collect();
+    let (met, of) = pooled(segments);
+    let p = met as f64 / of.max(1) as f64;
     if used.len() < 2 || p <= 0.0 || p >= 1.0 {
-        return 1.0;
+        return None;
     }
-    let chi2: f64 = used
+    let chi2 = used
         .iter()
         .map(|s| {
             let e = s.of as f64 * p;
             (s.met as f64 - e).powi(2) / (e * (1.0 - p))
         })
         .sum();
-    (chi2 / (used.len() - 1) as f64).max(1.0)
+    Some((chi2, (used.len() - 1) as f64))
 }
 
-/// Wilson's score bounds for a proportion `p` over `n` effective trials
-/// (not necessarily whole).
-fn wilson_eff(p: f64, n: f64, z: f64) -> (f64, f64) {
-    if n <= 0.0 {
-        return (0.0, 1.0);
-    }
-    // The integer form is exact here when n is whole; it is used as is so
-    // both forms agree.
-    if n.fract() == 0.0 {
-        return wilson((p * n).round() as u64, n as u64, z);
-    }
-    let z2 = z * z;
-    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
-    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+/// Between-segment dispersion over the binomial's (Pearson's χ² over its
+/// degrees of freedom), at least 1; 1 when the segments cannot show it.
+fn design_effect(segments: &[Segment]) -> f64 {
+    pearson(segments).map_or(1.0, |(chi2, df)| (chi2 / df).max(1.0))
 }
 
 #[cfg(test)]

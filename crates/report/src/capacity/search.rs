@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::level::{LevelDecision, LevelEvidence, Segment, alpha_per_look, judge};
+use super::level::{LevelDecision, LevelEvidence, Segment, alpha_per_look, judge, pearson};
 use super::spec::{CapacitySpec, LoadAxis};
 
 /// How far the shoulders sit from the bracket, in steps of the precision.
@@ -182,20 +182,10 @@ impl SearchRule {
 /// more the segments vary than independent requests would. Requests share a
 /// queue, so near the edge this is well above 1.
 pub fn pooled_dispersion(tried: &[Tried]) -> (f64, f64) {
-    let (mut chi2, mut df) = (0.0, 0.0);
-    for t in tried {
-        let used: Vec<_> = t.segments.iter().filter(|s| s.of > 0).collect();
-        let (met, of) = used.iter().fold((0, 0), |(m, n), s| (m + s.met, n + s.of));
-        let p = met as f64 / of.max(1) as f64;
-        if used.len() < 2 || p <= 0.0 || p >= 1.0 {
-            continue;
-        }
-        chi2 += used
-            .iter()
-            .map(|s| (s.met as f64 - s.of as f64 * p).powi(2) / (s.of as f64 * p * (1.0 - p)))
-            .sum::<f64>();
-        df += (used.len() - 1) as f64;
-    }
+    let (chi2, df) = tried
+        .iter()
+        .filter_map(|t| pearson(&t.segments))
+        .fold((0.0, 0.0), |(c, d), (chi2, df)| (c + chi2, d + df));
     if df == 0.0 {
         (1.0, 0.0)
     } else {

@@ -17,18 +17,22 @@ fn percent(share: f64) -> String {
     }
 }
 
-/// The SLO a capacity is held at: `TTFT ≤ 2000 ms, TPOT ≤ 80 ms, 90 %`.
-pub fn at(slo: &Slo) -> String {
-    let mut parts: Vec<String> = [
+/// The targets as a reader says them: `TTFT ≤ 2000 ms, TPOT ≤ 80 ms`.
+pub fn targets(slo: &Slo) -> String {
+    [
         ("TTFT", slo.ttft_ms),
         ("TPOT", slo.tpot_ms),
         ("e2e", slo.e2e_ms),
     ]
     .iter()
     .filter_map(|(k, v)| v.map(|v| format!("{k} ≤ {v} ms")))
-    .collect();
-    parts.push(format!("{} %", percent(slo.min_attainment())));
-    parts.join(", ")
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// The SLO a capacity is held at: `TTFT ≤ 2000 ms, TPOT ≤ 80 ms, 90 %`.
+pub fn at(slo: &Slo) -> String {
+    format!("{}, {} %", targets(slo), percent(slo.min_attainment()))
 }
 
 /// A pair: `candidate holds 1.31× (1.18×–1.45×) the baseline's rate at TTFT

@@ -69,19 +69,23 @@ fn key(looks: &[LookSpend]) -> Vec<[u64; 2]> {
         .collect()
 }
 
-/// [`nominal_level`] integrated.
-fn computed_level(looks: &[LookSpend]) -> f64 {
-    let Some(last) = looks.last() else {
-        return 0.0;
-    };
+/// The last look and the error it adds to what the looks before it spent;
+/// None when it adds nothing (no look, or a share not above 0).
+fn last_share(looks: &[LookSpend]) -> Option<(&LookSpend, f64)> {
+    let last = looks.last()?;
     let before = looks[..looks.len() - 1]
         .iter()
         .map(|l| l.spent)
         .fold(0.0, f64::max);
     let share = last.spent - before;
-    if share <= 0.0 || !share.is_finite() {
+    (share > 0.0 && share.is_finite()).then_some((last, share))
+}
+
+/// [`nominal_level`] integrated.
+fn computed_level(looks: &[LookSpend]) -> f64 {
+    let Some((last, share)) = last_share(looks) else {
         return 0.0;
-    }
+    };
     let paths = paths_through(&looks[..looks.len() - 1]);
     // Where this look's level is the boundary the paths through it are cut
     // at (it spends the same share), the two are made at once, and the
@@ -625,17 +629,9 @@ mod tests {
     /// The level integrated afresh, nothing memoized: every look before the
     /// last cuts the paths in turn.
     fn fresh_level(looks: &[LookSpend]) -> f64 {
-        let Some(last) = looks.last() else {
+        let Some((last, share)) = last_share(looks) else {
             return 0.0;
         };
-        let before = looks[..looks.len() - 1]
-            .iter()
-            .map(|l| l.spent)
-            .fold(0.0, f64::max);
-        let share = last.spent - before;
-        if share <= 0.0 || !share.is_finite() {
-            return 0.0;
-        }
         let mut paths = Paths::default();
         for look in &looks[..looks.len() - 1] {
             if let Some((next, _)) = paths.through(look) {

@@ -408,8 +408,15 @@ pub fn wilson(x: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
-    let (x, n) = (x.min(n) as f64, n as f64);
-    let p = x / n;
+    wilson_share(x.min(n) as f64 / n as f64, n as f64, z)
+}
+
+/// Wilson's score bounds for a share `p` of `n` trials, `n` not necessarily
+/// whole (an effective count: a pooled count over its design effect).
+pub fn wilson_share(p: f64, n: f64, z: f64) -> (f64, f64) {
+    if n <= 0.0 {
+        return (0.0, 1.0);
+    }
     let z2 = z * z;
     let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
     let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
