@@ -13,6 +13,8 @@
 #
 # Environment:
 #   INFERGATE_TEST_IMAGE  repository:tag to give it (default infergate-reference-engine:test)
+#   INFERGATE_TEST_BUILD  a build marker, set as the label infergate.build: builds
+#                         with different markers are different images (digests)
 set -euo pipefail
 
 TAG="${INFERGATE_TEST_IMAGE:-infergate-reference-engine:test}"
@@ -33,6 +35,7 @@ old="$(docker image inspect --format '{{.Id}}' "$TAG" 2>/dev/null || true)"
 docker import \
     --change 'LABEL org.opencontainers.image.title="infergate reference engine (test image)"' \
     --change 'WORKDIR /engine' \
+    ${INFERGATE_TEST_BUILD:+--change "LABEL infergate.build=$INFERGATE_TEST_BUILD"} \
     "$TMP/rootfs.tar" "$TAG" >/dev/null
 new="$(docker image inspect --format '{{.Id}}' "$TAG")"
 # The previous build, now untagged; kept while a container still uses it.

@@ -14,5 +14,5 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --workspace --all-features --lib --bins -- --skip stats::evidence::tests::
 cargo test -p infergate-report --all-features --test compare --test views --test seed
 cargo test --all-features --test layout --test trust --test report_compare \
-    --test client_fastsource --test verify_runs --test spent --test alloc_bound
+    --test client_fastsource --test capture --test verify_runs --test spent --test alloc_bound
 cargo test --all-features --test engine streamed_usage_counts_tokens_and_finish_reasons_are_right

@@ -6,9 +6,9 @@
 # the install lane when INFERGATE_TEST_DIST=1 (tests/dist.rs: the wheel, the
 # static binary and the image of scripts/build-dist.sh),
 # a Docker daemon (for the container-driver test), a headless Chromium (for
-# the HTML report in a real browser) and a PostgreSQL server of its own (for
-# the shared ledger), then formatting, lints, and every test against the real
-# engine. The installs run in the background while the tests build; each
+# the HTML report in a real browser), a PostgreSQL server of its own (for
+# the shared ledger) and an OCI registry of its own (tags to digests), then
+# formatting, lints, and every test against the real engine. The installs run in the background while the tests build; each
 # phase's wall time is printed (and appended to $INFERGATE_TEST_PHASES when
 # set: scripts/test-timings.sh reads it). docs/testing.md has the costs.
 set -euo pipefail
@@ -27,6 +27,9 @@ scratch=$(mktemp -d -t infergate-test.XXXXXX)
 cleanup() {
     # shellcheck disable=SC2046 # job ids, one word each
     kill $(jobs -p) 2>/dev/null || true
+    if [[ -s "$scratch/registry.env" ]]; then
+        scripts/setup-registry.sh --stop "$(sed -n 's/^INFERGATE_TEST_REGISTRY_DIR=//p' "$scratch/registry.env")"
+    fi
     if [[ -s "$scratch/postgres.env" ]]; then
         scripts/setup-postgres.sh --stop "$(sed -n 's/^INFERGATE_TEST_POSTGRES_DIR=//p' "$scratch/postgres.env")"
     fi
@@ -67,6 +70,10 @@ debian_packages() {
     # server on loopback that this run starts, and stops when it ends.
     scripts/setup-postgres.sh >"$scratch/postgres.env" ||
         echo "test: no PostgreSQL server could be started; tests/ledger.rs will fail and say so" >&2
+    # Tags resolved to digests (tests/registry.rs) against an OCI
+    # distribution registry on loopback that this run starts and stops.
+    scripts/setup-registry.sh >"$scratch/registry.env" ||
+        echo "test: no registry could be started; tests/registry.rs will fail and say so" >&2
 }
 vllm() {
     # vLLM's CPU build, the second engine family (tests/vllm.rs): about 3
@@ -88,7 +95,7 @@ for name in debian-packages vllm; do
     printf 'test: %s installed in %s s (in the background)\n' "$name" "$(cat "$scratch/$name.secs" 2>/dev/null || echo '?')" >&2
 done
 phase "wait for the installs"
-for env in chromium postgres; do
+for env in chromium postgres registry; do
     while IFS= read -r line; do
         [[ "$line" == *=* ]] && export "${line?}"
     done <"$scratch/$env.env"

@@ -18,17 +18,24 @@
 //! 8. [`verify_runs`]: `verify --runs`, a report made again from the
 //!    journals and run artifacts it came from.
 //!
+//! Beside them, [`capture`]: `infergate capture`, a reverse proxy that
+//! records traffic as a trace the `trace` workload replays; nothing above
+//! imports it.
+//!
 //! [`util`] holds the few helpers every stage shares; [`stats`] and
 //! [`artifact`] are re-exported from the report crate, where they live.
 
+pub mod capture;
 pub mod config;
 pub mod decision;
 pub mod driver;
+pub mod history;
 pub mod measure;
 pub mod qualify;
 pub mod runtime;
 pub mod util;
 pub mod verify_runs;
+pub mod watch;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

@@ -100,8 +100,14 @@ async fn a_queueing_source_s_capacity_is_found_bracketed_and_journaled() {
         fitted > drains / 3.0 && fitted < 2.0 * drains,
         "{fitted} against {drains} a second: {line}"
     );
-    let [lo, hi] = est.interval.expect("an interval");
-    assert!(lo <= fitted && fitted <= hi, "{line}");
+    // An interval when the curve's slope is clear of zero (Fieller) or
+    // levels were decided on both sides; on a busy machine the source's
+    // timings are noisier, the levels near the edge can stay unsure within
+    // four segments and neither exists: then the line says so.
+    match est.interval {
+        Some([lo, hi]) => assert!(lo <= fitted && fitted <= hi, "{line}"),
+        None => assert!(cap.line().contains("(no interval)"), "{line}"),
+    }
 
     // Every level's segments are in the journal, warm-ups marked and counted.
     let recs = journal::read(&out.join(JOURNAL_FILE)).unwrap();
@@ -261,4 +267,272 @@ fn a_search_the_cells_requests_cannot_finish_stops_and_says_so() {
     );
     let recs = journal::read(&out.join(JOURNAL_FILE)).unwrap();
     assert_eq!(recs.len(), 24 + 32);
+}
+
+/// By concurrency, 8 ms a token (an answer holds its slot about 0.13 s): a
+/// request that finds every slot busy waits past a 50 ms first token, so
+/// a source holds as many concurrent as it has slots.
+const QUALIFY_SUITE: &str = r#"
+name = "capacity-pair"
+[[cell]]
+name = "cap-c"
+prompt_tokens = 200
+tolerance_percent = 50
+max_tokens = 16
+requests = 1000
+seed = 5
+slo = { ttft_ms = 50, min_attainment = 0.75 }
+capacity = { by = "concurrency", low = 2, high = 8, precision_percent = 10, segment_requests = 12, max_segments = 4 }
+"#;
+
+/// `infergate qualify` of a source with `slots[0]` slots against one with
+/// `slots[1]`: its stdout and the report it wrote, and the qualification's
+/// directory.
+fn qualify_pair(
+    dir: &std::path::Path,
+    slots: [usize; 2],
+) -> (String, serde_json::Value, std::path::PathBuf) {
+    let sources: Vec<_> = slots
+        .iter()
+        .map(|&n| {
+            FastSource::start(FastSourceConfig {
+                itl: Duration::from_millis(8),
+                slots: Some(n),
+                ..FastSourceConfig::default()
+            })
+            .expect("fast source")
+            .1
+        })
+        .collect();
+    std::fs::write(dir.join("suite.toml"), QUALIFY_SUITE).unwrap();
+    std::fs::write(
+        dir.join("plan.toml"),
+        format!(
+            "name = \"cap\"\nsuite = \"suite.toml\"\nschedule = \"interleaved\"\n\
+             [baseline]\ndriver = \"external\"\nurl = \"{}\"\n\
+             [candidate]\ndriver = \"external\"\nurl = \"{}\"\n",
+            sources[0].base_url(),
+            sources[1].base_url()
+        ),
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(dir)
+        .args([
+            "qualify",
+            "plan.toml",
+            "--ledger",
+            "L.sqlite",
+            "--out",
+            "out",
+            "--id",
+            "q",
+        ])
+        .env_remove("INFERGATE_LEDGER")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let all = format!("{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let qdir = dir.join("out").join("q");
+    let report = std::fs::read(qdir.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report ({e}): exit {:?}\n{all}", o.status.code()));
+    (all, serde_json::from_slice(&report).unwrap(), qdir)
+}
+
+/// The ledger's capacity segments: (side, step, load) in the order run.
+fn segments_run(dir: &std::path::Path) -> Vec<(String, u64, f64)> {
+    let ledger = infergate::runtime::ledger::Ledger::open(&dir.join("L.sqlite")).unwrap();
+    ledger
+        .entries("q")
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.step == "segment" && e.status == infergate::runtime::ledger::Status::Ok)
+        .map(|e| {
+            (
+                e.runtime.clone().unwrap_or_default(),
+                e.detail["step"].as_u64().unwrap(),
+                e.detail["load"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_qualification_finds_twice_the_slots_hold_more_on_one_schedule_and_verify_agrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, report, qdir) = qualify_pair(dir.path(), [2, 4]);
+    let cap = &report["cells"]["cap-c"]["capacity"];
+    assert!(cap.is_object(), "no capacity comparison:\n{out}");
+    let ratio = cap["ratio"]["ratio"].as_f64().expect("a ratio");
+    assert!(ratio > 1.0, "{ratio}:\n{out}");
+    assert_eq!(cap["outcome"], "pass", "{cap:#}\n{out}");
+    let part = report["gates"]["performance_evidence"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["subject"] == "cells.cap-c.capacity" && p["outcome"] == "pass");
+    assert!(part, "the gate holds the capacity part:\n{out}");
+    // Both sides measured at every level, in A B B A order of segments.
+    let segs = segments_run(dir.path());
+    assert!(!segs.is_empty(), "{out}");
+    for (i, pair) in segs.chunks(2).enumerate() {
+        let want = if i % 2 == 0 {
+            ["baseline", "candidate"]
+        } else {
+            ["candidate", "baseline"]
+        };
+        assert_eq!(pair.len(), 2, "{segs:?}");
+        assert_eq!([pair[0].0.as_str(), pair[1].0.as_str()], want, "{segs:?}");
+        assert_eq!((pair[0].1, pair[0].2), (i as u64, pair[1].2), "{segs:?}");
+        assert_eq!(pair[1].1, i as u64, "{segs:?}");
+    }
+    let loads = |side: &str| -> Vec<f64> {
+        cap[side]["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|l| {
+                let n = l["segments"].as_array().unwrap().len();
+                std::iter::repeat_n(l["load"].as_f64().unwrap(), n)
+            })
+            .collect()
+    };
+    assert_eq!(loads("baseline"), loads("candidate"), "one schedule");
+    assert_eq!(loads("baseline").len(), segs.len() / 2);
+    // What the qualification spent counts the searches' requests.
+    let (measured, warm) = (
+        cap["baseline"]["requests"].as_u64().unwrap(),
+        cap["baseline"]["warmup_requests"].as_u64().unwrap(),
+    );
+    assert!(
+        out.contains(&format!(
+            "spent {measured} measured requests per side (+{warm} warmup"
+        )),
+        "{measured} (+{warm}) not in:\n{out}"
+    );
+    // The terminal report prints the pair's line.
+    let c: infergate::report::CapacityComparison = serde_json::from_value(cap.clone()).unwrap();
+    let line = infergate::report::capacity::words::pair_of(&c);
+    assert!(out.contains(&line), "{line} not in:\n{out}");
+    // verify DIR remakes both searches from the journals and the report from them.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("verify")
+        .arg(&qdir)
+        .output()
+        .unwrap();
+    let v = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && v.contains("agrees with the report"),
+        "{v}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A segment the candidate ran at another level than the schedule named
+    // is named (its journal's marks edited).
+    let journal = qdir.join("candidate-interleaved").join(JOURNAL_FILE);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = recs
+        .iter()
+        .filter_map(|r| r["capacity"]["segment"].as_u64())
+        .max()
+        .unwrap();
+    for r in recs
+        .iter_mut()
+        .filter(|r| r["capacity"]["segment"].as_u64() == Some(last))
+    {
+        r["capacity"]["load"] = serde_json::json!(r["capacity"]["load"].as_f64().unwrap() + 1.0);
+    }
+    let edited: Vec<String> = recs.iter().map(|r| r.to_string()).collect();
+    std::fs::write(&journal, edited.join("\n") + "\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .arg("verify")
+        .arg(&qdir)
+        .output()
+        .unwrap();
+    let v = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{v}");
+    assert!(
+        v.contains("cells.cap-c.capacity") && v.contains("where the schedule names"),
+        "{v}"
+    );
+    eprintln!("{line}");
+}
+
+#[test]
+fn an_a_a_qualification_of_capacity_does_not_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, report, _) = qualify_pair(dir.path(), [2, 2]);
+    let cap = &report["cells"]["cap-c"]["capacity"];
+    assert!(cap.is_object(), "no capacity comparison:\n{out}");
+    assert_ne!(cap["outcome"], "fail", "{cap:#}\n{out}");
+    eprintln!("{}", cap["reason"]);
+}
+
+/// A capacity cell in alternating passes, or in adaptive rounds, is refused
+/// at preflight, naming the cell, before any request.
+#[test]
+fn a_capacity_cell_outside_the_fixed_interleaved_schedule_is_refused_at_preflight() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    for (top, want) in [
+        (
+            "schedule = \"alternating\"\n",
+            "needs schedule = \"interleaved\"",
+        ),
+        (
+            "[adaptive]\nenabled = true\nmax_requests = 1000\n",
+            "is not cut into adaptive rounds",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("suite.toml"), QUALIFY_SUITE).unwrap();
+        // `[adaptive]` is a table: the endpoints' tables follow it.
+        let (head, tail) = if top.starts_with('[') {
+            ("", top)
+        } else {
+            (top, "")
+        };
+        std::fs::write(
+            dir.path().join("plan.toml"),
+            format!(
+                "name = \"cap\"\nsuite = \"suite.toml\"\n{head}[baseline]\ndriver = \"external\"\nurl = \"{url}\"\n\
+                 [candidate]\ndriver = \"external\"\nurl = \"{url}\"\n{tail}"
+            ),
+        )
+        .unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .current_dir(dir.path())
+            .args([
+                "qualify",
+                "plan.toml",
+                "--ledger",
+                "L.sqlite",
+                "--out",
+                "out",
+            ])
+            .env_remove("INFERGATE_LEDGER")
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(2), "{out}");
+        assert!(
+            out.contains("REFUSED at preflight")
+                && out.contains("cell 'cap-c' is a capacity cell")
+                && out.contains(want),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock,
+        "no request reached the runtimes"
+    );
 }

@@ -19,6 +19,7 @@ use infergate::driver::engine::{self, EngineInstall};
 use infergate::driver::handle::Handle;
 use infergate::qualify::{self, Verdict};
 use infergate::report::DecisionAction;
+use infergate::runtime::ledger::Ledger;
 use infergate::runtime::lifecycle;
 use qualify_support::*;
 use serde_json::Value;
@@ -116,7 +117,9 @@ fn container_table(image: &str, profile: &str, install: &EngineInstall, port: u1
     )
 }
 
-/// Removes every container this test's qualifications created, even on panic.
+/// Removes every container this test's qualifications created, even on
+/// panic: those of qualification `label`, or, for a label ending in `-`,
+/// of every qualification whose id starts with it (by container name).
 struct Containers(&'static str);
 
 impl Drop for Containers {
@@ -129,7 +132,10 @@ impl Drop for Containers {
                 .ok()?;
             rt.block_on(async {
                 let d = Docker::new(SOCKET);
-                let filter = format!("{{\"label\":[\"infergate.qualification={label}\"]}}");
+                let filter = match label.strip_suffix('-') {
+                    Some(prefix) => format!("{{\"name\":[\"infergate-{prefix}-\"]}}"),
+                    None => format!("{{\"label\":[\"infergate.qualification={label}\"]}}"),
+                };
                 let path = format!("/containers/json?all=1&filters={}", urlencode(&filter));
                 let r = d
                     .call("GET", &path, None, &[], Duration::from_secs(10))
@@ -858,4 +864,239 @@ async fn each_start_on_a_gpu_waits_for_it_to_be_free_and_records_what_it_got() {
         .args(["stop", "q-gpu", "--ledger"])
         .arg(&env.ledger)
         .output();
+}
+
+/// Build the test image with build marker `build` and push it to the test
+/// registry as `repo:tag`; its registry digest, as Docker reports it.
+fn push_build(repo: &str, tag: &str, build: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/build-reference-image.sh");
+    let named = format!("{repo}:{tag}");
+    let out = Command::new(&script)
+        .env("INFERGATE_TEST_IMAGE", &named)
+        .env("INFERGATE_TEST_BUILD", build)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    docker(&["push", "--quiet", &named]);
+    let digests = docker(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RepoDigests}}",
+        &named,
+    ]);
+    let digests: Vec<String> = serde_json::from_str(&digests).unwrap();
+    let pinned = digests
+        .iter()
+        .find(|d| d.starts_with(&format!("{repo}@")))
+        .unwrap_or_else(|| panic!("{named} pushed, but Docker lists {digests:?}"));
+    pinned.rsplit_once('@').unwrap().1.to_string()
+}
+
+/// `watch --once` against a tag on a real registry (Debian's docker-registry
+/// on loopback, started by scripts/test.sh): the tag's digest is qualified,
+/// pulled by digest (`pull = "always"`, the image removed locally first);
+/// a second tick finds it judged and does nothing; a new build pushed to the
+/// tag is the next qualification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_qualifies_each_new_digest_of_a_tag_once() {
+    let _serial = serial().await;
+    let d = docker().await;
+    // Its qualifications are named `watch-<digest>-on-<digest>`.
+    let _cleanup = Containers("watch-");
+    let registry = std::env::var("INFERGATE_TEST_REGISTRY").expect(
+        "INFERGATE_TEST_REGISTRY is unset: scripts/test.sh starts a registry on loopback (scripts/setup-registry.sh)",
+    );
+    let env = Env::new();
+    let install = EngineInstall::locate().unwrap();
+    let repo = format!("{registry}/infergate-test/watch-{}", std::process::id());
+    let base = push_build(&repo, "base", "base");
+    let first = push_build(&repo, "nightly", "nightly-1");
+    assert_ne!(base, first);
+    // The candidate's build is not on this host: only a pull brings it.
+    let rm = |tag: &str| {
+        Command::new("docker")
+            .args(["image", "rm", &format!("{repo}:{tag}")])
+            .output()
+    };
+    rm("nightly").unwrap();
+    assert!(
+        d.image(&format!("{repo}@{first}")).await.unwrap().is_none(),
+        "the candidate's build is still on this host"
+    );
+    env.suite(2, 4);
+    let plan = env.write(
+        "plan.toml",
+        &format!(
+            "name = \"watch\"\nsuite = \"suite.toml\"\n\n[docker]\nregistry = \"{registry}\"\npull = \"always\"\n\n[baseline]\n{}\n[candidate]\n{}\n[readmission]\nexpected_model = \"{MODEL}\"\ntimeout_s = 60\n",
+            container_table(&format!("{repo}@{base}"), "baseline", &install, free_port()),
+            // The tag's digest replaces this image at each tick.
+            container_table(&format!("{repo}@{base}"), "candidate", &install, free_port()),
+        ),
+    );
+    let opts = infergate::watch::Options {
+        plan: plan.clone(),
+        candidate: format!("{repo}:nightly"),
+        ledger: Some(env.ledger.clone().into()),
+        out_root: Some(env.out.clone()),
+        quiet: true,
+    };
+    let tick = infergate::watch::once(&opts).await.expect("first tick");
+    let infergate::watch::Tick::Qualified { resolved, outcome } = &tick else {
+        panic!("{tick:?}")
+    };
+    assert_eq!(resolved.digest, first, "the registry's digest is Docker's");
+    let entries = env.entries(&outcome.id);
+    let s = steps(&entries).join("\n");
+    assert!(
+        matches!(outcome.verdict, Verdict::Qualified | Verdict::NotQualified),
+        "{:?} {:?}\n{s}",
+        outcome.verdict,
+        outcome.failure
+    );
+    let plan_entry = detail_of(&entries, "plan", "-", "ok");
+    assert_eq!(plan_entry[0]["candidate_image_resolved"]["tag"], "nightly");
+    assert_eq!(
+        plan_entry[0]["candidate_image_resolved"]["digest"],
+        first.as_str()
+    );
+    // The candidate ran the pulled digest; the plan copy says so.
+    let pinned = format!("{repo}@{first}");
+    let copy =
+        std::fs::read_to_string(outcome.report.as_ref().unwrap().with_file_name("plan.toml"))
+            .unwrap();
+    assert!(copy.contains(&format!("image = \"{pinned}\"")), "{copy}");
+    let info = d.image(&pinned).await.unwrap().expect("pulled by digest");
+    let started: Vec<Handle> = detail_of(&entries, "start", "candidate", "ok")
+        .into_iter()
+        .filter_map(|d| Handle::from_value(&d["handle"]))
+        .collect();
+    assert!(!started.is_empty(), "{s}");
+    for h in &started {
+        let Handle::Container { image_id, .. } = h else {
+            panic!("{h:?}")
+        };
+        assert_eq!(image_id, &info.id, "the candidate runs what was pulled");
+    }
+    let first_id = outcome.id.clone();
+    // The lineage a history reads is in the ledger, not only in the report.
+    let compare = detail_of(&entries, "compare", "-", "ok");
+    let lineage = &compare[0]["lineage"];
+    assert_eq!(lineage["candidate_image"], pinned.as_str());
+    assert!(
+        !lineage["steps"].as_array().unwrap().is_empty(),
+        "{lineage}"
+    );
+    // Promote it: from now on it is the baseline the next build is paired with.
+    let promoted = decide::run(&decide::Options {
+        report: outcome.report.clone().unwrap(),
+        action: DecisionAction::Promote,
+        note: "watch test".into(),
+        who: Some("ci".into()),
+        ledger: Some(env.ledger.clone().into()),
+        force: true,
+        verify: infergate::verify_runs::check_qualification,
+        quiet: true,
+    })
+    .await
+    .expect("promote");
+    assert!(promoted.carried_out, "{}", promoted.promotion);
+    infergate::runtime::stop::stop(&first_id, Some(env.ledger.clone().into()), true)
+        .await
+        .unwrap();
+
+    // The same digest again: it serves now (promoted), nothing run.
+    let before = Ledger::open(&env.ledger).unwrap().qualifications().unwrap();
+    let again = infergate::watch::once(&opts).await.expect("second tick");
+    let infergate::watch::Tick::Judged { qualification, .. } = &again else {
+        panic!("{again:?}")
+    };
+    assert_eq!(qualification, &first_id);
+    assert!(infergate::watch::describe(&again).contains("nothing to do"));
+    assert_eq!(
+        Ledger::open(&env.ledger).unwrap().qualifications().unwrap(),
+        before
+    );
+
+    // A new build on the tag: a new qualification.
+    let second = push_build(&repo, "nightly", "nightly-2");
+    assert_ne!(second, first);
+    let tick = infergate::watch::once(&opts).await.expect("third tick");
+    let infergate::watch::Tick::Qualified { resolved, outcome } = &tick else {
+        panic!("{tick:?}")
+    };
+    assert_eq!(resolved.digest, second);
+    assert_ne!(outcome.id, first_id);
+    let entries = env.entries(&outcome.id);
+    let plan_entry = detail_of(&entries, "plan", "-", "ok");
+    assert_eq!(
+        plan_entry[0]["baseline_image_promoted"],
+        serde_json::json!({"image": pinned, "qualification": first_id}),
+        "the promoted build is the baseline"
+    );
+    assert!(
+        outcome.id.ends_with(&format!("-on-{}", &first[7..19])),
+        "{}",
+        outcome.id
+    );
+
+    // The lineage, from the ledger alone: two builds, each series a chain of
+    // two steps from the first baseline through the promoted build.
+    let h = infergate::history::read(
+        &Ledger::open(&env.ledger).unwrap(),
+        &infergate::history::Filter {
+            repo: Some(repo.clone()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ids: Vec<&str> = h.builds.iter().map(|b| b.qualification.as_str()).collect();
+    assert_eq!(ids, [first_id.as_str(), outcome.id.as_str()]);
+    assert_eq!(h.builds[0].decision, "promote");
+    assert_eq!(h.builds[1].tag.as_deref(), Some("nightly"));
+    assert!(!h.series.is_empty());
+    for series in &h.series {
+        let c = series.chain.as_ref().expect("a chain");
+        assert_eq!(
+            c.chain,
+            [first_id.clone(), outcome.id.clone()],
+            "{}",
+            series.metric
+        );
+        assert_eq!(c.anchor, format!("{repo}@{base}"));
+        let sum: f64 = series.points.iter().map(|p| p.log_ratio).sum();
+        let total = &c.cumulative;
+        assert!((total.log_ratio - sum).abs() < 1e-12);
+        assert!(total.low <= total.ratio && total.ratio <= total.high);
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["history", "--repo", &repo, "--ledger"])
+        .arg(&env.ledger)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(
+        out.status.success() && text.contains("over 2 steps"),
+        "{text}"
+    );
+    infergate::runtime::stop::stop(&outcome.id, Some(env.ledger.clone().into()), true)
+        .await
+        .unwrap();
+    for tag in ["base", "nightly"] {
+        let _ = rm(tag);
+    }
 }

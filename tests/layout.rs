@@ -810,6 +810,55 @@ fn config_is_the_lowest_layer() {
     assert!(left.is_empty(), "config imports the pipeline: {left:#?}");
 }
 
+/// `capture` (the recording proxy) is a stage of its own beside
+/// `measure`: it stands on `measure` (the SSE reader, a chunk's usage, the
+/// tokenizer) and `config` (its trace is a dataset trace), and nothing in
+/// the pipeline imports it: replaying a capture is a `trace` cell.
+#[test]
+fn capture_stands_beside_measure_and_nothing_in_the_pipeline_imports_it() {
+    const UNDER: &[&str] = &[
+        "capture",
+        "config",
+        "measure",
+        "util",
+        "report",
+        "artifact",
+        "atomic",
+        "stats",
+        "slo",
+        "server_metrics",
+    ];
+    let main = main_crate();
+    let g = main.graph();
+    let top = |m: &Vec<String>| m.first().cloned().unwrap_or_default();
+    let mut left = Vec::new();
+    let mut seen = 0;
+    for (m, deps) in &g {
+        let from_capture = top(m) == "capture";
+        seen += usize::from(from_capture);
+        for d in deps {
+            let bad = if from_capture {
+                !UNDER.contains(&top(d).as_str())
+            } else {
+                top(d) == "capture"
+            };
+            if bad {
+                left.push(format!("{} imports {}", name(m), name(d)));
+            }
+        }
+    }
+    assert!(left.is_empty(), "{left:#?}");
+    assert!(seen >= 4, "{seen} capture files");
+    // It reads the streams it forwards with the measuring client's reader.
+    assert!(
+        g.iter().any(|(m, deps)| top(m) == "capture"
+            && deps
+                .iter()
+                .any(|d| d.starts_with(&["measure".into(), "sse".into()]))),
+        "capture does not read streams through measure::sse"
+    );
+}
+
 #[test]
 fn the_report_crate_knows_nothing_of_the_main_crate() {
     let manifest = std::fs::read_to_string(root().join("crates/report/Cargo.toml")).unwrap();
@@ -978,4 +1027,26 @@ fn nothing_narrates_the_history_of_the_work() {
         .collect();
     assert!(files.len() > 100, "{} files read", files.len());
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// `watch` stands on `qualify` (a tick runs one qualification) and nothing
+/// in the pipeline stands on it: a stream of builds is a caller of the
+/// pipeline, not a part of it.
+#[test]
+fn watch_is_above_qualify_and_nothing_imports_it() {
+    let main = main_crate();
+    let g = main.graph();
+    let mut uses_qualify = false;
+    for (m, deps) in &g {
+        let top = m.first().map(String::as_str);
+        for d in deps {
+            let dtop = d.first().map(String::as_str);
+            if top == Some("watch") {
+                uses_qualify |= dtop == Some("qualify");
+            } else {
+                assert_ne!(dtop, Some("watch"), "{} imports {}", name(m), name(d));
+            }
+        }
+    }
+    assert!(uses_qualify, "watch imports nothing from qualify");
 }

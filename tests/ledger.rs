@@ -557,3 +557,38 @@ fn two_qualifications_share_one_ledger_and_a_killed_one_resumes() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains(password));
     }
 }
+
+/// The history of builds reads the same lineage from either backend: the
+/// chain follows the promotion, and the watchers' lock holds in both.
+#[test]
+fn a_history_reads_alike_from_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = |b: char| format!("127.0.0.1:5000/e@sha256:{}", b.to_string().repeat(64));
+    for location in backends(dir.path(), "history") {
+        let l = Ledger::connect(&location).unwrap();
+        for (q, from, to, log_ratio, decision) in [
+            ("h1", 'a', 'b', 0.02, Some("promote")),
+            ("h2", 'b', 'c', 0.01, None),
+        ] {
+            l.append(q, "plan", None, Status::Ok, json!({})).unwrap();
+            let step = json!({"cell": "c", "metric": "ttft_p50_ms", "direction": "lower_is_better",
+                "baseline": 100.0, "candidate": 100.0, "log_ratio": log_ratio,
+                "standard_error": 0.01, "df": 30, "outcome": "pass"});
+            let lineage = json!({"schema": "infergate-lineage/1", "baseline_image": image(from),
+                "candidate_image": image(to), "steps": [step]});
+            l.append(q, "compare", None, Status::Ok, json!({"lineage": lineage}))
+                .unwrap();
+            l.append(q, "done", None, Status::Ok, json!({"verdict": "qualified"}))
+                .unwrap();
+            if let Some(action) = decision {
+                l.append(q, "decision", None, Status::Ok, json!({"action": action}))
+                    .unwrap();
+            }
+        }
+        let h = infergate::history::read(&l, &infergate::history::Filter::default()).unwrap();
+        let c = h.series[0].chain.as_ref().expect("a chain");
+        assert_eq!(c.chain, ["h1", "h2"], "{location}");
+        assert!((c.cumulative.log_ratio - 0.03).abs() < 1e-12, "{location}");
+        assert_eq!(h.builds[0].decision, "promote", "{location}");
+    }
+}

@@ -588,6 +588,10 @@ async fn the_optional_parts_validate_as_infergate_writes_them() {
         .expect("comparable")
         .to_value();
     v.assert_valid(v.report, &report, "a report with embeddings");
+    // The cell carries a capacity search: the report compares it.
+    v.assert_required(v.report, &report, "/cells/small/capacity/ratio/confidence");
+    v.assert_required(v.report, &report, "/cells/small/capacity/candidate/levels");
+    v.assert_required(v.report, &report, "/cells/small/capacity/outcome");
     v.assert_required(v.report, &report, "/quality/embeddings/0/cosine_min");
     assert_eq!(report["quality"]["embeddings"][0]["cosines"][0], 0.0);
 }

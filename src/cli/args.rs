@@ -29,6 +29,10 @@ pub enum Cmd {
     /// by flags (written to OUT/suite.toml); writes run.json and journal.jsonl.
     /// Their formats: schemas/infergate-run.v1.json and schemas/journal-record.v1.json.
     Run(Box<RunArgs>),
+    /// A reverse proxy that records the traffic it forwards as a trace of
+    /// shapes, not text (lengths, block hashes, sampling; docs/capture.md);
+    /// replay it as a `trace` workload cell.
+    Capture(super::capture::CaptureArgs),
     /// Compare two run artifacts into a runtime-profile-comparison/v1 report
     /// (its format: schemas/runtime-profile-comparison.v1.json).
     Compare(CompareArgs),
@@ -73,6 +77,27 @@ pub enum Cmd {
     /// The decision ledger itself.
     #[command(subcommand)]
     Ledger(qualify::LedgerCmd),
+    /// Qualify each new digest an image tag resolves to against the plan's
+    /// baseline, once: a digest the ledger holds a finished qualification of
+    /// (against that baseline) is said and skipped; an interrupted one resumed.
+    Watch(qualify::WatchArgs),
+    /// The builds a ledger qualified, as a lineage: which image was paired
+    /// with which, verdicts and decisions, and per cell and metric the paired
+    /// ratios with the cumulative change along the chain of promotions.
+    History(qualify::HistoryArgs),
+    /// Resolve an image tag to its digest on its registry (OCI distribution):
+    /// `HOST[:PORT]/REPOSITORY:TAG` to `HOST[:PORT]/REPOSITORY@sha256:…`, the
+    /// pinned name a plan's `image` takes; for a multi-platform index, also the
+    /// platform manifest this host runs. The digest is of the bytes received.
+    Resolve {
+        /// `HOST[:PORT]/REPOSITORY:TAG` (or `@sha256:…`, checked). A loopback
+        /// registry is spoken to over HTTP; any other over HTTPS, with a bearer
+        /// token from INFERGATE_REGISTRY_TOKEN when set.
+        image: String,
+        /// Print the resolution as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a commented plan, and a starter suite.toml beside it, for a
     /// common case: two endpoints, two container images by digest, or two
     /// engine profiles of the bundled reference engine.

@@ -21,6 +21,7 @@ macro_rules! outln {
 }
 
 pub mod args;
+pub mod capture;
 mod endpoints;
 mod exports;
 pub mod qualify;
@@ -45,10 +46,14 @@ pub async fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Status(a) => qualify::main_status(a).await,
         Cmd::Stop(a) => qualify::main_stop(a).await,
         Cmd::Ledger(c) => qualify::main_ledger(c),
+        Cmd::Capture(a) => capture::main_capture(a).await,
         Cmd::Compare(a) => compare(a),
         Cmd::Calibrate(a) => calibrate(a),
         Cmd::Verify { file, runs, suite } => verify(file, runs, suite),
         Cmd::Report(a) => render(a),
+        Cmd::Watch(a) => qualify::main_watch(a).await,
+        Cmd::History(a) => qualify::main_history(a),
+        Cmd::Resolve { image, json } => resolve(&image, json).await,
         Cmd::Init { kind, out } => init(kind, &out),
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
@@ -279,6 +284,12 @@ async fn run(a: args::RunArgs) -> Result<ExitCode> {
         if let Some(cap) = &c.capacity {
             outln!("{}: {}", c.name, cap.line())?;
         }
+        if let Some(f) = &c.fidelity {
+            outln!("  fidelity of the replay to the capture:")?;
+            for l in f.table() {
+                outln!("    {l}")?;
+            }
+        }
     }
     for s in &art.rate_sweeps {
         let at = |r: Option<f64>| r.map_or("none".to_string(), |r| format!("{r} req/s"));
@@ -480,5 +491,21 @@ fn init(kind: infergate::config::init::Kind, plan: &std::path::Path) -> Result<E
         suite.display(),
         plan.display()
     )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `infergate resolve IMAGE`: the digest a tag names now.
+async fn resolve(image: &str, json: bool) -> Result<ExitCode> {
+    use infergate::driver::registry;
+    let name = registry::ImageName::parse(image)?;
+    let r = registry::resolve(&name, registry::host_architecture()).await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        outln!("{}", r.pinned())?;
+        if let (Some(d), Some(p)) = (&r.platform_digest, &r.platform) {
+            outln!("  an index ({}); {p} runs {d}", r.media_type)?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -98,6 +98,132 @@ pub struct DecideArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["once", "every"])))]
+pub struct WatchArgs {
+    /// The plan: its candidate a container, whose image the tag's digest replaces.
+    pub plan: PathBuf,
+    /// `HOST[:PORT]/REPOSITORY:TAG`, resolved on its registry at each tick.
+    #[arg(long)]
+    pub candidate: String,
+    /// One tick, then exit: 0 when the digest was judged before or the
+    /// qualification completed, as `qualify` exits otherwise.
+    #[arg(long)]
+    pub once: bool,
+    /// A tick every DURATION (`90s`, `30m`, `6h`) until interrupted.
+    #[arg(long, value_parser = parse_period)]
+    pub every: Option<std::time::Duration>,
+    #[arg(long, default_value = "out/qualify")]
+    pub out: PathBuf,
+    #[arg(long, env = LEDGER_ENV)]
+    pub ledger: Option<String>,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_period(s: &str) -> Result<std::time::Duration, String> {
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?}: a whole number and a unit (s, m, h), e.g. 30m"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: the unit is s, m or h, e.g. 30m")),
+    };
+    if secs == 0 {
+        return Err(format!(
+            "{s:?}: a period of zero would ask the registry in a loop"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+pub async fn main_watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
+    use infergate::watch;
+    let opts = watch::Options {
+        plan: a.plan,
+        candidate: a.candidate,
+        ledger: location(a.ledger)?,
+        out_root: Some(a.out),
+        quiet: a.quiet,
+    };
+    match a.every {
+        None => {
+            let tick = watch::once(&opts).await?;
+            outln!("{}", watch::describe(&tick))?;
+            Ok(match &tick {
+                watch::Tick::Judged { .. } => ExitCode::SUCCESS,
+                watch::Tick::Qualified { outcome, .. } => {
+                    let value = outcome.read_report()?;
+                    ExitCode::from(outcome.exit_code(value.as_ref())?)
+                }
+            })
+        }
+        Some(period) => {
+            watch::every(&opts, period, |tick| {
+                let line = match tick {
+                    Ok(t) => watch::describe(&t),
+                    Err(e) => format!("watch: this tick failed: {e:#}; trying again in {period:?}"),
+                };
+                let _ = outln!("{line}");
+            })
+            .await;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct HistoryArgs {
+    /// Only builds of this repository (`HOST/REPO`).
+    #[arg(long)]
+    pub repo: Option<String>,
+    #[arg(long)]
+    pub cell: Option<String>,
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Measure the cumulative change from this build (a digest or an image
+    /// holding it); default as far back as the chain of promotions goes.
+    #[arg(long)]
+    pub anchor: Option<String>,
+    /// The drift gate's margin on the cumulative change, percent.
+    #[arg(long, default_value_t = infergate::history::DRIFT_MARGIN_PERCENT)]
+    pub margin_percent: f64,
+    #[arg(long, env = LEDGER_ENV)]
+    pub ledger: Option<String>,
+    /// Machine-readable output (`infergate-history/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main_history(a: HistoryArgs) -> anyhow::Result<ExitCode> {
+    use infergate::history;
+    let location = match location(a.ledger)? {
+        Some(l) => l,
+        None => Location::default_location()?,
+    };
+    let ledger = infergate::runtime::ledger::Ledger::connect_existing(&location)?;
+    let h = history::read(
+        &ledger,
+        &history::Filter {
+            repo: a.repo,
+            cell: a.cell,
+            metric: a.metric,
+            anchor: a.anchor,
+            margin_percent: a.margin_percent,
+            ..Default::default()
+        },
+    )?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&h)?)?;
+    } else {
+        out!("{}", history::render_text(&h))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct StatusArgs {
     /// One qualification, with its whole ledger; default all.
     pub id: Option<String>,
@@ -142,6 +268,7 @@ pub async fn main_qualify(a: QualifyArgs) -> anyhow::Result<ExitCode> {
         rollback: a.rollback,
         adaptive: a.adaptive,
         quiet: a.quiet,
+        ..Default::default()
     };
     let mut o = qualify::run(&plan, &opts).await?;
     // Read once: --then-stop's note, the exports, the rendering and the exit

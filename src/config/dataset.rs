@@ -58,6 +58,9 @@ pub struct TraceEntry {
     pub input_length: u64,
     pub output_length: u64,
     pub hash_ids: Vec<u64>,
+    /// A capture's line: the prompt tokens the server said it served from
+    /// its cache, when it said (what a replay's fidelity compares).
+    pub cached_tokens: Option<u64>,
 }
 
 /// What a dataset file held, checked.
@@ -67,7 +70,42 @@ pub enum Dataset {
     /// user then assistant (a leading system message kept apart).
     Conversations(Vec<Conversation>),
     Requests(Vec<ChatRequest>),
-    Trace(Vec<TraceEntry>),
+    Trace(Trace),
+}
+
+/// A trace's lines to send, and what a capture's trace left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    pub entries: Vec<TraceEntry>,
+    /// `Some` when the file is an `infergate capture` trace.
+    pub capture: Option<CaptureSkips>,
+}
+
+impl std::ops::Deref for Trace {
+    type Target = [TraceEntry];
+    fn deref(&self) -> &[TraceEntry] {
+        &self.entries
+    }
+}
+
+/// A capture's lines not replayed: failed exchanges (a status other than
+/// 2xx, or a zero length) and embeddings requests (a trace cell sends chat).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaptureSkips {
+    pub failed: usize,
+    pub embeddings: usize,
+}
+
+impl Trace {
+    /// What the cell's shape says of the file beyond its name.
+    pub fn note(&self) -> Option<String> {
+        self.capture.map(|c| {
+            format!(
+                "a capture: {} failed and {} embeddings lines left out",
+                c.failed, c.embeddings
+            )
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,9 +374,16 @@ fn chat_request(v: &Value) -> Result<ChatRequest, String> {
 
 /// A Mooncake-style trace (JSON Lines): `timestamp` (ms from the trace's
 /// start, non-decreasing), `input_length`, `output_length`, `hash_ids`.
+/// A file whose first line is an `infergate capture` header is a capture:
+/// its lines' other fields are ignored, its failed and embeddings lines
+/// left out (counted), and its lines, written as requests completed, put
+/// in arrival order.
 pub fn trace(path: &Path) -> Result<Dataset, DatasetError> {
     trace_text(&read_bounded(path)?, &path.display().to_string())
 }
+
+/// The key of a capture's header line (`capture::trace::HEADER_KEY`).
+pub const CAPTURE_HEADER_KEY: &str = "infergate_capture";
 
 /// [`trace`] of text already read; `file` names it in errors.
 pub fn trace_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
@@ -350,15 +395,72 @@ pub fn trace_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
         output_length: u64,
         #[serde(default)]
         hash_ids: Vec<u64>,
+        #[serde(skip)]
+        cached_tokens: Option<u64>,
+    }
+    /// A capture's line: the fields replay reads, the rest ignored.
+    #[derive(Deserialize)]
+    struct Captured {
+        timestamp: u64,
+        input_length: u64,
+        output_length: u64,
+        #[serde(default)]
+        hash_ids: Vec<u64>,
+        #[serde(default)]
+        endpoint: Option<String>,
+        #[serde(default)]
+        status: Option<u16>,
+        #[serde(default)]
+        cached_tokens: Option<u64>,
     }
     let file = file.to_string();
-    let mut out: Vec<TraceEntry> = Vec::new();
-    for (line, v) in json_lines(text, &file)? {
+    let mut lines = json_lines(text, &file)?;
+    let capture = lines
+        .first()
+        .is_some_and(|(_, v)| v.get(CAPTURE_HEADER_KEY).is_some());
+    let mut skips = CaptureSkips::default();
+    let mut read: Vec<(usize, Line)> = Vec::with_capacity(lines.len());
+    if capture {
+        lines.remove(0);
+    }
+    for (line, v) in lines {
         let at = format!("line {line}");
-        let l: Line = serde_path_to_error::deserialize(&v).map_err(|e| {
+        let field = |e: serde_path_to_error::Error<serde_json::Error>| {
             let field = e.path().to_string();
             bad(&file, &at, format!("field `{field}`: {}", e.into_inner()))
-        })?;
+        };
+        let l = if capture {
+            let c: Captured = serde_path_to_error::deserialize(&v).map_err(field)?;
+            if c.endpoint.as_deref() == Some("embeddings") {
+                skips.embeddings += 1;
+                continue;
+            }
+            if !c.status.is_some_and(|s| (200..300).contains(&s))
+                || c.input_length == 0
+                || c.output_length == 0
+            {
+                skips.failed += 1;
+                continue;
+            }
+            Line {
+                timestamp: c.timestamp,
+                input_length: c.input_length,
+                output_length: c.output_length,
+                hash_ids: c.hash_ids,
+                cached_tokens: c.cached_tokens,
+            }
+        } else {
+            serde_path_to_error::deserialize(&v).map_err(field)?
+        };
+        read.push((line, l));
+    }
+    if capture {
+        // Written as each exchange completed; replayed as they arrived.
+        read.sort_by_key(|(_, l)| l.timestamp);
+    }
+    let mut out: Vec<TraceEntry> = Vec::new();
+    for (line, l) in read {
+        let at = format!("line {line}");
         if l.input_length == 0 || l.output_length == 0 {
             return Err(bad(
                 &file,
@@ -408,15 +510,29 @@ pub fn trace_text(text: &str, file: &str) -> Result<Dataset, DatasetError> {
             input_length: l.input_length,
             output_length: l.output_length,
             hash_ids: l.hash_ids,
+            cached_tokens: l.cached_tokens,
         });
     }
     if out.is_empty() {
-        return Err(DatasetError::Empty {
-            file,
-            what: "trace line",
+        return Err(match capture {
+            true => bad(
+                &file,
+                "capture",
+                format!(
+                    "no line to replay: {} failed and {} embeddings lines left out",
+                    skips.failed, skips.embeddings
+                ),
+            ),
+            false => DatasetError::Empty {
+                file,
+                what: "trace line",
+            },
         });
     }
-    Ok(Dataset::Trace(out))
+    Ok(Dataset::Trace(Trace {
+        entries: out,
+        capture: capture.then_some(skips),
+    }))
 }
 
 impl Dataset {
@@ -529,6 +645,56 @@ mod tests {
             e.starts_with("t.jsonl: line 2: field `input_length`") && e.contains("more than"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_capture_is_replayed_in_arrival_order_without_its_failed_or_embeddings_lines() {
+        let header = "{\"infergate_capture\":1,\"block_tokens\":512}\n";
+        let line = |ts: u64, status: u16, endpoint: &str, out: u64| {
+            format!(
+                "{{\"timestamp\":{ts},\"input_length\":9,\"output_length\":{out},\"hash_ids\":[0],\"endpoint\":\"{endpoint}\",\"status\":{status},\"model\":\"m\",\"session\":0,\"cached_tokens\":{ts}}}\n"
+            )
+        };
+        let text = [
+            header.to_string(),
+            line(20, 200, "chat", 3),
+            line(10, 200, "completions", 2),
+            line(15, 502, "chat", 0),
+            line(16, 200, "chat", 0),
+            line(17, 200, "embeddings", 0),
+        ]
+        .concat();
+        let Dataset::Trace(t) = trace_text(&text, "c.jsonl").unwrap() else {
+            panic!()
+        };
+        let at: Vec<u64> = t.iter().map(|e| e.timestamp_ms).collect();
+        assert_eq!(at, vec![10, 20]);
+        // The cached tokens a replay's fidelity compares are kept.
+        assert_eq!(t[0].cached_tokens, Some(10));
+        assert_eq!(
+            t.capture,
+            Some(CaptureSkips {
+                failed: 2,
+                embeddings: 1
+            })
+        );
+        assert_eq!(
+            t.note().unwrap(),
+            "a capture: 2 failed and 1 embeddings lines left out"
+        );
+        // Without the header the same lines are a Mooncake trace: extra fields refused.
+        let e = trace_text(&line(20, 200, "chat", 3), "t.jsonl")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("unknown field"), "{e}");
+        // A capture with nothing to replay says why.
+        let e = trace_text(
+            &[header.to_string(), line(1, 500, "chat", 1)].concat(),
+            "c.jsonl",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("1 failed"), "{e}");
     }
 
     #[test]

@@ -246,9 +246,18 @@ impl CellSpec {
             },
             temperature: self.temperature,
             seed: self.seed,
-            workload: self.workload.as_ref().map(|w| match &self.dataset_sha256 {
-                Some(h) => format!("{}, sha256 {}", w.describe(), &h[..h.len().min(16)]),
-                None => w.describe(),
+            workload: self.workload.as_ref().map(|w| {
+                let mut d = match &self.dataset_sha256 {
+                    Some(h) => format!("{}, sha256 {}", w.describe(), &h[..h.len().min(16)]),
+                    None => w.describe(),
+                };
+                if let Some(Dataset::Trace(t)) = self.dataset.as_deref()
+                    && let Some(note) = t.note()
+                {
+                    d.push_str(", ");
+                    d.push_str(&note);
+                }
+                d
             }),
             endpoint: self.endpoint.shape_name(),
         }

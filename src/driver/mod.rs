@@ -2,7 +2,7 @@
 //! [`external`] (a URL someone else runs), [`process`] and [`detached`]
 //! (local processes, [`spec`] their command), [`container`] (Docker, by
 //! image digest, through the Engine API client [`docker`]; [`gpu`] the host
-//! GPUs it gets), and the bundled reference
+//! GPUs it gets; [`registry`] a tag resolved to its digest), and the bundled reference
 //! [`engine`]. [`handle`]: a started runtime as the ledger records it, to
 //! check or stop it later.
 pub mod container;
@@ -13,5 +13,6 @@ pub mod external;
 pub mod gpu;
 pub mod handle;
 pub mod process;
+pub mod registry;
 mod runlog;
 pub mod spec;

@@ -30,7 +30,7 @@ pub fn dataset(data: &[u8]) {
                         }
                         let span = t[t.len() - 1].timestamp_ms - t[0].timestamp_ms;
                         assert!(span <= crate::config::dataset::MAX_TRACE_SPAN_MS);
-                        for e in t {
+                        for e in t.iter() {
                             assert!((1..=MAX_PROMPT_TOKENS).contains(&e.input_length));
                             assert!((1..=MAX_OUTPUT_TOKENS).contains(&e.output_length));
                         }

@@ -103,6 +103,8 @@ pub fn cell_clustered(
         sessions: sessions(&recs),
         // A capacity search's levels: the runner's, from the same records.
         capacity: None,
+        // A capture's replay: the runner's, from the cell's trace.
+        fidelity: None,
     }
 }
 

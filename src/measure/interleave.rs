@@ -54,7 +54,9 @@ pub fn layout_by(
             CellLayout {
                 name: c.name.clone(),
                 window: w.div_ceil(turns) * turns,
-                requests: c.requests,
+                // A capacity cell is searched segment by segment
+                // (`qualify::measure_capacity`): no blocks.
+                requests: if c.capacity.is_some() { 0 } else { c.requests },
             }
         })
         .collect()

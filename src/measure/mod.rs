@@ -15,6 +15,7 @@ pub mod discover;
 pub mod embeddings;
 pub mod exact;
 pub mod features;
+pub mod fidelity;
 pub mod filler;
 pub mod interleave;
 pub mod journal;

@@ -116,7 +116,7 @@ pub fn merge_interleaved(
 ) -> Result<RunArtifact> {
     let last = blocks.last.as_ref().context("no block measured")?;
     let records = &blocks.records;
-    let pooled = pool_interleaved_cells(suite, cells, totals, records, &blocks.scrapes);
+    let pooled = pool_interleaved_cells(suite, cells, totals, records, &blocks.scrapes)?;
     let mut provenance = last.provenance.clone();
     // Pooled from blocks: no one journal state describes the merged artifact.
     provenance.journal = None;
@@ -167,19 +167,38 @@ pub fn pool_interleaved_cells(
     totals: &[usize],
     records: &[crate::measure::record::RequestRecord],
     scrapes: &[scrape::ScrapeEntry],
-) -> Vec<crate::artifact::CellResult> {
+) -> Result<Vec<crate::artifact::CellResult>> {
     suite
         .cells
         .iter()
         .zip(cells)
         .zip(totals)
         .map(|((spec, c), &n)| {
+            if spec.capacity.is_some() {
+                return capacity_cell(spec, records, scrapes);
+            }
             let mut cell = interleave::pool_cell(spec, c.window, n, records);
             let w = windows::cell_windows(scrapes, &spec.name, records, n);
             windows::attach(&mut cell, w);
-            cell
+            Ok(cell)
         })
         .collect()
+}
+
+/// A capacity cell of one side, as `infergate run` makes it: its measured
+/// requests aggregated (warm-ups left out) and its search from their marks.
+fn capacity_cell(
+    spec: &crate::config::suite::CellSpec,
+    records: &[RequestRecord],
+    scrapes: &[scrape::ScrapeEntry],
+) -> Result<crate::artifact::CellResult> {
+    let mut cell = aggregate::cell(spec, records);
+    windows::attach(
+        &mut cell,
+        windows::cell_windows(scrapes, &spec.name, records, usize::MAX),
+    );
+    cell.capacity = Some(crate::measure::runner::capacity_run(spec, records)?);
+    Ok(cell)
 }
 
 /// Pool the passes of one runtime into one artifact: each cell re-aggregated

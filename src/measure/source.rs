@@ -250,11 +250,16 @@ impl Source {
         let b = block_tokens;
         let blocks = e.input_length.div_ceil(b);
         let mut content = self.tag("trace");
+        // The template around the text is where a real prompt's first
+        // tokens are, so it takes the place of the first blocks' filler:
+        // the same cut at the same position in every prompt keeps equal ids
+        // equal text, and a prompt of small blocks still totals its length.
+        let mut overhead = self.overhead as i64 + self.adjust();
         for j in 0..blocks {
             let mut tokens = b.min(e.input_length - j * b) as i64;
-            if j + 1 == blocks {
-                tokens -= self.overhead as i64;
-            }
+            let cut = tokens.min(overhead);
+            tokens -= cut;
+            overhead -= cut;
             // A block with a hash id is the same text wherever that
             // id appears: the trace's prefix sharing, reproduced.
             let seed = match e.hash_ids.get(j as usize) {

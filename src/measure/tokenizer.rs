@@ -51,6 +51,15 @@ impl TokenizerFile {
         Ok(enc.len() as u64)
     }
 
+    /// The token ids of `text`, counted as [`TokenizerFile::count`] counts.
+    pub fn ids(&self, text: &str) -> Result<Vec<u32>> {
+        let enc = self
+            .tok
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizer {}: cannot encode text: {e}", self.path.display()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

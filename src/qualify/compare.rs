@@ -49,6 +49,7 @@ pub(super) fn compare_and_write(
             "performance_gate_passed": report.performance_gate_passed,
             "strict_turnover_gate_passed": report.strict_turnover_gate_passed,
             "qualified": report::gate::qualified(&report),
+            "lineage": super::lineage::lineage(&report),
         }),
     )?;
     report::write_report_atomic(report_path, &report).map_err(anyhow::Error::from)?;

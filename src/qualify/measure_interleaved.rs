@@ -137,17 +137,35 @@ async fn interleaved_body(
         }
         (None, None)
     };
+    // Capacity cells are searched segment by segment, not cut into blocks.
+    super::measure_capacity::run_capacity(ctx, suite, up, blocks).await?;
     // Correctness, not performance: once per side, after the blocks.
     for label in [BASELINE, CANDIDATE] {
         finish_side(ctx, suite, label, up, blocks).await?;
     }
-    let per_side: usize = totals(cells, rounds).iter().sum();
+    // Capacity cells' segments, counted from their records' marks.
+    let capacity = |warm: bool| {
+        [BASELINE, CANDIDATE]
+            .map(|l| {
+                blocks
+                    .side(l)
+                    .records
+                    .iter()
+                    .filter(|r| r.capacity.is_some_and(|m| m.warmup == warm))
+                    .count()
+            })
+            .into_iter()
+            .max()
+            .unwrap_or(0)
+    };
+    let per_side: usize = totals(cells, rounds).iter().sum::<usize>() + capacity(false);
     // As sent: a cell warms up once per runtime lifetime, not per block.
     let entries = ctx
         .ledger
         .entries(ctx.qualification)
         .map_err(|e| fail("ledger", BASELINE, e))?;
-    let warmups = warmups_sent(&entries, BASELINE).max(warmups_sent(&entries, CANDIDATE));
+    let warmups =
+        warmups_sent(&entries, BASELINE).max(warmups_sent(&entries, CANDIDATE)) + capacity(true);
     let probes = [BASELINE, CANDIDATE]
         .map(|l| probes_sent(&entries, l))
         .into_iter()

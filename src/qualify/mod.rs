@@ -48,8 +48,10 @@ use workdir::{check_id, load_plan, record_plan, record_resume, resolve_out_dir};
 pub mod check;
 mod compare;
 mod finish;
+pub mod lineage;
 mod measure_adaptive;
 mod measure_block;
+mod measure_capacity;
 mod measure_interleaved;
 mod measure_passes;
 mod outcome;
@@ -65,7 +67,7 @@ pub use crate::runtime::state::{
     decision_in, interleaved_dir, pass_dir, side_artifact, turnover_dir,
 };
 pub use finish::then_stop;
-pub use outcome::{Options, Outcome, Verdict};
+pub use outcome::{CandidateImage, Options, Outcome, Verdict};
 pub use progress::spent_in;
 pub use workdir::{absolute, new_id, new_qualification_dir};
 
@@ -90,7 +92,13 @@ pub async fn run(plan_path: &Path, opts: &Options) -> Result<Outcome> {
     };
 
     if !resuming {
-        record_plan(&ctx, plan_path, &ledger_path, adaptive)?;
+        record_plan(
+            &ctx,
+            plan_path,
+            &ledger_path,
+            adaptive,
+            opts.candidate_image.as_ref(),
+        )?;
     } else if let Some(done) = entries.iter().rev().find(|e| e.step == "done") {
         ctx.say(&format!(
             "qualification {id} already finished ({}); nothing to do",

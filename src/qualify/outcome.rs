@@ -25,6 +25,23 @@ pub struct Options {
     /// (interleaved plans only). A resumed qualification keeps the mode it began with.
     pub adaptive: bool,
     pub quiet: bool,
+    /// The candidate's image, pinned (`REPOSITORY@sha256:…`), in place of the
+    /// plan's: `watch` qualifies the digest a tag resolved to. The plan copy
+    /// in the qualification's directory holds the replaced text.
+    pub candidate_image: Option<CandidateImage>,
+}
+
+/// Where a replaced candidate image came from: the tag and its resolution;
+/// and, when a promotion moved the baseline on, the build it left serving.
+#[derive(Debug, Clone)]
+pub struct CandidateImage {
+    pub pinned: String,
+    /// What the registry said (`driver::registry::Resolved` as JSON), recorded
+    /// in the qualification's `plan` entry.
+    pub resolved: serde_json::Value,
+    /// The baseline's image in place of the plan's (pinned), and the
+    /// qualification whose promotion made it the one serving.
+    pub baseline: Option<(String, String)>,
 }
 
 /// How a qualification ended.

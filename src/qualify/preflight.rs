@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::workdir::recorded_window_rule;
-use crate::config::plan::{BASELINE, BudgetSource, check_round_budget};
+use crate::config::plan::{BASELINE, BudgetSource, Plan, PlanSchedule, check_round_budget};
 use crate::config::suite::LoadedSuite;
 use crate::measure::interleave;
 use crate::runtime::ctx::Ctx;
@@ -31,6 +31,13 @@ pub(super) async fn preflight(ctx: &Ctx<'_>, adaptive: bool) -> Result<LoadedSui
         .as_ref()
         .map(|w| w.check_cells(suite.suite.cells.iter().map(|c| c.name.as_str())))
     {
+        ctx.log("preflight", None, Status::Failed, json!({"error": why}))?;
+        anyhow::bail!(
+            "preflight: plan {}: {why}; nothing was changed",
+            plan.path.display()
+        );
+    }
+    if let Some(why) = capacity_schedule(plan, &suite, adaptive) {
         ctx.log("preflight", None, Status::Failed, json!({"error": why}))?;
         anyhow::bail!(
             "preflight: plan {}: {why}; nothing was changed",
@@ -78,4 +85,22 @@ pub(super) async fn preflight(ctx: &Ctx<'_>, adaptive: bool) -> Result<LoadedSui
     )?;
     ctx.say("preflight: both runtimes present");
     Ok(suite)
+}
+
+/// Why the plan's schedule cannot compare the suite's capacity cells, if
+/// it cannot: the two searches share one level schedule, segment by
+/// segment, only in the fixed interleaved schedule.
+fn capacity_schedule(plan: &Plan, suite: &LoadedSuite, adaptive: bool) -> Option<String> {
+    let cell = suite.suite.cells.iter().find(|c| c.capacity.is_some())?;
+    match (plan.schedule, adaptive) {
+        (PlanSchedule::Interleaved, false) => None,
+        (PlanSchedule::Interleaved, true) => Some(format!(
+            "cell '{}' is a capacity cell: its search spends its own `requests` and is not cut into adaptive rounds; leave [adaptive] out",
+            cell.name
+        )),
+        (PlanSchedule::Alternating, _) => Some(format!(
+            "cell '{}' is a capacity cell: both runtimes' searches share one level schedule, a segment of each in turn, which needs schedule = \"interleaved\"",
+            cell.name
+        )),
+    }
 }

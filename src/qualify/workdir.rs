@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::outcome::Options;
+use super::outcome::{CandidateImage, Options};
 use crate::config::plan::{BASELINE, CANDIDATE, DefaultWindow, Plan, PlanSchedule};
 use crate::measure::pool::Blocks;
 use crate::runtime::ctx::Ctx;
@@ -17,7 +17,17 @@ use crate::runtime::state::{
 
 /// The plan, checked against the options it is run with.
 pub(super) fn load_plan(plan_path: &Path, opts: &Options) -> Result<Plan> {
-    let plan = Plan::load(plan_path)?;
+    let plan = match &opts.candidate_image {
+        None => Plan::load(plan_path)?,
+        Some(c) => {
+            let plan = Plan::load(plan_path)?;
+            let mut text = Plan::with_image(&plan.text, plan_path, CANDIDATE, &c.pinned)?;
+            if let Some((image, _)) = &c.baseline {
+                text = Plan::with_image(&text, plan_path, BASELINE, image)?;
+            }
+            Plan::parse(&text, plan_path, &plan.base_dir)?
+        }
+    };
     if opts.adaptive && plan.schedule != PlanSchedule::Interleaved {
         bail!(
             "--adaptive adds interleaved blocks, but {} runs schedule = \"{}\"",
@@ -105,6 +115,7 @@ pub(super) fn record_plan(
     plan_path: &Path,
     ledger_path: &Location,
     adaptive: bool,
+    candidate_image: Option<&CandidateImage>,
 ) -> Result<()> {
     let (plan, out_dir, id) = (ctx.plan, ctx.out_dir, ctx.qualification);
     crate::atomic::write_atomic(&out_dir.join(PLAN_COPY), plan.text.as_bytes())?;
@@ -118,11 +129,7 @@ pub(super) fn record_plan(
         default_window: Some(DefaultWindow::default()),
     };
     crate::atomic::write_json_atomic(&out_dir.join(QUALIFICATION_FILE), &qf)?;
-    ctx.log(
-        "plan",
-        None,
-        Status::Ok,
-        json!({
+    let mut detail = json!({
             "plan": qf.plan,
             "plan_sha256": plan.sha256,
             "out_dir": out_dir,
@@ -142,8 +149,15 @@ pub(super) fn record_plan(
             "candidate": plan.candidate.driver.kind(),
             "host": crate::util::hostname(),
             "pid": std::process::id(),
-        }),
-    )?;
+    });
+    if let Some(c) = candidate_image {
+        detail["candidate_image_resolved"] = c.resolved.clone();
+        if let Some((image, promoted_in)) = &c.baseline {
+            detail["baseline_image_promoted"] =
+                json!({"image": image, "qualification": promoted_in});
+        }
+    }
+    ctx.log("plan", None, Status::Ok, detail)?;
     ctx.say(&format!(
         "qualification {id}: plan {} → {}",
         plan_path.display(),

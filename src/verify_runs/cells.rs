@@ -68,6 +68,9 @@ pub(super) fn rebuild_cell(
     // The workload's description is the suite's, not the journal's: carried
     // here, held against the suite in `check_workloads` when it is given.
     rebuilt.shape.workload = cell.shape.workload.clone();
+    // A replay's fidelity sets the journal beside the captured trace, which
+    // the journal does not hold: carried as the workload is.
+    rebuilt.fidelity = cell.fidelity.clone();
     let w = windows::cell_windows(&j.scrapes, &cell.name, &records, usize::MAX);
     windows::attach(&mut rebuilt, w);
     cell_differences(ck, j, &spec, &rebuilt, cell, art_name, i);

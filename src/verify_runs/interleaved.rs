@@ -93,6 +93,17 @@ pub(super) fn rebuild_interleaved(
         &records,
         &journal.scrapes,
     );
+    let pooled = match pooled {
+        Ok(p) => p,
+        Err(e) => {
+            ck.push(
+                format!("{name}: cells"),
+                format!("{e:#}"),
+                "every cell pooled again from the blocks' journal".to_string(),
+            );
+            return None;
+        }
+    };
     let rebuilt = held_to_pooled(ck, &journal, suite, &pooled, &art, &plan.suite, &name);
     if !art.turnover.is_empty() {
         ck.limit(format!(

@@ -100,6 +100,7 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
         arts.push(rebuilt);
     }
     if let [Some(b), Some(c)] = arts.as_slice() {
+        check_capacity_schedule(&mut ck, b, c);
         recompute_from_runs(&mut ck, root, b, c);
     }
     // One file can disagree in several ways: distinct findings are all kept.
@@ -113,6 +114,35 @@ pub fn verify_runs(report: &Value, dirs: &RunDirs) -> Verification {
         }
     }
     v
+}
+
+/// Each capacity cell's two searches, as rebuilt from the journals, held
+/// to the qualification's one level schedule (`capacity::shared::replay`):
+/// both sides measured at every step, at the level the schedule names.
+fn check_capacity_schedule(ck: &mut Checker, b: &RunArtifact, c: &RunArtifact) {
+    use crate::report::capacity::{CapacityRun, Segment, run::rule_of, shared};
+    let flat = |r: &CapacityRun| -> Vec<(f64, Segment)> {
+        r.levels
+            .iter()
+            .flat_map(|l| l.segments.iter().map(move |s| (l.load, s.counts)))
+            .collect()
+    };
+    for bc in &b.cells {
+        let Some(cc) = c.cells.iter().find(|c| c.name == bc.name) else {
+            continue;
+        };
+        let (Some(br), Some(cr)) = (&bc.capacity, &cc.capacity) else {
+            continue;
+        };
+        let rule = rule_of(&br.spec, br.min_attainment);
+        if let Err(why) = shared::replay(&rule, &flat(br), &flat(cr)) {
+            ck.push(
+                format!("cells.{}.capacity", bc.name),
+                why,
+                "both searches on the one level schedule `capacity::shared::next` names",
+            );
+        }
+    }
 }
 
 /// The report made with `compare` from the rebuilt artifacts and what the

@@ -91,6 +91,7 @@ impl Env {
             rollback: false,
             adaptive: false,
             quiet: false,
+            ..Default::default()
         }
     }
 

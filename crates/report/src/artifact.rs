@@ -300,6 +300,10 @@ pub struct CellResult {
     /// stopped, and the capacity with its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<crate::capacity::CapacityRun>,
+    /// A cell replaying an `infergate capture` trace: what it sent beside
+    /// what was captured (`crate::fidelity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::fidelity::Fidelity>,
 }
 
 /// A conversation cell's sessions (workloads whose requests have turns):

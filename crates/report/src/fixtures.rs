@@ -70,6 +70,7 @@ pub fn cell(
     CellResult {
         request_rows: Vec::new(),
         capacity: None,
+        fidelity: None,
         server_timings: None,
         server_metrics: Vec::new(),
         slices: Vec::new(),

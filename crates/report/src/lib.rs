@@ -7,6 +7,8 @@
 //! → [`compare`] (per-metric deltas and evidence) → [`gate`] (every
 //! pass/fail/inconclusive rule, in one place) → the report model →
 //! [`verify`] (recompute it) → [`render`] (terminal, Markdown, HTML).
+//! Beside it, [`history`] reads a stream of qualifications (build k
+//! against build k − 1): the drift since an anchor and the change points.
 //!
 //! The seed report (`tests/data/runtime-profile-comparison.example.json`, a
 //! real report from another tool, kept byte for byte)
@@ -25,10 +27,12 @@ mod consistency;
 pub mod design;
 pub mod digest;
 pub mod embedding;
+pub mod fidelity;
 pub mod files;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod gate;
+pub mod history;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod hostile;
 mod io;

@@ -89,6 +89,50 @@ impl Plan {
         Plan::parse(&text, path, &base_dir)
     }
 
+    /// The plan's text with `side`'s (`baseline` or `candidate`) `image`
+    /// replaced by `image` (a pinned `REPOSITORY@sha256:…`), everything else
+    /// byte for byte: what `watch` qualifies for a digest its tag resolved
+    /// to, against the build a promotion left serving. That runtime must be a
+    /// container with an `image`.
+    pub fn with_image(
+        text: &str,
+        path: &Path,
+        side: &str,
+        image: &str,
+    ) -> Result<String, ConfigError> {
+        let file = path.display().to_string();
+        let raw = raw_plan(text, &file)?;
+        let runtime = match side {
+            BASELINE => &raw.baseline,
+            _ => &raw.candidate,
+        };
+        let refuse = |message: String| ConfigError {
+            file: file.clone(),
+            line: Some(line_of(text, runtime.span().start)),
+            column: None,
+            field: Some(format!("{side}.image")),
+            message,
+        };
+        let rt = runtime.get_ref();
+        if rt.driver.get_ref() != "container" {
+            return Err(refuse(format!(
+                "an image given by tag or promotion needs driver = \"container\" in [{side}] (it has \"{}\")",
+                rt.driver.get_ref()
+            )));
+        }
+        let Some(old) = &rt.image else {
+            return Err(refuse(format!("[{side}] has no image to replace")));
+        };
+        ImageRef::parse(image).map_err(refuse)?;
+        let span = old.span();
+        let quoted = toml::Value::String(image.to_string()).to_string();
+        Ok(format!(
+            "{}{quoted}{}",
+            &text[..span.start],
+            &text[span.end..]
+        ))
+    }
+
     /// Parse plan text; `path` names it in errors, `base_dir` anchors relative paths.
     pub fn parse(text: &str, path: &Path, base_dir: &Path) -> Result<Plan, ConfigError> {
         let file = path.display().to_string();

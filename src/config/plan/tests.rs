@@ -637,3 +637,38 @@ fn container_host_settings_are_read_as_docker_run_takes_them() {
         assert!(e.message.contains(why), "{text}: {e}");
     }
 }
+
+#[test]
+fn a_watched_tag_replaces_only_the_candidates_image() {
+    let old = format!("127.0.0.1:5000/engine@sha256:{}", "a".repeat(64));
+    let new = format!("127.0.0.1:5000/engine@sha256:{}", "b".repeat(64));
+    let text = format!(
+        "name = \"w\"\nsuite = \"s.toml\"\n# the candidate\n[baseline]\ndriver = \"container\"\nimage = \"{old}\"\nport = 8001\n[candidate]\ndriver = \"container\"\nimage = \"{old}\"  # replaced by watch\nport = 8000\n"
+    );
+    let path = Path::new("/plans/p.toml");
+    let out = Plan::with_image(&text, path, CANDIDATE, &new).unwrap();
+    assert_eq!(
+        out,
+        text.replacen(
+            &format!("image = \"{old}\"  #"),
+            &format!("image = \"{new}\"  #"),
+            1
+        )
+    );
+    let plan = Plan::parse(&out, path, Path::new("/plans")).unwrap();
+    let image = |rt: &Runtime| match &rt.driver {
+        Driver::Container(c) => c.image.to_string(),
+        d => panic!("{d:?}"),
+    };
+    assert_eq!(
+        (image(&plan.baseline), image(&plan.candidate)),
+        (old.clone(), new.clone())
+    );
+
+    let e = Plan::with_image(&text, path, CANDIDATE, "127.0.0.1:5000/engine:nightly").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("candidate.image"));
+    assert!(e.message.contains("not pinned by digest"), "{e}");
+    let process = minimal("");
+    let e = Plan::with_image(&process, path, CANDIDATE, &new).unwrap_err();
+    assert!(e.message.contains("driver = \"container\""), "{e}");
+}

@@ -33,6 +33,7 @@ mod config;
 mod fastjson;
 mod logprobs;
 mod read;
+mod reported;
 mod sink;
 mod wire;
 
@@ -40,6 +41,7 @@ pub use body::{chat_body, completions_body};
 use config::FOREVER;
 pub use config::{ClientConfig, Endpoint, MAX_EVENT_BYTES, Timeouts};
 use read::{Reader, ReqwestBody, after, chain, fail, read_response};
+pub use reported::{Reported, reported};
 use sink::Asked;
 pub use sink::{MAX_CHUNK_TIMES, chunk_allowance};
 

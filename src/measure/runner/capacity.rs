@@ -51,12 +51,14 @@ impl Session {
         all: &mut Vec<RequestRecord>,
     ) -> Result<()> {
         let (spec, slo) = table(cell)?;
-        if matches!(opts.part, RunPart::Block { .. }) {
-            bail!(
-                "cell '{}': a capacity cell is measured whole by `infergate run`; it cannot be cut into blocks",
+        let given = match opts.part {
+            RunPart::Block { .. } => bail!(
+                "cell '{}': a capacity cell is measured by segments at the search's levels; it cannot be cut into blocks",
                 cell.name
-            );
-        }
+            ),
+            RunPart::CapacitySegment { load } => Some(load),
+            RunPart::Whole | RunPart::TurnoverOnly => None,
+        };
         let sized = self.sized(cell, opts, sizer).await?;
         // One body size for every request: the search's requests are not
         // known before it runs, so none is fitted one by one.
@@ -69,26 +71,41 @@ impl Session {
             dialect: self.dialect,
             source: None,
         };
-        say(
-            opts,
-            &format!(
-                "cell {}: capacity search by {} from {} to {} ({} % precision), up to {} measured requests, prompt ≈{} tokens, max_tokens {}",
-                cell.name,
-                spec.by.unit(),
-                spec.low,
-                spec.high,
-                spec.precision_percent,
-                cell.requests,
-                sized.measured_prompt_tokens,
-                cell.max_tokens
-            ),
-        );
+        if given.is_none() {
+            say(
+                opts,
+                &format!(
+                    "cell {}: capacity search by {} from {} to {} ({} % precision), up to {} measured requests, prompt ≈{} tokens, max_tokens {}",
+                    cell.name,
+                    spec.by.unit(),
+                    spec.low,
+                    spec.high,
+                    spec.precision_percent,
+                    cell.requests,
+                    sized.measured_prompt_tokens,
+                    cell.max_tokens
+                ),
+            );
+        }
         let mut mine: Vec<RequestRecord> = previous
             .iter()
             .filter(|r| r.cell == cell.name)
             .cloned()
             .collect();
-        while let Step::Measure(load) = step(cell, &segments(cell, &mine)?)? {
+        // Given a load, one segment there (the caller's schedule); else the
+        // cell's own search to its end.
+        let mut once = given;
+        loop {
+            let load = match given {
+                Some(_) => match once.take() {
+                    Some(load) => load,
+                    None => break,
+                },
+                None => match step(cell, &segments(cell, &mine)?)? {
+                    Step::Measure(load) => load,
+                    Step::Stop(_) => break,
+                },
+            };
             let mark = CapacityMark {
                 load,
                 // Numbered past every segment begun, finished or not.

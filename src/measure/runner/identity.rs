@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::{ARTIFACT_FILE, JOURNAL_FILE, RunOptions, RunPart};
+use super::{ARTIFACT_FILE, JOURNAL_FILE, RunOptions};
 use crate::atomic;
 use crate::config::suite::Suite;
 use crate::measure::journal::{self, Journal};
@@ -131,7 +131,7 @@ pub(super) fn open_journal(opts: &RunOptions, read: bool) -> Result<(Journal, Ve
 /// directory), so what a workload shares — a group's system prompt, a trace's
 /// blocks — is shared across blocks as it would be in one run.
 pub(super) fn side_nonce(opts: &RunOptions) -> Result<String> {
-    if !matches!(opts.part, RunPart::Block { .. }) {
+    if !opts.part.pooled_by_caller() {
         return Ok(run_nonce());
     }
     let path = opts.out_dir.join(NONCE_FILE);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{RunOptions, RunPart, SIZING_FILE};
+use super::{RunOptions, SIZING_FILE};
 use crate::config::timeouts::BYTES_PER_TOKEN_ESTIMATE;
 use crate::measure::workload::{self, PromptSizer};
 use crate::stats;
@@ -29,7 +29,7 @@ pub(super) fn method_of(
         )
     };
     m.insert("prompt_sizing".into(), sizing);
-    if matches!(opts.part, RunPart::Block { .. }) {
+    if opts.part.pooled_by_caller() {
         m.insert(
             "prompt_sizing_blocks".into(),
             format!("a side's first block sizes each cell; later blocks reuse it ({SIZING_FILE})"),

@@ -73,7 +73,7 @@ pub struct RunOptions {
 /// Which part of the suite one `run` measures. `qualify`'s interleaved
 /// schedule runs a cell as blocks, alternating targets between them, then
 /// the turnover once per target.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub enum RunPart {
     /// Every selected cell's `requests`, then the turnover.
     #[default]
@@ -92,6 +92,21 @@ pub enum RunPart {
     },
     /// No cell: only the suite's turnover.
     TurnoverOnly,
+    /// One segment of each selected capacity cell at `load` (its warm-up,
+    /// then its measured requests, drained), numbered past every segment
+    /// the journal holds; no turnover, no cells aggregated: `qualify` runs
+    /// two runtimes' searches on one level schedule and pools the segments.
+    CapacitySegment { load: f64 },
+}
+
+impl RunPart {
+    /// A part of a run whose caller pools what it measured.
+    fn pooled_by_caller(self) -> bool {
+        matches!(
+            self,
+            RunPart::Block { .. } | RunPart::CapacitySegment { .. }
+        )
+    }
 }
 
 pub const ARTIFACT_FILE: &str = "run.json";
@@ -189,7 +204,7 @@ pub async fn measure_suite(
             .measure_cell(cell, opts, &sizer, previous, &mut journal, &mut records)
             .await?;
     }
-    let block = matches!(opts.part, RunPart::Block { .. });
+    let block = opts.part.pooled_by_caller();
     let turnover = if opts.skip_turnover.is_some() || suite.turnover.is_empty() || block {
         Vec::new()
     } else {
@@ -268,6 +283,7 @@ fn aggregate_cells(
             if c.capacity.is_some() {
                 r.capacity = Some(capacity_run(c, all)?);
             }
+            r.fidelity = crate::measure::fidelity::of(c, all);
             Ok(r)
         })
         .collect()

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 
+use super::RunOptions;
 use super::session::Session;
-use super::{RunOptions, RunPart};
 use crate::atomic;
 use crate::config::suite::CellSpec;
 use crate::measure::source;
@@ -36,8 +36,10 @@ impl Session {
         opts: &RunOptions,
         sizer: &PromptSizer,
     ) -> Result<workload::SizedBody> {
-        let cache =
-            matches!(opts.part, RunPart::Block { .. }).then(|| opts.out_dir.join(SIZING_FILE));
+        let cache = opts
+            .part
+            .pooled_by_caller()
+            .then(|| opts.out_dir.join(SIZING_FILE));
         let key = sizing_key(cell);
         // Unreadable or absent: size again (and write it anew).
         let mut all: BTreeMap<String, workload::SizedBody> = cache

@@ -12,6 +12,7 @@ pub mod estimate;
 pub mod level;
 pub mod run;
 pub mod search;
+pub mod shared;
 #[cfg(test)]
 mod simulation;
 pub mod spec;

@@ -204,6 +204,16 @@ pub fn lag_limit_ms(by: LoadAxis, load: f64) -> f64 {
 }
 
 impl CapacityRun {
+    /// Requests a second that met the SLO at the search's capacity, by
+    /// rate: the highest level that held (every level below it holding)
+    /// times its attainment. None by concurrency (a level is not a rate) or
+    /// when no level held.
+    pub fn goodput_rps(&self) -> Option<f64> {
+        let held = self.bracket[0].filter(|_| self.spec.by == LoadAxis::Rate)?;
+        let level = self.levels.iter().find(|l| l.load == held)?;
+        Some(held * level.evidence.attainment)
+    }
+
     /// One line for a terminal: `holds 2.41 req/s (2.1–2.8, 95 %, probit
     /// fit) at TTFT ≤ 2000 ms, 90 %; bracket 2.3–2.5 req/s; 412 requests
     /// (+58 warm-up)`.
@@ -315,5 +325,14 @@ mod tests {
         assert!(line.contains("64 requests (+16 warm-up)"), "{line}");
         assert!(line.contains("behind its schedule at 16 req/s"), "{line}");
         assert!(line.contains("at TTFT ≤ 2000 ms, 90 %"), "{line}");
+        // No level finished holding: no goodput. Had 1 req/s held with
+        // every request met, 1 req/s; none by concurrency.
+        assert_eq!(run.goodput_rps(), None);
+        let mut held = run.clone();
+        held.bracket[0] = Some(1.0);
+        assert_eq!(held.goodput_rps(), Some(1.0));
+        let mut by_c = held.clone();
+        by_c.spec.by = LoadAxis::Concurrency;
+        assert_eq!(by_c.goodput_rps(), None);
     }
 }

@@ -5,6 +5,7 @@ use super::estimate::CapacityRatio;
 use super::run::shown;
 use super::spec::{CapacitySpec, LoadAxis};
 use crate::artifact::Slo;
+use crate::model::CapacityComparison;
 use crate::stats::GateOutcome;
 
 /// A percentage as people write it: `95`, `99.5`.
@@ -44,6 +45,27 @@ pub fn pair(
     outcome: GateOutcome,
     margin_percent: f64,
 ) -> String {
+    pair_at(spec, &at(slo), r, outcome, margin_percent)
+}
+
+/// A report's capacity comparison as [`pair`] says it, the SLO as the
+/// baseline's search was held to it.
+pub fn pair_of(c: &CapacityComparison) -> String {
+    let at = format!(
+        "{}, {} %",
+        c.baseline.slo,
+        percent(c.baseline.min_attainment)
+    );
+    pair_at(&c.baseline.spec, &at, &c.ratio, c.outcome, c.margin_percent)
+}
+
+fn pair_at(
+    spec: &CapacitySpec,
+    at: &str,
+    r: &CapacityRatio,
+    outcome: GateOutcome,
+    margin_percent: f64,
+) -> String {
     let what = match spec.by {
         LoadAxis::Rate => "rate",
         LoadAxis::Concurrency => "concurrency",
@@ -66,8 +88,7 @@ pub fn pair(
         GateOutcome::Inconclusive => "inconclusive",
     };
     format!(
-        "candidate holds {ratio}{bound} the baseline's {what} at {}: {verdict} (floor {}×)",
-        at(slo),
+        "candidate holds {ratio}{bound} the baseline's {what} at {at}: {verdict} (floor {}×)",
         shown(1.0 - margin_percent / 100.0)
     )
 }

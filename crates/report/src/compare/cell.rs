@@ -13,6 +13,7 @@ use crate::slo::comparison::compare_slo;
 use crate::stats::evidence as ev;
 use crate::stats::{self, GateOutcome};
 
+use super::capacity::compare_capacity;
 use super::metric::{
     block_oracle_of, bootstrap_units, clustered, compare_metric, evidence_part, oracles_of, samples,
 };
@@ -78,6 +79,10 @@ fn compare_cell(
     policy: &Policy,
     acc: &mut Accumulated,
 ) -> Result<(), CompareError> {
+    if bc.capacity.is_some() || cc.capacity.is_some() {
+        capacity_cell(bc, cc, design, policy, acc);
+        return Ok(());
+    }
     let mismatch = output_length_mismatch(bc, cc);
     if let Some(why) = &mismatch {
         acc.warnings.push(format!("cell `{}`: {why}", bc.name));
@@ -114,6 +119,32 @@ fn compare_cell(
     };
     acc.cells.push((bc.name.clone(), comparison));
     Ok(())
+}
+
+/// A capacity cell: gated on its capacity ratio alone (its requests span
+/// the search's levels, so it has no metrics to gate and no one SLO
+/// attainment), at the pair's share of the gate's error.
+fn capacity_cell(
+    bc: &CellResult,
+    cc: &CellResult,
+    design: &DesignChoice,
+    policy: &Policy,
+    acc: &mut Accumulated,
+) {
+    let alpha = design.alpha_pass.min(design.alpha_fail);
+    let (capacity, ep, gp) = compare_capacity(bc, cc, alpha, policy.capacity.margin_percent);
+    acc.evidence_parts.push(ep);
+    acc.perf_parts.push(gp);
+    let sides = SideEligibility {
+        baseline: (bc.performance_eligible, bc.ineligible_reasons.clone()),
+        candidate: (cc.performance_eligible, cc.ineligible_reasons.clone()),
+    };
+    let comparison = CellComparison {
+        samples: Some(OrderedMap(Vec::new())),
+        capacity,
+        ..cell_comparison(bc, cc, sides)
+    };
+    acc.cells.push((bc.name.clone(), comparison));
 }
 
 /// Each side's performance eligibility and its reasons.
@@ -221,6 +252,7 @@ fn cell_comparison(bc: &CellResult, cc: &CellResult, sides: SideEligibility) -> 
         candidate_server_metrics: cc.server_metrics.iter().map(|m| m.for_report()).collect(),
         baseline_speculative: bc.speculative.clone(),
         candidate_speculative: cc.speculative.clone(),
+        capacity: None,
     }
 }
 

@@ -40,6 +40,7 @@ use crate::slo::comparison::slo_of;
 use crate::stats::{DriftFloor, GateOutcome, Resampling};
 
 mod assemble;
+mod capacity;
 mod cell;
 mod comparable;
 mod metric;
@@ -236,14 +237,16 @@ struct Family<'a> {
 }
 
 /// Every (cell, policy metric), each cell the policy gives SLOs (its
-/// attainment), and each gating quality part.
+/// attainment), each capacity cell (its ratio) in place of its metrics and
+/// SLO, and each gating quality part.
 fn gating_pairs(baseline: &RunArtifact, policy: &Policy, quality_pairs: usize) -> usize {
-    let slo_cells = baseline
-        .cells
+    let (capacity, other): (Vec<_>, Vec<_>) =
+        baseline.cells.iter().partition(|c| c.capacity.is_some());
+    let slo_cells = other
         .iter()
         .filter(|c| slo_of(policy, c).is_some_and(|s| s.gating))
         .count();
-    baseline.cells.len() * policy.metrics.len() + slo_cells + quality_pairs
+    other.len() * policy.metrics.len() + slo_cells + capacity.len() + quality_pairs
 }
 
 /// The design and the levels of this look's pass and fail bounds.

@@ -88,6 +88,31 @@ pub struct CellComparison {
     pub baseline_speculative: Option<crate::artifact::Speculative>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_speculative: Option<crate::artifact::Speculative>,
+    /// A capacity cell: both sides' searches, the candidate's capacity over
+    /// the baseline's and its gate (the cell has no gating metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityComparison>,
+}
+
+/// A capacity cell of both runs, gated on the ratio of their capacities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityComparison {
+    pub baseline: crate::capacity::CapacityRun,
+    pub candidate: crate::capacity::CapacityRun,
+    /// Candidate over baseline, its interval two-sided at `1 − 2α`, α this
+    /// pair's share of the gate's error.
+    pub ratio: crate::capacity::CapacityRatio,
+    pub margin_percent: f64,
+    /// `1 − margin_percent / 100`: the ratio the whole interval must reach.
+    pub floor: f64,
+    pub outcome: crate::stats::GateOutcome,
+    pub reason: String,
+    /// Each side's goodput at its capacity, by rate
+    /// (`CapacityRun::goodput_rps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_goodput_rps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_goodput_rps: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

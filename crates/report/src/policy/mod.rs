@@ -201,6 +201,24 @@ pub struct Policy {
     /// cell; a cell's own spec wins over it).
     pub slo: Vec<SloSpec>,
     pub quality: QualityPolicy,
+    /// How capacity cells are gated (`[capacity]`).
+    pub capacity: CapacityPolicy,
+}
+
+/// `[capacity]`: a capacity cell fails when the whole interval of the
+/// candidate's capacity over the baseline's is below `1 − margin_percent /
+/// 100`, passes when all of it is at or above.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityPolicy {
+    pub margin_percent: f64,
+}
+
+impl Default for CapacityPolicy {
+    fn default() -> Self {
+        CapacityPolicy {
+            margin_percent: crate::capacity::DEFAULT_MARGIN_PERCENT,
+        }
+    }
 }
 
 impl Default for Policy {
@@ -221,6 +239,7 @@ impl Default for Policy {
             gate: GatePolicy::default(),
             slo: Vec::new(),
             quality: QualityPolicy::default(),
+            capacity: CapacityPolicy::default(),
         }
     }
 }

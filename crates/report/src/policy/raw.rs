@@ -36,6 +36,15 @@ pub(super) struct RawPolicy {
     slo: Option<Vec<RawSlo>>,
     #[serde(default)]
     quality: Option<RawQuality>,
+    #[serde(default)]
+    capacity: Option<RawCapacity>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCapacity {
+    #[serde(default)]
+    margin_percent: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -225,6 +234,18 @@ impl RawPolicy {
         let bootstrap = bootstrap(&src, self.bootstrap, defaults.bootstrap)?;
         let slo = slos(&src, self.slo.unwrap_or_default())?;
         let quality = quality(&src, self.quality)?;
+        let mut capacity = defaults.capacity;
+        if let Some(c) = self.capacity {
+            src.check(
+                &c.margin_percent,
+                "capacity.margin_percent".into(),
+                |m| (0.0..100.0).contains(&m),
+                "a percentage in [0, 100)",
+            )?;
+            capacity.margin_percent = c
+                .margin_percent
+                .map_or(capacity.margin_percent, |s| *s.get_ref());
+        }
         Ok(Policy {
             source: file.to_string(),
             metrics,
@@ -233,6 +254,7 @@ impl RawPolicy {
             gate,
             slo,
             quality,
+            capacity,
         })
     }
 }

@@ -334,3 +334,23 @@ fn errors_name_file_line_and_field() {
         assert!(shown.contains(field), "{shown}");
     }
 }
+
+#[test]
+fn a_capacity_margin_is_read_and_one_out_of_range_is_refused_by_file_line_and_field() {
+    assert_eq!(
+        Policy::default().capacity.margin_percent,
+        crate::capacity::DEFAULT_MARGIN_PERCENT
+    );
+    let p = Policy::from_toml_str("[capacity]\nmargin_percent = 10\n", "p.toml").unwrap();
+    assert_eq!(p.capacity.margin_percent, 10.0);
+    for bad in ["100", "-1", "nan"] {
+        let text = format!("[capacity]\nmargin_percent = {bad}\n");
+        let e = Policy::from_toml_str(&text, "pol.toml").expect_err(&text);
+        assert_eq!(e.field.as_deref(), Some("capacity.margin_percent"), "{e}");
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.to_string().starts_with("pol.toml:2:"), "{e}");
+        assert!(e.to_string().contains("a percentage in [0, 100)"), "{e}");
+    }
+    let e = Policy::from_toml_str("[capacity]\nmargin = 5\n", "pol.toml").unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("capacity.margin"), "{e}");
+}

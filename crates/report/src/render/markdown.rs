@@ -202,8 +202,15 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         mark(c.baseline_eligible),
         mark(c.candidate_eligible),
     );
-    metric_table(out, c, ci_head);
-    let slo: Vec<String> = c.slo_lines().into_iter().chain(c.slice_lines()).collect();
+    if c.capacity.is_none() {
+        metric_table(out, c, ci_head);
+    }
+    let slo: Vec<String> = c
+        .capacity_lines()
+        .into_iter()
+        .chain(c.slo_lines())
+        .chain(c.slice_lines())
+        .collect();
     if !slo.is_empty() {
         out.push('\n');
         for line in slo {

@@ -160,7 +160,10 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool, verb
             ]
         })
         .collect();
-    table(out, "  ", &head, &rows, color);
+    // A capacity cell has no metrics: its lines below say it all.
+    if c.capacity.is_none() {
+        table(out, "  ", &head, &rows, color);
+    }
     for (m, d) in c.metrics.iter().zip(&decisions) {
         if let ("inconclusive", Some(n)) = (d.decision.as_str(), d.resolve) {
             let _ = writeln!(
@@ -176,8 +179,9 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str, color: bool, verb
         c.server_summary_lines("with --verbose")
     };
     for line in c
-        .slo_lines()
+        .capacity_lines()
         .into_iter()
+        .chain(c.slo_lines())
         .chain(c.slice_lines())
         .chain(server)
     {

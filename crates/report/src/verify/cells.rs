@@ -81,6 +81,18 @@ fn check_cell(ck: &mut Checker, path: &str, cell: &Value, params: &Params) -> bo
     let Some(metrics) = ck.object(&mp, cell.get("metrics")) else {
         return false;
     };
+    // A capacity cell gates on its capacity ratio alone (recomputed bit for
+    // bit in `recompute`): it has no metrics to require.
+    if let Some(c) = cell.get("capacity") {
+        for name in metrics.keys() {
+            ck.push(
+                format!("{mp}.{name}"),
+                "present".into(),
+                "absent: a capacity cell gates on its capacity ratio, not on metrics",
+            );
+        }
+        return c.get("outcome").and_then(Value::as_str) == Some("pass");
+    }
     let mut passes = eligible;
     for g in params.required.iter().filter(|g| !metrics.contains_key(*g)) {
         passes = false;

@@ -386,7 +386,8 @@ fn fw_key(k: &str) -> String {
 }
 
 /// `gating_pairs` is every (cell, policy metric), each cell with gating
-/// SLOs, and each gating quality part.
+/// SLOs, each capacity cell (in place of its metrics), and each gating
+/// quality part.
 fn check_gating_pairs(
     ck: &mut Checker,
     root: &Map<String, Value>,
@@ -416,9 +417,14 @@ fn check_gating_pairs(
                 })
                 .count()
         });
+    // A capacity cell is one pair (its ratio) in place of its metrics.
+    let capacity_cells = cells.map_or(0, |c| {
+        c.values().filter(|c| c.get("capacity").is_some()).count()
+    });
     let metrics = params.policy_metrics.as_ref().map(Vec::len);
-    if let (Some(found), Some(c), Some(m)) = (pairs, cells.map(Map::len), metrics)
-        && found != (c * m + slo_cells + quality_parts) as u64
+    let other_cells = cells.map(|c| c.len() - capacity_cells);
+    if let (Some(found), Some(c), Some(m)) = (pairs, other_cells, metrics)
+        && found != (c * m + slo_cells + capacity_cells + quality_parts) as u64
     {
         let slo = if slo_cells > 0 {
             format!(" + {slo_cells} SLO cells")
@@ -430,12 +436,17 @@ fn check_gating_pairs(
         } else {
             String::new()
         };
+        let capacity = if capacity_cells > 0 {
+            format!(" + {capacity_cells} capacity cells")
+        } else {
+            String::new()
+        };
         ck.push(
             fw_key("gating_pairs"),
             found.to_string(),
             format!(
-                "{} ({c} cells × {m} policy metrics{slo}{quality})",
-                c * m + slo_cells + quality_parts
+                "{} ({c} cells × {m} policy metrics{slo}{capacity}{quality})",
+                c * m + slo_cells + capacity_cells + quality_parts
             ),
         );
     }
@@ -709,7 +720,24 @@ fn policy_from_report(
             Some(v) => parse(v).ok_or("unreadable policy.slo")?,
         },
         quality: quality_policy(root),
+        capacity: capacity_policy(root),
     })
+}
+
+/// The capacity margin as the report's capacity cells show it (the default
+/// where it has none: nothing it would judge).
+fn capacity_policy(root: &Map<String, Value>) -> crate::policy::CapacityPolicy {
+    let mut c = crate::policy::CapacityPolicy::default();
+    if let Some(m) = root
+        .get("cells")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|cells| cells.values())
+        .find_map(|cell| cell.pointer("/capacity/margin_percent")?.as_f64())
+    {
+        c.margin_percent = m;
+    }
+    c
 }
 
 /// The quality policy as far as the report shows it: the cross-runtime

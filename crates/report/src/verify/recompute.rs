@@ -266,9 +266,34 @@ fn side_cell(name: &str, cell: &Value, side: &str) -> Result<CellResult, String>
         sessions,
         request_rows,
         slo,
-        // A report carries no capacity search yet.
-        capacity: None,
+        capacity: side_capacity(&fields)?,
+        // A replay's fidelity is the run's (its captured side is the trace's).
+        fidelity: None,
     })
+}
+
+/// The side's capacity search, made again from its segments' counts and
+/// lags (every level's evidence, the bracket, the estimate, the totals);
+/// only how it stopped is taken as the report says (it rests on the
+/// cell's `requests`, which a report does not keep).
+fn side_capacity(fields: &SideFields) -> Result<Option<crate::capacity::CapacityRun>, String> {
+    let Some(v) = fields.cell.get("capacity").and_then(|c| c.get(fields.side)) else {
+        return Ok(None);
+    };
+    let run: crate::capacity::CapacityRun =
+        parse(Some(v), &fields.at(&format!("capacity.{}", fields.side)))?;
+    let segments: Vec<(f64, crate::capacity::SegmentRun)> = run
+        .levels
+        .iter()
+        .flat_map(|l| l.segments.iter().map(move |s| (l.load, *s)))
+        .collect();
+    Ok(Some(crate::capacity::run::assemble(
+        &run.spec,
+        run.slo.clone(),
+        run.min_attainment,
+        &segments,
+        run.stopped,
+    )))
 }
 
 /// One side's fields of a report cell, read back as the run's.

@@ -41,6 +41,8 @@ pub struct CellView {
     /// Each side's speculative decoding, as its server counted it.
     pub baseline_speculative: Option<crate::artifact::Speculative>,
     pub candidate_speculative: Option<crate::artifact::Speculative>,
+    /// A capacity cell's comparison.
+    pub capacity: Option<crate::model::CapacityComparison>,
 }
 
 impl CellView {
@@ -95,6 +97,32 @@ impl CellView {
                 )
             });
         sessions.into_iter().chain(slices).collect()
+    }
+
+    /// A capacity cell in words: the pair (`capacity::words::pair`), then
+    /// each side's search (`CapacityRun::line`); empty for other cells.
+    pub fn capacity_lines(&self) -> Vec<String> {
+        let Some(c) = &self.capacity else {
+            return Vec::new();
+        };
+        let goodput = |g: Option<f64>| {
+            g.map_or(String::new(), |g| {
+                format!("; goodput {} req/s there", crate::capacity::run::shown(g))
+            })
+        };
+        vec![
+            crate::capacity::words::pair_of(c),
+            format!(
+                "baseline: {}{}",
+                c.baseline.line(),
+                goodput(c.baseline_goodput_rps)
+            ),
+            format!(
+                "candidate: {}{}",
+                c.candidate.line(),
+                goodput(c.candidate_goodput_rps)
+            ),
+        ]
     }
 
     /// The cell's SLO attainment in words, one line per fact; empty without SLOs.
@@ -382,6 +410,7 @@ pub(super) fn cell_view(
         candidate_reasons: as_strings(c.get("candidate_ineligible_reasons")),
         metrics,
         slo: typed(c.get("slo")),
+        capacity: typed(c.get("capacity")),
         rows: typed(c.get("request_rows")),
         baseline_server: typed(c.get("baseline_server_timings")),
         candidate_server: typed(c.get("candidate_server_timings")),
