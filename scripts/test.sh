@@ -3,6 +3,7 @@
 # CPU build (both cached after the first run), SGLang when
 # INFERGATE_TEST_SGLANG=1 (the third engine family's lane, tests/sglang.rs),
 # the long-context lane when INFERGATE_TEST_LONG=1 (tests/long_context.rs),
+# the heavy lane when INFERGATE_TEST_HEAVY=1 (real-engine checks of minutes),
 # the install lane when INFERGATE_TEST_DIST=1 (tests/dist.rs: the wheel, the
 # static binary and the image of scripts/build-dist.sh),
 # a Docker daemon (for the container-driver test), a headless Chromium (for
@@ -116,6 +117,16 @@ phase "tests"
 if [[ "${INFERGATE_TEST_LONG:-0}" == 1 ]]; then
     cargo test --all-features --test long_context -- --ignored
     phase "long-context lane"
+fi
+
+# The heavy lane: real-engine checks of minutes each, #[ignore]d above:
+# the quality gate's A/A pair (tests/quality.rs, 100 task items twice),
+# the reference engine's two profiles compared by capacity
+# (tests/capacity.rs) and qualified on a capture of the engine's own traffic
+# (tests/capture_engine.rs). About 10 minutes on one engine thread.
+if [[ "${INFERGATE_TEST_HEAVY:-0}" == 1 ]]; then
+    cargo test --all-features --test quality --test capacity --test capture_engine -- --ignored
+    phase "heavy lane"
 fi
 
 if [[ "${INFERGATE_TEST_SGLANG:-0}" == 1 ]]; then

@@ -8,8 +8,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+
+use support::browser::{headless, svgs};
 
 use infergate::measure::runner::{self, ARTIFACT_FILE};
 use infergate::report;
@@ -25,61 +26,6 @@ requests = 4
 seed = 2
 slo = { ttft_ms = 60000 }
 "#;
-
-/// The browser `scripts/setup-chromium.sh` found or installed.
-fn chromium() -> PathBuf {
-    let found = std::env::var_os("INFERGATE_CHROMIUM")
-        .map(PathBuf::from)
-        .or_else(|| {
-            ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-                .iter()
-                .map(PathBuf::from)
-                .find(|p| p.is_file())
-        });
-    found.unwrap_or_else(|| {
-        panic!("no chromium: run scripts/setup-chromium.sh (scripts/test.sh does) or set INFERGATE_CHROMIUM")
-    })
-}
-
-/// Headless Chromium on `page` with a fresh profile and no network: `args`
-/// say what to produce (`--dump-dom`, `--screenshot=…`).
-fn headless(page: &Path, profile: &Path, args: &[String]) -> std::process::Output {
-    Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-extensions",
-            "--disable-sync",
-            "--no-first-run",
-            "--disable-dev-shm-usage",
-            // Nothing may resolve, and nothing may go through a proxy
-            // (port 9 on loopback accepts nothing): a request that tried to
-            // leave would fail.
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            "--proxy-server=http://127.0.0.1:9",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium starts")
-}
-
-/// Every `<svg …>…</svg>` in `dom`, in order.
-fn svgs(dom: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = dom;
-    while let Some(i) = rest.find("<svg") {
-        let Some(j) = rest[i..].find("</svg>") else {
-            break;
-        };
-        out.push(&rest[i..i + j + 6]);
-        rest = &rest[i + j + 6..];
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
@@ -218,6 +164,129 @@ async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
     let png = std::fs::read(&shot).expect("a screenshot was written");
     assert!(
         png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}
+
+/// `history --html` in Chromium: eight builds of one repository, each
+/// paired with the one before it (the ledger's rows as `qualify` writes
+/// them), TTFT 20 % worse from the fifth on: the page draws a point per
+/// build, the cumulative line along the chain from the anchor, the change
+/// point at the fifth build, the anchor, and loads with nothing fetched.
+#[test]
+fn the_history_page_draws_the_series_the_anchor_and_a_change_point_offline() {
+    use infergate::runtime::ledger::{Ledger, Status};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("L.sqlite");
+    let l = Ledger::open(&ledger).unwrap();
+    let image = |b: usize| {
+        format!(
+            "127.0.0.1:5000/engine@sha256:{}",
+            format!("{b:x}").repeat(64)
+        )
+    };
+    for b in 1..=8usize {
+        let q = format!("build-{b}");
+        let log_ratio = if b == 5 {
+            0.18
+        } else {
+            0.004 * (b % 3) as f64 - 0.004
+        };
+        l.append(&q, "plan", None, Status::Ok, json!({})).unwrap();
+        let lineage = json!({"schema": infergate::qualify::lineage::LINEAGE_SCHEMA,
+            "baseline_image": image(b - 1), "candidate_image": image(b),
+            "steps": [{"cell": "c", "metric": "ttft_p50_ms", "direction": "lower_is_better",
+                "baseline": 100.0, "candidate": 100.0 * f64::exp(log_ratio),
+                "log_ratio": log_ratio, "standard_error": 0.01, "df": 30, "outcome": "pass"}]});
+        l.append(&q, "compare", None, Status::Ok, json!({"lineage": lineage}))
+            .unwrap();
+        l.append(
+            &q,
+            "done",
+            None,
+            Status::Ok,
+            json!({"verdict": "qualified"}),
+        )
+        .unwrap();
+        l.append(
+            &q,
+            "decision",
+            None,
+            Status::Ok,
+            json!({"action": "promote"}),
+        )
+        .unwrap();
+    }
+    drop(l);
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser");
+    std::fs::create_dir_all(&out).unwrap();
+    let page = out.join("history.html");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["history", "--html", "-o"])
+        .arg(&page)
+        .args(["--anchor", &"1".repeat(64), "--ledger"])
+        .arg(&ledger)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let profile = tempfile::tempdir().unwrap();
+    let dump = headless(&page, profile.path(), &["--dump-dom".to_string()]);
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let dom = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        !dom.contains("http://") && !dom.contains("https://"),
+        "nothing to fetch"
+    );
+    let plots = svgs(&dom);
+    assert_eq!(plots.len(), 1, "one cell and metric");
+    let svg = plots[0];
+    assert_eq!(
+        svg.matches("class=\"build\"").count(),
+        8,
+        "a point per build"
+    );
+    assert_eq!(svg.matches("class=\"anchor\"").count(), 1);
+    // Anchored at build 1's image: the chain is builds 2..8, its line a
+    // point per step.
+    let cumulative = svg
+        .split("class=\"cumulative\" points=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the cumulative line");
+    assert_eq!(cumulative.split(' ').count(), 7, "{cumulative}");
+    let changes: Vec<&str> = svg.matches("class=\"change-point\"").collect();
+    assert!(!changes.is_empty(), "{svg:.600}");
+    assert!(
+        svg.contains("at build-5"),
+        "the change point names build 5: {svg:.600}"
+    );
+    assert!(dom.contains("drift fail"), "{dom:.600}");
+    let shot = out.join("history.png");
+    let _ = std::fs::remove_file(&shot);
+    let res = headless(
+        &page,
+        profile.path(),
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1200,900".to_string(),
+            "--hide-scrollbars".to_string(),
+        ],
+    );
+    assert!(
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let png = std::fs::read(&shot).expect("a screenshot was written");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
         "{} bytes",
         png.len()
     );

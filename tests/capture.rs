@@ -1,6 +1,8 @@
 //! `infergate capture` against the loopback fast source: what passes
 //! through is what the upstream sent, the trace holds shapes and no text.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -836,33 +838,7 @@ async fn a_qualification_on_a_capture_is_an_ordinary_plan() {
         ),
     )
     .unwrap();
-    let bin = env!("CARGO_BIN_EXE_infergate");
-    let o = std::process::Command::new(bin)
-        .current_dir(dir.path())
-        .args([
-            "qualify",
-            "plan.toml",
-            "--ledger",
-            "L.sqlite",
-            "--out",
-            "out",
-            "--id",
-            "q",
-        ])
-        .env_remove("INFERGATE_LEDGER")
-        .output()
-        .unwrap();
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let qdir = dir.path().join("out/q");
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(qdir.join("report.json"))
-            .unwrap_or_else(|e| panic!("no report ({e}): {all}")),
-    )
-    .unwrap();
+    let (_, all, report, qdir) = support::cli::qualify_report(dir.path());
     let cell = &report["cells"]["captured"];
     assert!(cell["metrics"]["ttft_p50_ms"].is_object(), "{all}\n{cell}");
     assert_eq!(
@@ -870,15 +846,186 @@ async fn a_qualification_on_a_capture_is_an_ordinary_plan() {
         "{cell}"
     );
     assert!(cell["baseline_requests"].as_u64().unwrap() >= 12, "{cell}");
-    let v = std::process::Command::new(bin)
-        .args(["verify"])
-        .arg(&qdir)
-        .output()
-        .unwrap();
-    assert!(
-        v.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&v.stdout),
-        String::from_utf8_lossy(&v.stderr)
+    let (agreed, v) = support::cli::verify(&qdir);
+    assert!(agreed, "{v}");
+}
+
+#[tokio::test]
+async fn a_trace_that_cannot_be_written_lets_traffic_pass_and_counts_its_lines() {
+    let up = source(FastSourceConfig::default());
+    let mut cap = capture(up.base_url(), |c| {
+        // A full disk: every write to the trace fails with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", c.out.join("trace.jsonl")).unwrap();
+    })
+    .await;
+    let url = cap.url("/v1/chat/completions");
+    for stream in [true, false, true] {
+        let (status, body) = post(&url, &chat(PROMPT, stream, 4)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("tok"));
+    }
+    let _ = cap.stop.take().unwrap().send(());
+    let s = (&mut cap.task).await.unwrap();
+    assert_eq!(
+        (s.requests, s.lines, s.unwritten_lines, s.dropped_lines),
+        (3, 0, 3, 0),
+        "{s:?}"
     );
+    assert!(
+        s.write_error
+            .as_deref()
+            .is_some_and(|e| e.contains("trace.jsonl") && e.contains("No space left")),
+        "{s:?}"
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(cap.dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["unwritten_lines"], 3, "{summary}");
+}
+
+/// A loopback upstream that answers one request with the head of a stream
+/// and one event, then closes the connection without ending the stream.
+async fn breaking_upstream() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut chunk).await.unwrap();
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let event = "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+            event.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(s);
+    });
+    url
+}
+
+#[tokio::test]
+async fn an_upstream_closing_mid_stream_breaks_the_clients_answer_and_is_recorded() {
+    let cap = capture(breaking_upstream().await, |_| {}).await;
+    let mut r = client()
+        .post(cap.url("/v1/chat/completions"))
+        .json(&chat("hi", true, 50))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let first = r.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("content"));
+    // The break is passed on as a break, not as a clean end of the answer.
+    let rest = r.chunk().await;
+    assert!(rest.is_err(), "{rest:?}");
+    let (s, lines, _dir) = cap.stop().await;
+    assert_eq!(s.lines, 1);
+    assert_eq!(
+        (&lines[1]["status"], &lines[1]["error"]),
+        (&json!(200), &json!("upstream_broke"))
+    );
+    assert_eq!(lines[1]["output_length"], 1, "the one chunk that passed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_leaves_a_line_for_every_request_that_finished() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Each answer streams for about 200 ms, so the signal lands mid-stream.
+    let up = source(FastSourceConfig {
+        chunks: 20,
+        itl: Duration::from_millis(10),
+        ..FastSourceConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["capture", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--upstream", &up.base_url()])
+        .arg("--out")
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("listening on"), "{first}");
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let (finished, in_flight) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        let (url, finished, in_flight) = (url.clone(), finished.clone(), in_flight.clone());
+        clients.push(tokio::spawn(async move {
+            let c = client();
+            loop {
+                in_flight.fetch_add(1, Ordering::SeqCst);
+                let whole = async {
+                    let r = c.post(&url).json(&chat(PROMPT, true, 20)).send().await?;
+                    r.error_for_status()?.bytes().await
+                }
+                .await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                match whole {
+                    Ok(b) if String::from_utf8_lossy(&b).contains("[DONE]") => {
+                        finished.fetch_add(1, Ordering::SeqCst);
+                    }
+                    _ => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let busy = in_flight.load(Ordering::SeqCst);
+    // SAFETY: a signal to the child this test started, by its id.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    for c in clients {
+        tokio::time::timeout(Duration::from_secs(30), c)
+            .await
+            .expect("every client ends once the capture has stopped")
+            .unwrap();
+    }
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    assert!(busy > 0, "requests were open when the signal came");
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    let trace = std::fs::read_to_string(dir.path().join("trace.jsonl")).unwrap();
+    let lines: Vec<Value> = trace
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let done = finished.load(Ordering::SeqCst);
+    let whole = lines
+        .iter()
+        .filter(|l| l["status"] == 200 && l["error"].is_null())
+        .count() as u64;
+    assert!(done >= 8, "load before the signal: {done} answers");
+    assert_eq!(whole, done, "a whole line per finished answer: {trace}");
+    assert_eq!(
+        (
+            &summary["stopped_by"],
+            &summary["lines"],
+            &summary["requests"]
+        ),
+        (&json!("signal"), &json!(lines.len()), &json!(lines.len())),
+        "{summary}"
+    );
+    assert_eq!(summary["dropped_lines"], 0);
 }

@@ -185,6 +185,11 @@ pub struct Summary {
     pub lines: u64,
     /// Lines the full queue (or the stop) left unwritten.
     pub dropped_lines: u64,
+    /// Lines the writer could not write (see `write_error`).
+    pub unwritten_lines: u64,
+    /// The first write to the trace that failed, e.g. a full disk: the
+    /// trace holds the lines before it, traffic went on.
+    pub write_error: Option<String>,
     pub evicted_blocks: u64,
     pub max_blocks: usize,
     /// Lines with a length estimated (no usage in the answer, no tokenizer).
@@ -300,14 +305,10 @@ impl Capture {
         let stopped_by = serve(&listener, &state, &cfg, stop).await;
         drop(listener);
         state.queue.close();
-        let written: Written = writing
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))
-            .and_then(|r| r)
-            .map_err(|source| CaptureError::Write {
-                path: path.clone(),
-                source,
-            })?;
+        let written: Written = writing.await.map_err(|e| CaptureError::Write {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         let c = &state.counts;
         let by_endpoint: BTreeMap<&'static str, u64> =
             [Endpoint::Chat, Endpoint::Completions, Endpoint::Embeddings]
@@ -325,6 +326,8 @@ impl Capture {
             max_body_bytes: cfg.max_body_bytes,
             lines: written.lines,
             dropped_lines: state.queue.dropped(),
+            unwritten_lines: written.unwritten,
+            write_error: written.error.clone(),
             evicted_blocks: written.evicted_blocks,
             max_blocks: MAX_BLOCKS,
             estimated_lines: written.estimated,

@@ -47,6 +47,9 @@ pub struct Shape {
     pub tools_bytes: Option<usize>,
     /// A `response_format` asked for: its JSON's size in bytes.
     pub response_format_bytes: Option<usize>,
+    /// Inputs in one request (an embeddings `input` or a completion's
+    /// `prompt` given as a list): how an embeddings replay batches them.
+    pub inputs: Option<usize>,
     pub body_bytes: usize,
 }
 
@@ -80,6 +83,11 @@ pub fn read(endpoint: Endpoint, body: &[u8]) -> (Shape, Prompt) {
     if let Some(f) = v.get("response_format").filter(|f| !f.is_null()) {
         shape.response_format_bytes = Some(json_len(f));
     }
+    shape.inputs = match endpoint {
+        Endpoint::Chat => None,
+        Endpoint::Completions => count(v.get("prompt")),
+        Endpoint::Embeddings => count(v.get("input")),
+    };
     let prompt = match endpoint {
         Endpoint::Chat => Prompt::Text(chat_text(v.get("messages"))),
         Endpoint::Completions => input(v.get("prompt")),
@@ -117,6 +125,17 @@ fn chat_text(messages: Option<&Value>) -> String {
         s.push('\n');
     }
     s
+}
+
+/// How many inputs a `prompt` or `input` holds: a string or one list of
+/// token ids is one; a list of strings or of id lists, one each.
+fn count(v: Option<&Value>) -> Option<usize> {
+    match v? {
+        Value::Array(a) if a.is_empty() || a.iter().all(Value::is_number) => Some(1),
+        Value::Array(a) => Some(a.len()),
+        Value::Null => None,
+        _ => Some(1),
+    }
 }
 
 /// A completion's `prompt` or an embedding's `input`: a string, strings,
@@ -169,9 +188,19 @@ mod tests {
         assert_eq!((s.tools, s.tools_bytes), (Some(1), Some(21)));
         assert_eq!(s.response_format_bytes, Some(22));
         assert_eq!(p, Prompt::Text("system\nS\nuser\nU\n".into()));
+        assert_eq!(s.inputs, None);
         let (s, p) = read(Endpoint::Embeddings, br#"{"input":[[1,2],[3]]}"#);
         assert!(s.parsed && !s.stream);
         assert_eq!(p, Prompt::Tokens(vec![1, 2, 3]));
+        assert_eq!(s.inputs, Some(2));
+        for (body, n) in [
+            (&br#"{"input":"one"}"#[..], Some(1)),
+            (br#"{"input":["a","b","c"]}"#, Some(3)),
+            (br#"{"input":[5,6,7]}"#, Some(1)),
+            (br#"{"model":"m"}"#, None),
+        ] {
+            assert_eq!(read(Endpoint::Embeddings, body).0.inputs, n, "{body:?}");
+        }
         let (s, _) = read(Endpoint::Chat, b"{not json");
         assert!(!s.parsed);
         assert_eq!(s.body_bytes, 9);

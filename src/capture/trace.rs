@@ -100,6 +100,49 @@ pub struct Written {
     /// Lines with a length estimated rather than reported or counted.
     pub estimated: u64,
     pub evicted_blocks: u64,
+    /// Lines handed to the writer that did not reach the file: those in
+    /// hand when a write failed and every one after it.
+    pub unwritten: u64,
+    /// The first write that failed (then no more lines are made: they are
+    /// counted, and traffic goes on).
+    pub error: Option<String>,
+}
+
+/// The trace file while it can be written: lines since the last flush are
+/// not yet counted as written.
+struct Sink {
+    out: std::io::BufWriter<std::fs::File>,
+    unflushed: u64,
+    unflushed_estimated: u64,
+}
+
+impl Sink {
+    fn open(path: &Path, header: &Value) -> std::io::Result<Sink> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        serde_json::to_writer(&mut out, header)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        Ok(Sink {
+            out,
+            unflushed: 0,
+            unflushed_estimated: 0,
+        })
+    }
+
+    fn push(&mut self, line: &str, estimated: bool) -> std::io::Result<()> {
+        self.unflushed += 1;
+        self.unflushed_estimated += u64::from(estimated);
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")
+    }
+
+    /// Flush, counting what reached the file into `w`.
+    fn flush(&mut self, w: &mut Written) -> std::io::Result<()> {
+        self.out.flush()?;
+        w.lines += std::mem::take(&mut self.unflushed);
+        w.estimated += std::mem::take(&mut self.unflushed_estimated);
+        Ok(())
+    }
 }
 
 #[derive(Serialize)]
@@ -152,32 +195,52 @@ impl Writer {
     }
 
     /// Write lines as they come until the queue is closed and empty.
-    /// Blocking: run on a thread of its own (tokenizing is slow).
+    /// Blocking: run on a thread of its own (tokenizing is slow). A write
+    /// that fails (a full disk) ends the writing, not the draining: later
+    /// lines are counted as unwritten, so the proxy never waits on it.
     pub fn run(
         mut self,
         mut rx: mpsc::Receiver<Observed>,
         path: &Path,
         max_blocks: usize,
-    ) -> std::io::Result<Written> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        serde_json::to_writer(&mut out, &self.header(max_blocks))?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+    ) -> Written {
         let mut w = Written::default();
+        let failed = |w: &mut Written, sink: Option<Sink>, e: std::io::Error| {
+            w.unwritten += sink.map_or(0, |s| s.unflushed);
+            w.error = Some(format!("{}: {e}", path.display()));
+        };
+        let mut sink = match Sink::open(path, &self.header(max_blocks)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                failed(&mut w, None, e);
+                None
+            }
+        };
         while let Some(o) = rx.blocking_recv() {
+            let Some(s) = sink.as_mut() else {
+                w.unwritten += 1;
+                continue;
+            };
             let (line, estimated) = self.line(o);
-            out.write_all(line.as_bytes())?;
-            out.write_all(b"\n")?;
-            w.lines += 1;
-            w.estimated += u64::from(estimated);
-            if rx.is_empty() {
-                out.flush()?;
+            let wrote = s.push(&line, estimated).and_then(|()| {
+                if rx.is_empty() {
+                    s.flush(&mut w)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = wrote {
+                failed(&mut w, sink.take(), e);
             }
         }
-        out.flush()?;
-        out.get_ref().sync_all()?;
+        if let Some(mut s) = sink.take() {
+            let end = s.flush(&mut w).and_then(|()| s.out.get_ref().sync_all());
+            if let Err(e) = end {
+                failed(&mut w, Some(s), e);
+            }
+        }
         w.evicted_blocks = self.blocks.evicted();
-        Ok(w)
+        w
     }
 
     /// One line of JSON, and whether a length in it is estimated.

@@ -110,6 +110,13 @@ pub async fn main_capture(a: CaptureArgs) -> Result<ExitCode> {
         },
         out.join("summary.json").display()
     );
+    if let Some(e) = &s.write_error {
+        eprintln!(
+            "capture: the trace could not be written ({e}): {} lines unwritten; traffic was passed on throughout",
+            s.unwritten_lines
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -193,8 +193,14 @@ pub struct HistoryArgs {
     #[arg(long, env = LEDGER_ENV)]
     pub ledger: Option<String>,
     /// Machine-readable output (`infergate-history/1`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "html")]
     pub json: bool,
+    /// One offline HTML page (the series drawn) written to `-o FILE`.
+    #[arg(long, requires = "out")]
+    pub html: bool,
+    /// Where `--html` writes its page.
+    #[arg(short = 'o', long = "out", value_name = "FILE", requires = "html")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 pub fn main_history(a: HistoryArgs) -> anyhow::Result<ExitCode> {
@@ -215,7 +221,15 @@ pub fn main_history(a: HistoryArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
     )?;
-    if a.json {
+    if let Some(file) = a.out.as_deref() {
+        infergate::atomic::write_atomic(file, history::render_html(&h).as_bytes())?;
+        outln!(
+            "history: {} build(s), {} series: {}",
+            h.builds.len(),
+            h.series.len(),
+            file.display()
+        )?;
+    } else if a.json {
         outln!("{}", serde_json::to_string_pretty(&h)?)?;
     } else {
         out!("{}", history::render_text(&h))?;

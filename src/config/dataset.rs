@@ -170,7 +170,7 @@ pub fn read_bounded(path: &Path) -> Result<String, DatasetError> {
 }
 
 /// JSON Lines: each non-blank line parsed as a value, with its 1-based line.
-fn json_lines(text: &str, file: &str) -> Result<Vec<(usize, Value)>, DatasetError> {
+pub(crate) fn json_lines(text: &str, file: &str) -> Result<Vec<(usize, Value)>, DatasetError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {

@@ -21,7 +21,12 @@ pub struct EmbeddingSpec {
     /// Or a text file, one input per non-empty line (relative to the suite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
-    /// Inputs per request.
+    /// Or an `infergate capture` trace (relative to the suite): its
+    /// embeddings requests that succeeded, replayed in arrival order, each
+    /// with as many inputs as it had and filler of its length in tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<PathBuf>,
+    /// Inputs per request (a capture's requests keep their own).
     #[serde(default = "default_batch")]
     pub batch: usize,
     #[serde(default)]
@@ -29,6 +34,16 @@ pub struct EmbeddingSpec {
     /// The file's lines, read by [`EmbeddingSpec::read_inputs`].
     #[serde(skip)]
     pub lines: Option<Vec<String>>,
+    /// The capture's requests, read by [`EmbeddingSpec::read_inputs`].
+    #[serde(skip)]
+    pub captured: Option<Vec<CapturedEmbedding>>,
+}
+
+/// One embeddings request of a capture: its inputs, and their tokens in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CapturedEmbedding {
+    pub inputs: usize,
+    pub tokens: u64,
 }
 
 fn default_batch() -> usize {
@@ -42,17 +57,24 @@ impl EmbeddingSpec {
         if let Some(why) = crate::report::text::name_problem(name) {
             bail!("field `name`: {why}");
         }
-        match (self.inputs, &self.file) {
-            (Some(_), Some(_)) => {
-                bail!("embeddings '{name}': give `inputs` (generated) or `file`, not both")
-            }
-            (None, None) => bail!(
-                "embeddings '{name}': field `inputs` (how many to generate) or `file` (one input per line) is required"
+        let given = [
+            self.inputs.is_some(),
+            self.file.is_some(),
+            self.capture.is_some(),
+        ];
+        match given.iter().filter(|g| **g).count() {
+            0 => bail!(
+                "embeddings '{name}': field `inputs` (how many to generate), `file` (one input per line) or `capture` (a capture's trace) is required"
             ),
-            (Some(n), None) if n == 0 || n > MAX_INPUTS => {
-                bail!("embeddings '{name}': field `inputs`: {n} is not in 1..={MAX_INPUTS}")
-            }
-            _ => {}
+            1 => {}
+            _ => bail!(
+                "embeddings '{name}': give one of `inputs` (generated), `file` and `capture`, not both"
+            ),
+        }
+        if let Some(n) = self.inputs
+            && (n == 0 || n > MAX_INPUTS)
+        {
+            bail!("embeddings '{name}': field `inputs`: {n} is not in 1..={MAX_INPUTS}")
         }
         if self.batch == 0 || self.batch > MAX_BATCH {
             bail!(
@@ -63,8 +85,16 @@ impl EmbeddingSpec {
         Ok(())
     }
 
-    /// Read the inputs file, if it names one (relative to `dir`).
+    /// Read the inputs file or the capture, if it names one (relative to `dir`).
     pub fn read_inputs(&mut self, dir: &Path) -> Result<()> {
+        if let Some(capture) = &self.capture {
+            let path = dir.join(capture);
+            let captured = read_capture(&path)
+                .with_context(|| format!("field `capture`: reading {}", path.display()))?;
+            self.batch = captured.iter().map(|c| c.inputs).max().unwrap_or(1);
+            self.captured = Some(captured);
+            return Ok(());
+        }
         let Some(file) = &self.file else {
             return Ok(());
         };
@@ -86,4 +116,64 @@ impl EmbeddingSpec {
         self.lines = Some(lines);
         Ok(())
     }
+}
+
+/// A capture's embeddings requests that succeeded, in arrival order.
+fn read_capture(path: &Path) -> Result<Vec<CapturedEmbedding>> {
+    use crate::config::dataset::{CAPTURE_HEADER_KEY, json_lines, read_bounded};
+    #[derive(Deserialize)]
+    struct Line {
+        timestamp: u64,
+        input_length: u64,
+        #[serde(default)]
+        endpoint: Option<String>,
+        #[serde(default)]
+        status: Option<u16>,
+        #[serde(default)]
+        inputs: Option<usize>,
+    }
+    let file = path.display().to_string();
+    let mut lines = json_lines(&read_bounded(path)?, &file)?;
+    if lines
+        .first()
+        .is_none_or(|(_, v)| v.get(CAPTURE_HEADER_KEY).is_none())
+    {
+        bail!("not a capture: its first line is not an `infergate capture` header");
+    }
+    lines.remove(0);
+    let (mut read, mut failed, mut total) = (Vec::new(), 0usize, 0usize);
+    for (at, v) in lines {
+        let l: Line = serde_path_to_error::deserialize(&v).map_err(|e| {
+            let field = e.path().to_string();
+            anyhow::anyhow!("line {at}: field `{field}`: {}", e.into_inner())
+        })?;
+        if l.endpoint.as_deref() != Some("embeddings") {
+            continue;
+        }
+        let n = l.inputs.unwrap_or(1);
+        if !l.status.is_some_and(|s| (200..300).contains(&s)) || l.input_length == 0 || n == 0 {
+            failed += 1;
+            continue;
+        }
+        if n > MAX_BATCH {
+            bail!("line {at}: field `inputs`: {n} inputs in one request, more than {MAX_BATCH}");
+        }
+        total += n;
+        if total > MAX_INPUTS {
+            bail!("line {at}: more than {MAX_INPUTS} inputs in all; take a shorter capture");
+        }
+        read.push((
+            l.timestamp,
+            CapturedEmbedding {
+                inputs: n,
+                tokens: l.input_length,
+            },
+        ));
+    }
+    if read.is_empty() {
+        bail!("no embeddings request that succeeded to replay ({failed} failed)");
+    }
+    // Written as each exchange completed; replayed as they arrived.
+    read.sort_by_key(|(t, _)| *t);
+    Ok(read.into_iter().map(|(_, c)| c).collect())
 }

@@ -6,6 +6,10 @@
 //!
 //! From the ledger alone: a report file may have moved or gone.
 
+mod html;
+
+pub use html::render_html;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 

@@ -49,11 +49,28 @@ pub struct EmbeddingRecord {
     pub detail: Option<String>,
 }
 
-/// The inputs of `spec`: its file's lines, or generated sentences of 8 to
-/// 40 filler words, each from its own seed.
+/// The inputs of `spec`: its file's lines; a capture's requests' inputs
+/// as filler of their lengths (a word a token, the request's tokens shared
+/// evenly among its inputs); or generated sentences of 8 to 40 filler
+/// words, each from its own seed.
 pub fn inputs(spec: &EmbeddingSpec) -> Vec<String> {
     if let Some(lines) = &spec.lines {
         return lines.clone();
+    }
+    if let Some(captured) = &spec.captured {
+        let mut out = Vec::new();
+        for c in captured {
+            let n = c.inputs as u64;
+            for i in 0..n {
+                let words = (c.tokens / n + u64::from(i < c.tokens % n)).max(1) as usize;
+                let seed = spec
+                    .seed
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(out.len() as u64);
+                out.push(filler::filler(words, seed));
+            }
+        }
+        return out;
     }
     (0..spec.inputs.unwrap_or(0))
         .map(|i| {
@@ -72,6 +89,18 @@ pub fn inputs_sha256(inputs: &[String]) -> String {
         text.push('\n');
     }
     crate::util::sha256_hex(text.as_bytes())
+}
+
+/// The inputs each request carries, in order: a capture's requests' own
+/// counts, else `batch` at a time.
+pub fn batches(spec: &EmbeddingSpec, inputs: usize) -> Vec<usize> {
+    match &spec.captured {
+        Some(c) => c.iter().map(|c| c.inputs).collect(),
+        None => (0..inputs)
+            .step_by(spec.batch.max(1))
+            .map(|first| spec.batch.min(inputs - first))
+            .collect(),
+    }
 }
 
 /// Embed every input of `spec`, a batch per request, journaling each
@@ -100,8 +129,9 @@ pub async fn run(
         dimension: None,
         vectors: vec![None; inputs.len()],
     };
-    for (request, chunk) in inputs.chunks(spec.batch).enumerate() {
-        let first = request * spec.batch;
+    let mut first = 0;
+    for (request, count) in batches(spec, inputs.len()).into_iter().enumerate() {
+        let chunk = &inputs[first..first + count];
         let (record, vectors) = embed(server, spec, request, first, chunk).await;
         let mut line = serde_json::to_string(&record)?;
         line.push('\n');
@@ -109,6 +139,7 @@ pub async fn run(
             .write_all(line.as_bytes())
             .with_context(|| format!("appending to {}", path.display()))?;
         tally(&mut run, &record, first, vectors);
+        first += count;
     }
     Ok(run)
 }
@@ -279,6 +310,70 @@ mod tests {
     }
 
     #[test]
+    fn a_captures_embeddings_requests_are_replayed_with_their_own_batches_and_lengths() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |t: u64, endpoint: &str, status: u16, tokens: u64, inputs: usize| {
+            format!(
+                "{{\"timestamp\":{t},\"input_length\":{tokens},\"output_length\":0,\"hash_ids\":[],\"endpoint\":\"{endpoint}\",\"status\":{status},\"inputs\":{inputs}}}\n"
+            )
+        };
+        let trace = [
+            "{\"infergate_capture\":1}\n".to_string(),
+            line(40, "embeddings", 200, 7, 1),
+            line(10, "embeddings", 200, 31, 3),
+            line(20, "embeddings", 500, 9, 2),
+            line(30, "chat", 200, 50, 1),
+        ]
+        .concat();
+        std::fs::write(dir.path().join("cap.jsonl"), trace).unwrap();
+        let mut s = spec("name = \"e\"\ncapture = \"cap.jsonl\"\n");
+        s.read_inputs(dir.path()).unwrap();
+        let all = inputs(&s);
+        // In arrival order: 31 tokens over 3 inputs, then 7 in one; the
+        // failed request and the chat line left out.
+        assert_eq!(batches(&s, all.len()), [3, 1]);
+        assert_eq!(s.batch, 3);
+        let words: Vec<usize> = all.iter().map(|t| t.split(' ').count()).collect();
+        assert_eq!(words, [11, 10, 10, 7]);
+        assert_eq!(all, inputs(&s), "fixed by the seed");
+
+        let bad = |name: &str, text: &str, field: &str, why: &str| {
+            std::fs::write(dir.path().join(name), text).unwrap();
+            let mut s = spec(&format!("name = \"e\"\ncapture = \"{name}\"\n"));
+            let e = format!("{:#}", s.read_inputs(dir.path()).unwrap_err());
+            assert!(e.contains(field) && e.contains(why), "{e}");
+        };
+        bad(
+            "plain.jsonl",
+            &line(0, "embeddings", 200, 5, 1),
+            "`capture`",
+            "not a capture",
+        );
+        bad(
+            "none.jsonl",
+            &format!(
+                "{{\"infergate_capture\":1}}\n{}",
+                line(0, "embeddings", 500, 5, 1)
+            ),
+            "`capture`",
+            "(1 failed)",
+        );
+        bad(
+            "huge.jsonl",
+            &format!(
+                "{{\"infergate_capture\":1}}\n{}",
+                line(0, "embeddings", 200, 5000, 4096)
+            ),
+            "line 2",
+            "4096 inputs",
+        );
+        assert_eq!(
+            batches(&spec("name = \"e\"\ninputs = 20\nbatch = 8\n"), 20),
+            [8, 8, 4]
+        );
+    }
+
+    #[test]
     fn generated_inputs_are_fixed_by_their_seed() {
         let a = inputs(&spec("name = \"e\"\ninputs = 20\nseed = 3\n"));
         assert_eq!(a.len(), 20);
@@ -350,6 +445,10 @@ mod tests {
             ("name = \"e\"\n", "`inputs`"),
             ("name = \"e\"\ninputs = 0\n", "`inputs`"),
             ("name = \"e\"\ninputs = 4\nfile = \"x.txt\"\n", "not both"),
+            (
+                "name = \"e\"\ncapture = \"c.jsonl\"\nfile = \"x.txt\"\n",
+                "not both",
+            ),
             ("name = \"e\"\ninputs = 4\nbatch = 0\n", "`batch`"),
         ] {
             let s: EmbeddingSpec = toml::from_str(text).unwrap();

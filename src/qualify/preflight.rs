@@ -90,7 +90,11 @@ pub(super) async fn preflight(ctx: &Ctx<'_>, adaptive: bool) -> Result<LoadedSui
 /// Why the plan's schedule cannot compare the suite's capacity cells, if
 /// it cannot: the two searches share one level schedule, segment by
 /// segment, only in the fixed interleaved schedule.
-fn capacity_schedule(plan: &Plan, suite: &LoadedSuite, adaptive: bool) -> Option<String> {
+pub(super) fn capacity_schedule(
+    plan: &Plan,
+    suite: &LoadedSuite,
+    adaptive: bool,
+) -> Option<String> {
     let cell = suite.suite.cells.iter().find(|c| c.capacity.is_some())?;
     match (plan.schedule, adaptive) {
         (PlanSchedule::Interleaved, false) => None,

@@ -8,6 +8,8 @@
 //! and say to run `scripts/setup-engine.sh`.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod browser;
+pub mod cli;
 pub mod served;
 pub mod sglang;
 pub mod vllm;

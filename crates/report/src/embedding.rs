@@ -23,12 +23,12 @@ pub struct EmbeddingRun {
     pub name: String,
     /// Inputs embedded, in order; `vectors` has one entry per input.
     pub inputs: usize,
-    /// Inputs per request.
+    /// Inputs per request (a capture's replay: the most any request had).
     pub batch: usize,
     /// SHA-256 of the inputs (each followed by a newline): two sides that
     /// embedded different texts do not compare.
     pub inputs_sha256: String,
-    /// Requests sent (`ceil(inputs / batch)`), and how many failed.
+    /// Requests sent (`ceil(inputs / batch)`, or a capture's own), and how many failed.
     pub requests: usize,
     pub failed: usize,
     /// Failed requests per failure class.

@@ -15,6 +15,14 @@ pub enum LoadAxis {
 }
 
 impl LoadAxis {
+    /// The axis as the cell's `by` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadAxis::Rate => "rate",
+            LoadAxis::Concurrency => "concurrency",
+        }
+    }
+
     /// The unit a level is shown in.
     pub fn unit(self) -> &'static str {
         match self {
@@ -133,12 +141,84 @@ impl CapacitySpec {
     }
 }
 
+/// What a search may spend per side, from its table alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearchCost {
+    /// The most levels it tries: the two ends, the halvings on the log
+    /// scale until the bracket is within the precision, the two shoulders.
+    pub levels: usize,
+    /// Measured requests when every level is decided in two segments, and
+    /// when every level runs all of its segments; both capped at the budget.
+    pub fewest: usize,
+    pub most: usize,
+}
+
+impl CapacitySpec {
+    /// [`SearchCost`] of this table under a budget of `budget` measured
+    /// requests per side (the cell's `requests`). Each segment's warm-up
+    /// comes on top.
+    pub fn cost(&self, budget: usize) -> SearchCost {
+        let snap = |x: f64| match self.by {
+            LoadAxis::Rate => x,
+            LoadAxis::Concurrency => x.round(),
+        };
+        // The halvings, the longer of the two ways the edge may lie.
+        let halvings = |toward_low: bool| {
+            let (mut lo, mut hi, mut n) = (self.low, self.high, 0);
+            while hi / lo > self.step() {
+                let mid = snap((lo * hi).sqrt());
+                if mid <= lo || mid >= hi {
+                    break;
+                }
+                if toward_low {
+                    hi = mid
+                } else {
+                    lo = mid
+                }
+                n += 1;
+            }
+            n
+        };
+        let levels = 4 + halvings(true).max(halvings(false));
+        let per = |segments: usize| (levels * segments * self.segment_requests).min(budget);
+        SearchCost {
+            levels,
+            fewest: per(2.min(self.max_segments)),
+            most: per(self.max_segments),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn spec(text: &str) -> CapacitySpec {
         toml::from_str(text).expect("capacity table")
+    }
+
+    #[test]
+    fn a_search_costs_its_levels_times_its_segments_within_the_budget() {
+        // ln(16) / ln(1.1) = 29.1 steps: 5 halvings, the two ends, two shoulders.
+        let s = spec(
+            "by = \"rate\"\nlow = 1\nhigh = 16\nprecision_percent = 10\nsegment_requests = 10\n",
+        );
+        let c = s.cost(100_000);
+        assert_eq!((c.levels, c.fewest, c.most), (9, 180, 9 * 8 * 10));
+        assert_eq!(s.cost(500).most, 500, "the budget caps it");
+        // By concurrency the halvings stop at whole levels: after 1 and 8,
+        // 3, 5, 6, 7 when the edge is high (3, 2 when it is low).
+        let s = spec(
+            "by = \"concurrency\"\nlow = 1\nhigh = 8\nprecision_percent = 15\nsegment_requests = 8\nmax_segments = 4\n",
+        );
+        assert_eq!(
+            s.cost(10_000),
+            SearchCost {
+                levels: 8,
+                fewest: 128,
+                most: 256
+            }
+        );
     }
 
     #[test]

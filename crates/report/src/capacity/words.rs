@@ -3,7 +3,7 @@
 
 use super::estimate::CapacityRatio;
 use super::run::shown;
-use super::spec::{CapacitySpec, LoadAxis};
+use super::spec::CapacitySpec;
 use crate::artifact::Slo;
 use crate::model::CapacityComparison;
 use crate::stats::GateOutcome;
@@ -66,10 +66,7 @@ fn pair_at(
     outcome: GateOutcome,
     margin_percent: f64,
 ) -> String {
-    let what = match spec.by {
-        LoadAxis::Rate => "rate",
-        LoadAxis::Concurrency => "concurrency",
-    };
+    let what = spec.by.name();
     let ratio = r.ratio.map_or("an unknown multiple of".into(), |x| {
         format!("{}×", shown(x))
     });

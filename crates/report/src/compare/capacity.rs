@@ -6,7 +6,7 @@
 use crate::artifact::CellResult;
 use crate::capacity::run::shown;
 use crate::capacity::{
-    self, CapacityEstimate, CapacityRatio, CapacityRun, LogCapacity, SearchRule, Tried,
+    self, CapacityEstimate, CapacityRatio, CapacityRun, LoadAxis, LogCapacity, SearchRule, Tried,
 };
 use crate::model::{CapacityComparison, EvidencePart, GatePart, Side};
 use crate::stats::GateOutcome;
@@ -162,12 +162,23 @@ fn reason(
             format!("the whole interval {interval} is below the floor {floor_s}"),
             None,
         ),
-        GateOutcome::Inconclusive if !curves => (
-            format!(
-                "the interval {interval} holds the floor {floor_s}; it rests on a side's levels decided to hold and not to, which more requests do not narrow: a finer `precision_percent` would"
-            ),
-            None,
-        ),
+        GateOutcome::Inconclusive if !curves => {
+            // Whole levels one apart cannot be split: only a fitted curve
+            // reads between them, and it needs levels neither all met nor
+            // all missed, which more segments a level give.
+            let would = match b.spec.by {
+                LoadAxis::Rate => "a finer `precision_percent` would",
+                LoadAxis::Concurrency => {
+                    "whole concurrency levels cannot be split, so more segments a level near the edge (`max_segments`, `segment_requests`), for a curve to be fitted, would"
+                }
+            };
+            (
+                format!(
+                    "the interval {interval} holds the floor {floor_s}; it rests on a side's levels decided to hold and not to, which more requests do not narrow: {would}"
+                ),
+                None,
+            )
+        }
         GateOutcome::Inconclusive => {
             let (l, h) = (lo.ln(), hi.ln());
             let half = (h - l) / 2.0;

@@ -25,6 +25,7 @@ mod reading_tests;
 mod terminal;
 mod view;
 
+pub use html::escape;
 pub use view::natural_cmp;
 
 /// Anything a report can be rendered from.

@@ -3,13 +3,14 @@
 //!
 //! Here the page, its sections and tables; the SVG plots (per-request
 //! values, values over the run, the server's gauges, the turnover failure
-//! rates) in `plot`.
+//! rates) in `plot`, a capacity cell's attainment curves in `capacity`.
 
 use std::fmt::Write;
 
 use super::view::{CellView, PairMark, TurnoverRow, View};
 use super::*;
 
+mod capacity;
 mod plot;
 
 use plot::{gauges, sample_plots, time_series, turnover_plot};
@@ -143,6 +144,7 @@ fn cell_section(out: &mut String, c: &CellView, ci_head: &str) {
         }
         out.push_str("</details>\n");
     }
+    capacity::capacity(out, c);
     time_series(out, c);
     gauges(out, c);
     sample_plots(out, c);
@@ -180,6 +182,10 @@ fn cell_header(out: &mut String, c: &CellView) {
 }
 
 fn metric_table(out: &mut String, c: &CellView, ci_head: &str) {
+    // A capacity cell has no metrics: its lines and curves stand instead.
+    if c.metrics.is_empty() && c.capacity.is_some() {
+        return;
+    }
     let (interval_head, decision_head) = c.decision_headings(ci_head);
     let _ = writeln!(
         out,

@@ -12,8 +12,8 @@ use crate::stats;
 
 use super::escape;
 
-const BASELINE_COLOR: &str = "#4c78a8";
-const CANDIDATE_COLOR: &str = "#e45756";
+pub(super) const BASELINE_COLOR: &str = "#4c78a8";
+pub(super) const CANDIDATE_COLOR: &str = "#e45756";
 
 /// Axis ticks: `count` evenly spaced values over [lo, hi].
 fn ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {

@@ -11,14 +11,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::plan::{
-    BudgetSource, Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime,
-    check_round_budget,
-};
+use crate::config::plan::{Driver, Plan, PlanSchedule, ProcessDriver, PullPolicy, Runtime};
 use crate::config::suite::LoadedSuite;
 use crate::driver::container::{self, Docker};
 use crate::runtime::ledger::{Ledger, Location};
 use crate::runtime::lifecycle::{self, engine_profile};
+
+mod spend;
+
+use spend::{minutes, spend};
 
 /// What one line of the check found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -647,128 +648,6 @@ fn ledger(c: &mut Check, plan: &Plan, given: Option<&Location>) {
             Found::Checked,
             format!("{location} does not exist yet; qualify will create it"),
         ),
-    }
-}
-
-/// What the measuring will spend, per side, from the suite and the plan.
-fn spend(c: &mut Check, plan: &Plan, suite: &LoadedSuite) {
-    let cells = &suite.suite.cells;
-    let requests: usize = cells.iter().map(|c| c.requests).sum();
-    let warmup: usize = cells.iter().map(|c| c.warmup).sum();
-    let specs = if plan.skip_turnover {
-        &[][..]
-    } else {
-        &suite.suite.turnover[..]
-    };
-    let turnover: usize = specs.iter().map(|t| t.requests * t.repeats.max(1)).sum();
-    // Each turnover request may generate up to its max_tokens, on both the
-    // reference and the measured pass.
-    let turnover_tokens: u64 = specs
-        .iter()
-        .map(|t| 2 * (t.requests * t.repeats.max(1)) as u64 * t.max_tokens())
-        .sum();
-    if plan.adaptive.enabled {
-        let window = plan.window.as_ref();
-        let layout = crate::measure::interleave::layout(cells, window);
-        let round = crate::measure::interleave::round_cells(cells, &layout, window);
-        let budget = plan.adaptive.max_requests;
-        if let Err(why) = check_round_budget(&round, budget, BudgetSource::Plan) {
-            c.add("adaptive budget", Found::Wrong, why);
-        }
-    }
-    let measured = if plan.adaptive.enabled {
-        format!(
-            "adaptive: up to {} measured requests per side per cell ({} cell(s), each cell's warmup and the prompt-sizing probes beside them) or {} minutes of rounds, whichever ends first",
-            plan.adaptive.max_requests,
-            cells.len(),
-            plan.adaptive.max_minutes
-        )
-    } else {
-        format!(
-            "{} requests (+{} warmup) over {} cell(s), × {} pass(es)",
-            requests,
-            warmup,
-            cells.len(),
-            plan.repeats
-        )
-    };
-    c.add(
-        "spend per side",
-        Found::Checked,
-        format!(
-            "{measured}; {turnover} turnover requests and as many for their reference passes (up to {turnover_tokens} generated tokens in all)"
-        ),
-    );
-}
-
-/// The measuring's minutes from a `calibrate` output's seconds per request
-/// of each cell: both runtimes' passes, one after another. Startups,
-/// sizing, turnover and readmission come on top.
-fn minutes(c: &mut Check, plan: &Plan, suite: &LoadedSuite, file: &Path) {
-    let what = "spend in minutes";
-    let read = crate::report::files::read_regular(file)
-        .map_err(|e| e.to_string())
-        .and_then(|bytes| {
-            serde_json::from_slice::<crate::report::calibrate::Calibration>(&bytes)
-                .map_err(|e| format!("not a calibrate output: {e}"))
-        });
-    let cal = match read {
-        Ok(cal) if cal.schema == crate::report::calibrate::CALIBRATION_SCHEMA => cal,
-        Ok(cal) => {
-            c.add(
-                what,
-                Found::Wrong,
-                format!(
-                    "{}: schema {:?} is not a calibrate output's",
-                    file.display(),
-                    cal.schema
-                ),
-            );
-            return;
-        }
-        Err(e) => {
-            c.add(what, Found::Wrong, format!("{}: {e}", file.display()));
-            return;
-        }
-    };
-    let mut seconds = 0.0;
-    let mut missing = Vec::new();
-    for cell in &suite.suite.cells {
-        let per = cal
-            .cells
-            .iter()
-            .find(|n| n.cell == cell.name)
-            .and_then(|n| n.seconds_per_request);
-        match per {
-            Some(per) => seconds += (cell.requests + cell.warmup) as f64 * per,
-            None => missing.push(cell.name.as_str()),
-        }
-    }
-    let passes = if plan.adaptive.enabled {
-        1
-    } else {
-        plan.repeats
-    };
-    let total = 2.0 * passes as f64 * seconds / 60.0;
-    if missing.is_empty() {
-        c.add(
-            what,
-            Found::Checked,
-            format!(
-                "about {total:.1} minutes of requests for both runtimes ({}: each cell's seconds per request × its requests and warmups × {passes} pass(es) × 2 runtimes; startups, sizing, turnover and readmission on top)",
-                file.display()
-            ),
-        );
-    } else {
-        c.add(
-            what,
-            Found::Unchecked,
-            format!(
-                "{} has no seconds per request for cell(s) {}: calibrate this suite",
-                file.display(),
-                missing.join(", ")
-            ),
-        );
     }
 }
 
