@@ -672,3 +672,100 @@ fn the_reference_engines_two_profiles_are_compared_by_capacity_at_a_first_token_
         t0.elapsed().as_secs_f64()
     );
 }
+
+/// `infergate run` of the rate suite with `edit` applied, against `target`:
+/// its exit code, all it printed and the artifact it wrote.
+fn run_capacity(
+    target: &str,
+    edit: impl Fn(&str) -> String,
+) -> (
+    Option<i32>,
+    String,
+    infergate::artifact::RunArtifact,
+    Vec<infergate::measure::record::RequestRecord>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("suite.toml");
+    std::fs::write(&suite, edit(SUITE)).unwrap();
+    let out = dir.path().join("run");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["run", "--skip-turnover", "--target", target, "--suite"])
+        .arg(&suite)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let all = support::cli::printed(&o);
+    let art = serde_json::from_slice(
+        &std::fs::read(out.join(runner::ARTIFACT_FILE))
+            .unwrap_or_else(|e| panic!("no run.json ({e}): {all}")),
+    )
+    .unwrap();
+    let recs = journal::read(&out.join(JOURNAL_FILE)).unwrap();
+    (o.status.code(), all, art, recs)
+}
+
+/// An SLO no level can meet (a first token within 5 ms from a source that
+/// takes 40 ms to its first): the search ends at its lowest level, below
+/// the range, said in the run's line, every request journaled.
+#[test]
+fn an_slo_no_level_can_meet_ends_below_the_range_and_says_so() {
+    let (_, src) = FastSource::start(FastSourceConfig {
+        ttft: Duration::from_millis(40),
+        ..FastSourceConfig::default()
+    })
+    .expect("fast source");
+    let (code, all, art, recs) = run_capacity(&src.base_url(), |s| {
+        s.replace("ttft_ms = 200", "ttft_ms = 5")
+    });
+    assert_eq!(code, Some(0), "{all}");
+    let cap = art.cells[0].capacity.as_ref().expect("a capacity search");
+    assert_eq!(cap.stopped, Stopped::BelowRange, "{}", cap.line());
+    assert_eq!(cap.levels.len(), 1, "{}", cap.line());
+    assert!(
+        cap.line().contains("the lowest level did not hold"),
+        "{}",
+        cap.line()
+    );
+    assert!(all.contains(&cap.line()), "{all}");
+    assert_eq!(recs.len() as u64, cap.requests + cap.warmup_requests);
+}
+
+/// A runtime that fails every measured request (a fault proxy answers 500
+/// to each one; discovery and the prompt-sizing probes pass): the search
+/// ends with its reason in the run, each failure journaled, none hidden.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_failing_every_request_ends_the_search_with_its_failures_journaled() {
+    use infergate_testkit::faultproxy::{Fault, FaultProxy, FaultProxyConfig};
+    let (_, src) = FastSource::start(FastSourceConfig::default()).expect("fast source");
+    let proxy = FaultProxy::start(FaultProxyConfig::new(src.base_url()), |r| {
+        let probe = r.body.and_then(|b| b["max_tokens"].as_u64()) == Some(1);
+        if r.path.starts_with("/v1/chat/completions") && !probe {
+            Fault::Status(500)
+        } else {
+            Fault::Pass
+        }
+    })
+    .await
+    .expect("fault proxy");
+    let url = proxy.base_url();
+    let (code, all, art, recs) =
+        tokio::task::spawn_blocking(move || run_capacity(&url, |s| s.to_string()))
+            .await
+            .unwrap();
+    let cap = art.cells[0].capacity.as_ref().expect("a capacity search");
+    assert_eq!(cap.stopped, Stopped::BelowRange, "{}\n{all}", cap.line());
+    assert!(all.contains(&cap.line()), "{all}");
+    // The failures are named beside the search's line, by their class.
+    assert!(
+        all.contains(&format!("failed requests: {} http_error", cap.requests)),
+        "{all}"
+    );
+    assert_eq!(recs.len() as u64, cap.requests + cap.warmup_requests);
+    assert!(
+        recs.iter()
+            .all(|r| r.outcome != infergate::report::artifact::Outcome::Ok),
+        "{all}"
+    );
+    eprintln!("exit {code:?}\n{all}");
+}
