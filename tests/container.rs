@@ -1093,6 +1093,29 @@ async fn watch_qualifies_each_new_digest_of_a_tag_once() {
         out.status.success() && text.contains("over 2 steps"),
         "{text}"
     );
+    // The same lineage as a page: a point per build in each series, the
+    // anchor at the first baseline, the tag in the builds' table.
+    let page = env.out.join("history.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .args(["history", "--repo", &repo, "--html", "-o"])
+        .arg(&page)
+        .arg("--ledger")
+        .arg(&env.ledger)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(
+        html.matches("class=\"build\"").count(),
+        2 * h.series.len(),
+        "{html:.600}"
+    );
+    assert_eq!(html.matches("class=\"anchor\"").count(), h.series.len());
+    assert!(html.contains("<td>nightly</td>"), "{html:.600}");
     infergate::runtime::stop::stop(&outcome.id, Some(env.ledger.clone().into()), true)
         .await
         .unwrap();
