@@ -647,6 +647,18 @@ fn the_reference_engines_two_profiles_are_compared_by_capacity_at_a_first_token_
     .unwrap();
     let t0 = std::time::Instant::now();
     let (_, all, report, qdir) = support::cli::qualify_report(dir.path());
+    // The restored baseline is left serving, as a qualification leaves it:
+    // stopped before anything else can fail.
+    let stopped = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+        .current_dir(dir.path())
+        .args(["stop", "q", "--ledger", "L.sqlite", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        stopped.status.success(),
+        "{}",
+        support::cli::printed(&stopped)
+    );
     let cap = &report["cells"]["held"]["capacity"];
     assert!(cap.is_object(), "no capacity comparison:\n{all}");
     let c: infergate::report::CapacityComparison = serde_json::from_value(cap.clone()).unwrap();
