@@ -145,29 +145,13 @@ async fn the_html_report_loads_offline_in_chromium_with_every_plot_drawn() {
         );
     }
 
-    let shot = out.join("report.png");
-    let _ = std::fs::remove_file(&shot);
-    let res = headless(
+    support::browser::screenshot(
         &page,
         profile.path(),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1280,2400".to_string(),
-            "--hide-scrollbars".to_string(),
-        ],
+        &out.join("report.png"),
+        "1280,2400",
+        20_000,
     );
-    assert!(
-        res.status.success(),
-        "chromium --screenshot failed: {}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let png = std::fs::read(&shot).expect("a screenshot was written");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 20_000,
-        "{} bytes",
-        png.len()
-    );
-    eprintln!("screenshot: {}", shot.display());
 }
 
 /// `history --html` in Chromium: eight builds of one repository, each
@@ -268,27 +252,11 @@ fn the_history_page_draws_the_series_the_anchor_and_a_change_point_offline() {
         "the change point names build 5: {svg:.600}"
     );
     assert!(dom.contains("drift fail"), "{dom:.600}");
-    let shot = out.join("history.png");
-    let _ = std::fs::remove_file(&shot);
-    let res = headless(
+    support::browser::screenshot(
         &page,
         profile.path(),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1200,900".to_string(),
-            "--hide-scrollbars".to_string(),
-        ],
+        &out.join("history.png"),
+        "1200,900",
+        10_000,
     );
-    assert!(
-        res.status.success(),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let png = std::fs::read(&shot).expect("a screenshot was written");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
-    eprintln!("screenshot: {}", shot.display());
 }

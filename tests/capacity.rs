@@ -537,29 +537,13 @@ fn html_curves_in_chromium(
         .filter(|r| r.estimate.as_ref().is_some_and(|e| e.interval.is_some()))
         .count();
     assert_eq!(svg.matches("class=\"capacity-band\"").count(), bands);
-    let shot = out.join("report.png");
-    let _ = std::fs::remove_file(&shot);
-    let res = headless(
+    support::browser::screenshot(
         &page,
         profile.path(),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1280,1800".to_string(),
-            "--hide-scrollbars".to_string(),
-        ],
+        &out.join("report.png"),
+        "1280,1800",
+        10_000,
     );
-    assert!(
-        res.status.success(),
-        "{}",
-        String::from_utf8_lossy(&res.stderr)
-    );
-    let png = std::fs::read(&shot).expect("a screenshot was written");
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
-    eprintln!("screenshot: {}", shot.display());
 }
 
 /// `qualify --check` on the seed's capacity plan: each search's levels and

@@ -52,7 +52,12 @@ pub(super) async fn run_block(
         .iter()
         .find(|c| c.name == b.cell)
         .map_or(1, |c| c.window);
-    let opts = block_options(ctx, rt, b, up, warmup);
+    let part = RunPart::Block {
+        first: b.first,
+        count: b.count,
+        warmup: warmup > 0,
+    };
+    let opts = part_options(ctx, rt, (b.side, &b.cell), up, part);
     let detail = json!({
         "cell": b.cell,
         "block": b.k,
@@ -98,30 +103,32 @@ fn warmup_before(suite: &LoadedSuite, b: &Block, up: &Up) -> usize {
         .map_or(0, |c| if warm_first { c.warmup } else { 0 })
 }
 
-/// The runner's options for one block: its cell's requests `first ..
-/// first + count`, into the side's interleaved directory.
-fn block_options(ctx: &Ctx<'_>, rt: &Runtime, b: &Block, up: &Up, warmup: usize) -> RunOptions {
-    let dir = interleaved_dir(ctx.out_dir, b.side);
+/// The runner's options for one part of `cell` on `side` (a block of its
+/// requests, or a capacity segment), into the side's interleaved directory.
+pub(super) fn part_options(
+    ctx: &Ctx<'_>,
+    rt: &Runtime,
+    (side, cell): (&str, &str),
+    up: &Up,
+    part: RunPart,
+) -> RunOptions {
+    let dir = interleaved_dir(ctx.out_dir, side);
     RunOptions {
-        target: up.get(b.side).handle.base_url().to_string(),
+        target: up.get(side).handle.base_url().to_string(),
         api_key_env: rt.api_key_env.clone(),
         suite: ctx.plan.suite.clone(),
         resume: dir.join(JOURNAL_FILE).exists(),
         out_dir: dir,
-        runtime_label: Some(b.side.to_string()),
+        runtime_label: Some(side.to_string()),
         image: image_label(rt),
-        only_cells: vec![b.cell.clone()],
+        only_cells: vec![cell.to_string()],
         timeouts: ctx.plan.timeouts.clone(),
-        // A block never runs turnover; the merged artifact records a skip.
+        // A part never runs turnover; the merged artifact records a skip.
         skip_turnover: None,
-        // One line per block here instead of the runner's per-cell lines.
+        // One line per part here instead of the runner's per-cell lines.
         quiet: true,
         tokenizer: None,
-        part: RunPart::Block {
-            first: b.first,
-            count: b.count,
-            warmup: warmup > 0,
-        },
+        part,
         scrape: scrape_options(rt),
     }
 }

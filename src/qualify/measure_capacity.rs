@@ -11,19 +11,17 @@ use anyhow::{Result, anyhow, bail};
 use serde_json::json;
 
 use super::outcome::PassFailure;
-use super::targets::{image_label, scrape_options};
 use super::up::Up;
 use crate::config::plan::{BASELINE, CANDIDATE};
 use crate::config::suite::{CellSpec, LoadedSuite};
 use crate::measure::interleave;
 use crate::measure::pool::Blocks;
-use crate::measure::runner::{JOURNAL_FILE, RunOptions, RunPart, capacity_segments};
+use crate::measure::runner::{RunPart, capacity_segments};
 use crate::report::capacity::run::{rule_of, shown, tried_of};
 use crate::report::capacity::search::Tried;
 use crate::report::capacity::{SegmentRun, shared};
 use crate::runtime::ctx::Ctx;
 use crate::runtime::ledger::Status;
-use crate::runtime::state::interleaved_dir;
 
 /// Every capacity cell of the suite, one after another.
 pub(super) async fn run_capacity(
@@ -144,23 +142,8 @@ async fn segment(
         .plan
         .runtime(side)
         .ok_or_else(|| fail("run", side, anyhow!("no runtime {side}")))?;
-    let dir = interleaved_dir(ctx.out_dir, side);
-    let opts = RunOptions {
-        target: up.get(side).handle.base_url().to_string(),
-        api_key_env: rt.api_key_env.clone(),
-        suite: ctx.plan.suite.clone(),
-        resume: dir.join(JOURNAL_FILE).exists(),
-        out_dir: dir,
-        runtime_label: Some(side.to_string()),
-        image: image_label(rt),
-        only_cells: vec![cell.name.clone()],
-        timeouts: ctx.plan.timeouts.clone(),
-        skip_turnover: None,
-        quiet: true,
-        tokenizer: None,
-        part: RunPart::CapacitySegment { load },
-        scrape: scrape_options(rt),
-    };
+    let part = RunPart::CapacitySegment { load };
+    let opts = super::measure_block::part_options(ctx, rt, (side, &cell.name), up, part);
     let detail = json!({"cell": cell.name, "step": step, "load": load, "dir": opts.out_dir});
     ctx.log("segment", Some(side), Status::Started, detail.clone())
         .map_err(|e| fail("ledger", side, e))?;

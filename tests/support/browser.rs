@@ -58,3 +58,30 @@ pub fn svgs(dom: &str) -> Vec<&str> {
     }
     out
 }
+
+/// A screenshot of `page` at `size` ("W,H") into `shot`, checked to be a
+/// PNG of more than `min_bytes` (a blank page is smaller).
+pub fn screenshot(page: &Path, profile: &Path, shot: &Path, size: &str, min_bytes: usize) {
+    let _ = std::fs::remove_file(shot);
+    let res = headless(
+        page,
+        profile,
+        &[
+            format!("--screenshot={}", shot.display()),
+            format!("--window-size={size}"),
+            "--hide-scrollbars".to_string(),
+        ],
+    );
+    assert!(
+        res.status.success(),
+        "chromium --screenshot failed: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let png = std::fs::read(shot).expect("a screenshot was written");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > min_bytes,
+        "{} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}

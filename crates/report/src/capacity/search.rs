@@ -26,6 +26,20 @@ pub struct Tried {
     pub segments: Vec<Segment>,
 }
 
+impl Tried {
+    /// Add a segment measured at `load` to a search's levels: to the last
+    /// level when it is at that load, else as a new level.
+    pub fn record(tried: &mut Vec<Tried>, load: f64, segment: Segment) {
+        match tried.last_mut() {
+            Some(t) if t.load == load => t.segments.push(segment),
+            _ => tried.push(Tried {
+                load,
+                segments: vec![segment],
+            }),
+        }
+    }
+}
+
 /// The rule a search follows: the cell's table, its minimum attainment and
 /// the error its level decisions share.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,13 +234,7 @@ mod tests {
                         of: 16,
                         warmup: 4,
                     };
-                    match tried.last_mut() {
-                        Some(t) if t.load == load => t.segments.push(s),
-                        _ => tried.push(Tried {
-                            load,
-                            segments: vec![s],
-                        }),
-                    }
+                    Tried::record(&mut tried, load, s);
                 }
             }
         }

@@ -78,13 +78,7 @@ pub fn replay(
             ));
         }
         for (t, (load, seg)) in sides.iter_mut().zip([b, c]) {
-            match t.last_mut() {
-                Some(l) if l.load == *load => l.segments.push(*seg),
-                _ => t.push(Tried {
-                    load: *load,
-                    segments: vec![*seg],
-                }),
-            }
+            Tried::record(t, *load, *seg);
         }
     }
     Ok(())
@@ -118,13 +112,7 @@ mod tests {
                     of: 16,
                     warmup: 4,
                 };
-                match t.last_mut() {
-                    Some(l) if l.load == load => l.segments.push(s),
-                    _ => t.push(Tried {
-                        load,
-                        segments: vec![s],
-                    }),
-                }
+                Tried::record(t, load, s);
             }
         }
         panic!("the shared schedule did not end");

@@ -99,13 +99,7 @@ pub fn search(rule: &SearchRule, q: &Queue, rng: &mut Xoshiro256) -> (Vec<Tried>
             Next::Measure(load) => {
                 let warmup = rule.spec.warmup_at(load) as u64;
                 let s = q.segment(load, warmup, rule.spec.segment_requests as u64, rng);
-                match tried.last_mut() {
-                    Some(t) if t.load == load => t.segments.push(s),
-                    _ => tried.push(Tried {
-                        load,
-                        segments: vec![s],
-                    }),
-                }
+                Tried::record(&mut tried, load, s);
             }
         }
     }
