@@ -524,11 +524,17 @@ async fn without_usage_lengths_are_counted_with_the_tokenizer_or_estimated_and_s
     );
 }
 
-#[test]
-fn the_command_stops_on_sigterm_with_its_trace_flushed_and_summary_written() {
-    use std::io::{BufRead, BufReader};
-    let up = source(FastSourceConfig::default());
-    let dir = tempfile::tempdir().unwrap();
+/// `infergate capture` in front of `upstream` into `out`, on a free port,
+/// once it says it listens: the child, the rest of its standard error, the port.
+fn command(
+    upstream: &str,
+    out: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+    u16,
+) {
+    use std::io::BufRead;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -536,16 +542,24 @@ fn the_command_stops_on_sigterm_with_its_trace_flushed_and_summary_written() {
         .port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
         .args(["capture", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--upstream", &up.base_url()])
+        .args(["--upstream", upstream])
         .arg("--out")
-        .arg(dir.path())
+        .arg(out)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
     err.read_line(&mut first).unwrap();
     assert!(first.contains("listening on"), "{first}");
+    (child, err, port)
+}
+
+#[test]
+fn the_command_stops_on_sigterm_with_its_trace_flushed_and_summary_written() {
+    let up = source(FastSourceConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut err, port) = command(&up.base_url(), dir.path());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     assert_eq!(rt.block_on(post(&url, &chat("hi", true, 2))).0, 200);
@@ -935,7 +949,6 @@ async fn an_upstream_closing_mid_stream_breaks_the_clients_answer_and_is_recorde
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_leaves_a_line_for_every_request_that_finished() {
-    use std::io::{BufRead, BufReader};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     // Each answer streams for about 200 ms, so the signal lands mid-stream.
@@ -945,23 +958,7 @@ async fn sigterm_under_load_leaves_a_line_for_every_request_that_finished() {
         ..FastSourceConfig::default()
     });
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
-        .args(["capture", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--upstream", &up.base_url()])
-        .arg("--out")
-        .arg(dir.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
-    assert!(first.contains("listening on"), "{first}");
+    let (mut child, mut err, port) = command(&up.base_url(), dir.path());
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     let (finished, in_flight) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut clients = Vec::new();
